@@ -1,0 +1,1 @@
+"""Edges of elicitbot: chat surfaces and upstream sources."""

@@ -1,0 +1,1 @@
+"""One module per upstream system: parse and validate in, write the answer back out."""

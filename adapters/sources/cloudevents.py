@@ -1,0 +1,397 @@
+"""CloudEvents 1.0 over HTTP (structured, binary, batch) and NATS, parsed strictly.
+
+Written here rather than taken from the ``cloudevents`` SDK, which invents missing ids, accepts
+empty or integer ids and picks the mode from stray ``ce-`` headers (notes/reliability.md §4).
+Pure: no I/O. Every refusal is an ``IntakeError``; ``PayloadRejected`` names every bad attribute.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import unquote
+
+from bot.domain.errors import (
+    FieldProblem,
+    PayloadRejected,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+)
+
+SPECVERSION = "1.0"
+MAX_BODY_BYTES = 1024 * 1024
+"""The intake limit (DESIGN.md: 413 over 1 MiB)."""
+
+STRUCTURED = "application/cloudevents"
+BATCH = "application/cloudevents-batch"
+_STRUCTURED_TYPES = frozenset({STRUCTURED, STRUCTURED + "+json"})
+_BATCH_TYPES = frozenset({BATCH, BATCH + "+json"})
+_PREFIX = "ce-"
+
+_REQUIRED = ("id", "source", "specversion", "type")
+_OPTIONAL = ("subject", "datacontenttype", "dataschema")
+_CONTEXT = frozenset({*_REQUIRED, *_OPTIONAL, "time"})
+_NAME = re.compile(r"[a-z0-9]+")
+_QUOTED_PAIR = re.compile(r"\\(.)", re.DOTALL)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_RFC3339 = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})[Tt ]"
+    r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?"
+    r"(?:(?P<utc>[Zz])|(?P<sign>[+-])(?P<offset_hour>[0-9]{2}):(?P<offset_minute>[0-9]{2}))"
+)
+
+
+@dataclass(frozen=True)
+class CloudEvent:
+    """One validated event. ``data`` is the parsed JSON value (None when the event has none)."""
+
+    id: str
+    source: str
+    specversion: str
+    type: str
+    subject: str | None
+    time: datetime | None
+    datacontenttype: str | None
+    dataschema: str | None
+    data: Any
+    extensions: dict[str, str]
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """An RFC 3339 date-time (seconds and an offset or Z required) as an aware UTC datetime."""
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        msg = "must be an RFC 3339 date-time such as 2026-11-10T09:30:00Z"
+        raise ValueError(msg)
+    part = match.groupdict()
+    try:
+        if part["utc"]:
+            tz = UTC
+        else:
+            hours, minutes = int(part["offset_hour"]), int(part["offset_minute"])
+            if hours > 23 or minutes > 59:  # noqa: PLR2004 - RFC 3339 time-numoffset bounds
+                raise ValueError  # noqa: TRY301 - one message for every out-of-range part
+            sign = -1 if part["sign"] == "-" else 1
+            tz = timezone(sign * timedelta(hours=hours, minutes=minutes))
+        fraction = (part["fraction"] or "")[:6].ljust(6, "0")
+        moment = datetime(
+            int(part["year"]),
+            int(part["month"]),
+            int(part["day"]),
+            int(part["hour"]),
+            int(part["minute"]),
+            int(part["second"]),
+            int(fraction),
+            tzinfo=tz,
+        )
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        msg = "is not a valid date-time (a part is out of range)"
+        raise ValueError(msg) from None
+
+
+def parse_http(
+    headers: Mapping[str, str], body: bytes, *, max_bytes: int = MAX_BODY_BYTES
+) -> tuple[list[CloudEvent], bool]:
+    """Events of one HTTP request and whether it was a batch; the mode comes from Content-Type."""
+    _check_size(body, max_bytes)
+    fields, ce_headers, problems = _split_headers(headers)
+    content_type = fields.get("content-type")
+    media = _media_type(content_type)
+    if media is not None and media.startswith(BATCH):
+        return _batch(media, body), True
+    if media is not None and media.startswith(STRUCTURED):
+        return [_structured(media, body)], False
+    if content_type is None and not ce_headers:
+        raise UnsupportedMediaType("no Content-Type and no ce- headers: not a CloudEvent")
+    return [_binary(content_type, ce_headers, body, problems)], False
+
+
+def parse_nats(
+    headers: Mapping[str, str] | None, body: bytes, *, max_bytes: int = MAX_BODY_BYTES
+) -> CloudEvent:
+    """One event of a NATS message: binary when ``ce-`` headers are present, else structured."""
+    _check_size(body, max_bytes)
+    fields, ce_headers, problems = _split_headers(headers or {})
+    content_type = fields.get("content-type")
+    media = _media_type(content_type)
+    if media is not None and media.startswith(BATCH):
+        raise UnsupportedMediaType("a NATS message carries one event, not a batch")
+    if media is not None and media.startswith(STRUCTURED):
+        return _structured(media, body)
+    if not ce_headers:  # NATS publishers often send the JSON event with no headers at all
+        return _structured(STRUCTURED, body)
+    return _binary(content_type, ce_headers, body, problems)
+
+
+def event_from_attributes(
+    attributes: Mapping[str, Any], data: Any, problems: list[FieldProblem] | None = None
+) -> CloudEvent:
+    """Validate context attributes (JSON values; null = absent) and build the event.
+
+    ``problems`` already found (e.g. in the data) are reported together with the attributes'.
+    """
+    found = list(problems or [])
+    values = {name: value for name, value in attributes.items() if value is not None}
+    strings: dict[str, str | None] = {}
+    for name in (*_REQUIRED, *_OPTIONAL):
+        strings[name] = _string_attribute(name, values.get(name), name in _REQUIRED, found)
+    if strings["specversion"] is not None and strings["specversion"] != SPECVERSION:
+        found.append(FieldProblem("specversion", f'must be "{SPECVERSION}"'))
+        strings["specversion"] = None
+    time = _time_attribute(values.get("time"), found)
+    extensions = _extensions(values, found)
+    if found:
+        raise PayloadRejected(found)
+    return CloudEvent(
+        id=_present(strings["id"]),
+        source=_present(strings["source"]),
+        specversion=_present(strings["specversion"]),
+        type=_present(strings["type"]),
+        subject=strings["subject"],
+        time=time,
+        datacontenttype=strings["datacontenttype"],
+        dataschema=strings["dataschema"],
+        data=data,
+        extensions=extensions,
+    )
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """``application/json`` or any ``type/subtype+json``, parameters allowed."""
+    media = _media_type(content_type) or ""
+    return media == "application/json" or ("/" in media and media.endswith("+json"))
+
+
+# --- modes -------------------------------------------------------------------------------------
+
+
+def _structured(media: str, body: bytes) -> CloudEvent:
+    if media not in _STRUCTURED_TYPES:
+        raise UnsupportedMediaType(
+            f"{media} is not a supported event format: use {STRUCTURED}+json"
+        )
+    document, problem = _load_json(body, "body")
+    if problem is not None:
+        raise PayloadRejected([problem])
+    if not isinstance(document, dict):
+        raise PayloadRejected([FieldProblem("body", "must be a JSON object (one CloudEvent)")])
+    return _from_json_object(document)
+
+
+def _batch(media: str, body: bytes) -> list[CloudEvent]:
+    if media not in _BATCH_TYPES:
+        raise UnsupportedMediaType(f"{media} is not a supported batch format: use {BATCH}+json")
+    document, problem = _load_json(body, "body")
+    if problem is not None:
+        raise PayloadRejected([problem])
+    if not isinstance(document, list):
+        raise PayloadRejected([FieldProblem("body", "must be a JSON array of CloudEvents")])
+    if not document:
+        raise PayloadRejected([FieldProblem("body", "a batch must hold at least one event")])
+    events: list[CloudEvent] = []
+    problems: list[FieldProblem] = []
+    for index, item in enumerate(document):
+        if not isinstance(item, dict):
+            problems.append(FieldProblem(f"[{index}]", "must be a JSON object (one CloudEvent)"))
+            continue
+        try:
+            events.append(_from_json_object(item))
+        except PayloadRejected as exc:
+            problems.extend(exc.prefixed(f"[{index}].").problems)
+    if problems:
+        raise PayloadRejected(problems)
+    return events
+
+
+def _binary(
+    content_type: str | None,
+    ce_headers: Mapping[str, str],
+    body: bytes,
+    problems: list[FieldProblem],
+) -> CloudEvent:
+    if content_type is not None and not is_json_media_type(content_type):
+        raise UnsupportedMediaType(f"event data must be JSON, not {content_type}")
+    found = list(problems)
+    if "datacontenttype" in ce_headers:
+        found.append(FieldProblem("datacontenttype", "must be sent as Content-Type instead"))
+    if "data" in ce_headers:
+        found.append(FieldProblem("data", "goes in the body, not in a ce-data header"))
+    attributes: dict[str, Any] = {
+        name: value for name, value in ce_headers.items() if name not in ("datacontenttype", "data")
+    }
+    attributes["datacontenttype"] = content_type
+    data: Any = None
+    if body.strip():
+        data, problem = _load_json(body, "data")
+        if problem is not None:
+            found.append(problem)
+    return event_from_attributes(attributes, data, found)
+
+
+def _from_json_object(document: Mapping[str, Any]) -> CloudEvent:
+    """A structured-mode event (JSON format): attributes are members, beside data/data_base64."""
+    problems: list[FieldProblem] = []
+    data: Any = document.get("data")
+    encoded = document.get("data_base64")
+    if encoded is not None:
+        if data is not None:
+            problems.append(FieldProblem("data_base64", "must not be present together with data"))
+        elif not isinstance(encoded, str):
+            problems.append(FieldProblem("data_base64", "must be a string"))
+        else:
+            data = _decode_base64_json(encoded, problems)
+    attributes = {k: v for k, v in document.items() if k not in ("data", "data_base64")}
+    return event_from_attributes(attributes, data, problems)
+
+
+# --- pieces ------------------------------------------------------------------------------------
+
+
+def _check_size(body: bytes, max_bytes: int) -> None:
+    if len(body) > max_bytes:
+        raise PayloadTooLarge(f"body is {len(body)} bytes; the limit is {max_bytes}")
+
+
+def _media_type(content_type: str | None) -> str | None:
+    if content_type is None:
+        return None
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _split_headers(
+    headers: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, str], list[FieldProblem]]:
+    """Lower-cased headers, decoded ``ce-`` attributes (by attribute name) and decoding problems."""
+    fields: dict[str, str] = {}
+    ce_headers: dict[str, str] = {}
+    problems: list[FieldProblem] = []
+    for raw_name, raw_value in headers.items():
+        name = raw_name.strip().lower()
+        if not name.startswith(_PREFIX):
+            fields.setdefault(name, raw_value.strip())
+            continue
+        attribute = name[len(_PREFIX) :]
+        try:
+            value = _decode_header_value(raw_value)
+        except UnicodeDecodeError:
+            problems.append(FieldProblem(attribute, "is not valid percent-encoded UTF-8"))
+            continue
+        if ce_headers.setdefault(attribute, value) != value:
+            problems.append(FieldProblem(attribute, f"{name} is given twice with different values"))
+    return fields, ce_headers, problems
+
+
+def _decode_header_value(raw: str) -> str:
+    """CloudEvents HTTP binding §3.1.3.2: unquote a quoted-string, then one percent-decoding."""
+    value = raw.strip(" \t")
+    if len(value) >= 2 and value[0] == value[-1] == '"':  # noqa: PLR2004 - the two quotes
+        value = _QUOTED_PAIR.sub(r"\1", value[1:-1])
+    return unquote(value, encoding="utf-8", errors="strict")
+
+
+def _load_json(raw: bytes, loc: str) -> tuple[Any, FieldProblem | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, FieldProblem(loc, "is not valid UTF-8")
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        return None, FieldProblem(loc, "is nested too deeply")
+    except ValueError as exc:
+        return None, FieldProblem(loc, f"is not valid JSON ({exc})")
+    if _has_lone_surrogate(document):
+        return None, FieldProblem(loc, "holds a lone UTF-16 surrogate escape: not valid Unicode")
+    return document, None
+
+
+def _has_lone_surrogate(document: Any) -> bool:
+    """``"\\ud800"`` is valid JSON but no Unicode text: nothing downstream could encode it."""
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return False
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _decode_base64_json(encoded: str, problems: list[FieldProblem]) -> Any:
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        problems.append(FieldProblem("data_base64", "is not valid base64"))
+        return None
+    data, problem = _load_json(raw, "data")
+    if problem is not None:
+        problems.append(problem)
+    return data
+
+
+def _string_attribute(
+    name: str, value: Any, required: bool, problems: list[FieldProblem]
+) -> str | None:
+    if value is None:
+        if required:
+            problems.append(FieldProblem(name, "is required"))
+        return None
+    if not isinstance(value, str):
+        problems.append(FieldProblem(name, "must be a string"))
+        return None
+    if not value:
+        problems.append(FieldProblem(name, "must not be empty"))
+        return None
+    return value
+
+
+def _time_attribute(value: Any, problems: list[FieldProblem]) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        problems.append(FieldProblem("time", "must be a string"))
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        problems.append(FieldProblem("time", str(exc)))
+        return None
+
+
+def _extensions(values: Mapping[str, Any], problems: list[FieldProblem]) -> dict[str, str]:
+    """Extension attributes as canonical strings (CloudEvents type system: string/int/bool)."""
+    extensions: dict[str, str] = {}
+    for name, value in values.items():
+        if name in _CONTEXT:
+            continue
+        if not _NAME.fullmatch(name):
+            problems.append(FieldProblem(name, "is not a valid attribute name (a-z and 0-9 only)"))
+        elif isinstance(value, bool):
+            extensions[name] = "true" if value else "false"
+        elif isinstance(value, int | str):
+            extensions[name] = str(value)
+        else:
+            problems.append(FieldProblem(name, "must be a string, an integer or a boolean"))
+    return extensions
+
+
+def _present(value: str | None) -> str:
+    """A required attribute after validation found no problem with it."""
+    if value is None:  # pragma: no cover - ruled out by the problems check
+        raise AssertionError
+    return value

@@ -1,0 +1,19 @@
+"""SuperPipeline `elicitation.pending` v1 intake (spec 000): a CloudEvent in, an Elicitation out."""
+
+from adapters.sources.superpipeline.parse import (
+    CE_TYPE,
+    SOURCE,
+    SUBJECT_RE,
+    parse_body,
+    to_elicitation,
+    workspace_from_subject,
+)
+
+__all__ = [
+    "CE_TYPE",
+    "SOURCE",
+    "SUBJECT_RE",
+    "parse_body",
+    "to_elicitation",
+    "workspace_from_subject",
+]

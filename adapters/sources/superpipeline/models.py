@@ -1,0 +1,153 @@
+"""SuperPipeline's ``elicitation.pending`` v1 body, field for field (spec 000).
+
+Strict: no coercion ("3" is no integer, 1 no boolean); null only where the spec says "or null";
+unknown properties ignored everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from adapters.sources.cloudevents import parse_rfc3339
+
+PREVIEW_TYPES = ("text", "field", "link")
+PREVIEW_TAG_ERROR = "preview_type"
+
+
+def _refuse_null(value: object) -> object:
+    if value is None:
+        raise PydanticCustomError("null_forbidden", "must not be null")
+    return value
+
+
+def _exactly(*allowed: str | bool) -> BeforeValidator:
+    """Accept only these JSON values, of the same JSON type (``false`` is not ``0``)."""
+    if len(allowed) == 1:
+        message = f"must be {json.dumps(allowed[0])}"
+    else:
+        message = "must be one of " + ", ".join(str(a) for a in allowed)
+
+    def check(value: object) -> object:
+        if any(type(value) is type(a) and value == a for a in allowed):
+            return value
+        raise PydanticCustomError("literal_error", message)
+
+    return BeforeValidator(check)
+
+
+def _date_time(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise PydanticCustomError("string_type", "must be a string")
+    try:
+        return parse_rfc3339(value)
+    except ValueError as exc:
+        raise PydanticCustomError("date_time", str(exc)) from None
+
+
+NotNull = BeforeValidator(_refuse_null)
+"""For optional fields that may be absent but not null (it must come last: it runs first)."""
+DateTime = Annotated[datetime, BeforeValidator(_date_time)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, alias_generator=to_camel)
+
+
+MeaningValue = Annotated[
+    Literal["approve", "reject", "revise", "choose", "defer"],
+    _exactly("approve", "reject", "revise", "choose", "defer"),
+]
+ScopeValue = Annotated[
+    Literal["once", "run", "always"] | None, _exactly("once", "run", "always"), NotNull
+]
+RequiresValue = Annotated[Literal["workspace-admin"] | None, _exactly("workspace-admin"), NotNull]
+
+
+class Option(_Body):
+    id: str
+    label: str
+    meaning: MeaningValue
+    needs_comment: Annotated[Literal[False], _exactly(False)]
+    scope: ScopeValue = None
+    requires: RequiresValue = None
+
+
+class TextPreview(_Body):
+    type: Literal["text"]
+    label: Annotated[str | None, NotNull] = None
+    text: str
+
+
+class FieldPreview(_Body):
+    type: Literal["field"]
+    label: str
+    value: str
+
+
+class LinkPreview(_Body):
+    type: Literal["link"]
+    label: str
+    url: str
+
+
+def _preview_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) and kind in PREVIEW_TYPES else None
+
+
+Preview = Annotated[
+    Annotated[TextPreview, Tag("text")]
+    | Annotated[FieldPreview, Tag("field")]
+    | Annotated[LinkPreview, Tag("link")],
+    Discriminator(
+        _preview_tag,
+        custom_error_type=PREVIEW_TAG_ERROR,
+        custom_error_message="must be a text, field or link preview",
+    ),
+]
+
+
+class ApprovalSubject(_Body):
+    id: str
+    digest: str
+    schema_: str = Field(alias="schema")
+    revision: int = Field(ge=0)
+    expires_at: DateTime | None
+    preview: list[Preview]
+    preview_complete: bool
+
+
+class FreeText(_Body):
+    max_length: int = Field(ge=1)
+
+
+class Deadline(_Body):
+    remind_at: Annotated[DateTime | None, NotNull] = None
+    escalate_at: Annotated[DateTime | None, NotNull] = None
+
+
+class ElicitationPending(_Body):
+    """The body (CloudEvents ``data``) of ``elicitation.pending`` v1."""
+
+    event: Annotated[Literal["elicitation.pending"], _exactly("elicitation.pending")]
+    board_id: str | None
+    board_name: str
+    card_id: str
+    card_title: str
+    elicitation_id: str
+    run_id: str
+    stage_key: str
+    agent_id: str
+    question: str
+    options: list[Option]
+    approval_subject: Annotated[ApprovalSubject | None, NotNull] = None
+    free_text: Annotated[FreeText | None, NotNull] = None
+    approval_request_id: Annotated[str | None, NotNull] = None
+    deadline: Annotated[Deadline | None, NotNull] = None
+    ts: DateTime

@@ -1,0 +1,257 @@
+"""SuperPipeline ``elicitation.pending`` v1: a CloudEvent in, a normalised ``Elicitation`` out."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from adapters.sources.cloudevents import CloudEvent
+from adapters.sources.superpipeline import models as upstream
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.model import (
+    AnswerMode,
+    ApprovalSubject,
+    Context,
+    Deadlines,
+    Elicitation,
+    Kind,
+    Meaning,
+    Option,
+    PreviewItem,
+    Scope,
+)
+
+SOURCE = "superpipeline"
+CE_TYPE = "com.superjackfruit.superpipeline.elicitation.pending.v1"
+SUBJECT_RE = re.compile(r"evt\.(?P<workspace>[^.*>\s]+)\.superpipeline\.elicitation\.pending")
+"""The NATS subject the relay files the event under; ``<workspace>`` is one NATS token."""
+
+_SUBJECT_SHAPE = "must be evt.<workspace>.superpipeline.elicitation.pending"
+_APPROVAL_EMPTY = ("cardId", "runId", "stageKey")
+_TYPE_MESSAGES = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
+
+
+def workspace_from_subject(subject: str | None) -> str | None:
+    """The workspace named by the subject; None without a subject (only workspace-less routes)."""
+    if subject is None:
+        return None
+    match = SUBJECT_RE.fullmatch(subject)
+    if match is None:
+        raise PayloadRejected([FieldProblem("subject", _SUBJECT_SHAPE)])
+    return match["workspace"]
+
+
+def to_elicitation(event: CloudEvent) -> Elicitation:
+    """Check the event's type and subject, then its body; every problem is reported at once."""
+    problems: list[FieldProblem] = []
+    if event.type != CE_TYPE:
+        problems.append(FieldProblem("type", f'must be "{CE_TYPE}"'))
+    workspace: str | None = None
+    try:
+        workspace = workspace_from_subject(event.subject)
+    except PayloadRejected as exc:
+        problems.extend(exc.problems)
+    body, body_problems = _validate(event.data, prefix="data")
+    problems.extend(body_problems)
+    if body is None or problems:
+        raise PayloadRejected(problems)
+    return _elicitation(body, workspace)
+
+
+def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
+    """The strict body parser; problem locations are relative to the body (``options[2].scope``)."""
+    body, problems = _validate(data, prefix="")
+    if body is None or problems:
+        raise PayloadRejected(problems)
+    return _elicitation(body, workspace)
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+def _validate(
+    data: Any, *, prefix: str
+) -> tuple[upstream.ElicitationPending | None, list[FieldProblem]]:
+    if data is None:
+        return None, [FieldProblem(prefix, "is required: the elicitation body")]
+    problems = _consistency_problems(data)
+    try:
+        body = upstream.ElicitationPending.model_validate(data)
+    except ValidationError as exc:
+        problems = [_problem(error) for error in exc.errors()] + problems
+        body = None
+    return body, [FieldProblem(_join(prefix, p.loc), p.message) for p in problems]
+
+
+def _consistency_problems(data: Any) -> list[FieldProblem]:
+    """Rules across fields, checked on the raw body so they are reported with the others."""
+    if not isinstance(data, dict):
+        return []
+    problems: list[FieldProblem] = []
+    options = data.get("options")
+    seen: dict[str, int] = {}
+    for index, option in enumerate(options if isinstance(options, list) else []):
+        option_id = option.get("id") if isinstance(option, dict) else None
+        if not isinstance(option_id, str):
+            continue
+        if option_id in seen:
+            problems.append(
+                FieldProblem(
+                    f"options[{index}].id",
+                    f"duplicates options[{seen[option_id]}].id: option ids must be distinct",
+                )
+            )
+        seen.setdefault(option_id, index)
+    request_id = data.get("approvalRequestId")
+    if isinstance(request_id, str):
+        elicitation_id = data.get("elicitationId")
+        if isinstance(elicitation_id, str) and elicitation_id != request_id:
+            problems.append(FieldProblem("approvalRequestId", "must equal elicitationId"))
+        for key in _APPROVAL_EMPTY:
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                problems.append(
+                    FieldProblem(key, 'must be "" on a broker approval request (approvalRequestId)')
+                )
+    return problems
+
+
+def _problem(error: ErrorDetails) -> FieldProblem:
+    loc = _location(error["loc"])
+    kind = error["type"]
+    value = error.get("input")
+    if kind == upstream.PREVIEW_TAG_ERROR:
+        if not isinstance(value, dict):
+            return FieldProblem(loc, "must be an object")
+        if value.get("type") is None:
+            return FieldProblem(f"{loc}.type", "is required")
+        return FieldProblem(f"{loc}.type", "must be one of " + ", ".join(upstream.PREVIEW_TYPES))
+    if kind != "missing" and value is None:
+        return FieldProblem(loc, "must not be null")
+    if kind == "greater_than_equal":
+        return FieldProblem(loc, f"must be at least {(error.get('ctx') or {}).get('ge')}")
+    return FieldProblem(loc, _TYPE_MESSAGES.get(kind, error["msg"]))
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    """``('options', 2, 'scope')`` -> ``options[2].scope``, without the preview union's tag."""
+    text = ""
+    for position, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _is_preview_tag(loc, position):
+            continue
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _is_preview_tag(loc: tuple[int | str, ...], position: int) -> bool:
+    return (
+        position >= 2  # noqa: PLR2004 - ('preview', index, tag, field)
+        and position + 1 < len(loc)
+        and loc[position - 2] == "preview"
+        and isinstance(loc[position - 1], int)
+        and loc[position] in upstream.PREVIEW_TYPES
+    )
+
+
+def _join(prefix: str, loc: str) -> str:
+    if not prefix:
+        return loc
+    if not loc:
+        return prefix
+    return f"{prefix}{loc}" if loc.startswith("[") else f"{prefix}.{loc}"
+
+
+# --- mapping -----------------------------------------------------------------------------------
+
+
+def _elicitation(body: upstream.ElicitationPending, workspace: str | None) -> Elicitation:
+    subject = body.approval_subject
+    approval = body.approval_request_id is not None or subject is not None
+    deadline = body.deadline or upstream.Deadline()
+    return Elicitation(
+        source=SOURCE,
+        source_id=body.elicitation_id,
+        workspace=workspace,
+        context=Context(
+            board_id=body.board_id,
+            board_name=body.board_name,
+            card_id=body.card_id or None,
+            card_title=body.card_title or None,
+            run_id=body.run_id or None,
+            stage_key=body.stage_key or None,
+        ),
+        asker=body.agent_id,
+        kind=Kind.APPROVAL if approval else Kind.QUESTION,
+        title=body.card_title or body.board_name,
+        question=body.question,
+        answer_mode=_answer_mode(body),
+        options=tuple(_option(option) for option in body.options),
+        max_length=body.free_text.max_length if body.free_text is not None else None,
+        subject=_subject(subject) if subject is not None else None,
+        deadlines=Deadlines(remind_at=deadline.remind_at, escalate_at=deadline.escalate_at),
+        approval_request_id=body.approval_request_id,
+        created_at=body.ts,
+        extra={
+            "boardId": body.board_id,
+            "cardId": body.card_id,
+            "runId": body.run_id,
+            "stageKey": body.stage_key,
+            "elicitationId": body.elicitation_id,
+        },
+    )
+
+
+def _answer_mode(body: upstream.ElicitationPending) -> AnswerMode:
+    """Options and freeText: both offered. Neither: a thread reply answers, as free text."""
+    if body.options and body.free_text is not None:
+        return AnswerMode.CHOICE_OR_TEXT
+    if body.options:
+        return AnswerMode.SINGLE_CHOICE
+    return AnswerMode.FREE_TEXT
+
+
+def _option(option: upstream.Option) -> Option:
+    return Option(
+        id=option.id,
+        label=option.label,
+        meaning=Meaning(option.meaning),
+        scope=Scope(option.scope) if option.scope is not None else None,
+        admin_only=option.requires == "workspace-admin",
+    )
+
+
+def _subject(subject: upstream.ApprovalSubject) -> ApprovalSubject:
+    return ApprovalSubject(
+        id=subject.id,
+        digest=subject.digest,
+        schema_=subject.schema_,
+        revision=subject.revision,
+        expires_at=subject.expires_at,
+        preview=tuple(_preview(item) for item in subject.preview),
+        preview_complete=subject.preview_complete,
+    )
+
+
+def _preview(
+    item: upstream.TextPreview | upstream.FieldPreview | upstream.LinkPreview,
+) -> PreviewItem:
+    if isinstance(item, upstream.TextPreview):
+        return PreviewItem(type=item.type, label=item.label, text=item.text)
+    if isinstance(item, upstream.FieldPreview):
+        return PreviewItem(type=item.type, label=item.label, value=item.value)
+    return PreviewItem(type=item.type, label=item.label, url=item.url)

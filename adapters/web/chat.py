@@ -1,0 +1,22 @@
+"""The ``web`` destination: the inbox page reads the store, so a post is accepted at once."""
+
+from __future__ import annotations
+
+from bot.domain.ports import MessageRef, Notice, PromptView
+
+
+class WebChat:
+    platform = "web"
+
+    async def post(
+        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+    ) -> MessageRef:
+        return {"url": view.link}
+
+    async def update(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        """Nothing to rewrite: the page renders the stored state."""
+
+    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+        """Refusals are shown in the page's own response."""

@@ -1,0 +1,230 @@
+"""The TOML config (DESIGN.md "Config"): pydantic models, unknown keys refused, secrets from env.
+
+``load_config(None)`` looks for ``./elicitbot.toml``; with no file it returns the embedded
+default: SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bot.domain.errors import ConfigError
+from bot.domain.model import People, Route, RouteMatch
+
+DEFAULT_FILE = Path("elicitbot.toml")
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerConfig(Section):
+    listen: str = "127.0.0.1:8787"
+    intake_token_env: EnvName | None = None
+    public_url: AnyHttpUrl | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:  # noqa: PLR2004
+            msg = "must be host:port, e.g. 127.0.0.1:8787"
+            raise ValueError(msg)
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+    @property
+    def base_url(self) -> str:
+        """``public_url``, defaulting to ``http://<listen>``."""
+        return str(self.public_url).rstrip("/") if self.public_url else f"http://{self.listen}"
+
+
+class StoreConfig(Section):
+    url: str = "sqlite:///elicitbot.db"
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite:", "sqlite+", "postgresql:", "postgresql+")):
+            msg = "must be sqlite:///<file> or postgresql[+psycopg]://user@host/db"
+            raise ValueError(msg)
+        return value
+
+
+class SlackConfig(Section):
+    bot_token_env: EnvName = "SLACK_BOT_TOKEN"  # noqa: S105 - a variable name
+    app_token_env: EnvName | None = None
+    signing_secret_env: EnvName | None = "SLACK_SIGNING_SECRET"  # noqa: S105
+    api_url: AnyHttpUrl = AnyHttpUrl("https://slack.com/api/")
+
+
+class MatrixConfig(Section):
+    homeserver: AnyHttpUrl
+    user_id: str = Field(pattern=r"^@[^:]+:.+$")
+    access_token_env: EnvName = "MATRIX_ACCESS_TOKEN"  # noqa: S105
+    device_id: str = Field(min_length=1)
+
+
+class NatsConfig(Section):
+    url: str = "nats://127.0.0.1:4222"
+    subjects: tuple[str, ...] = ("evt.*.superpipeline.elicitation.pending",)
+    durable: str = "elicitbot"
+
+
+class PeopleConfig(Section):
+    admins: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    principals: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("admins", "agents")
+    @classmethod
+    def _identities(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            _check_identity(value)
+        return values
+
+    @field_validator("principals")
+    @classmethod
+    def _principal_keys(cls, values: dict[str, str]) -> dict[str, str]:
+        for key in values:
+            _check_identity(key)
+        return values
+
+
+def _check_identity(value: str) -> None:
+    platform, sep, ident = value.partition(":")
+    if platform not in ("slack", "matrix") or not sep or not ident:
+        msg = f"{value!r} is not an identity like 'slack:U0ALICE' or 'matrix:@alice:example.org'"
+        raise ValueError(msg)
+
+
+class RouteConfig(Section):
+    match: RouteMatch = RouteMatch()
+    destinations: tuple[str, ...] = ("web",)
+    followup_seconds: int = 0
+    escalate_to: tuple[str, ...] = ()
+    mention: tuple[str, ...] = ()
+
+    def to_route(self) -> Route:
+        return Route(**self.model_dump(), origin="config")
+
+
+class SuperPipelineConfig(Section):
+    answer_webhook: AnyHttpUrl | None = None
+    answer_subject: str = "evt.{workspace}.elicitbot.elicitation.answered"
+
+
+class PineworkConfig(Section):
+    base_url: AnyHttpUrl
+    token_env: EnvName
+    workspace: str
+    poll_seconds: float = Field(default=5, gt=0)
+
+
+class HandupConfig(Section):
+    callback_allowlist: tuple[AnyHttpUrl, ...] = ()
+
+
+class SourcesConfig(Section):
+    superpipeline: SuperPipelineConfig = SuperPipelineConfig()
+    pinework: tuple[PineworkConfig, ...] = ()
+    handup: HandupConfig = HandupConfig()
+
+
+class AppConfig(Section):
+    server: ServerConfig = ServerConfig()
+    store: StoreConfig = StoreConfig()
+    slack: SlackConfig | None = None
+    matrix: MatrixConfig | None = None
+    nats: NatsConfig | None = None
+    people: PeopleConfig = PeopleConfig()
+    routes: tuple[RouteConfig, ...] = ()
+    sources: SourcesConfig = SourcesConfig()
+
+    def route_list(self) -> tuple[Route, ...]:
+        return tuple(r.to_route() for r in self.routes)
+
+    def people_model(self, bot_identities: frozenset[str] = frozenset()) -> People:
+        return People(
+            admins=frozenset(self.people.admins),
+            agents=frozenset(self.people.agents),
+            principals=dict(self.people.principals),
+            bot_identities=bot_identities,
+        )
+
+    def secret_envs(self) -> dict[str, str]:
+        """Config key -> environment variable, for every secret this config needs."""
+        needed: dict[str, str] = {}
+        if self.server.intake_token_env:
+            needed["server.intake_token_env"] = self.server.intake_token_env
+        if self.slack is not None:
+            needed["slack.bot_token_env"] = self.slack.bot_token_env
+            if self.slack.app_token_env:
+                needed["slack.app_token_env"] = self.slack.app_token_env
+            elif self.slack.signing_secret_env:
+                needed["slack.signing_secret_env"] = self.slack.signing_secret_env
+        if self.matrix is not None:
+            needed["matrix.access_token_env"] = self.matrix.access_token_env
+        for i, p in enumerate(self.sources.pinework):
+            needed[f"sources.pinework[{i}].token_env"] = p.token_env
+        return needed
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_config(data: Mapping[str, Any]) -> AppConfig:
+    try:
+        return AppConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{_loc(err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()]
+        raise ConfigError("\n".join(problems)) from None
+
+
+def load_config(path: Path | None) -> tuple[AppConfig, Path | None]:
+    """The config and the file it came from (None: the embedded default)."""
+    if path is None:
+        if not DEFAULT_FILE.exists():
+            return AppConfig(), None
+        path = DEFAULT_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    return parse_config(data), path
+
+
+def check_environment(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
+    """Problems with the secrets the config names: each missing variable, by config key."""
+    return [
+        f"{key}: environment variable {env} is not set"
+        for key, env in config.secret_envs().items()
+        if not environ.get(env)
+    ]
+
+
+def secret(environ: Mapping[str, str], env: str | None) -> str | None:
+    return environ.get(env) if env else None
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")

@@ -1,0 +1,78 @@
+"""elicitbot's error tree.
+
+ElicitBotError
+├── ConfigError                 a bad config key (startup only); the message names the key
+├── IntakeError                 inbound request refused
+│   ├── PayloadRejected         400: ``problems`` names each bad field
+│   ├── UnsupportedMediaType    415
+│   └── PayloadTooLarge         413
+├── DeliveryError               from a ChatAdapter or an AnswerSink
+│   ├── TransientDeliveryError  retried with backoff; ``retry_after`` when the peer said so
+│   └── PermanentDeliveryError  recorded as failed, not retried
+└── StoreError
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ElicitBotError(Exception):
+    """Base of every error elicitbot raises on purpose."""
+
+
+class ConfigError(ElicitBotError):
+    pass
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One bad field: ``loc`` is a path like ``data.options[2].scope`` or ``[1].id``."""
+
+    loc: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.loc}: {self.message}"
+
+
+class IntakeError(ElicitBotError):
+    status_code = 400
+
+
+class PayloadRejected(IntakeError):  # noqa: N818 - named for the HTTP outcome
+    status_code = 400
+
+    def __init__(self, problems: list[FieldProblem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+    def prefixed(self, prefix: str) -> PayloadRejected:
+        """The same problems with ``prefix`` before each location (``[2].`` for a batch index)."""
+        return PayloadRejected([FieldProblem(f"{prefix}{p.loc}", p.message) for p in self.problems])
+
+
+class UnsupportedMediaType(IntakeError):  # noqa: N818 - named for the HTTP outcome
+    status_code = 415
+
+
+class PayloadTooLarge(IntakeError):  # noqa: N818 - named for the HTTP outcome
+    status_code = 413
+
+
+class DeliveryError(ElicitBotError):
+    pass
+
+
+class TransientDeliveryError(DeliveryError):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class PermanentDeliveryError(DeliveryError):
+    pass
+
+
+class StoreError(ElicitBotError):
+    pass

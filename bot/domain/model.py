@@ -1,0 +1,294 @@
+"""The normalised elicitation every source maps to, and the values the answer rules work on.
+
+All datetimes are timezone-aware UTC. Models are frozen: a change is a new value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, NewType
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ElicitationKey = NewType("ElicitationKey", str)
+"""The always-unique id of an elicitation: ``<source>:<source id>``."""
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class Kind(StrEnum):
+    QUESTION = "question"
+    APPROVAL = "approval"
+    TASK = "task"
+
+
+class AnswerMode(StrEnum):
+    SINGLE_CHOICE = "single_choice"
+    MULTI_CHOICE = "multi_choice"
+    FREE_TEXT = "free_text"
+    CHOICE_OR_TEXT = "choice_or_text"
+    SECRET = "secret"  # noqa: S105 - an answer mode, not a password
+    ACKNOWLEDGE = "acknowledge"
+
+
+class Meaning(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+    REVISE = "revise"
+    CHOOSE = "choose"
+    DEFER = "defer"
+
+
+class Scope(StrEnum):
+    ONCE = "once"
+    RUN = "run"
+    ALWAYS = "always"
+
+
+class Option(Frozen):
+    id: str
+    label: str
+    meaning: Meaning = Meaning.CHOOSE
+    scope: Scope | None = None
+    admin_only: bool = False
+    description: str | None = None
+    recommended: bool = False
+    style: str | None = None
+    outcome: str | None = None
+    """A source's own outcome for the option (handup: approve / deny)."""
+    requires_text: bool = False
+    """Choosing it needs a text too (handup ``feedback: required_on_deny``)."""
+
+    @property
+    def approving(self) -> bool:
+        return self.meaning is Meaning.APPROVE
+
+
+class PreviewItem(Frozen):
+    """One preview entry; ``type`` names its shape (text, field, link, markdown, code, diff...)."""
+
+    type: str
+    label: str | None = None
+    text: str | None = None
+    value: str | None = None
+    url: str | None = None
+    language: str | None = None
+
+
+class ApprovalSubject(Frozen):
+    id: str
+    digest: str
+    schema_: str = Field(alias="schema")
+    revision: int = Field(ge=0)
+    expires_at: datetime | None = None
+    preview: tuple[PreviewItem, ...] = ()
+    preview_complete: bool = True
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Context(Frozen):
+    """Where the question comes from, whatever the source has."""
+
+    board_id: str | None = None
+    board_name: str | None = None
+    card_id: str | None = None
+    card_title: str | None = None
+    run_id: str | None = None
+    stage_key: str | None = None
+    task_id: str | None = None
+    conversation_id: str | None = None
+
+
+class Deadlines(Frozen):
+    remind_at: datetime | None = None
+    escalate_at: datetime | None = None
+    expires_at: datetime | None = None
+    on_timeout: str | None = None
+    """Outcome recorded as a system decision at expiry (handup: deny / approve / expire)."""
+
+
+class Elicitation(Frozen):
+    """The normalised elicitation (DESIGN.md). ``asker`` is the principal that may never answer."""
+
+    source: str
+    source_id: str
+    workspace: str | None = None
+    context: Context = Context()
+    asker: str
+    kind: Kind = Kind.QUESTION
+    title: str = ""
+    question: str = ""
+    answer_mode: AnswerMode
+    options: tuple[Option, ...] = ()
+    max_length: int | None = Field(default=None, ge=1)
+    subject: ApprovalSubject | None = None
+    deadlines: Deadlines = Deadlines()
+    approval_request_id: str | None = None
+    created_at: datetime
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Source-specific values a write-back needs; never shown, never secret."""
+
+    @field_validator("options")
+    @classmethod
+    def _distinct_option_ids(cls, options: tuple[Option, ...]) -> tuple[Option, ...]:
+        ids = [o.id for o in options]
+        if len(set(ids)) != len(ids):
+            msg = "option ids must be distinct"
+            raise ValueError(msg)
+        return options
+
+    @property
+    def key(self) -> ElicitationKey:
+        return ElicitationKey(f"{self.source}:{self.source_id}")
+
+    def option(self, option_id: str) -> Option | None:
+        return next((o for o in self.options if o.id == option_id), None)
+
+    def display_fields(self) -> dict[str, Any]:
+        """What a person sees: a change here means every delivered message must be updated."""
+        return self.model_dump(
+            mode="json",
+            include={
+                "title",
+                "question",
+                "options",
+                "max_length",
+                "subject",
+                "deadlines",
+                "context",
+            },
+        )
+
+
+class Identity(Frozen):
+    """A chat identity: ``platform`` is slack, matrix or web; ``user`` the platform's stable id."""
+
+    platform: str
+    user: str
+    team: str | None = None
+    """Slack ``team_id``; absent elsewhere."""
+    is_bot: bool = False
+    display_name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}:{self.user}"
+
+
+class Attempt(Frozen):
+    """Someone tries to answer: chosen option ids and/or text, through one delivery."""
+
+    respondent: Identity
+    option_ids: tuple[str, ...] = ()
+    text: str | None = None
+    secret: bool = False
+    """The text is a secret: it passes upstream and is never stored."""
+    via: str
+    """The destination the attempt came through (``slack:C123``, ``matrix:!room``, ``web``)."""
+    revision: int | None = None
+    """The approval subject revision the person saw, when the surface knows it."""
+
+
+class Answer(Frozen):
+    """The one recorded answer. For a secret answer ``text`` is None and ``secret`` is True."""
+
+    option_ids: tuple[str, ...] = ()
+    text: str | None = None
+    secret: bool = False
+    respondent: str
+    """Identity key, e.g. ``slack:U0ALICE``; ``system`` for a timeout decision."""
+    principal: str | None = None
+    display_name: str | None = None
+    via: str
+    at: datetime
+    subject_digest: str | None = None
+    subject_revision: int | None = None
+
+
+class RefusalCode(StrEnum):
+    ASKER = "asker"
+    AGENT = "agent"
+    BOT = "bot"
+    NOT_ADMIN = "not_admin"
+    NOT_OFFERED = "not_offered"
+    PREVIEW_INCOMPLETE = "preview_incomplete"
+    SUBJECT_EXPIRED = "subject_expired"
+    STALE_REVISION = "stale_revision"
+    EMPTY = "empty"
+    TOO_LONG = "too_long"
+    NOT_DISTINCT = "not_distinct"
+    NEEDS_TEXT = "needs_text"
+    SECRET_IN_CHAT = "secret_in_chat"  # noqa: S105 - a refusal code
+    EXPIRED = "expired"
+    CLOSED = "closed"
+    ALREADY_ANSWERED = "already_answered"
+
+
+class Refusal(Frozen):
+    code: RefusalCode
+    message: str
+    """A sentence for the refused person."""
+
+
+class People(Frozen):
+    """Who may do what: from ``[people]`` in the config."""
+
+    admins: frozenset[str] = frozenset()
+    """Identity keys of workspace admins."""
+    agents: frozenset[str] = frozenset()
+    """Identity keys that never answer."""
+    principals: dict[str, str] = Field(default_factory=dict)
+    """Identity key -> upstream principal."""
+    bot_identities: frozenset[str] = frozenset()
+    """elicitbot's own identity keys on each platform."""
+
+    def principal_of(self, identity_key: str) -> str | None:
+        return self.principals.get(identity_key)
+
+
+class RouteMatch(Frozen):
+    source: str | None = None
+    workspace: str | None = None
+    board: str | None = None
+
+
+class Route(Frozen):
+    """Where an elicitation goes (first match wins). ``followup_seconds``: 0 = off, else 5..900."""
+
+    match: RouteMatch = RouteMatch()
+    destinations: tuple[str, ...] = ("web",)
+    followup_seconds: int = 0
+    escalate_to: tuple[str, ...] = ()
+    mention: tuple[str, ...] = ()
+    origin: str = "config"
+    """``config`` or ``chat`` (made by an admin command, stored in the database)."""
+
+    @field_validator("followup_seconds")
+    @classmethod
+    def _followup_range(cls, value: int) -> int:
+        if value != 0 and not 5 <= value <= 900:  # noqa: PLR2004 - the contract's bounds
+            msg = "followup_seconds must be 0 (off) or between 5 and 900"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("destinations", "escalate_to", "mention")
+    @classmethod
+    def _destination_form(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if value != "web" and not (
+                value.startswith(("slack:", "matrix:")) and len(value.split(":", 1)[1]) > 0
+            ):
+                msg = f"{value!r} is not 'web', 'slack:<id>' or 'matrix:<id>'"
+                raise ValueError(msg)
+        return values

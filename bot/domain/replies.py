@@ -1,0 +1,170 @@
+"""Thread replies as answers (DESIGN.md answer rule 6).
+
+A reply on an options question answers when it names one option: by its 1-based number
+(``2``, ``#2``, ``2.``), its id or its label, compared case-insensitively with whitespace
+collapsed. On a free-text question the reply is the answer. Otherwise the bot explains how to
+answer. Parsing never raises and never judges: an over-long text is returned whole for the
+rules to refuse with the limit stated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from bot.domain.model import AnswerMode, Elicitation, Option
+from bot.domain.rules import MAX_FREE_TEXT, USE_PRIVATE_FORM
+
+
+@dataclass(frozen=True)
+class ChoiceReply:
+    option_id: str
+
+
+@dataclass(frozen=True)
+class MultiChoiceReply:
+    """Several options named on a multiple-choice question, in the order written."""
+
+    option_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TextReply:
+    text: str
+
+
+@dataclass(frozen=True)
+class HelpReply:
+    message: str
+    """How to answer: the numbered options and whether a written answer works."""
+
+
+Reply: TypeAlias = ChoiceReply | MultiChoiceReply | TextReply | HelpReply
+
+_NUMBER = re.compile(r"#?\s*([0-9]{1,9})\s*[.)]?")
+_EDGE_PUNCTUATION = "`'\"*_\u2018\u2019\u201c\u201d"
+_TRAILING_PUNCTUATION = ".!"
+
+
+def strip_reply_fallback(body: str) -> str:
+    """Drop a Matrix rich-reply fallback: the leading ``>`` lines and one blank line after them.
+
+    Quoted text is someone else's words (rule 8), so it never counts as the reply.
+    """
+    lines = body.replace("\r\n", "\n").split("\n")
+    if not lines[0].startswith(">"):
+        return body
+    start = 0
+    while start < len(lines) and lines[start].startswith(">"):
+        start += 1
+    if start < len(lines) and not lines[start].strip():
+        start += 1
+    return "\n".join(lines[start:])
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _forms(part: str) -> set[str]:
+    """The normalised ways a part may name an option: as written, and without decoration."""
+    plain = _normalise(part)
+    bare = plain.strip(_EDGE_PUNCTUATION).rstrip(_TRAILING_PUNCTUATION).strip(_EDGE_PUNCTUATION)
+    return {form for form in (plain, bare.strip()) if form}
+
+
+def _named(options: tuple[Option, ...], part: str) -> str | None:
+    """The id of the one option ``part`` names, or None (none or several)."""
+    forms = _forms(part)
+    if not forms:
+        return None
+    found: set[str] = set()
+    number = _NUMBER.fullmatch(_normalise(part))
+    if number is not None:
+        index = int(number.group(1))
+        if 1 <= index <= len(options):
+            found.add(options[index - 1].id)
+    for option in options:
+        if forms & (_forms(option.id) | _forms(option.label)):
+            found.add(option.id)
+    return found.pop() if len(found) == 1 else None
+
+
+def _named_several(options: tuple[Option, ...], text: str) -> tuple[str, ...] | None:
+    """Comma-separated names, each naming one option; None when any part names none."""
+    parts = [p for p in text.split(",") if p.strip()]
+    ids: list[str] = []
+    for part in parts:
+        option_id = _named(options, part)
+        if option_id is None:
+            return None
+        ids.append(option_id)
+    return tuple(ids) or None
+
+
+def _option_lines(options: tuple[Option, ...]) -> list[str]:
+    lines = []
+    for number, option in enumerate(options, start=1):
+        line = f"{number}. {option.label} ({option.id})"
+        if option.admin_only:
+            line += " (workspace admins only)"
+        if option.requires_text:
+            line += " (needs a comment: use the form on the message)"
+        lines.append(line)
+    return lines
+
+
+def _limit(e: Elicitation) -> str:
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
+    return f"at most {limit:,} characters"
+
+
+def help_message(e: Elicitation) -> str:
+    """How to answer ``e`` in a thread reply."""
+    mode = e.answer_mode
+    if mode is AnswerMode.SECRET:
+        return USE_PRIVATE_FORM
+    if mode is AnswerMode.FREE_TEXT or (mode is AnswerMode.CHOICE_OR_TEXT and not e.options):
+        return f"To answer, reply in this thread with your answer ({_limit(e)})."
+    if mode is AnswerMode.ACKNOWLEDGE and not e.options:
+        return "To acknowledge, reply in this thread or use the button on the message."
+    if not e.options:
+        return "This question offers no options to choose from; answer it in the web inbox."
+    if mode is AnswerMode.MULTI_CHOICE:
+        intro = (
+            "To answer, reply with the numbers, ids or labels of one or more options, "
+            "separated by commas (for example: 1, 3):"
+        )
+    else:
+        intro = "To answer, reply with the number, id or label of one option:"
+    lines = [intro, *_option_lines(e.options)]
+    if mode is AnswerMode.CHOICE_OR_TEXT:
+        lines.append(f"Or reply with your own answer as text ({_limit(e)}).")
+    return "\n".join(lines)
+
+
+def parse_reply(e: Elicitation, body: str) -> Reply:
+    """What a thread reply on ``e`` means: an option, several, a text, or help. Never raises."""
+    mode = e.answer_mode
+    if mode is AnswerMode.SECRET:
+        # Never echo or keep a secret typed in chat; point to the private form.
+        return HelpReply(USE_PRIVATE_FORM)
+    text = strip_reply_fallback(body).strip()
+    if not text:
+        return HelpReply(help_message(e))
+    if mode is AnswerMode.FREE_TEXT:
+        return TextReply(text)
+    if e.options:
+        option_id = _named(e.options, text)
+        if option_id is not None:
+            return ChoiceReply(option_id)
+        if mode is AnswerMode.MULTI_CHOICE:
+            several = _named_several(e.options, text)
+            if several is not None:
+                if len(several) == 1:
+                    return ChoiceReply(several[0])
+                return MultiChoiceReply(several)
+    if mode in (AnswerMode.CHOICE_OR_TEXT, AnswerMode.ACKNOWLEDGE):
+        return TextReply(text)
+    return HelpReply(help_message(e))

@@ -1,0 +1,37 @@
+"""Which route an elicitation takes: the first route whose match fits wins, else the web inbox."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.domain.model import Elicitation, Route, RouteMatch
+
+DEFAULT_ROUTE = Route()
+"""No route matched: the web inbox only (``destinations = ("web",)``)."""
+
+
+def route_matches(route: Route, e: Elicitation) -> bool:
+    """Each field set in ``route.match`` equals the elicitation's: source, workspace, board.
+
+    A route naming a workspace or board never matches an elicitation without one.
+    """
+    match = route.match
+    return (
+        (match.source is None or match.source == e.source)
+        and (match.workspace is None or match.workspace == e.workspace)
+        and (match.board is None or match.board == e.context.board_id)
+    )
+
+
+def resolve_route(routes: Sequence[Route], e: Elicitation) -> Route:
+    """The first route that matches, in the given order; none -> :data:`DEFAULT_ROUTE`."""
+    return next((route for route in routes if route_matches(route, e)), DEFAULT_ROUTE)
+
+
+def chat_route(workspace: str, board: str | None, destination: str) -> Route:
+    """What ``/elicitbot subscribe <workspace> [board <id>]`` makes for the channel it ran in."""
+    return Route(
+        match=RouteMatch(workspace=workspace, board=board),
+        destinations=(destination,),
+        origin="chat",
+    )

@@ -1,0 +1,362 @@
+"""The answer rules (DESIGN.md "Answer rules" 1-5 and 7), as pure functions.
+
+Every outcome is a value: an :class:`~bot.domain.model.Answer` to record or a
+:class:`~bot.domain.model.Refusal` to tell the one refused. Nothing here raises on an attempt,
+reads a clock or touches a store; ``now`` is passed in (aware UTC, server time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.domain.model import (
+    Answer,
+    AnswerMode,
+    Attempt,
+    Elicitation,
+    Option,
+    People,
+    Refusal,
+    RefusalCode,
+    Status,
+)
+
+MAX_FREE_TEXT = 32_768
+"""Free-text bound in code points when the source gives no ``maxLength``."""
+
+DESCRIBE_TEXT_LIMIT = 200
+"""Code points of an answer's text shown in "already answered" and result messages."""
+
+_CHOICE_MODES = frozenset({AnswerMode.SINGLE_CHOICE, AnswerMode.MULTI_CHOICE})
+_TEXT_ONLY_MODES = frozenset({AnswerMode.FREE_TEXT, AnswerMode.SECRET})
+
+USE_PRIVATE_FORM = (
+    "This answer is a secret: use the private form (Reply… button or web inbox), "
+    "not a chat message."
+)
+
+
+def format_time(when: datetime) -> str:
+    """``2026-11-11 09:30 UTC``: how a time is written in messages."""
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# --------------------------------------------------------------------------- options shown
+
+
+@dataclass(frozen=True)
+class OfferedOption:
+    option: Option
+    offered: bool
+    """False: shown but not answerable now (an approving option withheld)."""
+    admin_only: bool
+    withheld_reason: str | None
+
+
+def _withheld(e: Elicitation, now: datetime) -> tuple[RefusalCode, str] | None:
+    subject = e.subject
+    if subject is None:
+        return None
+    # Expiry first: it is final, while an incomplete preview may still be completed.
+    if subject.expires_at is not None and subject.expires_at <= now:
+        return (
+            RefusalCode.SUBJECT_EXPIRED,
+            f"The approval subject expired at {format_time(subject.expires_at)}.",
+        )
+    if not subject.preview_complete:
+        return (
+            RefusalCode.PREVIEW_INCOMPLETE,
+            "The preview is incomplete, so approving is not offered.",
+        )
+    return None
+
+
+def approving_withheld(e: Elicitation, now: datetime) -> str | None:
+    """Why approving options are not offered now (preview incomplete, subject expired), or None."""
+    withheld = _withheld(e, now)
+    return None if withheld is None else withheld[1]
+
+
+def offered_options(e: Elicitation, now: datetime) -> tuple[OfferedOption, ...]:
+    """Every option in order; approving ones are ``offered=False`` while withheld.
+
+    Admin-only options are offered (to everyone, DESIGN "Options shown") and marked.
+    """
+    reason = approving_withheld(e, now)
+    return tuple(
+        OfferedOption(
+            option=o,
+            offered=not (o.approving and reason is not None),
+            admin_only=o.admin_only,
+            withheld_reason=reason if o.approving else None,
+        )
+        for o in e.options
+    )
+
+
+# --------------------------------------------------------------------------- judging
+
+
+@dataclass(frozen=True)
+class AnswerState:
+    status: Status
+    answer: Answer | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: AnswerState
+    """The state after the attempt."""
+    result: Answer | Refusal
+    """The accepted answer, or the refusal to tell the person."""
+
+
+def _refuse(code: RefusalCode, message: str) -> Refusal:
+    return Refusal(code=code, message=message)
+
+
+def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
+    """Rule 1: the asker, configured agents, bots and elicitbot itself never answer."""
+    who = attempt.respondent
+    key = who.key
+    if e.asker in (key, who.user) or people.principal_of(key) == e.asker:
+        return _refuse(RefusalCode.ASKER, "You asked this question, so you cannot answer it.")
+    if key in people.agents:
+        return _refuse(RefusalCode.AGENT, "Agents cannot answer questions; a person must answer.")
+    if who.is_bot or key in people.bot_identities:
+        return _refuse(RefusalCode.BOT, "Bots cannot answer questions; a person must answer.")
+    return None
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def _check_text(
+    text: str | None, limit: int, *, required: bool, empty_message: str
+) -> Refusal | None:
+    """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points."""
+    if text is None or not text.strip():
+        return _refuse(RefusalCode.EMPTY, empty_message) if required else None
+    length = len(text)
+    if length > limit:
+        return _refuse(
+            RefusalCode.TOO_LONG,
+            f"Your answer is {_count(length)} characters; the limit is {_count(limit)}.",
+        )
+    return None
+
+
+def _chosen_options(e: Elicitation, attempt: Attempt) -> tuple[Option, ...] | Refusal:
+    """Rule 2 (first half) and rule 4's distinctness: every id offered, none repeated."""
+    chosen: list[Option] = []
+    for option_id in attempt.option_ids:
+        option = e.option(option_id)
+        if option is None:
+            return _refuse(RefusalCode.NOT_OFFERED, "That option is not offered on this question.")
+        if option in chosen:
+            return _refuse(
+                RefusalCode.NOT_DISTINCT,
+                f"You chose “{option.label}” more than once; choose each option at most once.",
+            )
+        chosen.append(option)
+    return tuple(chosen)
+
+
+def _check_count(e: Elicitation, chosen: tuple[Option, ...], has_text: bool) -> Refusal | None:
+    """How many options the answer mode takes."""
+    mode = e.answer_mode
+    if mode in _TEXT_ONLY_MODES and chosen:
+        return _refuse(
+            RefusalCode.NOT_OFFERED,
+            "This question takes a written answer, not an option.",
+        )
+    if mode is AnswerMode.MULTI_CHOICE:
+        if not chosen:
+            return _refuse(RefusalCode.EMPTY, "Choose at least one of the options.")
+        return None
+    if len(chosen) > 1:
+        return _refuse(RefusalCode.NOT_OFFERED, "Choose only one of the options.")
+    if mode is AnswerMode.SINGLE_CHOICE and not chosen:
+        return _refuse(RefusalCode.EMPTY, "Choose one of the options.")
+    if mode is AnswerMode.CHOICE_OR_TEXT and not chosen and not has_text:
+        if not e.options:
+            return _refuse(RefusalCode.EMPTY, "Write an answer; it cannot be empty.")
+        return _refuse(RefusalCode.EMPTY, "Choose one of the options or write an answer.")
+    return None
+
+
+def _check_option(
+    e: Elicitation,
+    option: Option,
+    *,
+    attempt: Attempt,
+    people: People,
+    now: datetime,
+    has_text: bool,
+) -> Refusal | None:
+    """Rules 2-4 for one chosen option: withheld approval, stale revision, admin, needs text."""
+    if option.approving:
+        withheld = _withheld(e, now)
+        if withheld is not None:
+            code, reason = withheld
+            because = reason[:1].lower() + reason[1:]
+            return _refuse(code, f"You cannot choose “{option.label}” now: {because}")
+        subject = e.subject
+        if (
+            subject is not None
+            and attempt.revision is not None
+            and attempt.revision != subject.revision
+        ):
+            return _refuse(
+                RefusalCode.STALE_REVISION,
+                "The request changed since this message was shown; answer on the updated message.",
+            )
+    if option.admin_only and attempt.respondent.key not in people.admins:
+        return _refuse(
+            RefusalCode.NOT_ADMIN,
+            f"Only a workspace admin can choose “{option.label}”.",
+        )
+    if option.requires_text and not has_text:
+        return _refuse(
+            RefusalCode.NEEDS_TEXT,
+            f"“{option.label}” needs a comment: add a reason with your choice.",
+        )
+    return None
+
+
+def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> Answer | Refusal:
+    """Rules 1-4 and 7 for an attempt on a pending elicitation (``e``'s status is not looked at).
+
+    Returns the :class:`Answer` to record or a :class:`Refusal` with a code and one sentence.
+    """
+    refusal = _check_respondent(e, attempt, people)
+    if refusal is not None:
+        return refusal
+
+    secret_mode = e.answer_mode is AnswerMode.SECRET
+    if secret_mode and not attempt.secret:
+        return _refuse(RefusalCode.SECRET_IN_CHAT, USE_PRIVATE_FORM)
+    if attempt.secret and not secret_mode:
+        return _refuse(
+            RefusalCode.NOT_OFFERED,
+            "This question does not ask for a secret; answer it in the message.",
+        )
+
+    chosen = _chosen_options(e, attempt)
+    if isinstance(chosen, Refusal):
+        return chosen
+
+    text = attempt.text
+    has_text = text is not None and bool(text.strip())
+    refusal = _check_count(e, chosen, has_text)
+    if refusal is not None:
+        return refusal
+
+    for option in chosen:
+        refusal = _check_option(
+            e, option, attempt=attempt, people=people, now=now, has_text=has_text
+        )
+        if refusal is not None:
+            return refusal
+
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
+    refusal = _check_text(
+        text,
+        limit,
+        required=e.answer_mode in _TEXT_ONLY_MODES,
+        empty_message="Write an answer; it cannot be empty.",
+    )
+    if refusal is not None:
+        return refusal
+
+    subject = e.subject
+    return Answer(
+        option_ids=tuple(o.id for o in chosen),
+        text=None if secret_mode or not has_text else text,
+        secret=secret_mode,
+        respondent=attempt.respondent.key,
+        principal=people.principal_of(attempt.respondent.key),
+        display_name=attempt.respondent.display_name,
+        via=attempt.via,
+        at=now,
+        subject_digest=None if subject is None else subject.digest,
+        subject_revision=None if subject is None else subject.revision,
+    )
+
+
+# --------------------------------------------------------------------------- first answer wins
+
+
+def describe_answer(e: Elicitation, answer: Answer) -> str:
+    """What was answered, for people: option labels, the quoted text (cut), or ``(secret)``."""
+    if answer.secret:
+        return "(secret)"
+    parts: list[str] = []
+    for option_id in answer.option_ids:
+        option = e.option(option_id)
+        parts.append(option.label if option is not None else option_id)
+    labels = ", ".join(parts)
+    quoted = ""
+    if answer.text is not None and answer.text.strip():
+        flat = " ".join(answer.text.split())
+        if len(flat) > DESCRIBE_TEXT_LIMIT:
+            flat = flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+        quoted = f"“{flat}”"
+    if labels and quoted:
+        return f"{labels}: {quoted}"
+    return labels or quoted or "Acknowledged"
+
+
+def _platform_name(via: str) -> str:
+    platform = via.split(":", 1)[0]
+    return {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}.get(platform, platform)
+
+
+def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> Refusal:
+    answer = state.answer
+    if answer is None:
+        return _refuse(RefusalCode.ALREADY_ANSWERED, "This question was already answered.")
+    if answer.respondent == attempt.respondent.key:
+        who = "you"
+    else:
+        who = answer.display_name or answer.respondent
+    return _refuse(
+        RefusalCode.ALREADY_ANSWERED,
+        f"Already answered by {who} ({describe_answer(e, answer)}) at {format_time(answer.at)} "
+        f"via {_platform_name(answer.via)}.",
+    )
+
+
+def decide(
+    e: Elicitation, state: AnswerState, attempt: Attempt, people: People, now: datetime
+) -> Decision:
+    """The pure model of the store's first-answer-wins update (rule 5).
+
+    Not pending: refused (already answered / expired / cancelled) and the state is unchanged.
+    Pending but past ``deadlines.expires_at``: refused as expired, state unchanged (the scheduler
+    records the expiry). Otherwise :func:`judge`; an answer moves the state to ANSWERED.
+    """
+    if state.status is Status.ANSWERED:
+        return Decision(state, _already_answered(e, state, attempt))
+    if state.status is Status.CANCELLED:
+        return Decision(
+            state,
+            _refuse(
+                RefusalCode.CLOSED, "This request was cancelled; it can no longer be answered."
+            ),
+        )
+    expires_at = e.deadlines.expires_at
+    if state.status is Status.EXPIRED or (expires_at is not None and expires_at <= now):
+        when = "" if expires_at is None else f" at {format_time(expires_at)}"
+        return Decision(
+            state,
+            _refuse(
+                RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
+            ),
+        )
+    result = judge(e, attempt, people, now)
+    if isinstance(result, Refusal):
+        return Decision(state, result)
+    return Decision(AnswerState(Status.ANSWERED, result), result)

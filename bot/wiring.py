@@ -1,0 +1,143 @@
+"""The composition root: the only module that sees bot, adapters and store together."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import structlog
+import uvicorn
+from fastapi import FastAPI
+
+from adapters.sources.superpipeline.sink import SuperPipelineSink
+from adapters.web.chat import WebChat
+from bot import logs
+from bot.clock import SystemClock
+from bot.config import AppConfig, check_environment, is_loopback, secret
+from bot.domain.errors import ConfigError
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock
+from bot.http import Runtime, create_app
+from bot.outbox import Dispatcher
+from bot.service import Service
+from store.db import upgrade
+from store.sql import SqlStore
+
+log = structlog.get_logger("elicitbot")
+SHUTDOWN_GRACE_SECONDS = 10.0
+
+
+class Elicitbot:
+    """Everything ``serve`` runs, started and stopped by the HTTP server's lifespan."""
+
+    def __init__(
+        self,
+        config: AppConfig,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.environ = dict(os.environ if environ is None else environ)
+        problems = check_environment(config, self.environ)
+        if problems:
+            raise ConfigError("\n".join(problems))
+        if config.server.intake_token_env is None and not is_loopback(config.server.host):
+            raise ConfigError(
+                "server.intake_token_env: required when server.listen is not a loopback address"
+            )
+        logs.register_secrets(self.environ.get(env) for env in config.secret_envs().values())
+        self.clock: Clock = clock or SystemClock()
+        self.store = SqlStore.from_url(config.store.url)
+        self.http_client = httpx.AsyncClient()
+        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
+        self.sinks: dict[str, AnswerSink] = {
+            "superpipeline": SuperPipelineSink(
+                str(config.sources.superpipeline.answer_webhook)
+                if config.sources.superpipeline.answer_webhook
+                else None,
+                self.http_client,
+            )
+        }
+        base = config.server.base_url
+        self.dispatcher = Dispatcher(
+            self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
+        )
+        self.service = Service(
+            self.store,
+            self.clock,
+            config.people_model(),
+            config.route_list(),
+            on_change=self.dispatcher.wake,
+        )
+        self.runtime = Runtime(
+            store=self.store,
+            service=self.service,
+            intake_token=secret(self.environ, config.server.intake_token_env),
+        )
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def start(self) -> None:
+        await asyncio.to_thread(upgrade, self.config.store.url)
+        if self.store.dialect == "sqlite":
+            # One process owns a SQLite file: claims left by a killed predecessor are ours again.
+            released = await self.store.release_claims()
+            if released:
+                log.info("outbox.released", rows=released)
+        self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
+        log.info("elicitbot.started", listen=self.config.server.listen, store=self.store.dialect)
+
+    async def stop(self) -> None:
+        self.runtime.draining = True
+        self._stop.set()
+        self.dispatcher.wake()
+        done, pending = await asyncio.wait(self._tasks, timeout=SHUTDOWN_GRACE_SECONDS)
+        for task in pending:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for task in done:
+            if (exc := task.exception()) is not None:
+                log.error("task.failed", task=task.get_name(), error=repr(exc))
+        await self.http_client.aclose()
+        await self.store.close()
+        log.info("elicitbot.stopped", unfinished=len(pending))
+
+    def asgi(self) -> FastAPI:
+        app = create_app(self.runtime)
+
+        @asynccontextmanager
+        async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+            await self.start()
+            try:
+                yield
+            finally:
+                await self.stop()
+
+        app.router.lifespan_context = lifespan
+        return app
+
+
+async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> None:
+    bot = Elicitbot(config, environ)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            bot.asgi(),
+            host=config.server.host,
+            port=config.server.port,
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
+        )
+    )
+    # uvicorn re-raises a captured SIGTERM after its graceful shutdown (to the handler it found at
+    # start); a quiet handler there lets `serve` return, so a SIGTERM ends with exit status 0.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: None)
+    await server.serve()

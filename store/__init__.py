@@ -1,0 +1,1 @@
+"""Persistence: sqlmodel tables, Alembic migrations and the SQL store (SQLite or PostgreSQL)."""

@@ -1,0 +1,88 @@
+"""Shared fixtures: databases (SQLite file and the machine's PostgreSQL, never skipped), clocks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from store.db import upgrade
+from store.sql import SqlStore
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+PG_URL = os.environ.get("ELICITBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def shared_path(*parts: str) -> Path:
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        msg = f"{path} is missing: the shared/ folder must sit beside the repository"
+        raise FileNotFoundError(msg)
+    return path
+
+
+class FakeClock:
+    """Time under the test's control: aware UTC, moved by advance()."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.current = start or datetime(2026, 11, 10, 9, 30, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, seconds: float) -> datetime:
+        self.current += timedelta(seconds=seconds)
+        return self.current
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _pg_schema_url(schema: str) -> str:
+    return f"{PG_URL}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh schema in the machine's PostgreSQL, migrated; dropped afterwards."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = _pg_schema_url(schema)
+    upgrade(url)
+    try:
+        yield url
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'elicitbot.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Each test using this runs on SQLite and on PostgreSQL."""
+    name = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[SqlStore]:
+    s = SqlStore.from_url(db_url)
+    try:
+        yield s
+    finally:
+        await s.close()

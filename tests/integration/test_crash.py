@@ -1,0 +1,353 @@
+"""Crashes: ``kill -9`` right after intake, and a stop between the answer and its write-back.
+
+1. ``python -m bot serve`` as a subprocess on a SQLite file takes 30 events, is killed with SIGKILL
+   right after the last 202, and is started again on the same file: every accepted event is there
+   once, and every elicitation is posted exactly once.
+2. An in-process :class:`bot.wiring.Elicitbot` records an answer whose write-back keeps failing
+   (503), is stopped without draining, and a fresh one on the same file delivers the write-back
+   with the same ``Idempotency-Key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from adapters.sources.superpipeline.parse import CE_TYPE, parse_body
+from bot.config import AppConfig, parse_config
+from bot.domain.model import Attempt, Identity, Status
+from bot.outbox import writeback_key
+from bot.service import Inbound
+from bot.wiring import Elicitbot
+from store.sql import SqlStore
+from tests.fakes import FakeWebhook
+from tests.unit.sources.superpipeline_fixtures import VALID
+
+pytestmark = pytest.mark.slow
+
+EVENTS = 30
+START_TIMEOUT_S = 30.0
+SETTLE_TIMEOUT_S = 30.0
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def poll(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    within: float,
+    what: str,
+    interval: float = 0.05,
+    detail: Callable[[], str] = str,
+) -> T:
+    """``probe()`` until it returns something other than None; fail after ``within`` seconds
+    (the failure shows the last error and ``detail()``)."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            result = await probe()
+        except (httpx.TransportError, OSError) as exc:
+            last = exc
+        else:
+            if result is not None:
+                return result
+        await asyncio.sleep(interval)
+    pytest.fail(f"timed out after {within} s waiting for {what} (last error: {last!r})\n{detail()}")
+
+
+# --------------------------------------------------------------------------- scenario 1
+
+
+class Server:
+    """``python -m bot serve -c cfg.toml`` in ``cwd``, logging to a file there."""
+
+    def __init__(self, cwd: Path, config: Path, port: int) -> None:
+        self.cwd = cwd
+        self.config = config
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.runs = 0
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self.runs += 1
+        log = (self.cwd / f"serve-{self.runs}.log").open("wb")
+        env = {**os.environ, "ELICITBOT_LOG_LEVEL": "INFO"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve", "-c", str(self.config)],
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        log.close()
+        return self.proc
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace")[-3000:] for p in sorted(self.cwd.glob("serve-*.log"))
+        )
+
+    async def wait_healthy(self, client: httpx.AsyncClient) -> None:
+        async def probe() -> bool | None:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                pytest.fail(f"serve exited with {self.proc.returncode}:\n{self.logs()}")
+            response = await client.get(f"{self.base}/healthz")
+            return True if response.status_code == 200 else None
+
+        await poll(probe, within=START_TIMEOUT_S, what="/healthz")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, Path, FakeWebhook]]:
+    db = tmp_path / "elicitbot.db"
+    port = free_port()
+    with FakeWebhook() as webhook:
+        config = tmp_path / "cfg.toml"
+        config.write_text(
+            f'[server]\nlisten = "127.0.0.1:{port}"\n\n'
+            f'[store]\nurl = "sqlite:///{db}"\n\n'
+            f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
+            encoding="utf-8",
+        )
+        srv = Server(tmp_path, config, port)
+        try:
+            yield srv, db, webhook
+        finally:
+            srv.kill()
+
+
+def cloud_event(i: int) -> dict[str, Any]:
+    data = copy.deepcopy(VALID["options"])
+    data["elicitationId"] = f"eli_crash{i:08d}"
+    return {
+        "specversion": "1.0",
+        "id": f"evt-crash-{i:04d}",
+        "source": "/superpipeline/crash-test",
+        "type": CE_TYPE,
+        "subject": "evt.acme.superpipeline.elicitation.pending",
+        "time": "2026-11-10T09:30:00Z",
+        "datacontenttype": "application/json",
+        "data": data,
+    }
+
+
+async def read_db(db: Path) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(elicitations, outbox rows, deliveries) read straight from the SQLite file."""
+    store = SqlStore.from_url(f"sqlite:///{db}")
+    try:
+        count = await store.count("elicitation")
+        rows = await store.outbox()
+        deliveries = [
+            d
+            for s in await store.list_elicitations(limit=500)
+            for d in await store.deliveries(s.elicitation.key)
+        ]
+        return count, rows, deliveries
+    finally:
+        await store.close()
+
+
+async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
+    server: tuple[Server, Path, FakeWebhook],
+) -> None:
+    srv, db, webhook = server
+    keys = {f"superpipeline:eli_crash{i:08d}" for i in range(EVENTS)}
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        proc = srv.start()
+        await srv.wait_healthy(client)
+
+        async def send(i: int) -> int:
+            response = await client.post(
+                f"{srv.base}/v1/events",
+                json=cloud_event(i),
+                headers={"Content-Type": "application/cloudevents+json"},
+            )
+            return response.status_code
+
+        statuses = await asyncio.gather(*(send(i) for i in range(EVENTS)))
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+        assert statuses == [202] * EVENTS, srv.logs()
+
+        # Commit before ack: every 202 is on disk, with its post to do (or done).
+        count, rows, _ = await read_db(db)
+        assert count == EVENTS
+        assert Counter(r["elicitation_key"] for r in rows if r["kind"] == "post") == dict.fromkeys(
+            keys, 1
+        )
+
+        srv.start()
+        await srv.wait_healthy(client)
+
+        seen: dict[str, Any] = {}
+
+        async def settled() -> bool | None:
+            listing = (await client.get(f"{srv.base}/v1/elicitations?limit=100")).json()
+            seen["listed"] = len(listing["items"])
+            if len(listing["items"]) != EVENTS:
+                return None
+            for item in listing["items"]:
+                detail = (await client.get(f"{srv.base}/v1/elicitations/{item['id']}")).json()
+                shown = [(d["destination"], d["state"]) for d in detail["deliveries"]]
+                if shown != [("web", "posted")]:
+                    seen["unsettled"] = (item["id"], shown)
+                    return None
+            return True
+
+        await poll(
+            settled,
+            within=SETTLE_TIMEOUT_S,
+            what="30 elicitations, each posted",
+            detail=lambda: f"last seen: {seen}\n{srv.logs()}",
+        )
+
+        count, rows, deliveries = await read_db(db)
+        assert count == EVENTS
+        posts = [r for r in rows if r["kind"] == "post"]
+        assert Counter(r["elicitation_key"] for r in posts) == dict.fromkeys(keys, 1)
+        assert {r["state"] for r in posts} == {"done"}
+        assert [r for r in rows if r["state"] in ("pending", "claimed")] == []
+        assert len(deliveries) == EVENTS
+        assert {(d["destination"], d["state"]) for d in deliveries} == {("web", "posted")}
+        assert webhook.recorded() == []  # nothing was answered, so nothing was written back
+
+
+async def test_sigterm_finishes_the_work_and_exits_0(
+    server: tuple[Server, Path, FakeWebhook],
+) -> None:
+    """DESIGN "Shutdown": SIGTERM stops intake, lets outbox work finish, and exits 0."""
+    srv, db, _ = server
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        proc = srv.start()
+        await srv.wait_healthy(client)
+        response = await client.post(
+            f"{srv.base}/v1/events",
+            json=cloud_event(0),
+            headers={"Content-Type": "application/cloudevents+json"},
+        )
+        assert response.status_code == 202
+
+        proc.send_signal(signal.SIGTERM)
+        returncode = proc.wait(timeout=20)
+
+    count, rows, deliveries = await read_db(db)
+    assert count == 1
+    assert [(r["kind"], r["state"]) for r in rows] == [("post", "done")]
+    assert [(d["destination"], d["state"]) for d in deliveries] == [("web", "posted")]
+    assert returncode == 0, f"exit status {returncode} after SIGTERM:\n{srv.logs()}"
+
+
+# --------------------------------------------------------------------------- scenario 2
+
+
+def bot_config(db: Path, webhook: FakeWebhook) -> AppConfig:
+    return parse_config(
+        {
+            "server": {"listen": f"127.0.0.1:{free_port()}"},
+            "store": {"url": f"sqlite:///{db}"},
+            "sources": {"superpipeline": {"answer_webhook": webhook.url}},
+        }
+    )
+
+
+async def crash(bot: Elicitbot) -> None:
+    """Stop without draining: cancel the dispatcher mid-flight and drop the connections."""
+    tasks = list(bot._tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await bot.http_client.aclose()
+    await bot.store.close()
+
+
+async def writeback_rows(bot: Elicitbot, key: str) -> list[dict[str, Any]]:
+    return [r for r in await bot.store.outbox(key) if r["kind"] == "writeback"]
+
+
+async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_path: Path) -> None:
+    db = tmp_path / "elicitbot.db"
+    with FakeWebhook(default=503) as webhook:
+        first = Elicitbot(bot_config(db, webhook), environ={})
+        await first.start()
+        try:
+            e = parse_body(copy.deepcopy(VALID["approval-request"]), workspace="acme")
+            [outcome] = await first.service.intake(
+                [Inbound("ce:/superpipeline/crash-test", "evt-answer-1", e, {})]
+            )
+            key = outcome.key
+
+            async def web_posted() -> bool | None:
+                states = [d["state"] for d in await first.store.deliveries(key)]
+                return True if states == ["posted"] else None
+
+            await poll(web_posted, within=10, what="the web delivery")
+            answer = await first.service.answer(
+                key,
+                Attempt(
+                    respondent=Identity(platform="slack", user="U0ALICE"),
+                    option_ids=("deny",),
+                    via="web",
+                ),
+            )
+            assert answer.won
+
+            await asyncio.to_thread(webhook.wait_for, lambda got: len(got) >= 2, 15.0)
+        finally:
+            await crash(first)
+
+        failed = webhook.recorded()
+        assert failed, "the write-back was never attempted before the crash"
+        assert {r.status for r in failed} == {503}
+        webhook.script([], default=200)
+
+        second = Elicitbot(bot_config(db, webhook), environ={})
+        await second.start()
+        try:
+
+            async def written_back() -> list[dict[str, Any]] | None:
+                rows = await writeback_rows(second, key)
+                return rows if [r["state"] for r in rows] == ["done"] else None
+
+            [row] = await poll(written_back, within=20, what="the write-back to be done")
+            stored = await second.store.get(key)
+        finally:
+            await second.stop()
+
+    requests = webhook.recorded()
+    assert [r.status for r in requests] == [503] * len(failed) + [200]
+    assert row["attempts"] >= len(failed) + 1
+    assert {r.headers["idempotency-key"] for r in requests} == {writeback_key(key)}
+    assert {r.raw for r in requests} == {requests[0].raw}
+    body = requests[-1].body
+    assert body["elicitationId"] == "apr_4d5e6f7081920314"
+    assert body["status"] == "answered"
+    assert body["answer"]["optionIds"] == ["deny"]
+    assert body["answeredBy"]["id"] == "slack:U0ALICE"
+    assert body["answeredVia"] == "web"
+    assert stored is not None
+    assert stored.status is Status.ANSWERED
