@@ -14,7 +14,13 @@ from typing import Annotated, Any
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bot.domain.errors import ConfigError
-from bot.domain.model import People, Route, RouteMatch
+from bot.domain.model import (
+    People,
+    Route,
+    RouteMatch,
+    check_destinations,
+    check_followup_seconds,
+)
 
 DEFAULT_FILE = Path("elicitbot.toml")
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
@@ -117,6 +123,9 @@ class RouteConfig(Section):
     followup_seconds: int = 0
     escalate_to: tuple[str, ...] = ()
     mention: tuple[str, ...] = ()
+
+    _followup = field_validator("followup_seconds")(check_followup_seconds)
+    _destinations = field_validator("destinations", "escalate_to", "mention")(check_destinations)
 
     def to_route(self) -> Route:
         return Route(**self.model_dump(), origin="config")

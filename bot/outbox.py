@@ -80,14 +80,14 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
         """Loop until ``stop`` is set; woken early by ``wake()`` (new rows) or the next due time."""
         while not stop.is_set():
+            self._wake.clear()  # before the claim: a wake() during it is not lost
             try:
                 handled = await self.run_once()
             except Exception:
                 log.exception("outbox.claim_failed")
                 handled = 0
-            if handled:
+            if handled or stop.is_set():
                 continue
-            self._wake.clear()
             timeout = await self._idle(idle_seconds)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)

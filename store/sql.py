@@ -48,6 +48,7 @@ ROUTE: Table = RouteRow.__table__  # type: ignore[attr-defined]
 KV: Table = KeyValueRow.__table__  # type: ignore[attr-defined]
 
 T = TypeVar("T")
+WEB = "web"
 NEW_DELIVERY = insert(DELIVERY).returning(DELIVERY.c.id)
 NEW_OUTBOX = insert(OUTBOX)
 NEW_AUDIT = insert(AUDIT)
@@ -279,7 +280,9 @@ class SqlStore:
 
     def _plan_new(self, conn: Connection, key: str, plan: Plan, now: datetime) -> None:
         for planned in plan.deliveries:
-            state = "planned" if planned.post_now else "waiting"
+            # The web inbox reads this store: its copy exists the moment the row commits.
+            inbox = planned.post_now and planned.destination == WEB
+            state = "posted" if inbox else "planned" if planned.post_now else "waiting"
             delivery_id = conn.execute(
                 NEW_DELIVERY,
                 {
@@ -288,10 +291,12 @@ class SqlStore:
                     "position": planned.position,
                     "purpose": "primary",
                     "state": state,
+                    "ref": {"inbox": key} if inbox else None,
+                    "posted_at": now if inbox else None,
                     "created_at": now,
                 },
             ).scalar_one()
-            if planned.post_now:
+            if planned.post_now and not inbox:
                 self._enqueue(conn, key, "post", planned.destination, now, delivery_id=delivery_id)
         self._add_deadlines(conn, key, plan.deadlines)
 
@@ -449,7 +454,8 @@ class SqlStore:
             )
         ).all()
         for delivery_id, destination in posted:
-            self._update_copy(conn, key, delivery_id, destination, now)
+            if destination != WEB:  # the inbox renders the stored state: nothing to rewrite
+                self._update_copy(conn, key, delivery_id, destination, now)
 
     def _update_copy(
         self, conn: Connection, key: str, delivery_id: int, destination: str, now: datetime

@@ -277,18 +277,26 @@ class Route(Frozen):
     @field_validator("followup_seconds")
     @classmethod
     def _followup_range(cls, value: int) -> int:
-        if value != 0 and not 5 <= value <= 900:  # noqa: PLR2004 - the contract's bounds
-            msg = "followup_seconds must be 0 (off) or between 5 and 900"
-            raise ValueError(msg)
-        return value
+        return check_followup_seconds(value)
 
     @field_validator("destinations", "escalate_to", "mention")
     @classmethod
     def _destination_form(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        for value in values:
-            if value != "web" and not (
-                value.startswith(("slack:", "matrix:")) and len(value.split(":", 1)[1]) > 0
-            ):
-                msg = f"{value!r} is not 'web', 'slack:<id>' or 'matrix:<id>'"
-                raise ValueError(msg)
-        return values
+        return check_destinations(values)
+
+
+def check_followup_seconds(value: int) -> int:
+    if value != 0 and not 5 <= value <= 900:  # noqa: PLR2004 - the contract's bounds
+        msg = "followup_seconds must be 0 (off) or between 5 and 900"
+        raise ValueError(msg)
+    return value
+
+
+def check_destinations(values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        if value != "web" and not (
+            value.startswith(("slack:", "matrix:")) and len(value.split(":", 1)[1]) > 0
+        ):
+            msg = f"{value!r} is not 'web', 'slack:<id>' or 'matrix:<id>'"
+            raise ValueError(msg)
+    return values
