@@ -1,0 +1,615 @@
+"""A local fake of the Slack Web API (aiohttp on 127.0.0.1, its own thread and event loop).
+
+Point slack_sdk at it with ``AsyncWebClient(token=fake.token, base_url=fake.api_url)``: it serves
+the same client from the test's event loop and from a subprocess. It
+
+- checks ``Authorization: Bearer <token>`` (``not_authed`` / ``invalid_auth``);
+- answers ``auth.test``, ``chat.postMessage`` (a unique, increasing ``ts``; the message is stored
+  with its metadata), ``chat.update``, ``chat.postEphemeral``, ``conversations.open`` (a DM
+  channel ``D<user>``) and ``conversations.history`` (newest first; ``metadata`` only with
+  ``include_all_metadata``);
+- enforces the Block Kit limits (reliability.md §1.6) with ``invalid_blocks`` and the violations
+  in ``response_metadata.messages`` (:func:`block_kit_problems` is the same check, for unit
+  tests), plus an approximation of the undocumented cumulative limit, ``msg_blocks_too_long``
+  past :data:`MAX_TOTAL_TEXT` characters of block text;
+- records every call (:class:`SlackCall`: method, parameters from query, form or JSON body,
+  headers, what it answered);
+- can be scripted (:meth:`FakeSlack.script`): an HTTP status with ``Retry-After`` (429), a Slack
+  error code, or ``drop=True``: carry the call out (a post is stored), then drop the connection
+  without answering, the §1.5 double-post experiment.
+
+Standalone: ``python -m tests.slack_fake --port N --record FILE [--token T]`` serves until killed
+and appends every call to FILE as a JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+DEFAULT_TOKEN = "xoxb-test-elicitbot"
+BOT_USER = "U0ELICITBOT"
+BOT_ID = "B0ELICITBOT"
+TEAM_ID = "T0ACME"
+
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELDS = 10
+MAX_FIELD_TEXT = 2000
+MAX_HEADER_TEXT = 150
+MAX_BUTTON_TEXT = 75
+MAX_BUTTON_VALUE = 2000
+MAX_URL = 3000
+MAX_ID = 255
+MAX_ACTIONS_ELEMENTS = 25
+MAX_CONTEXT_ELEMENTS = 10
+MAX_TEXT_OBJECT = 3000
+MAX_OPTIONS = 100
+MAX_OPTION_TEXT = 75
+MAX_OPTION_VALUE = 150
+MAX_PLACEHOLDER = 150
+MAX_MESSAGE_TEXT = 40_000
+MAX_TOTAL_TEXT = 12_000
+"""Slack rejects messages whose blocks hold about this much text in all (bolt-js #2509, #2867)."""
+
+_JSON_PARAMS = ("blocks", "metadata", "attachments")
+_SELECTS = ("static_select", "multi_static_select")
+
+
+# --------------------------------------------------------------------------- Block Kit checks
+
+
+def _text_object(obj: Any, where: str, limit: int, problems: list[str]) -> int:
+    """Check a text object; returns its length (0 when malformed)."""
+    if not isinstance(obj, Mapping) or obj.get("type") not in ("plain_text", "mrkdwn"):
+        problems.append(f"{where}: must be a plain_text or mrkdwn text object")
+        return 0
+    text = obj.get("text")
+    if not isinstance(text, str) or not text:
+        problems.append(f"{where}.text: must be a non-empty string")
+        return 0
+    if len(text) > limit:
+        problems.append(f"{where}.text: {len(text)} characters, more than {limit}")
+    return len(text)
+
+
+def _plain(obj: Any, where: str, limit: int, problems: list[str]) -> int:
+    if isinstance(obj, Mapping) and obj.get("type") != "plain_text":
+        problems.append(f"{where}: must be plain_text")
+    return _text_object(obj, where, limit, problems)
+
+
+def _check_id(value: Any, where: str, problems: list[str]) -> None:
+    if value is not None and (not isinstance(value, str) or not value or len(value) > MAX_ID):
+        problems.append(f"{where}: must be a string of 1 to {MAX_ID} characters")
+
+
+def _element(el: Any, where: str, problems: list[str]) -> int:
+    if not isinstance(el, Mapping):
+        problems.append(f"{where}: must be an object")
+        return 0
+    kind = el.get("type")
+    _check_id(el.get("action_id"), f"{where}.action_id", problems)
+    if kind == "button":
+        total = _plain(el.get("text"), f"{where}.text", MAX_BUTTON_TEXT, problems)
+        value = el.get("value")
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_BUTTON_VALUE):
+            problems.append(f"{where}.value: must be a string of at most {MAX_BUTTON_VALUE}")
+        url = el.get("url")
+        if url is not None and (not isinstance(url, str) or len(url) > MAX_URL):
+            problems.append(f"{where}.url: must be a string of at most {MAX_URL}")
+        if el.get("style") not in (None, "primary", "danger"):
+            problems.append(f"{where}.style: must be primary or danger")
+        return total
+    if kind in _SELECTS:
+        total = 0
+        if "placeholder" in el:
+            total += _plain(el["placeholder"], f"{where}.placeholder", MAX_PLACEHOLDER, problems)
+        options = el.get("options")
+        if not isinstance(options, list) or not 1 <= len(options) <= MAX_OPTIONS:
+            problems.append(f"{where}.options: must hold 1 to {MAX_OPTIONS} options")
+            return total
+        for i, option in enumerate(options):
+            at = f"{where}.options[{i}]"
+            if not isinstance(option, Mapping):
+                problems.append(f"{at}: must be an object")
+                continue
+            total += _plain(option.get("text"), f"{at}.text", MAX_OPTION_TEXT, problems)
+            value = option.get("value")
+            if not isinstance(value, str) or not value or len(value) > MAX_OPTION_VALUE:
+                problems.append(f"{at}.value: must be a string of 1 to {MAX_OPTION_VALUE}")
+        return total
+    if kind in ("overflow", "datepicker", "image", "users_select", "conversations_select"):
+        return 0
+    problems.append(f"{where}.type: unsupported element {kind!r}")
+    return 0
+
+
+def _block(block: Any, where: str, problems: list[str]) -> int:
+    """Check one block; returns the length of its text."""
+    if not isinstance(block, Mapping):
+        problems.append(f"{where}: must be an object")
+        return 0
+    _check_id(block.get("block_id"), f"{where}.block_id", problems)
+    kind = block.get("type")
+    total = 0
+    if kind == "header":
+        total += _plain(block.get("text"), f"{where}.text", MAX_HEADER_TEXT, problems)
+    elif kind == "section":
+        text, fields = block.get("text"), block.get("fields")
+        if text is None and not fields:
+            problems.append(f"{where}: needs text or fields")
+        if text is not None:
+            total += _text_object(text, f"{where}.text", MAX_SECTION_TEXT, problems)
+        if fields is not None:
+            if not isinstance(fields, list) or len(fields) > MAX_FIELDS:
+                problems.append(f"{where}.fields: at most {MAX_FIELDS}")
+            else:
+                for i, f in enumerate(fields):
+                    total += _text_object(f, f"{where}.fields[{i}]", MAX_FIELD_TEXT, problems)
+        if block.get("accessory") is not None:
+            total += _element(block["accessory"], f"{where}.accessory", problems)
+    elif kind == "context":
+        elements = block.get("elements")
+        if not isinstance(elements, list) or not 1 <= len(elements) <= MAX_CONTEXT_ELEMENTS:
+            problems.append(f"{where}.elements: must hold 1 to {MAX_CONTEXT_ELEMENTS}")
+        else:
+            for i, el in enumerate(elements):
+                if isinstance(el, Mapping) and el.get("type") == "image":
+                    continue
+                total += _text_object(el, f"{where}.elements[{i}]", MAX_TEXT_OBJECT, problems)
+    elif kind == "actions":
+        elements = block.get("elements")
+        if not isinstance(elements, list) or not 1 <= len(elements) <= MAX_ACTIONS_ELEMENTS:
+            problems.append(f"{where}.elements: must hold 1 to {MAX_ACTIONS_ELEMENTS}")
+        else:
+            for i, el in enumerate(elements):
+                total += _element(el, f"{where}.elements[{i}]", problems)
+    elif kind not in ("divider", "image", "rich_text"):
+        problems.append(f"{where}.type: unsupported block {kind!r}")
+    return total
+
+
+def block_kit_problems(blocks: Any, text: Any = None) -> list[str]:
+    """Every Block Kit limit a message breaks (empty: Slack would take it)."""
+    problems: list[str] = []
+    if isinstance(text, str) and len(text) > MAX_MESSAGE_TEXT:
+        problems.append(f"text: {len(text)} characters, more than {MAX_MESSAGE_TEXT}")
+    if blocks is None:
+        return problems
+    if not isinstance(blocks, list):
+        return [*problems, "blocks: must be an array"]
+    if len(blocks) > MAX_BLOCKS:
+        problems.append(f"blocks: {len(blocks)} blocks, more than {MAX_BLOCKS}")
+    block_ids = [b.get("block_id") for b in blocks if isinstance(b, Mapping) and b.get("block_id")]
+    if len(block_ids) != len(set(block_ids)):
+        problems.append("blocks: block_id values must be unique")
+    for i, block in enumerate(blocks):
+        _block(block, f"blocks[{i}]", problems)
+    return problems
+
+
+def block_text_length(blocks: Any) -> int:
+    """All the text in the blocks, in code points (what the cumulative limit counts)."""
+    probe: list[str] = []
+    return sum(_block(b, "", probe) for b in blocks) if isinstance(blocks, list) else 0
+
+
+# --------------------------------------------------------------------------- the fake
+
+
+@dataclass(frozen=True)
+class SlackCall:
+    """One request to the fake, and what it answered."""
+
+    method: str
+    params: dict[str, Any]
+    """Query, form and JSON parameters together; ``blocks``/``metadata`` strings parsed."""
+    headers: dict[str, str]
+    """Header names lower-cased."""
+    status: int
+    response: dict[str, Any] | None
+    """None when the connection was dropped."""
+    at: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.response is not None and bool(self.response.get("ok"))
+
+
+@dataclass
+class _Script:
+    method: str
+    status: int
+    error: str | None
+    retry_after: float | None
+    drop: bool
+    times: int
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("1", "true")
+
+
+class FakeSlack:
+    """The fake Web API. Use as a context manager (or ``start()``/``stop()``)."""
+
+    def __init__(
+        self,
+        token: str = DEFAULT_TOKEN,
+        *,
+        port: int = 0,
+        record: Path | None = None,
+        on_call: Callable[[SlackCall], None] | None = None,
+    ) -> None:
+        self.token = token
+        self._port = port
+        self._record = record
+        self._on_call = on_call
+        self._lock = threading.Lock()
+        self._calls: list[SlackCall] = []
+        self._messages: dict[str, list[dict[str, Any]]] = {}
+        self._ephemerals: list[dict[str, Any]] = []
+        self._scripts: list[_Script] = []
+        self._counter = 0
+        self.unknown_channels: set[str] = set()
+        """Channels that answer ``channel_not_found``."""
+        self.archived_channels: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def api_url(self) -> str:
+        """What ``base_url`` of the SDK client must be (with the trailing slash)."""
+        return f"{self.base_url}/api/"
+
+    def start(self) -> FakeSlack:
+        self._thread = threading.Thread(target=self._serve, name="fake-slack", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the fake Slack API did not start in 10 s")
+        if self._failed is not None:
+            raise RuntimeError(f"the fake Slack API failed to start: {self._failed!r}")
+        return self
+
+    def stop(self) -> None:
+        loop, runner = self._loop, self._runner
+        if loop is None or runner is None:
+            return
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._loop = None
+
+    def __enter__(self) -> FakeSlack:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._open())
+        except BaseException as exc:
+            self._failed = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    async def _open(self) -> None:
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_route("*", "/api/{method}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self._port)
+        await site.start()
+        self._port = int(runner.addresses[0][1])
+        self._runner = runner
+
+    # ------------------------------------------------------------------ scripting and reading
+
+    def script(
+        self,
+        method: str,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        retry_after: float | None = None,
+        drop: bool = False,
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` calls of ``method`` answer ``status`` (429 adds ``Retry-After``)
+        with ``error``, or with ``drop`` are carried out and then left without an answer."""
+        if status == 429 and error is None:
+            error = "ratelimited"
+        with self._lock:
+            self._scripts.append(_Script(method, status, error, retry_after, drop, times))
+
+    def calls(self) -> list[SlackCall]:
+        with self._lock:
+            return list(self._calls)
+
+    def calls_to(self, method: str) -> list[SlackCall]:
+        return [c for c in self.calls() if c.method == method]
+
+    def messages(self, channel: str) -> list[dict[str, Any]]:
+        """The channel's stored messages, oldest first."""
+        with self._lock:
+            return [dict(m) for m in self._messages.get(channel, [])]
+
+    def message(self, channel: str, ts: str) -> dict[str, Any] | None:
+        return next((m for m in self.messages(channel) if m["ts"] == ts), None)
+
+    def ephemerals(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(m) for m in self._ephemerals]
+
+    def wait_for(
+        self, predicate: Callable[[list[SlackCall]], bool], timeout: float = 15.0
+    ) -> list[SlackCall]:
+        """Poll (blocking) until ``predicate(calls)`` holds; AssertionError on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            calls = self.calls()
+            if predicate(calls):
+                return calls
+            if time.monotonic() > deadline:
+                methods = [c.method for c in calls]
+                raise AssertionError(f"fake Slack: condition not met in {timeout} s; {methods}")
+            time.sleep(0.02)
+
+    # ------------------------------------------------------------------ serving
+
+    def _take_script(self, method: str) -> _Script | None:
+        with self._lock:
+            for script in self._scripts:
+                if script.method == method:
+                    script.times -= 1
+                    if script.times <= 0:
+                        self._scripts.remove(script)
+                    return script
+        return None
+
+    def _next_ts(self) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"1700000000.{self._counter:06d}"
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        params = await _params(request)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        script = self._take_script(method)
+        status, extra_headers = 200, {}
+        body: dict[str, Any] | None
+        auth = self._auth(headers)
+        if auth is not None:
+            body = {"ok": False, "error": auth}
+        elif script is not None and (script.status != 200 or script.error):
+            status = script.status
+            body = {"ok": False, "error": script.error or "internal_error"}
+            if script.retry_after is not None:
+                extra_headers["Retry-After"] = str(int(script.retry_after))
+        else:
+            body = self._answer(method, params)
+        if script is not None and script.drop:
+            self._log(SlackCall(method, params, headers, status, None))
+            transport = request.transport
+            if transport is not None:
+                transport.abort()
+            raise asyncio.CancelledError
+        self._log(SlackCall(method, params, headers, status, body))
+        return web.json_response(body, status=status, headers=extra_headers)
+
+    def _log(self, call: SlackCall) -> None:
+        with self._lock:
+            self._calls.append(call)
+        if self._record is not None:
+            with self._record.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(asdict(call), ensure_ascii=False) + "\n")
+        if self._on_call is not None:
+            self._on_call(call)
+
+    def _auth(self, headers: Mapping[str, str]) -> str | None:
+        given = headers.get("authorization", "")
+        if not given:
+            return "not_authed"
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or token != self.token:
+            return "invalid_auth"
+        return None
+
+    def _channel_error(self, channel: Any) -> str | None:
+        if not isinstance(channel, str) or not channel or channel in self.unknown_channels:
+            return "channel_not_found"
+        if channel in self.archived_channels:
+            return "is_archived"
+        return None
+
+    def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        handler = {
+            "auth.test": self._auth_test,
+            "api.test": lambda p: {"ok": True, "args": p},
+            "chat.postMessage": self._post,
+            "chat.update": self._update,
+            "chat.postEphemeral": self._ephemeral,
+            "conversations.open": self._open_dm,
+            "conversations.history": self._history,
+        }.get(method)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        return handler(params)
+
+    def _auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "url": "https://acme.slack.com/",
+            "team": "Acme",
+            "user": "elicitbot",
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+        }
+
+    def _content_error(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        blocks, text = params.get("blocks"), params.get("text")
+        if not blocks and not text:
+            return {"ok": False, "error": "no_text"}
+        problems = block_kit_problems(blocks, text)
+        if problems:
+            return {
+                "ok": False,
+                "error": "invalid_blocks",
+                "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
+            }
+        if block_text_length(blocks) > MAX_TOTAL_TEXT:
+            return {"ok": False, "error": "msg_blocks_too_long"}
+        return None
+
+    def _post(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = params.get("channel")
+        if (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        if (problem := self._content_error(params)) is not None:
+            return problem
+        message = {
+            "type": "message",
+            "ts": self._next_ts(),
+            "user": BOT_USER,
+            "bot_id": BOT_ID,
+            "text": params.get("text", ""),
+            "blocks": params.get("blocks") or [],
+        }
+        if params.get("thread_ts"):
+            message["thread_ts"] = params["thread_ts"]
+        if isinstance(params.get("metadata"), Mapping):
+            message["metadata"] = dict(params["metadata"])
+        with self._lock:
+            self._messages.setdefault(str(channel), []).append(message)
+        shown = {k: v for k, v in message.items() if k != "metadata"}
+        return {"ok": True, "channel": channel, "ts": message["ts"], "message": shown}
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel"), params.get("ts")
+        if (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        if (problem := self._content_error(params)) is not None:
+            return problem
+        with self._lock:
+            stored = next((m for m in self._messages.get(str(channel), []) if m["ts"] == ts), None)
+            if stored is None:
+                return {"ok": False, "error": "message_not_found"}
+            stored["text"] = params.get("text", "")
+            stored["blocks"] = params.get("blocks") or []
+            stored["edited"] = {"user": BOT_USER, "ts": self._edit_ts()}
+            if isinstance(params.get("metadata"), Mapping):
+                stored["metadata"] = dict(params["metadata"])
+        return {"ok": True, "channel": channel, "ts": ts, "text": params.get("text", "")}
+
+    def _edit_ts(self) -> str:
+        self._counter += 1  # under the lock already
+        return f"1700000000.{self._counter:06d}"
+
+    def _ephemeral(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, user = params.get("channel"), params.get("user")
+        if (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        if not isinstance(user, str) or not user:
+            return {"ok": False, "error": "user_not_found"}
+        if (problem := self._content_error(params)) is not None:
+            return problem
+        ts = self._next_ts()
+        with self._lock:
+            self._ephemerals.append({**params, "message_ts": ts})
+        return {"ok": True, "message_ts": ts}
+
+    def _open_dm(self, params: dict[str, Any]) -> dict[str, Any]:
+        users = str(params.get("users") or "")
+        if not users or "," in users:
+            return {"ok": False, "error": "user_not_found" if not users else "not_implemented"}
+        return {"ok": True, "channel": {"id": f"D{users}"}}
+
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = params.get("channel")
+        if (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        try:
+            limit = max(1, min(int(params.get("limit") or 100), 999))
+        except ValueError:
+            return {"ok": False, "error": "invalid_limit"}
+        with_metadata = _truthy(params.get("include_all_metadata"))
+        with self._lock:
+            stored = list(reversed(self._messages.get(str(channel), [])))
+        page = [
+            {k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in stored[:limit]
+        ]
+        return {"ok": True, "messages": page, "has_more": len(stored) > limit}
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query)
+    if request.can_read_body:
+        if request.content_type == "application/json":
+            body = await request.json()
+            if isinstance(body, dict):
+                params.update(body)
+        elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.post()
+            params.update({k: v for k, v in form.items() if isinstance(v, str)})
+    for name in _JSON_PARAMS:
+        value = params.get(name)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                params[name] = json.loads(value)
+    return params
+
+
+def _main(argv: Iterable[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--record", type=Path, default=None)
+    parser.add_argument("--token", default=DEFAULT_TOKEN)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    fake = FakeSlack(args.token, port=args.port, record=args.record).start()
+    print(f"fake Slack API at {fake.api_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    _main()
