@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import (
@@ -28,7 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapters.sources import cloudevents
 from adapters.sources.superpipeline import parse as superpipeline
 from bot.domain.errors import FieldProblem, IntakeError, PayloadRejected
-from bot.service import Inbound, Service
+from bot.domain.ports import Inbound
+from bot.service import Service
 from store.sql import SqlStore, StoredElicitation
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -45,6 +46,8 @@ class Runtime:
     adapters_ready: Callable[[], Mapping[str, bool]] = dict
     draining: bool = False
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    routers: list[APIRouter] = field(default_factory=list)
+    """Routes of the edges (Slack events, web inbox, other sources), included as they are."""
 
 
 def problem(
@@ -109,6 +112,8 @@ def create_app(rt: Runtime) -> FastAPI:
     _add_intake_routes(app, rt)
     _add_read_routes(app, rt)
     _add_health_routes(app, rt)
+    for router in rt.routers:
+        app.include_router(router)
     return app
 
 

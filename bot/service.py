@@ -6,8 +6,7 @@ load -> decide (pure rules) -> store (conditional writes + outbox rows) -> wake 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,30 +25,22 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.planning import display_hash, plan
-from bot.domain.ports import Clock
+from bot.domain.ports import (
+    AnswerOutcome,
+    Clock,
+    Inbound,
+    IntakeOutcome,
+    PromptView,
+    SecretSink,
+)
 from bot.domain.routing import resolve_route
-from store.sql import IntakeItem, IntakeOutcome, SqlStore
+from store.sql import IntakeItem, SqlStore
+
+__all__ = ["AnswerOutcome", "Inbound", "Service"]
 
 log = structlog.get_logger("elicitbot.service")
 
 CHAT_ROUTES_TTL_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Inbound:
-    """An elicitation as it arrived: the inbound id dedupes redelivery of the same message."""
-
-    channel: str
-    inbound_id: str
-    elicitation: Elicitation
-    audit: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class AnswerOutcome:
-    key: str
-    result: Answer | Refusal
-    won: bool
 
 
 class Service:
@@ -61,12 +52,16 @@ class Service:
         routes: Sequence[Route],
         *,
         on_change: Callable[[], None] = lambda: None,
+        link_for: Callable[[str], str] = lambda key: f"/#{key}",
+        secret_sinks: Mapping[str, SecretSink] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.people = people
         self.config_routes = tuple(routes)
         self.on_change = on_change
+        self.link_for = link_for
+        self.secret_sinks = dict(secret_sinks or {})
         self._chat_routes: tuple[Route, ...] = ()
         self._chat_routes_at = float("-inf")
 
@@ -113,8 +108,63 @@ class Service:
             self.on_change()
         return outcomes
 
+    async def view(self, key: str) -> PromptView | None:
+        stored = await self.store.get(key)
+        if stored is None:
+            return None
+        return PromptView(
+            elicitation=stored.elicitation,
+            status=stored.status,
+            answer=stored.answer,
+            version=stored.version,
+            link=self.link_for(key),
+            now=self.clock.now(),
+        )
+
+    async def key_for_message(self, ref_key: str) -> str | None:
+        return await self.store.key_for_message(ref_key)
+
+    async def first_time(self, channel: str, inbound_id: str) -> bool:
+        return await self.store.first_time(channel, inbound_id, self.clock.now())
+
+    async def deliveries(self, key: str) -> list[dict[str, Any]]:
+        return await self.store.deliveries(key)
+
+    async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:
+        added = await self.store.add_chat_route(workspace, board, destination, by, self.clock.now())
+        self.forget_chat_routes()
+        return added
+
+    async def unsubscribe(self, workspace: str, board: str | None, destination: str) -> int:
+        removed = await self.store.remove_chat_route(workspace, board, destination)
+        self.forget_chat_routes()
+        return removed
+
+    async def routes_text(self) -> list[str]:
+        lines = []
+        for route in await self.routes():
+            m = route.match
+            where = (
+                " ".join(
+                    f"{name}={value}"
+                    for name, value in (
+                        ("source", m.source),
+                        ("workspace", m.workspace),
+                        ("board", m.board),
+                    )
+                    if value
+                )
+                or "everything"
+            )
+            lines.append(f"{where} -> {', '.join(route.destinations)} ({route.origin})")
+        return lines
+
     async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:
-        """Apply the answer rules; the first valid answer wins atomically in the store."""
+        """Apply the answer rules; the first valid answer wins atomically in the store.
+
+        A secret answer goes straight upstream first (never stored); only then is the fact that
+        it was given recorded. Upstream problems reach the caller as DeliveryError.
+        """
         stored = await self.store.get(key)
         if stored is None:
             msg = f"no elicitation {key}"
@@ -123,6 +173,10 @@ class Service:
         state = rules.AnswerState(stored.status, stored.answer)
         decision = rules.decide(stored.elicitation, state, attempt, self.people, now)
         result = decision.result
+        if isinstance(result, Answer) and result.secret:
+            refusal = await self._deliver_secret(key, stored.elicitation.source, attempt)
+            if refusal is not None:
+                result = refusal
         if isinstance(result, Answer):
             approving = any(
                 (o := stored.elicitation.option(i)) is not None and o.approving
@@ -138,6 +192,16 @@ class Service:
             result = _lost(stored.elicitation, recorded.status, recorded.answer, now)
         await self._refused(key, attempt, result)
         return AnswerOutcome(key, result, won=False)
+
+    async def _deliver_secret(self, key: str, source: str, attempt: Attempt) -> Refusal | None:
+        sink = self.secret_sinks.get(source)
+        view = await self.view(key)
+        if sink is None or view is None or attempt.text is None:
+            return Refusal(
+                code=RefusalCode.NOT_OFFERED, message="This question takes no secret answers."
+            )
+        await sink.deliver_secret(view, attempt.text, idempotency_key=f"elicitbot:{key}:secret")
+        return None
 
     async def _refused(self, key: str, attempt: Attempt, refusal: Refusal) -> None:
         log.info(

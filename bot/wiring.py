@@ -15,13 +15,15 @@ import httpx
 import structlog
 import uvicorn
 from fastapi import FastAPI
+from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.chat import SlackChat
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.chat import WebChat
 from bot import logs
 from bot.clock import SystemClock
 from bot.config import AppConfig, check_environment, is_loopback, secret
-from bot.domain.errors import ConfigError
+from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock
 from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
@@ -56,6 +58,18 @@ class Elicitbot:
         self.store = SqlStore.from_url(config.store.url)
         self.http_client = httpx.AsyncClient()
         self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
+        self.slack: SlackChat | None = None
+        if config.slack is not None:
+            # No SDK retries: the outbox retries, and the SDK's connection-error retry can post a
+            # message twice (reliability.md §1.5); a retried post looks for its message first.
+            self.slack = SlackChat(
+                AsyncWebClient(
+                    token=self.environ[config.slack.bot_token_env],
+                    base_url=str(config.slack.api_url),
+                    retry_handlers=[],
+                )
+            )
+            self.chats["slack"] = self.slack
         self.sinks: dict[str, AnswerSink] = {
             "superpipeline": SuperPipelineSink(
                 str(config.sources.superpipeline.answer_webhook)
@@ -90,8 +104,22 @@ class Elicitbot:
             released = await self.store.release_claims()
             if released:
                 log.info("outbox.released", rows=released)
+        if self.slack is not None:
+            await self._verify_slack(self.slack)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
         log.info("elicitbot.started", listen=self.config.server.listen, store=self.store.dialect)
+
+    async def _verify_slack(self, slack: SlackChat) -> None:
+        """``auth.test`` at start, never lazily: a refused token stops the start, named."""
+        env = self.config.slack.bot_token_env if self.config.slack else "?"
+        try:
+            await slack.verify()
+        except PermanentDeliveryError as exc:
+            raise ConfigError(
+                f"slack.bot_token_env: Slack refused the token in {env} ({exc})"
+            ) from None
+        except DeliveryError as exc:
+            raise ConfigError(f"slack.api_url: Slack did not answer auth.test ({exc})") from None
 
     async def stop(self) -> None:
         self.runtime.draining = True

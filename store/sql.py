@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.planning import Plan, PlannedDeadline
+from bot.domain.ports import IntakeOutcome
 from store.db import READ_ONLY, make_engine
 from store.tables import (
     AnswerRow,
@@ -65,7 +66,13 @@ COMPLETE_OUTBOX = (
 MARK_POSTED = (
     update(DELIVERY)
     .where(DELIVERY.c.id == bindparam("delivery_id"))
-    .values(state="posted", ref=bindparam("new_ref"), posted_at=bindparam("at"), error=None)
+    .values(
+        state="posted",
+        ref=bindparam("new_ref"),
+        ref_key=bindparam("new_ref_key"),
+        posted_at=bindparam("at"),
+        error=None,
+    )
 )
 CURRENT_VERSION = select(E.c.version).where(E.c.key == bindparam("ekey"))
 GROUP_COMMIT_MAX = 64
@@ -91,14 +98,6 @@ class _PendingIntake:
     items: list[IntakeItem]
     now: datetime
     future: asyncio.Future[list[IntakeOutcome]]
-
-
-@dataclass(frozen=True)
-class IntakeOutcome:
-    key: str
-    result: str
-    """``accepted`` (new), ``updated`` (same elicitation, what people see changed), ``unchanged``
-    (same elicitation, nothing to show) or ``duplicate`` (this inbound id was seen before)."""
 
 
 @dataclass(frozen=True)
@@ -664,7 +663,15 @@ class SqlStore:
         if finished is None:
             return False
         if item.kind == "post" and item.delivery_id is not None:
-            conn.execute(MARK_POSTED, {"delivery_id": item.delivery_id, "new_ref": ref, "at": now})
+            conn.execute(
+                MARK_POSTED,
+                {
+                    "delivery_id": item.delivery_id,
+                    "new_ref": ref,
+                    "new_ref_key": str(ref["key"]) if ref and ref.get("key") else None,
+                    "at": now,
+                },
+            )
             current = conn.execute(CURRENT_VERSION, {"ekey": item.elicitation_key}).scalar()
             if current != item.version:
                 # Answered or revised while it was being posted: bring this copy up to date.
@@ -814,6 +821,35 @@ class SqlStore:
 
         stored: StoredElicitation | None = await self._run(work, write=False)
         return stored
+
+    async def key_for_message(self, ref_key: str) -> str | None:
+        """The elicitation whose delivered message has this ref key."""
+
+        def work(conn: Connection) -> str | None:
+            found = conn.execute(
+                select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
+            ).scalar()
+            return None if found is None else str(found)
+
+        key: str | None = await self._run(work, write=False)
+        return key
+
+    async def first_time(self, channel: str, inbound_id: str, now: datetime) -> bool:
+        """Record an inbound event id (Slack event_id, Matrix event_id); False if seen before."""
+
+        def work(conn: Connection) -> bool:
+            row = conn.execute(
+                self._new_inbound,
+                {
+                    "channel": channel,
+                    "inbound_id": inbound_id,
+                    "elicitation_key": None,
+                    "received_at": now,
+                },
+            ).first()
+            return row is not None
+
+        return bool(await self._run(work, write=True))
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
         def work(conn: Connection) -> dict[str, StoredElicitation]:

@@ -94,6 +94,8 @@ class DeliveryRow(SQLModel, table=True):
     state: str = Field(max_length=16)
     """planned -> posting -> posted | failed; ``waiting`` for a later follow-up."""
     ref: dict[str, Any] | None = _json()
+    ref_key: str | None = Field(default=None, max_length=300, index=True)
+    """``ref["key"]``: finds the elicitation of a message people react to or reply under."""
     error: str | None = None
     posted_at: datetime | None = _ts()
     created_at: datetime = _ts(nullable=False)

@@ -196,6 +196,8 @@ class Attempt(Frozen):
     """The text is a secret: it passes upstream and is never stored."""
     via: str
     """The destination the attempt came through (``slack:C123``, ``matrix:!room``, ``web``)."""
+    fields: dict[str, Any] = Field(default_factory=dict)
+    """A form's answers (Toolshed ``type: form`` data, handup ``input.questions``)."""
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
 
@@ -212,6 +214,8 @@ class Answer(Frozen):
     display_name: str | None = None
     via: str
     at: datetime
+    fields: dict[str, Any] = Field(default_factory=dict)
+    """A form's answers, as given (never a secret)."""
     subject_digest: str | None = None
     subject_revision: int | None = None
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.domain.model import Answer, Elicitation, Status
+from bot.domain.model import Answer, Attempt, Elicitation, People, Refusal, Status
 
 MessageRef = dict[str, Any]
-"""A platform's message id: Slack ``{"channel", "ts"}``, Matrix ``{"room_id", "event_id"}``."""
+"""A platform's message id: Slack ``{"channel", "ts"}``, Matrix ``{"room_id", "event_id"}``.
+Its ``key`` entry, when present, is indexed: ``Elicitations.key_for_message(key)`` finds the
+elicitation of a message people react to or reply under (Slack ``<channel>/<ts>``, Matrix
+``<event_id>``)."""
 
 
 class Clock(Protocol):
@@ -42,6 +46,77 @@ class Notice:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Inbound:
+    """An elicitation as it arrived: the inbound id dedupes redelivery of the same message."""
+
+    channel: str
+    """Dedupe namespace of the inbound id, e.g. ``ce:<cloudevents source>``."""
+    inbound_id: str
+    elicitation: Elicitation
+    audit: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class IntakeOutcome:
+    key: str
+    result: str
+    """``accepted`` (new), ``updated`` (same elicitation, what people see changed), ``unchanged``
+    (same elicitation, nothing to show) or ``duplicate`` (this inbound id was seen before)."""
+
+
+@dataclass(frozen=True)
+class AnswerOutcome:
+    key: str
+    result: Answer | Refusal
+    won: bool
+
+
+class Elicitations(Protocol):
+    """What an edge (a chat surface, a source's routes) may ask of the core.
+
+    Implemented by ``bot.service.Service``; adapters receive it, never the service module.
+    """
+
+    people: People
+
+    async def intake(self, batch: Sequence[Inbound]) -> list[IntakeOutcome]:
+        """Store a batch (all or nothing) with its deliveries, deadlines and outbox rows."""
+        ...
+
+    async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:
+        """Apply the answer rules; the first valid answer wins. Refusals come back as values."""
+        ...
+
+    async def view(self, key: str) -> PromptView | None:
+        """The elicitation as it stands now (None: unknown key)."""
+        ...
+
+    async def key_for_message(self, ref_key: str) -> str | None:
+        """The elicitation a posted message belongs to (its delivery's ``ref["key"]``)."""
+        ...
+
+    async def first_time(self, channel: str, inbound_id: str) -> bool:
+        """Record an inbound chat event id; False when it was seen before (a redelivery)."""
+        ...
+
+    async def deliveries(self, key: str) -> list[dict[str, Any]]:
+        """Each copy: destination, position, purpose, state, ref, posted_at, error."""
+        ...
+
+    async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:
+        """An admin routes a workspace (and board) to a destination; False if it already was."""
+        ...
+
+    async def unsubscribe(self, workspace: str, board: str | None, destination: str) -> int:
+        """Remove chat-made routes; returns how many."""
+        ...
+
+    async def routes_text(self) -> list[str]:
+        """Every route, config and chat-made, one line each, for ``routes`` commands."""
+        ...
+
+
 class ChatAdapter(Protocol):
     """Outbound chat for one platform. Raise Transient/PermanentDeliveryError on failure."""
 
@@ -59,6 +134,23 @@ class ChatAdapter(Protocol):
     ) -> None: ...
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None: ...
+
+
+class SecretSink(Protocol):
+    """Takes a secret answer straight upstream (e.g. Pinework's secret route). The secret is
+    never stored, logged or echoed: only the fact that it was given is recorded."""
+
+    async def deliver_secret(
+        self, view: PromptView, secret: str, *, idempotency_key: str
+    ) -> None: ...
+
+
+class KeyValue(Protocol):
+    """Small durable values (a Matrix sync token)."""
+
+    async def get_value(self, key: str) -> str | None: ...
+
+    async def set_value(self, key: str, value: str) -> None: ...
 
 
 class AnswerSink(Protocol):

@@ -981,3 +981,22 @@ async def test_reads_of_deliveries_deadlines_and_audit(store: SqlStore, clock: F
     assert [a["action"] for a in await store.audit(other)] == ["intake"]
     assert [o["elicitation_key"] for o in await store.outbox()] == [key, other, other]
     assert await store.next_outbox_at() == t0
+
+
+async def test_first_time_records_a_chat_event_id_once(store: SqlStore, clock: FakeClock) -> None:
+    assert await store.first_time("slack", "Ev01", clock.now())
+    assert not await store.first_time("slack", "Ev01", clock.now())
+    assert await store.first_time("matrix", "Ev01", clock.now())
+
+
+async def test_key_for_message_finds_the_elicitation_of_a_posted_copy(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0), t0)
+    slack, _ = await store.claim_outbox(t0, "w1")
+    assert await store.key_for_message("C0/1.2") is None
+    await store.complete_outbox(
+        slack, "w1", t0, ref={"channel": "C0", "ts": "1.2", "key": "C0/1.2"}
+    )
+    assert await store.key_for_message("C0/1.2") == key
