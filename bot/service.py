@@ -91,7 +91,7 @@ class Service:
         items = []
         for inbound in batch:
             e = inbound.elicitation
-            route = resolve_route(routes, e)
+            route = inbound.route or resolve_route(routes, e)
             items.append(
                 IntakeItem(
                     channel=inbound.channel,

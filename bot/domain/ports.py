@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.domain.model import Answer, Attempt, Elicitation, People, Refusal, Status
+from bot.domain.model import Answer, Attempt, Elicitation, People, Refusal, Route, Status
 
 MessageRef = dict[str, Any]
 """A platform's message id: Slack ``{"channel", "ts"}``, Matrix ``{"room_id", "event_id"}``.
@@ -55,6 +55,8 @@ class Inbound:
     inbound_id: str
     elicitation: Elicitation
     audit: dict[str, Any]
+    route: Route | None = None
+    """Where it goes when the request itself says (engine deliveries); None: the config's routes."""
 
 
 @dataclass(frozen=True)
