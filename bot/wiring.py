@@ -24,7 +24,7 @@ from bot import logs
 from bot.clock import SystemClock
 from bot.config import AppConfig, check_environment, is_loopback, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
-from bot.domain.ports import AnswerSink, ChatAdapter, Clock
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
@@ -89,6 +89,7 @@ class Elicitbot:
             config.route_list(),
             on_change=self.dispatcher.wake,
         )
+        self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         self.runtime = Runtime(
             store=self.store,
             service=self.service,
