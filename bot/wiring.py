@@ -97,16 +97,31 @@ class Elicitbot:
         )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._prepared = False
+
+    async def prepare(self) -> None:
+        """What must work before we listen: migrations, and the chat tokens (auth.test)."""
+        if self._prepared:
+            return
+        await asyncio.to_thread(upgrade, self.config.store.url)
+        if self.slack is not None:
+            await self._verify_slack(self.slack)
+            if self.slack.bot_user_id:
+                self.service.people = self.service.people.model_copy(
+                    update={
+                        "bot_identities": self.service.people.bot_identities
+                        | {f"slack:{self.slack.bot_user_id}"}
+                    }
+                )
+        self._prepared = True
 
     async def start(self) -> None:
-        await asyncio.to_thread(upgrade, self.config.store.url)
+        await self.prepare()
         if self.store.dialect == "sqlite":
             # One process owns a SQLite file: claims left by a killed predecessor are ours again.
             released = await self.store.release_claims()
             if released:
                 log.info("outbox.released", rows=released)
-        if self.slack is not None:
-            await self._verify_slack(self.slack)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
         log.info("elicitbot.started", listen=self.config.server.listen, store=self.store.dialect)
 
@@ -155,6 +170,8 @@ class Elicitbot:
 
 async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> None:
     bot = Elicitbot(config, environ)
+    # Before listening, so a refused token is a config error (exit 1), not a failed startup.
+    await bot.prepare()
     server = uvicorn.Server(
         uvicorn.Config(
             bot.asgi(),

@@ -15,8 +15,9 @@ the same client from the test's event loop and from a subprocess. It
 - records every call (:class:`SlackCall`: method, parameters from query, form or JSON body,
   headers, what it answered);
 - can be scripted (:meth:`FakeSlack.script`): an HTTP status with ``Retry-After`` (429), a Slack
-  error code, or ``drop=True``: carry the call out (a post is stored), then drop the connection
-  without answering, the §1.5 double-post experiment.
+  error code, ``drop=True``: carry the call out (a post is stored), then drop the connection
+  without answering, the §1.5 double-post experiment, or ``delay=N``: carry it out and answer
+  only N seconds later (a client killed meanwhile never learns its ``ts``).
 
 Standalone: ``python -m tests.slack_fake --port N --record FILE [--token T]`` serves until killed
 and appends every call to FILE as a JSON line.
@@ -234,6 +235,7 @@ class _Script:
     error: str | None
     retry_after: float | None
     drop: bool
+    delay: float
     times: int
 
 
@@ -348,14 +350,22 @@ class FakeSlack:
         error: str | None = None,
         retry_after: float | None = None,
         drop: bool = False,
+        delay: float = 0.0,
         times: int = 1,
     ) -> None:
         """The next ``times`` calls of ``method`` answer ``status`` (429 adds ``Retry-After``)
-        with ``error``, or with ``drop`` are carried out and then left without an answer."""
+        with ``error``; with ``drop`` they are carried out and then left without an answer (the
+        connection is cut); with ``delay`` they are carried out at once and answered only after
+        ``delay`` seconds (a client killed meanwhile never learns the outcome)."""
         if status == 429 and error is None:
             error = "ratelimited"
         with self._lock:
-            self._scripts.append(_Script(method, status, error, retry_after, drop, times))
+            self._scripts.append(_Script(method, status, error, retry_after, drop, delay, times))
+
+    def clear_scripts(self) -> None:
+        """Forget every scripted answer not used yet."""
+        with self._lock:
+            self._scripts.clear()
 
     def calls(self) -> list[SlackCall]:
         with self._lock:
@@ -431,6 +441,8 @@ class FakeSlack:
                 transport.abort()
             raise asyncio.CancelledError
         self._log(SlackCall(method, params, headers, status, body))
+        if script is not None and script.delay > 0:
+            await asyncio.sleep(script.delay)
         return web.json_response(body, status=status, headers=extra_headers)
 
     def _log(self, call: SlackCall) -> None:

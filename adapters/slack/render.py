@@ -454,7 +454,8 @@ def render(view: PromptView) -> tuple[str, list[Block]]:
     if pending:
         reason = approving_withheld(e, view.now)
         if reason is not None and any(o.approving for o in e.options):
-            blocks.append(_context(f"⚠️ {clip(escape(reason), REASON_TEXT)} Other options work."))
+            others = " Other options work." if any(not o.approving for o in e.options) else ""
+            blocks.append(_context(f"⚠️ {clip(escape(reason), REASON_TEXT)}{others}"))
         blocks.extend(_actions(view))
         hint = _hint(e)
         if hint is not None:

@@ -1,8 +1,11 @@
 """Crashes: ``kill -9`` right after intake, and a stop between the answer and its write-back.
 
-1. ``python -m bot serve`` as a subprocess on a SQLite file takes 30 events, is killed with SIGKILL
-   right after the last 202, and is started again on the same file: every accepted event is there
-   once, and every elicitation is posted exactly once.
+1. ``python -m bot serve`` as a subprocess on a SQLite file, routing to Slack (the fake Slack Web
+   API, :mod:`tests.slack_fake`) and the web inbox, takes 30 events, is killed with SIGKILL right
+   after the last 202 while Slack holds the answers to the posts it took, and is started again on
+   the same file: every accepted event is there once, and Slack got exactly one
+   ``chat.postMessage`` per elicitation (reliability.md §8 test 4: a post Slack took before the
+   crash is found by its metadata and adopted, not posted again).
 2. An in-process :class:`bot.wiring.Elicitbot` records an answer whose write-back keeps failing
    (503), is stopped without draining, and a fresh one on the same file delivers the write-back
    with the same ``Idempotency-Key``.
@@ -19,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,11 +37,14 @@ from bot.service import Inbound
 from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.fakes import FakeWebhook
+from tests.slack_fake import FakeSlack, SlackCall
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 pytestmark = pytest.mark.slow
 
 EVENTS = 30
+CHANNEL = "C0APPROVALS"
+SLACK_ENV = {"SLACK_BOT_TOKEN": "xoxb-crash-test-token", "SLACK_SIGNING_SECRET": "crash-secret"}
 START_TIMEOUT_S = 30.0
 SETTLE_TIMEOUT_S = 30.0
 T = TypeVar("T")
@@ -80,9 +86,12 @@ async def poll(
 class Server:
     """``python -m bot serve -c cfg.toml`` in ``cwd``, logging to a file there."""
 
-    def __init__(self, cwd: Path, config: Path, port: int) -> None:
+    def __init__(
+        self, cwd: Path, config: Path, port: int, env: Mapping[str, str] | None = None
+    ) -> None:
         self.cwd = cwd
         self.config = config
+        self.env = dict(env or {})
         self.base = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.runs = 0
@@ -90,7 +99,7 @@ class Server:
     def start(self) -> subprocess.Popen[bytes]:
         self.runs += 1
         log = (self.cwd / f"serve-{self.runs}.log").open("wb")
-        env = {**os.environ, "ELICITBOT_LOG_LEVEL": "INFO"}
+        env = {**os.environ, **self.env, "ELICITBOT_LOG_LEVEL": "INFO"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bot", "serve", "-c", str(self.config)],
             cwd=self.cwd,
@@ -123,20 +132,25 @@ class Server:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Server, Path, FakeWebhook]]:
+def server(tmp_path: Path) -> Iterator[tuple[Server, Path, FakeWebhook, FakeSlack]]:
+    """The server routing every elicitation to Slack (the fake) and the web inbox."""
     db = tmp_path / "elicitbot.db"
     port = free_port()
-    with FakeWebhook() as webhook:
+    with FakeWebhook() as webhook, FakeSlack(SLACK_ENV["SLACK_BOT_TOKEN"]) as slack:
         config = tmp_path / "cfg.toml"
         config.write_text(
             f'[server]\nlisten = "127.0.0.1:{port}"\n\n'
             f'[store]\nurl = "sqlite:///{db}"\n\n'
+            '[slack]\nbot_token_env = "SLACK_BOT_TOKEN"\n'
+            'signing_secret_env = "SLACK_SIGNING_SECRET"\n'
+            f'api_url = "{slack.api_url}"\n\n'
+            f'[[routes]]\ndestinations = ["slack:{CHANNEL}", "web"]\n\n'
             f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
             encoding="utf-8",
         )
-        srv = Server(tmp_path, config, port)
+        srv = Server(tmp_path, config, port, SLACK_ENV)
         try:
-            yield srv, db, webhook
+            yield srv, db, webhook, slack
         finally:
             srv.kill()
 
@@ -172,11 +186,23 @@ async def read_db(db: Path) -> tuple[int, list[dict[str, Any]], list[dict[str, A
         await store.close()
 
 
+def slack_posts(calls: list[SlackCall]) -> Counter[str]:
+    """chat.postMessage calls Slack carried out, by the elicitation in their metadata."""
+    return Counter(
+        c.params["metadata"]["event_payload"]["elicitation"]
+        for c in calls
+        if c.method == "chat.postMessage" and c.status == 200
+    )
+
+
 async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
-    server: tuple[Server, Path, FakeWebhook],
+    server: tuple[Server, Path, FakeWebhook, FakeSlack],
 ) -> None:
-    srv, db, webhook = server
+    srv, db, webhook, slack = server
     keys = {f"superpipeline:eli_crash{i:08d}" for i in range(EVENTS)}
+    # Slack takes each post at once but answers 30 s later: whatever the dispatcher posts before
+    # the kill is in the channel while its ts never reaches the database (the §8.4 window).
+    slack.script("chat.postMessage", delay=30, times=10_000)
     async with httpx.AsyncClient(timeout=10.0) as client:
         proc = srv.start()
         await srv.wait_healthy(client)
@@ -190,21 +216,31 @@ async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
             return response.status_code
 
         statuses = await asyncio.gather(*(send(i) for i in range(EVENTS)))
+        # The dispatcher started posting with the first 202; make sure one post is in flight.
+        await asyncio.to_thread(slack.wait_for, lambda calls: bool(slack_posts(calls)), 10.0)
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(timeout=10) == -signal.SIGKILL
         assert statuses == [202] * EVENTS, srv.logs()
+        slack.clear_scripts()
+        before = slack_posts(slack.calls())
 
-        # Commit before ack: every 202 is on disk, with its post to do (or done).
+        # Commit before ack: every 202 is on disk, with its Slack post to do (or done).
         count, rows, _ = await read_db(db)
         assert count == EVENTS
         assert Counter(r["elicitation_key"] for r in rows if r["kind"] == "post") == dict.fromkeys(
             keys, 1
+        )
+        assert before, "no post reached Slack before the kill"
+        assert set(before.values()) == {1}
+        assert not [r for r in rows if r["kind"] == "post" and r["state"] == "done"], (
+            "Slack answered none of them, so none can be done"
         )
 
         srv.start()
         await srv.wait_healthy(client)
 
         seen: dict[str, Any] = {}
+        expected = [(f"slack:{CHANNEL}", "posted"), ("web", "posted")]
 
         async def settled() -> bool | None:
             listing = (await client.get(f"{srv.base}/v1/elicitations?limit=100")).json()
@@ -214,7 +250,7 @@ async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
             for item in listing["items"]:
                 detail = (await client.get(f"{srv.base}/v1/elicitations/{item['id']}")).json()
                 shown = [(d["destination"], d["state"]) for d in detail["deliveries"]]
-                if shown != [("web", "posted")]:
+                if shown != expected:
                     seen["unsettled"] = (item["id"], shown)
                     return None
             return True
@@ -222,26 +258,44 @@ async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
         await poll(
             settled,
             within=SETTLE_TIMEOUT_S,
-            what="30 elicitations, each posted",
+            what="30 elicitations, each posted to Slack",
             detail=lambda: f"last seen: {seen}\n{srv.logs()}",
         )
 
-        count, rows, deliveries = await read_db(db)
-        assert count == EVENTS
-        posts = [r for r in rows if r["kind"] == "post"]
-        assert Counter(r["elicitation_key"] for r in posts) == dict.fromkeys(keys, 1)
-        assert {r["state"] for r in posts} == {"done"}
-        assert [r for r in rows if r["state"] in ("pending", "claimed")] == []
-        assert len(deliveries) == EVENTS
-        assert {(d["destination"], d["state"]) for d in deliveries} == {("web", "posted")}
-        assert webhook.recorded() == []  # nothing was answered, so nothing was written back
+    await assert_each_posted_once(db, slack, keys)
+    assert len([c for c in slack.calls() if c.method == "auth.test"]) == 2, "once per start"
+    assert webhook.recorded() == []  # nothing was answered, so nothing was written back
+
+
+async def assert_each_posted_once(db: Path, slack: FakeSlack, keys: set[str]) -> None:
+    """Store and Slack agree: one done post row, one posted delivery with a ref to a message in
+    the channel, and exactly one chat.postMessage, per elicitation."""
+    count, rows, deliveries = await read_db(db)
+    assert count == EVENTS
+    posts = [r for r in rows if r["kind"] == "post"]
+    assert Counter(r["elicitation_key"] for r in posts) == dict.fromkeys(keys, 1)
+    assert {r["state"] for r in posts} == {"done"}
+    assert [r for r in rows if r["state"] in ("pending", "claimed")] == []
+    assert len(deliveries) == 2 * EVENTS
+    assert {d["state"] for d in deliveries} == {"posted"}
+
+    # The real "after restart the post happens, once": one chat.postMessage per elicitation,
+    # the ones Slack took before the kill adopted (found by metadata), the rest posted.
+    calls = slack.calls()
+    assert slack_posts(calls) == dict.fromkeys(keys, 1)
+    messages = {m["ts"]: m for m in slack.messages(CHANNEL)}
+    assert len(messages) == EVENTS
+    refs = [d["ref"] for d in deliveries if d["destination"] == f"slack:{CHANNEL}"]
+    assert {r["channel"] for r in refs} == {CHANNEL}
+    assert {messages[r["ts"]]["metadata"]["event_payload"]["elicitation"] for r in refs} == keys
+    assert [c for c in calls if c.method == "conversations.history"], "retries looked first"
 
 
 async def test_sigterm_finishes_the_work_and_exits_0(
-    server: tuple[Server, Path, FakeWebhook],
+    server: tuple[Server, Path, FakeWebhook, FakeSlack],
 ) -> None:
     """DESIGN "Shutdown": SIGTERM stops intake, lets outbox work finish, and exits 0."""
-    srv, db, _ = server
+    srv, db, _, _ = server
     async with httpx.AsyncClient(timeout=10.0) as client:
         proc = srv.start()
         await srv.wait_healthy(client)
@@ -258,7 +312,10 @@ async def test_sigterm_finishes_the_work_and_exits_0(
     count, rows, deliveries = await read_db(db)
     assert count == 1
     assert [(r["kind"], r["state"]) for r in rows] == [("post", "done")]
-    assert [(d["destination"], d["state"]) for d in deliveries] == [("web", "posted")]
+    assert [(d["destination"], d["state"]) for d in deliveries] == [
+        (f"slack:{CHANNEL}", "posted"),
+        ("web", "posted"),
+    ]
     assert returncode == 0, f"exit status {returncode} after SIGTERM:\n{srv.logs()}"
 
 

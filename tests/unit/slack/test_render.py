@@ -287,6 +287,26 @@ def test_more_than_twenty_options_become_a_select() -> None:
     assert option_buttons(blocks) == {}
 
 
+def test_beyond_a_hundred_options_the_rest_are_in_the_web_inbox() -> None:
+    e = oversize(options=_long_options(150, 30))
+
+    text, blocks = render(view(e))
+
+    [select] = [el for b in blocks if b["type"] == "actions" for el in b["elements"]]
+    assert len(select["options"]) == 100
+    assert f"50 more options are offered in the web inbox (<{LINK}>)." in mrkdwn(blocks)
+    assert_valid(text, blocks)
+
+
+def test_an_acknowledgement_gets_one_button() -> None:
+    e = sp_options().model_copy(update={"answer_mode": AnswerMode.ACKNOWLEDGE, "options": ()})
+
+    _, blocks = render(view(e))
+
+    [ack] = buttons(blocks)
+    assert (ack["text"]["text"], ack["action_id"]) == ("Acknowledge", "elicitbot.ack")
+
+
 def test_buttons_come_at_most_five_to_an_actions_block() -> None:
     e = sp_options().model_copy(update={"options": _long_options(20, 12)})
 
