@@ -14,18 +14,21 @@ from typing import Any
 import httpx
 import structlog
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.chat import SlackChat
+from adapters.sources.engine import engine_router
+from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublisher, NatsIntake
 from adapters.sources.superpipeline.sink import SuperPipelineSink
+from adapters.sources.toolshed import toolshed_router
 from adapters.web.chat import WebChat
 from bot import logs
 from bot.clock import SystemClock
 from bot.config import AppConfig, check_environment, is_loopback, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
-from bot.http import Runtime, create_app
+from bot.http import Runtime, authorised, create_app, problem
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.db import upgrade
@@ -70,14 +73,20 @@ class Elicitbot:
                 )
             )
             self.chats["slack"] = self.slack
-        self.sinks: dict[str, AnswerSink] = {
-            "superpipeline": SuperPipelineSink(
-                str(config.sources.superpipeline.answer_webhook)
-                if config.sources.superpipeline.answer_webhook
-                else None,
-                self.http_client,
+        superpipeline: AnswerSink = SuperPipelineSink(
+            str(config.sources.superpipeline.answer_webhook)
+            if config.sources.superpipeline.answer_webhook
+            else None,
+            self.http_client,
+        )
+        self.nats_publisher: NatsAnswerPublisher | None = None
+        if config.nats is not None:
+            # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
+            self.nats_publisher = NatsAnswerPublisher(
+                config.nats.url, config.sources.superpipeline.answer_subject
             )
-        }
+            superpipeline = CompositeSink([superpipeline, self.nats_publisher])
+        self.sinks: dict[str, AnswerSink] = {"superpipeline": superpipeline}
         base = config.server.base_url
         self.dispatcher = Dispatcher(
             self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
@@ -88,6 +97,7 @@ class Elicitbot:
             config.people_model(),
             config.route_list(),
             on_change=self.dispatcher.wake,
+            link_for=lambda key: f"{base}/#{key}",
         )
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         self.runtime = Runtime(
@@ -95,9 +105,34 @@ class Elicitbot:
             service=self.service,
             intake_token=secret(self.environ, config.server.intake_token_env),
         )
+        self.nats_intake: NatsIntake | None = None
+        if config.nats is not None:
+            self.nats_intake = NatsIntake(
+                config.nats.url, config.nats.subjects, config.nats.durable, self.service.intake
+            )
+        self.runtime.adapters_ready = self.adapters_ready
+        self.runtime.routers += [
+            toolshed_router(self.elicitations, self.authorise, clock=self.clock),
+            engine_router(self.elicitations, self.authorise, clock=self.clock),
+        ]
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._prepared = False
+
+    def adapters_ready(self) -> dict[str, bool]:
+        """For /readyz: each configured adapter and whether it is connected."""
+        ready: dict[str, bool] = {}
+        if self.slack is not None:
+            ready["slack"] = self.slack.bot_user_id is not None
+        if self.nats_intake is not None:
+            ready["nats"] = self.nats_intake.connected
+        return ready
+
+    def authorise(self, request: Request) -> Response | None:
+        """The edges' guard: 503 while stopping (writes), else the intake bearer token."""
+        if self.runtime.draining and request.method == "POST":
+            return problem(503, "Shutting down", "elicitbot is stopping; send it again shortly.")
+        return authorised(self.runtime, request)
 
     async def prepare(self) -> None:
         """What must work before we listen: migrations, and the chat tokens (auth.test)."""
@@ -123,6 +158,10 @@ class Elicitbot:
             if released:
                 log.info("outbox.released", rows=released)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
+        if self.nats_intake is not None:
+            self._tasks.append(
+                asyncio.create_task(self.nats_intake.run(self._stop), name="nats-intake")
+            )
         log.info("elicitbot.started", listen=self.config.server.listen, store=self.store.dialect)
 
     async def _verify_slack(self, slack: SlackChat) -> None:
@@ -149,6 +188,10 @@ class Elicitbot:
         for task in done:
             if (exc := task.exception()) is not None:
                 log.error("task.failed", task=task.get_name(), error=repr(exc))
+        if self.nats_intake is not None:
+            await self.nats_intake.close()
+        if self.nats_publisher is not None:
+            await self.nats_publisher.close()
         await self.http_client.aclose()
         await self.store.close()
         log.info("elicitbot.stopped", unfinished=len(pending))

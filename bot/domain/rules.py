@@ -283,6 +283,7 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
         at=now,
         subject_digest=None if subject is None else subject.digest,
         subject_revision=None if subject is None else subject.revision,
+        fields={} if secret_mode else dict(attempt.fields),
     )
 
 

@@ -1,0 +1,22 @@
+"""The engine's ask/approval SDK (spec 001): elicitbot is its delivery provider."""
+
+from adapters.sources.engine.parse import (
+    MAX_BODY_BYTES,
+    NO_DEADLINE_TEXT,
+    SOURCE,
+    DeliveryRequest,
+    parse_delivery,
+)
+from adapters.sources.engine.route import delivery_route
+from adapters.sources.engine.routes import acceptance, engine_router
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "NO_DEADLINE_TEXT",
+    "SOURCE",
+    "DeliveryRequest",
+    "acceptance",
+    "delivery_route",
+    "engine_router",
+    "parse_delivery",
+]

@@ -1,0 +1,423 @@
+"""The engine's ask delivery (spec 001, DESIGN "Engine deliveries"): request in, Elicitation out.
+
+Pure: no I/O; ``now`` is passed in. ``POST /v1/deliveries`` takes::
+
+    {"id": "<delivery id>", "ask": {…}, "destinations": ["slack:…", "matrix:…", "web"],
+     "followup_seconds": N}
+
+``id``, ``ask``, ``destinations`` and ``followup_seconds`` are required (the SDK declares the last
+two without "optional"). The ask's fields, all optional, as the SDK declares them:
+
+- ``title`` string; ``body`` string of at most 32 KiB of UTF-8 *bytes*; one of them, or an
+  ``action``, must be there (there is nothing to show otherwise);
+- ``kind`` ``question`` | ``approval`` | ``task`` (default ``approval`` with an ``action``, else
+  ``question``); an ``action`` binds an approval, so it is refused on a question or a task;
+- ``choices`` the exact answer strings: non-empty, distinct; each becomes an option whose id *is*
+  the string, so the recorded answer is exactly one of them and nothing else is accepted;
+- ``action`` object: the exact bound action, shown as JSON and digested (the approval subject);
+- ``expires_at`` RFC 3339. Absent: 9999-01-01T00:00:00Z ("no deadline") for an ordinary ask,
+  ``now`` + 7 days for a bound action approval. Given: at most 90 days ahead, except the
+  9999-01-01T00:00:00Z "no deadline" value itself on an ordinary ask. No deadline is stored as no
+  ``expires_at``; ``extra["expires_at"]`` keeps the engine's own representation;
+- ``shared_key``, ``conversation_id``, ``preview_token`` strings; ``blocking``, ``reuse_direct``
+  booleans; ``attachment_ids`` at most five strings; ``target`` an object; ``mentions`` a list of
+  identities (``"slack:U…"``) or objects with an ``id``. Mentions address people in reminders;
+  they never grant anything (not an admin, not a destination, not the asker's authority);
+- ``sender_id`` (also accepted beside ``ask``): the identity that asked; it may never answer.
+
+A shared_key is kept, not acted on: an earlier answer is never reused automatically (reuse needs
+"current authority", which elicitbot cannot vouch for). Without choices, an approval offers
+Approve / Deny and a question or task takes a written answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.sources.cloudevents import parse_rfc3339
+from adapters.sources.engine.route import delivery_route, destination_problem, mention_identity
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.model import (
+    AnswerMode,
+    ApprovalSubject,
+    Context,
+    Deadlines,
+    Elicitation,
+    Kind,
+    Meaning,
+    Option,
+    PreviewItem,
+    Route,
+)
+
+SOURCE = "engine"
+DEFAULT_ASKER = "engine"
+"""The asker when the delivery names no ``sender_id``."""
+MAX_BODY_BYTES = 32 * 1024
+NO_DEADLINE = datetime(9999, 1, 1, tzinfo=UTC)
+NO_DEADLINE_TEXT = "9999-01-01T00:00:00Z"
+BOUND_ACTION_TTL = timedelta(days=7)
+MAX_EXPIRY = timedelta(days=90)
+MAX_ATTACHMENTS = 5
+KINDS = ("question", "approval", "task")
+ACTION_SCHEMA = "engine.action"
+APPROVE = "approve"
+DENY = "deny"
+
+
+@dataclass(frozen=True)
+class DeliveryRequest:
+    id: str
+    elicitation: Elicitation
+    route: Route
+    destinations: tuple[str, ...]
+    """As given (before ``[]`` became the web inbox)."""
+    followup_seconds: int
+
+
+def key_of(delivery_id: str) -> str:
+    return f"{SOURCE}:{delivery_id}"
+
+
+# --- small checks ------------------------------------------------------------------------------
+
+
+class _Checker:
+    """Collects every problem, so that one 400 names them all."""
+
+    def __init__(self, data: dict[str, Any], prefix: str) -> None:
+        self.data = data
+        self.prefix = prefix
+        self.problems: list[FieldProblem] = []
+
+    def loc(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def fail(self, name: str, message: str) -> None:
+        self.problems.append(FieldProblem(self.loc(name), message))
+
+    def present(self, name: str) -> bool:
+        """Given and not null: an optional field sent as null counts as absent."""
+        return self.data.get(name) is not None
+
+    def text(self, name: str, *, required: bool = False) -> str | None:
+        if not self.present(name):
+            if required:
+                self.fail(name, "is required")
+            return None
+        value: object = self.data[name]
+        if not isinstance(value, str):
+            self.fail(name, "must be a string")
+            return None
+        if required and not value:
+            self.fail(name, "must not be empty")
+        return value
+
+    def flag(self, name: str) -> bool | None:
+        if not self.present(name):
+            return None
+        value: object = self.data[name]
+        if not isinstance(value, bool):
+            self.fail(name, "must be a boolean")
+            return None
+        return value
+
+    def obj(self, name: str) -> dict[str, Any] | None:
+        if not self.present(name):
+            return None
+        value: object = self.data[name]
+        if not isinstance(value, dict):
+            self.fail(name, "must be an object")
+            return None
+        return value
+
+    def array(self, name: str) -> list[Any] | None:
+        if not self.present(name):
+            return None
+        value: object = self.data[name]
+        if not isinstance(value, list):
+            self.fail(name, "must be an array")
+            return None
+        return value
+
+    def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
+        items = self.array(name)
+        if items is None:
+            return None
+        good: list[str] = []
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                self.fail(f"{name}[{index}]", "must be a string")
+            elif non_empty and not item:
+                self.fail(f"{name}[{index}]", "must not be empty")
+            else:
+                good.append(item)
+        return good
+
+
+# --- the request -------------------------------------------------------------------------------
+
+
+def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
+    """The delivery request, or PayloadRejected naming every bad field (``ask.body``…)."""
+    if not isinstance(data, dict):
+        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
+    top = _Checker(data, "")
+    delivery_id = top.text("id", required=True)
+    ask_data = top.obj("ask")
+    if not top.present("ask"):
+        top.fail("ask", "is required")
+    destinations = _destinations(top)
+    followup = _followup(top)
+    sender = top.text("sender_id")
+    ask = _Checker(ask_data or {}, "ask.")
+    fields = _ask_fields(ask, now) if ask_data is not None else None
+    ask_sender = ask.text("sender_id")
+    if sender is not None and ask_sender is not None and sender != ask_sender:
+        ask.fail("sender_id", "differs from sender_id beside the ask")
+    problems = top.problems + ask.problems
+    if problems:
+        raise PayloadRejected(problems)
+    if delivery_id is None or fields is None or destinations is None:  # pragma: no cover
+        raise PayloadRejected([FieldProblem("body", "is incomplete")])
+    mentions = fields.mentions
+    route = delivery_route(
+        destinations,
+        followup if followup is not None else 0,
+        [m for m in (mention_identity(item) for item in mentions) if m is not None],
+    )
+    e = _elicitation(delivery_id, fields, sender or ask_sender, destinations, route, now)
+    return DeliveryRequest(
+        id=delivery_id,
+        elicitation=e,
+        route=route,
+        destinations=tuple(destinations),
+        followup_seconds=route.followup_seconds,
+    )
+
+
+def _destinations(top: _Checker) -> list[str] | None:
+    if "destinations" not in top.data or top.data["destinations"] is None:
+        top.fail("destinations", "is required (an empty list keeps the ask in the web inbox)")
+        return None
+    items = top.strings("destinations", non_empty=True)
+    if items is None:
+        return None
+    before = len(top.problems)
+    for index, item in enumerate(items):
+        message = destination_problem(item)
+        if message is not None:
+            top.fail(f"destinations[{index}]", message)
+    return items if len(top.problems) == before else None
+
+
+def _followup(top: _Checker) -> int | None:
+    if not top.present("followup_seconds"):
+        top.fail("followup_seconds", "is required: 0 (no follow-up) or 5 to 900")
+        return None
+    value: object = top.data["followup_seconds"]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        top.fail("followup_seconds", "must be a number")
+        return None
+    if value != int(value) or (value != 0 and not 5 <= value <= 900):  # noqa: PLR2004
+        top.fail("followup_seconds", "must be 0 (no follow-up) or whole seconds from 5 to 900")
+        return None
+    return int(value)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    title: str
+    body: str
+    kind: Kind
+    choices: tuple[str, ...]
+    action: dict[str, Any] | None
+    expires_at: datetime | None
+    """None: no deadline (the engine's 9999-01-01T00:00:00Z)."""
+    conversation_id: str | None
+    mentions: tuple[Any, ...]
+    metadata: dict[str, Any]
+
+
+def _ask_fields(ask: _Checker, now: datetime) -> _Ask:
+    title = ask.text("title") or ""
+    body = ask.text("body") or ""
+    size = len(body.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        ask.fail(
+            "body",
+            f"is {size:,} bytes of UTF-8; the limit is {MAX_BODY_BYTES:,} bytes (32 KiB)",
+        )
+    action = ask.obj("action")
+    kind = _kind(ask, action)
+    choices = _choices(ask)
+    malformed = any(p.loc in (ask.loc("title"), ask.loc("body")) for p in ask.problems)
+    if not title and not body and action is None and not malformed:
+        ask.fail("body", "is required when the ask has no title and no action (nothing to show)")
+    expires_at = _expiry(ask, now, bound=kind is Kind.APPROVAL and action is not None)
+    attachments = ask.strings("attachment_ids", non_empty=True)
+    if attachments is not None and len(attachments) > MAX_ATTACHMENTS:
+        ask.fail("attachment_ids", f"holds {len(attachments)} ids; at most {MAX_ATTACHMENTS}")
+    mentions = _mentions(ask)
+    metadata = {
+        "shared_key": ask.text("shared_key"),
+        "blocking": ask.flag("blocking"),
+        "reuse_direct": ask.flag("reuse_direct"),
+        "attachment_ids": attachments,
+        "target": ask.obj("target"),
+    }
+    ask.text("preview_token")  # checked, never kept: it only matters to the engine's dispatch
+    return _Ask(
+        title=title,
+        body=body,
+        kind=kind,
+        choices=choices,
+        action=action,
+        expires_at=expires_at,
+        conversation_id=ask.text("conversation_id"),
+        mentions=mentions,
+        metadata={k: v for k, v in metadata.items() if v is not None},
+    )
+
+
+def _kind(ask: _Checker, action: dict[str, Any] | None) -> Kind:
+    if not ask.present("kind"):
+        return Kind.APPROVAL if action is not None else Kind.QUESTION
+    value = ask.data["kind"]
+    if value not in KINDS:
+        ask.fail("kind", "must be question, approval or task")
+        return Kind.QUESTION
+    kind = Kind(value)
+    if action is not None and kind is not Kind.APPROVAL:
+        ask.fail("action", f"binds an approval: kind must be approval (or omitted), not {value}")
+    return kind
+
+
+def _choices(ask: _Checker) -> tuple[str, ...]:
+    choices = ask.strings("choices", non_empty=True) or []
+    seen: dict[str, int] = {}
+    for index, choice in enumerate(ask.data.get("choices") or []):
+        if not isinstance(choice, str) or not choice:
+            continue
+        if choice in seen:
+            ask.fail(
+                f"choices[{index}]",
+                f"repeats choices[{seen[choice]}]: each answer string is offered once",
+            )
+        seen.setdefault(choice, index)
+    return tuple(dict.fromkeys(choices))
+
+
+def _expiry(ask: _Checker, now: datetime, *, bound: bool) -> datetime | None:
+    """None is "no deadline"; a bound action approval always has one."""
+    text = ask.text("expires_at")
+    if text is None:
+        return now + BOUND_ACTION_TTL if bound else None
+    try:
+        when = parse_rfc3339(text)
+    except ValueError as exc:
+        ask.fail("expires_at", str(exc))
+        return None
+    if when == NO_DEADLINE and not bound:
+        return None
+    if when > now + MAX_EXPIRY:
+        what = "a bound action approval" if bound else "an explicit expiry"
+        ask.fail("expires_at", f"is more than 90 days ahead; {what} must be within 90 days")
+        return None
+    return when
+
+
+def _mentions(ask: _Checker) -> tuple[Any, ...]:
+    items = ask.array("mentions")
+    if items is None:
+        return ()
+    for index, item in enumerate(items):
+        if not isinstance(item, str | dict):
+            ask.fail(f"mentions[{index}]", "must be an identity string or an object")
+    return tuple(items)
+
+
+# --- mapping -----------------------------------------------------------------------------------
+
+
+def action_digest(action: dict[str, Any]) -> str:
+    canonical = json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _options(ask: _Ask) -> tuple[Option, ...]:
+    if ask.choices:
+        return tuple(Option(id=choice, label=choice) for choice in ask.choices)
+    if ask.kind is Kind.APPROVAL:
+        return (
+            Option(id=APPROVE, label="Approve", meaning=Meaning.APPROVE, style="primary"),
+            Option(id=DENY, label="Deny", meaning=Meaning.REJECT, style="danger"),
+        )
+    return ()
+
+
+def _elicitation(
+    delivery_id: str,
+    ask: _Ask,
+    sender: str | None,
+    destinations: list[str],
+    route: Route,
+    now: datetime,
+) -> Elicitation:
+    options = _options(ask)
+    subject = None
+    if ask.action is not None:
+        subject = ApprovalSubject(
+            id=delivery_id,
+            digest=action_digest(ask.action),
+            schema_=ACTION_SCHEMA,
+            revision=0,
+            expires_at=ask.expires_at,
+            preview=(
+                PreviewItem(
+                    type="json",
+                    label="Action",
+                    text=json.dumps(ask.action, indent=2, ensure_ascii=False),
+                ),
+            ),
+        )
+    expires_text = (
+        NO_DEADLINE_TEXT
+        if ask.expires_at is None
+        else ask.expires_at.isoformat().replace("+00:00", "Z")
+    )
+    extra: dict[str, Any] = {
+        "id": delivery_id,
+        "kind": ask.kind.value,
+        "expires_at": expires_text,
+        "destinations": destinations,
+        "followup_seconds": route.followup_seconds,
+        **ask.metadata,
+    }
+    if ask.choices:
+        extra["choices"] = list(ask.choices)
+    if ask.mentions:
+        extra["mentions"] = list(ask.mentions)
+    if ask.conversation_id is not None:
+        extra["conversation_id"] = ask.conversation_id
+    if sender is not None:
+        extra["sender_id"] = sender
+    return Elicitation(
+        source=SOURCE,
+        source_id=delivery_id,
+        context=Context(conversation_id=ask.conversation_id),
+        asker=sender or DEFAULT_ASKER,
+        kind=ask.kind,
+        title=ask.title,
+        question=ask.body,
+        answer_mode=AnswerMode.SINGLE_CHOICE if options else AnswerMode.FREE_TEXT,
+        options=options,
+        subject=subject,
+        deadlines=Deadlines(expires_at=ask.expires_at),
+        created_at=now,
+        extra=extra,
+    )

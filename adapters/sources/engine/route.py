@@ -1,0 +1,49 @@
+"""Where an engine ask goes: the request's own destinations, not the config's routes.
+
+``Service.intake`` takes ``Inbound.route`` when it is set (instead of resolving the config's
+routes), so the route built here is the one the ask is posted by: the destinations in preference
+order (an empty list keeps the ask in the web inbox only), the follow-up delay (0 = none, else
+5 to 900 seconds) and the chat identities the ask mentions (reminders address them; a mention
+grants nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bot.domain.model import Route, RouteMatch, check_destinations
+
+WEB = "web"
+CHAT_PREFIXES = ("slack:", "matrix:")
+
+
+def destination_problem(destination: str) -> str | None:
+    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` (None: it is)."""
+    try:
+        check_destinations((destination,))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def mention_identity(mention: Any) -> str | None:
+    """The chat identity a mention names (``"slack:U…"``, or an object's ``id``), else None:
+    other mentions stay addressing metadata only."""
+    value = mention.get("id") if isinstance(mention, dict) else mention
+    if isinstance(value, str) and value.startswith(CHAT_PREFIXES) and value.split(":", 1)[1]:
+        return value
+    return None
+
+
+def delivery_route(
+    destinations: Sequence[str], followup_seconds: int, mentions: Sequence[str] = ()
+) -> Route:
+    """The ask's route; raises ValueError for a destination or delay the contract refuses."""
+    return Route(
+        match=RouteMatch(source="engine"),
+        destinations=tuple(destinations) or (WEB,),
+        followup_seconds=followup_seconds,
+        mention=tuple(dict.fromkeys(mentions)),
+        origin="request",
+    )

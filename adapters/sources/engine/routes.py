@@ -1,0 +1,253 @@
+"""``POST /v1/deliveries``: the engine hands over an ask; the reply comes after native acceptance.
+
+The ask is stored (one transaction, deduplicated by the delivery ``id``) with the request's own
+route, then the route waits, bounded by ``wait_seconds``, for the chat platform to accept the
+post of the first destination (the outbox posts it; this route only watches the deliveries):
+
+- **200** ``{"id", "elicitation": "engine:<id>", "deliveries": [{"destination", "ref"}]}`` once
+  accepted. ``ref`` is the platform's message id (Slack ``channel`` + ``ts``, Matrix ``room_id`` +
+  ``event_id``, the web inbox ``inbox`` + ``url``). With a follow-up delay the list holds the one
+  delivery accepted first in preference order (a destination that failed permanently is passed
+  over); with ``followup_seconds: 0`` every destination is posted at once and the list holds each
+  that was accepted. The same ``id`` again posts nothing and returns the same body.
+- **202**, same shape with ``"deliveries": []``, when no platform accepted within the wait
+  (e.g. Slack is rate-limiting): the ask is checkpointed and will be posted; send the same ``id``
+  again to wait again.
+- **502** problem+json when every destination failed permanently (``errors`` names each
+  ``destinations[i]`` with the platform's error). The ask stays stored and in the web inbox.
+- 400 (each bad field named), 401 (``authorise``), 415 (a non-JSON body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from adapters.sources.engine import parse
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.ports import Clock, Elicitations, Inbound
+
+PROBLEM = "application/problem+json"
+PRIMARY = "primary"
+WEB = "web"
+IN_FLIGHT = frozenset({"planned", "posting"})
+PASSED_OVER = frozenset({"failed", "skipped"})
+_FIRST_POLL_S = 0.02
+_MAX_POLL_S = 0.25
+
+_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "ask", "destinations", "followup_seconds"],
+    "properties": {
+        "id": {"type": "string", "minLength": 1},
+        "ask": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "body": {"type": "string", "description": "at most 32 KiB of UTF-8"},
+                "kind": {"type": "string", "enum": list(parse.KINDS)},
+                "choices": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "action": {"type": "object"},
+                "expires_at": {"type": "string", "format": "date-time"},
+                "shared_key": {"type": "string"},
+                "conversation_id": {"type": "string"},
+                "mentions": {"type": "array"},
+                "blocking": {"type": "boolean"},
+                "reuse_direct": {"type": "boolean"},
+                "attachment_ids": {"type": "array", "maxItems": parse.MAX_ATTACHMENTS},
+                "target": {"type": "object"},
+                "preview_token": {"type": "string"},
+                "sender_id": {"type": "string"},
+            },
+        },
+        "destinations": {"type": "array", "items": {"type": "string"}},
+        "followup_seconds": {"type": "number"},
+        "sender_id": {"type": "string"},
+    },
+}
+
+
+class _UtcClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    state: str
+    """``accepted``, ``failed`` (every destination failed permanently) or ``waiting``."""
+    deliveries: tuple[Mapping[str, Any], ...] = ()
+    """The accepted deliveries, or the failed ones."""
+
+
+def acceptance(rows: Sequence[Mapping[str, Any]], followup_seconds: int) -> Acceptance:
+    """Has the first destination's platform accepted the post? Pure, over the delivery rows.
+
+    With a follow-up delay the first destination in preference order that has not failed decides
+    (its later fallbacks are not waited for); without one every destination is posted at once
+    and all of them are waited for, so that the body lists each accepted copy.
+    """
+    primary = sorted((r for r in rows if r["purpose"] == PRIMARY), key=lambda r: r["position"])
+    posted = tuple(r for r in primary if r["state"] == "posted")
+    failed = tuple(r for r in primary if r["state"] == "failed")
+    if followup_seconds == 0:
+        if any(r["state"] in IN_FLIGHT for r in primary):
+            return Acceptance("waiting")
+        return Acceptance("accepted", posted) if posted else Acceptance("failed", failed)
+    for row in primary:
+        if row["state"] in PASSED_OVER:
+            continue
+        if row["state"] == "posted":
+            return Acceptance("accepted", (row,))
+        return Acceptance("waiting")  # being posted, or next once the one before failed
+    return Acceptance("failed", failed)
+
+
+def delivery_body(row: Mapping[str, Any], link: str) -> dict[str, Any]:
+    """``{"destination", "ref"}``: the platform's message id (the store's lookup key left out)."""
+    ref = {k: v for k, v in dict(row["ref"] or {}).items() if k != "key"}
+    if row["destination"] == WEB:
+        ref.setdefault("url", link)
+    return {"destination": row["destination"], "ref": ref}
+
+
+def problem(
+    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any
+) -> JSONResponse:
+    """The app's problem+json shape (``errors[].field`` / ``message``), plus ``more`` members."""
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
+    body["detail"] = detail
+    if errors is not None:
+        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
+    body.update(more)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def load_json(raw: bytes) -> Any:
+    """The body as JSON, or PayloadRejected naming ``body``: not UTF-8, not JSON, NaN/Infinity,
+    nested too deeply, or a lone UTF-16 surrogate escape (valid JSON, but no Unicode text)."""
+    try:
+        text = raw.decode("utf-8")
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError:
+        raise PayloadRejected([FieldProblem("body", "is not valid UTF-8")]) from None
+    except RecursionError:
+        raise PayloadRejected([FieldProblem("body", "is nested too deeply")]) from None
+    except ValueError as exc:
+        raise PayloadRejected([FieldProblem("body", f"is not valid JSON ({exc})")]) from None
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and _SURROGATE.search(item):
+            problem_ = FieldProblem("body", "holds a lone UTF-16 surrogate escape: not Unicode")
+            raise PayloadRejected([problem_])
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return document
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+async def _read(request: Request, now: datetime) -> parse.DeliveryRequest | JSONResponse:
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return problem(
+            415, "Unsupported Media Type", f"The body must be application/json, not {content_type}."
+        )
+    try:
+        return parse.parse_delivery(load_json(await request.body()), now=now)
+    except PayloadRejected as exc:
+        return problem(400, "Invalid request", str(exc), exc.problems)
+
+
+def engine_router(
+    elicitations: Elicitations,
+    authorise: Callable[[Request], Response | None],
+    *,
+    wait_seconds: float = 10.0,
+    clock: Clock | None = None,
+) -> APIRouter:
+    """``POST /v1/deliveries``, to include in the app (``Runtime.routers``). ``authorise`` returns
+    None when the request may go on, else the response to send (401)."""
+    router = APIRouter(tags=["engine"])
+    time_source = clock or _UtcClock()
+
+    async def settle(key: str, followup_seconds: int) -> Acceptance:
+        deadline = time.monotonic() + wait_seconds
+        pause = _FIRST_POLL_S
+        while True:
+            rows = await elicitations.deliveries(key)
+            result = acceptance(rows, followup_seconds)
+            left = deadline - time.monotonic()
+            if result.state != "waiting" or left <= 0:
+                if result.state == "waiting":
+                    posted = tuple(
+                        r for r in rows if r["purpose"] == PRIMARY and r["state"] == "posted"
+                    )
+                    return Acceptance("accepted", posted) if posted else result
+                return result
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, _MAX_POLL_S)
+
+    @router.post(
+        "/v1/deliveries",
+        summary="Engine ask delivery: returns after the chat platform accepted the post",
+        openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}},
+    )
+    async def deliver(request: Request) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        req = await _read(request, time_source.now())
+        if isinstance(req, JSONResponse):
+            return req
+        audit = {"delivery_id": req.id, "destinations": list(req.destinations)}
+        inbound = Inbound(parse.SOURCE, req.id, req.elicitation, audit, route=req.route)
+        [outcome] = await elicitations.intake([inbound])
+        view = await elicitations.view(outcome.key)
+        if view is None:  # pragma: no cover - intake committed it
+            return problem(500, "Internal Server Error", f"{outcome.key} was not stored")
+        # A duplicate id is answered from what was stored first, whatever this request says.
+        extra = view.elicitation.extra
+        followup = int(extra.get("followup_seconds", req.followup_seconds))
+        destinations = list(extra.get("destinations", req.destinations))
+        result = await settle(outcome.key, followup)
+        body: dict[str, Any] = {"id": view.elicitation.source_id, "elicitation": outcome.key}
+        if result.state == "failed":
+            errors = [
+                FieldProblem(_where(destinations, r["destination"]), str(r["error"] or "failed"))
+                for r in result.deliveries
+            ]
+            return problem(
+                502,
+                "Bad Gateway",
+                "No destination accepted the ask: "
+                + "; ".join(f"{r['destination']}: {r['error']}" for r in result.deliveries),
+                errors,
+                **body,
+            )
+        body["deliveries"] = [delivery_body(r, view.link) for r in result.deliveries]
+        return JSONResponse(body, status_code=200 if result.state == "accepted" else 202)
+
+    return router
+
+
+def _where(destinations: list[str], destination: str) -> str:
+    index = destinations.index(destination) if destination in destinations else 0
+    return f"destinations[{index}]"

@@ -1,0 +1,256 @@
+"""Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
+
+Pure: no I/O. The spec's two schemas are checked field by field so that every problem is named at
+once (``executionId``, ``args``, ``approved``…); unknown properties are ignored, as zod's default
+object parsing does.
+
+- ``ElicitationRequestSchema`` (``POST /api/elicitation``): ``executionId``, ``toolPath`` and
+  ``message`` are required strings, ``args`` an optional object, ``type`` ``"approval"`` (default)
+  or ``"form"``. An empty ``executionId`` or ``toolPath`` is refused: it could not be polled or
+  shown.
+- ``ElicitationResponseSchema`` (``POST /api/elicitation/:id/resolve`` and the resolved poll):
+  ``approved`` a required boolean, ``data`` an optional object.
+
+Mapping: ``type: approval`` offers Approve / Deny; ``type: form`` offers Submit / Decline and also
+takes a written answer (a thread reply), which resolves it as approved with ``data.text``. The tool
+path and the arguments are the approval subject's preview, its digest covers exactly them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.model import (
+    Answer,
+    AnswerMode,
+    ApprovalSubject,
+    Elicitation,
+    Identity,
+    Kind,
+    Meaning,
+    Option,
+    PreviewItem,
+    Status,
+)
+from bot.domain.ports import PromptView
+
+SOURCE = "toolshed"
+ASKER = "toolshed:runtime"
+"""The asking side: the Toolshed runtime has no agent id of its own in the request."""
+RESOLVER = Identity(platform="toolshed", user="api", display_name="Toolshed API")
+"""Who answers through ``POST /api/elicitation/:id/resolve``: the holder of the intake token.
+Listing ``toolshed:api`` in ``people.agents`` turns that route's answers off (refused, 403)."""
+VIA = "toolshed"
+APPROVE = "approve"
+DENY = "deny"
+TYPES = ("approval", "form")
+SUBJECT_SCHEMA = "toolshed.tool-call"
+TEXT_KEY = "text"
+"""A form answered with a written reply carries it as ``data.text``."""
+
+_OPTIONS = {
+    "approval": (
+        Option(id=APPROVE, label="Approve", meaning=Meaning.APPROVE, style="primary"),
+        Option(id=DENY, label="Deny", meaning=Meaning.REJECT, style="danger"),
+    ),
+    "form": (
+        Option(id=APPROVE, label="Submit", meaning=Meaning.APPROVE, style="primary"),
+        Option(id=DENY, label="Decline", meaning=Meaning.REJECT, style="danger"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ElicitationRequest:
+    """A valid ``ElicitationRequestSchema`` body."""
+
+    execution_id: str
+    tool_path: str
+    message: str
+    args: dict[str, Any] | None
+    type: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A valid ``ElicitationResponseSchema`` body."""
+
+    approved: bool
+    data: dict[str, Any] | None = field(default=None)
+
+
+def key_of(execution_id: str) -> str:
+    return f"{SOURCE}:{execution_id}"
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+def _required_text(
+    data: dict[str, Any], name: str, problems: list[FieldProblem], *, non_empty: bool
+) -> str:
+    if name not in data:
+        problems.append(FieldProblem(name, "is required"))
+        return ""
+    value: object = data[name]
+    if not isinstance(value, str):
+        problems.append(FieldProblem(name, "must be a string"))
+        return ""
+    if non_empty and not value:
+        problems.append(FieldProblem(name, "must not be empty"))
+    return value
+
+
+def _optional_object(
+    data: dict[str, Any], name: str, problems: list[FieldProblem]
+) -> dict[str, Any] | None:
+    if name not in data:
+        return None
+    value = data[name]
+    if not isinstance(value, dict):
+        problems.append(FieldProblem(name, "must be an object"))
+        return None
+    return value
+
+
+def _body_object(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
+    return data
+
+
+def parse_request(data: Any) -> ElicitationRequest:
+    """``POST /api/elicitation``'s body, or PayloadRejected naming each bad field."""
+    body = _body_object(data)
+    problems: list[FieldProblem] = []
+    execution_id = _required_text(body, "executionId", problems, non_empty=True)
+    tool_path = _required_text(body, "toolPath", problems, non_empty=True)
+    message = _required_text(body, "message", problems, non_empty=False)
+    args = _optional_object(body, "args", problems)
+    kind = body.get("type", "approval")
+    if kind not in TYPES:
+        problems.append(FieldProblem("type", 'must be "approval" or "form"'))
+    if problems:
+        raise PayloadRejected(problems)
+    return ElicitationRequest(execution_id, tool_path, message, args, str(kind))
+
+
+def parse_resolution(data: Any) -> Resolution:
+    """``POST /api/elicitation/:id/resolve``'s body, or PayloadRejected naming each bad field."""
+    body = _body_object(data)
+    problems: list[FieldProblem] = []
+    approved = body.get("approved")
+    if "approved" not in body:
+        problems.append(FieldProblem("approved", "is required"))
+    elif not isinstance(approved, bool):
+        problems.append(FieldProblem("approved", "must be a boolean"))
+    extra = _optional_object(body, "data", problems)
+    if problems:
+        raise PayloadRejected(problems)
+    return Resolution(approved=bool(approved), data=extra)
+
+
+# --- mapping -----------------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_digest(request: ElicitationRequest) -> str:
+    """What is approved: the tool and its exact arguments."""
+    subject = {"toolPath": request.tool_path, "args": request.args}
+    return "sha256:" + hashlib.sha256(canonical(subject).encode()).hexdigest()
+
+
+def inbound_id(request: ElicitationRequest) -> str:
+    """Dedupes a re-sent identical request; a changed one is a revision of the same elicitation."""
+    whole = {
+        "toolPath": request.tool_path,
+        "message": request.message,
+        "args": request.args,
+        "type": request.type,
+    }
+    return f"{request.execution_id}:{hashlib.sha256(canonical(whole).encode()).hexdigest()[:32]}"
+
+
+def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation:
+    """The normalised elicitation; ``now`` (aware UTC) is its creation time."""
+    preview = [PreviewItem(type="field", label="Tool", value=request.tool_path)]
+    if request.args is not None:
+        preview.append(
+            PreviewItem(
+                type="json",
+                label="Arguments",
+                text=json.dumps(request.args, indent=2, ensure_ascii=False),
+            )
+        )
+    form = request.type == "form"
+    return Elicitation(
+        source=SOURCE,
+        source_id=request.execution_id,
+        asker=ASKER,
+        kind=Kind.QUESTION if form else Kind.APPROVAL,
+        title=f"Input for {request.tool_path}" if form else f"Run {request.tool_path}?",
+        question=request.message,
+        answer_mode=AnswerMode.CHOICE_OR_TEXT if form else AnswerMode.SINGLE_CHOICE,
+        options=_OPTIONS[request.type],
+        subject=ApprovalSubject(
+            id=request.execution_id,
+            digest=request_digest(request),
+            schema_=SUBJECT_SCHEMA,
+            revision=0,
+            preview=tuple(preview),
+        ),
+        created_at=now,
+        extra={"executionId": request.execution_id, "type": request.type},
+    )
+
+
+# --- the runtime's shapes ----------------------------------------------------------------------
+
+
+def approved(answer: Answer | None) -> bool:
+    """Approve / Submit chosen, or a form answered in writing; anything else is not approved."""
+    if answer is None:
+        return False
+    if answer.option_ids:
+        return APPROVE in answer.option_ids
+    return answer.text is not None or bool(answer.fields)
+
+
+def result_data(view: PromptView) -> dict[str, Any] | None:
+    """``data`` of the resolved shape: a form's answer (always an object), or data given with an
+    approval. A written reply is ``{"text": …}`` next to any data given."""
+    answer = view.answer
+    form = view.elicitation.extra.get("type") == "form"
+    data: dict[str, Any] = dict(answer.fields) if answer is not None else {}
+    if answer is not None and answer.text is not None and not answer.secret:
+        data.setdefault(TEXT_KEY, answer.text)
+    if form or data:
+        return data
+    return None
+
+
+def poll_body(view: PromptView) -> dict[str, Any]:
+    """``GET /api/elicitation/:id``: ``{executionId, status: "pending"}`` while open, then the
+    ``ElicitationResponseSchema`` shape: ``{executionId, approved[, data]}``. An elicitation that
+    expired or was cancelled without an answer reads as not approved."""
+    execution_id = view.elicitation.source_id
+    if view.status is Status.PENDING:
+        return {"executionId": execution_id, "status": "pending"}
+    body: dict[str, Any] = {"executionId": execution_id, "approved": approved(view.answer)}
+    data = result_data(view)
+    if data is not None:
+        body["data"] = data
+    return body
+
+
+def resolve_body(execution_id: str, is_approved: bool) -> dict[str, Any]:
+    """``POST /api/elicitation/:id/resolve``'s 200 body."""
+    return {"executionId": execution_id, "approved": is_approved, "resolved": True}

@@ -1,0 +1,222 @@
+"""The three Toolshed elicitation routes (spec 002), served by elicitbot with the spec's shapes.
+
+- ``POST /api/elicitation`` stores a pending elicitation (201 ``{"stored": true, "executionId"}``);
+  it is posted to the route the config gives ``source = "toolshed"``.
+- ``GET /api/elicitation/{id}`` is what the runtime polls: ``{executionId, status: "pending"}``,
+  then ``{executionId, approved[, data]}`` once resolved (in chat, the web inbox or the route).
+- ``POST /api/elicitation/{id}/resolve`` answers through ``Elicitations.answer`` like any chat
+  answer, as the identity ``toolshed:api`` (the answer rules apply: the first answer wins, every
+  copy is rewritten). 200 ``{executionId, approved, resolved: true}``; the same decision again is
+  200 too, a different one after the first is 409.
+
+Errors are ``application/problem+json``: 400 names each bad field, 401 (``authorise``), 403 (the
+rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolved or closed),
+415 (a non-JSON body).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from adapters.sources.toolshed import parse
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.model import Attempt, Refusal, RefusalCode
+from bot.domain.ports import Clock, Elicitations, Inbound
+
+PROBLEM = "application/problem+json"
+T = TypeVar("T")
+_FORBIDDEN = frozenset(
+    {RefusalCode.ASKER, RefusalCode.AGENT, RefusalCode.BOT, RefusalCode.NOT_ADMIN}
+)
+_CLOSED = frozenset(
+    {
+        RefusalCode.ALREADY_ANSWERED,
+        RefusalCode.EXPIRED,
+        RefusalCode.CLOSED,
+        RefusalCode.SUBJECT_EXPIRED,
+    }
+)
+
+_REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["executionId", "toolPath", "message"],
+    "properties": {
+        "executionId": {"type": "string", "minLength": 1},
+        "toolPath": {"type": "string", "minLength": 1},
+        "message": {"type": "string"},
+        "args": {"type": "object"},
+        "type": {"type": "string", "enum": list(parse.TYPES), "default": "approval"},
+    },
+}
+_RESOLVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["approved"],
+    "properties": {"approved": {"type": "boolean"}, "data": {"type": "object"}},
+}
+
+
+class _UtcClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def problem(
+    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None
+) -> JSONResponse:
+    """The app's problem+json shape (``errors[].field`` / ``message``)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def rejected(exc: PayloadRejected) -> JSONResponse:
+    return problem(400, "Invalid request", str(exc), exc.problems)
+
+
+async def read_body(request: Request, parser: Callable[[Any], T]) -> T | JSONResponse:
+    """``parser`` applied to the JSON body, or the problem to send: 415 for a declared non-JSON
+    content type, 400 for a body that is not JSON or that ``parser`` rejects."""
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        return problem(
+            415, "Unsupported Media Type", f"The body must be application/json, not {content_type}."
+        )
+    try:
+        return parser(load_json(await request.body()))
+    except PayloadRejected as exc:
+        return rejected(exc)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def load_json(raw: bytes) -> Any:
+    """The body as JSON, or PayloadRejected naming ``body``: not UTF-8, not JSON, NaN/Infinity,
+    nested too deeply, or a lone UTF-16 surrogate escape (valid JSON, but no Unicode text)."""
+    try:
+        text = raw.decode("utf-8")
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError:
+        raise PayloadRejected([FieldProblem("body", "is not valid UTF-8")]) from None
+    except RecursionError:
+        raise PayloadRejected([FieldProblem("body", "is nested too deeply")]) from None
+    except ValueError as exc:
+        raise PayloadRejected([FieldProblem("body", f"is not valid JSON ({exc})")]) from None
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str) and _SURROGATE.search(item):
+            problem_ = FieldProblem("body", "holds a lone UTF-16 surrogate escape: not Unicode")
+            raise PayloadRejected([problem_])
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return document
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def toolshed_router(
+    elicitations: Elicitations,
+    authorise: Callable[[Request], Response | None],
+    *,
+    clock: Clock | None = None,
+) -> APIRouter:
+    """The routes, to include in the app (``Runtime.routers``). ``authorise`` returns None when the
+    request may go on, else the response to send (401)."""
+    router = APIRouter(tags=["toolshed"])
+    clock_ = clock or _UtcClock()
+
+    @router.post(
+        "/api/elicitation",
+        status_code=201,
+        summary="Toolshed: store a pending elicitation",
+        openapi_extra={
+            "requestBody": {"content": {"application/json": {"schema": _REQUEST_SCHEMA}}}
+        },
+    )
+    async def create(request: Request) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        req = await read_body(request, parse.parse_request)
+        if isinstance(req, JSONResponse):
+            return req
+        e = parse.to_elicitation(req, now=clock_.now())
+        audit = {"executionId": req.execution_id, "toolPath": req.tool_path, "type": req.type}
+        await elicitations.intake([Inbound(parse.SOURCE, parse.inbound_id(req), e, audit)])
+        return JSONResponse({"stored": True, "executionId": req.execution_id}, status_code=201)
+
+    @router.get(
+        "/api/elicitation/{execution_id:path}",
+        summary="Toolshed: poll an elicitation (pending, then approved/data)",
+    )
+    async def poll(request: Request, execution_id: str) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        view = await elicitations.view(parse.key_of(execution_id))
+        if view is None:
+            return _not_found(execution_id)
+        return JSONResponse(parse.poll_body(view))
+
+    @router.post(
+        "/api/elicitation/{execution_id:path}/resolve",
+        summary="Toolshed: approve or deny (the first answer wins)",
+        openapi_extra={
+            "requestBody": {"content": {"application/json": {"schema": _RESOLVE_SCHEMA}}}
+        },
+    )
+    async def resolve(request: Request, execution_id: str) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        resolution = await read_body(request, parse.parse_resolution)
+        if isinstance(resolution, JSONResponse):
+            return resolution
+        key = parse.key_of(execution_id)
+        if await elicitations.view(key) is None:
+            return _not_found(execution_id)
+        attempt = Attempt(
+            respondent=parse.RESOLVER,
+            option_ids=(parse.APPROVE if resolution.approved else parse.DENY,),
+            fields=resolution.data or {},
+            via=parse.VIA,
+        )
+        outcome = await elicitations.answer(key, attempt)
+        if outcome.won:
+            return JSONResponse(parse.resolve_body(execution_id, resolution.approved))
+        refusal = outcome.result
+        if not isinstance(refusal, Refusal):  # pragma: no cover - a lost answer is a refusal
+            return problem(409, "Conflict", "The elicitation was resolved meanwhile.")
+        code, message = refusal.code, refusal.message
+        if code is RefusalCode.ALREADY_ANSWERED:
+            view = await elicitations.view(key)
+            if view is not None and parse.approved(view.answer) == resolution.approved:
+                # A retried resolve (or the same decision made elsewhere first): same outcome.
+                return JSONResponse(parse.resolve_body(execution_id, resolution.approved))
+        if code in _FORBIDDEN:
+            return problem(403, "Forbidden", message)
+        if code in _CLOSED:
+            return problem(409, "Conflict", message)
+        return problem(400, "Invalid request", message, [FieldProblem("approved", message)])
+
+    return router
+
+
+def _not_found(execution_id: str) -> JSONResponse:
+    return problem(404, "Not Found", f"No elicitation with executionId {execution_id!r}.")
