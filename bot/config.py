@@ -112,8 +112,11 @@ class PeopleConfig(Section):
 
 def _check_identity(value: str) -> None:
     platform, sep, ident = value.partition(":")
-    if platform not in ("slack", "matrix") or not sep or not ident:
-        msg = f"{value!r} is not an identity like 'slack:U0ALICE' or 'matrix:@alice:example.org'"
+    if platform not in ("slack", "matrix", "web") or not sep or not ident:
+        msg = (
+            f"{value!r} is not an identity like 'slack:U0ALICE', 'matrix:@alice:example.org' "
+            "or 'web:alice@example.org'"
+        )
         raise ValueError(msg)
 
 
@@ -129,6 +132,13 @@ class RouteConfig(Section):
 
     def to_route(self) -> Route:
         return Route(**self.model_dump(), origin="config")
+
+
+class WebConfig(Section):
+    user_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]+$")
+    """The sign-in proxy's header naming the user; unset = loopback only, the local admin."""
+    admins: tuple[str, ...] = ()
+    """Users, as the proxy names them, who are workspace admins (``web:<user>``)."""
 
 
 class SuperPipelineConfig(Section):
@@ -160,6 +170,7 @@ class AppConfig(Section):
     matrix: MatrixConfig | None = None
     nats: NatsConfig | None = None
     people: PeopleConfig = PeopleConfig()
+    web: WebConfig = WebConfig()
     routes: tuple[RouteConfig, ...] = ()
     sources: SourcesConfig = SourcesConfig()
 

@@ -6,7 +6,6 @@ Errors are ``application/problem+json`` with an ``errors`` list naming each bad 
 from __future__ import annotations
 
 import hmac
-import html
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -226,13 +225,6 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
 
 
 def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
-    @app.get("/", summary="The inbox page (read-only for now)", response_class=HTMLResponse)
-    async def home(request: Request) -> Response:
-        if (denied := authorised(rt, request)) is not None:
-            return denied
-        pending = await rt.store.list_elicitations(status="pending", limit=100)
-        return HTMLResponse(render_home(pending))
-
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -309,25 +301,3 @@ def deadline_json(d: Mapping[str, Any]) -> dict[str, Any]:
         "state": d["state"],
         "firedAt": d["fired_at"].isoformat() if d["fired_at"] else None,
     }
-
-
-def render_home(pending: list[StoredElicitation]) -> str:
-    """A plain page of what is waiting, every value escaped (answering comes with the inbox)."""
-    items = []
-    for stored in pending:
-        e = stored.elicitation
-        options = "".join(f"<li>{html.escape(o.label)}</li>" for o in e.options)
-        items.append(
-            f"<article><h2>{html.escape(e.title or e.source)}</h2>"
-            f"<p>{html.escape(e.question) or '<em>(no question text)</em>'}</p>"
-            f"<ul>{options}</ul><p><small>{html.escape(e.key)} · asked by "
-            f"{html.escape(e.asker)} · {stored.created_at:%Y-%m-%d %H:%M} UTC</small></p></article>"
-        )
-    body = "".join(items) or "<p>Nothing is waiting for an answer.</p>"
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<title>elicitbot</title></head><body><h1>elicitbot</h1>"
-        f'<p>{len(pending)} waiting for an answer. API: <a href="/docs">/docs</a>.</p>'
-        f"{body}</body></html>"
-    )

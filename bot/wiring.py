@@ -23,6 +23,8 @@ from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublish
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.sources.toolshed import toolshed_router
 from adapters.web.chat import WebChat
+from adapters.web.identity import IdentityPolicy
+from adapters.web.routes import inbox_router
 from bot import logs
 from bot.clock import SystemClock
 from bot.config import AppConfig, check_environment, is_loopback, secret
@@ -91,10 +93,19 @@ class Elicitbot:
         self.dispatcher = Dispatcher(
             self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
         )
+        self.web_identity = IdentityPolicy.from_config(
+            listen_host=config.server.host,
+            user_header=config.web.user_header,
+            admins=config.web.admins,
+        )
+        people = config.people_model()
+        people = people.model_copy(
+            update={"admins": people.admins | self.web_identity.admin_keys()}
+        )
         self.service = Service(
             self.store,
             self.clock,
-            config.people_model(),
+            people,
             config.route_list(),
             on_change=self.dispatcher.wake,
             link_for=lambda key: f"{base}/#{key}",
@@ -112,6 +123,13 @@ class Elicitbot:
             )
         self.runtime.adapters_ready = self.adapters_ready
         self.runtime.routers += [
+            inbox_router(
+                self.service,
+                self.store,
+                self.web_identity,
+                clock=self.clock,
+                secure_cookies=base.startswith("https://"),
+            ),
             toolshed_router(self.elicitations, self.authorise, clock=self.clock),
             engine_router(self.elicitations, self.authorise, clock=self.clock),
         ]

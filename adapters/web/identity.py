@@ -1,0 +1,105 @@
+"""Who is at the web inbox.
+
+Two policies, chosen by the config:
+
+- **The embedded default** (no ``[web] user_header``, server bound to a loopback address): the
+  person at the machine is the local admin ``web:local``. A request from any other address is
+  refused, so a server that is later exposed does not hand out admin rights.
+- **Behind a sign-in proxy** (``[web] user_header = "X-Forwarded-User"``): the user is the value of
+  that header, set by the trusted reverse proxy; a request without it is refused. ``[web] admins``
+  names the users (as the proxy sends them) who are workspace admins. Only the proxy may reach the
+  server: anyone who can talk to it directly can claim any name.
+
+Identities are ``web:<user>``; :meth:`IdentityPolicy.admin_keys` gives the keys that belong in
+:attr:`~bot.domain.model.People.admins`, which the answer rules (admin-only options) and the admin
+view both read.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from bot.domain.model import Identity
+
+LOCAL_USER = "local"
+LOCAL_NAME = "local admin"
+MAX_USER_LENGTH = 256
+HTTP_UNAUTHORIZED = 401
+HTTP_FORBIDDEN = 403
+
+
+@dataclass(frozen=True)
+class Denied:
+    """Why a request has no identity: an HTTP status and a sentence for the page."""
+
+    status: int
+    message: str
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; False for anything unparseable."""
+    if host is None:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class IdentityPolicy:
+    user_header: str | None = None
+    """The trusted proxy's header naming the user; None: the embedded default."""
+    admins: frozenset[str] = frozenset()
+    """User names (as the proxy sends them) who are workspace admins."""
+    local_allowed: bool = True
+    """Without a header: the server listens on loopback only, so its user is the local admin."""
+
+    @classmethod
+    def from_config(
+        cls, *, listen_host: str, user_header: str | None, admins: Iterable[str] = ()
+    ) -> IdentityPolicy:
+        header = user_header.strip() if user_header else None
+        return cls(
+            user_header=header or None,
+            admins=frozenset(admins),
+            local_allowed=is_loopback(listen_host),
+        )
+
+    @property
+    def local(self) -> bool:
+        """The embedded default: everyone who may reach the page is the local admin."""
+        return self.user_header is None and self.local_allowed
+
+    def admin_keys(self) -> frozenset[str]:
+        """Identity keys to add to ``People.admins``."""
+        if self.user_header is None:
+            return frozenset({f"web:{LOCAL_USER}"}) if self.local_allowed else frozenset()
+        return frozenset(f"web:{name}" for name in self.admins)
+
+    def identify(self, headers: Mapping[str, str], client_host: str | None) -> Identity | Denied:
+        """The person behind a request, or why there is none."""
+        if self.user_header is None:
+            if not self.local_allowed:
+                return Denied(
+                    HTTP_FORBIDDEN,
+                    "The web inbox needs a sign-in proxy when elicitbot listens beyond this "
+                    "machine: set [web] user_header in the config.",
+                )
+            if not is_loopback(client_host):
+                return Denied(HTTP_FORBIDDEN, "The web inbox answers this machine only.")
+            return Identity(platform="web", user=LOCAL_USER, display_name=LOCAL_NAME)
+        raw = headers.get(self.user_header.lower(), headers.get(self.user_header, ""))
+        user = raw.strip()
+        if not user:
+            return Denied(
+                HTTP_UNAUTHORIZED,
+                f"Sign in first: the request has no {self.user_header} header from the proxy.",
+            )
+        if len(user) > MAX_USER_LENGTH or not user.isprintable():
+            return Denied(HTTP_UNAUTHORIZED, f"The {self.user_header} header does not name a user.")
+        return Identity(platform="web", user=user, display_name=user)
