@@ -19,6 +19,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.chat import SlackChat
 from adapters.sources.engine import engine_router
+from adapters.sources.handup import HandupSink, handup_router
+from adapters.sources.pinework import (
+    PineworkPoller,
+    PineworkSecretSink,
+    PineworkSink,
+    account_key,
+)
 from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublisher, NatsIntake
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.sources.toolshed import toolshed_router
@@ -88,7 +95,16 @@ class Elicitbot:
                 config.nats.url, config.sources.superpipeline.answer_subject
             )
             superpipeline = CompositeSink([superpipeline, self.nats_publisher])
-        self.sinks: dict[str, AnswerSink] = {"superpipeline": superpipeline}
+        pinework_tokens = {
+            account_key(str(p.base_url), p.workspace): self.environ[p.token_env]
+            for p in config.sources.pinework
+        }
+        allowlist = [str(u) for u in config.sources.handup.callback_allowlist]
+        self.sinks: dict[str, AnswerSink] = {
+            "superpipeline": superpipeline,
+            "pinework": PineworkSink(self.http_client, pinework_tokens),
+            "handup": HandupSink(self.http_client, allowlist),
+        }
         base = config.server.base_url
         self.dispatcher = Dispatcher(
             self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
@@ -109,6 +125,7 @@ class Elicitbot:
             config.route_list(),
             on_change=self.dispatcher.wake,
             link_for=lambda key: f"{base}/#{key}",
+            secret_sinks={"pinework": PineworkSecretSink(self.http_client, pinework_tokens)},
         )
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         self.runtime = Runtime(
@@ -121,6 +138,19 @@ class Elicitbot:
             self.nats_intake = NatsIntake(
                 config.nats.url, config.nats.subjects, config.nats.durable, self.service.intake
             )
+        self.pinework_pollers = [
+            PineworkPoller(
+                base_url=str(p.base_url),
+                workspace=p.workspace,
+                poll_seconds=p.poll_seconds,
+                client=self.http_client,
+                elicitations=self.service,
+                token=self.environ[p.token_env],
+                state=self.store,
+                clock=self.clock,
+            )
+            for p in config.sources.pinework
+        ]
         self.runtime.adapters_ready = self.adapters_ready
         self.runtime.routers += [
             inbox_router(
@@ -131,6 +161,7 @@ class Elicitbot:
                 secure_cookies=base.startswith("https://"),
             ),
             toolshed_router(self.elicitations, self.authorise, clock=self.clock),
+            handup_router(self.elicitations, self.authorise, allowlist, clock=self.clock),
             engine_router(self.elicitations, self.authorise, clock=self.clock),
         ]
         self._stop = asyncio.Event()
@@ -144,6 +175,8 @@ class Elicitbot:
             ready["slack"] = self.slack.bot_user_id is not None
         if self.nats_intake is not None:
             ready["nats"] = self.nats_intake.connected
+        for poller in self.pinework_pollers:
+            ready[f"pinework:{poller.account}"] = poller.connected
         return ready
 
     def authorise(self, request: Request) -> Response | None:
@@ -176,6 +209,10 @@ class Elicitbot:
             if released:
                 log.info("outbox.released", rows=released)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
+        for poller in self.pinework_pollers:
+            self._tasks.append(
+                asyncio.create_task(poller.run(self._stop), name=f"pinework:{poller.account}")
+            )
         if self.nats_intake is not None:
             self._tasks.append(
                 asyncio.create_task(self.nats_intake.run(self._stop), name="nats-intake")

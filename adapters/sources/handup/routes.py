@@ -1,0 +1,133 @@
+"""``POST /v1/handup/requests`` (and ``GET /v1/handup/requests/{id}``): handup Request intake.
+
+The response is the stored Request (its ``id``, ``status``, ``content_hash``…): 202 when it is
+new, 200 when it was already there (same ``id``, or a pending request with the same
+``dedupe_key``). A bad Request is a 400 naming each field; a ``callback_url`` off the allowlist
+is refused so. Mounted through ``Runtime.routers``; ``authorise`` is the app's bearer check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+
+from adapters.sources.handup.parse import (
+    SOURCE,
+    check,
+    dedupe_request_id,
+    key_of,
+    new_request_id,
+    request_document,
+    to_elicitation,
+)
+from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
+from bot.domain.model import Status
+from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
+
+Authorise = Callable[[Request], Response | None]
+"""None when the request may go on, else the response to send (401)."""
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def handup_router(
+    elicitations: Elicitations,
+    authorise: Authorise,
+    allowlist: Sequence[str],
+    *,
+    clock: Clock | None = None,
+    new_id: Callable[[], str] = new_request_id,
+    default_timeout: timedelta | None = None,
+) -> APIRouter:
+    """The handup routes. ``default_timeout``: the expiry of a Request that names neither
+    ``timeout`` nor ``expires_at`` (None: it never expires)."""
+    router = APIRouter(tags=["handup"])
+    allowed = tuple(str(entry) for entry in allowlist)
+    time: Clock = clock or _SystemClock()
+
+    @router.post(
+        "/v1/handup/requests",
+        status_code=202,
+        summary="handup Request intake (spec 004): the stored Request comes back",
+    )
+    async def post_request(request: Request) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        checked = check(_json_body(request, await request.body()), allowed)
+        derived: str | None = None
+        if checked.dedupe_key is not None:
+            pending, derived = await _dedupe(elicitations, checked.dedupe_key)
+            if pending is not None:
+                return JSONResponse(request_document(pending), status_code=200)
+        request_id = checked.id or derived or new_id()
+        e = to_elicitation(
+            checked, request_id=request_id, now=time.now(), default_timeout=default_timeout
+        )
+        audit = {"handup": request_id, "dedupe_key": checked.dedupe_key}
+        [outcome] = await elicitations.intake([Inbound(SOURCE, request_id, e, audit)])
+        view = await elicitations.view(outcome.key)
+        if view is None:
+            msg = f"{outcome.key} was taken in but cannot be read back"
+            raise RuntimeError(msg)
+        status = 200 if outcome.result == "duplicate" else 202
+        return JSONResponse(request_document(view), status_code=status)
+
+    @router.get(
+        "/v1/handup/requests/{request_id}",
+        summary="A handup Request as it stands: status and decision",
+    )
+    async def get_request(request: Request, request_id: str) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        view = await elicitations.view(key_of(request_id))
+        if view is None:
+            raise HTTPException(status_code=404, detail=f"No handup request {request_id!r}.")
+        return JSONResponse(request_document(view))
+
+    return router
+
+
+def _json_body(request: Request, raw: bytes) -> object:
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaType("a handup Request is sent as application/json")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise PayloadRejected([FieldProblem("(body)", "is not valid JSON")]) from None
+
+
+async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptView | None, str]:
+    """The pending request of ``dedupe_key`` (if any) and the id a new id-less one takes.
+
+    Id-less requests of one key take generations 0, 1, 2… in turn, each only once the one
+    before is decided, so the generations that exist are a prefix: a galloping then binary
+    search finds the last in O(log n) reads.
+    """
+
+    async def at(generation: int) -> PromptView | None:
+        return await elicitations.view(key_of(dedupe_request_id(dedupe_key, generation)))
+
+    last = await at(0)
+    if last is None:
+        return None, dedupe_request_id(dedupe_key, 0)
+    low, high = 0, 1
+    while (found := await at(high)) is not None:
+        low, last, high = high, found, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        found = await at(middle)
+        if found is None:
+            high = middle
+        else:
+            low, last = middle, found
+    if last.status is Status.PENDING:
+        return last, dedupe_request_id(dedupe_key, low)
+    return None, dedupe_request_id(dedupe_key, low + 1)

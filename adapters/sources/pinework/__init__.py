@@ -1,0 +1,32 @@
+"""Pinework questions (spec 003): polled in, answered back through the answer and secret routes."""
+
+from adapters.sources.pinework.parse import (
+    SOURCE,
+    account_key,
+    answer_body,
+    channel_of,
+    inbound_id,
+    parse_question,
+    read_page,
+    to_elicitation,
+    upstream_close,
+)
+from adapters.sources.pinework.poller import ClosingElicitations, PineworkPoller, PollError
+from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
+
+__all__ = [
+    "SOURCE",
+    "ClosingElicitations",
+    "PineworkPoller",
+    "PineworkSecretSink",
+    "PineworkSink",
+    "PollError",
+    "account_key",
+    "answer_body",
+    "channel_of",
+    "inbound_id",
+    "parse_question",
+    "read_page",
+    "to_elicitation",
+    "upstream_close",
+]

@@ -1,0 +1,223 @@
+"""Answers back to Pinework: the answer route (outbox write-back) and the secret route.
+
+``PineworkSink`` (an AnswerSink) posts ``{"answer": {"text", "selected"}}`` to
+``POST /api/v1/questions/{id}/answer`` with the ``Idempotency-Key`` the dispatcher gives (stable
+per answer). ``PineworkSecretSink`` (a SecretSink) posts ``{"value"}`` to ``…/secret`` for a
+``secret_input`` question; the value is never stored, logged or put in an error message.
+
+Each error code of the spec is handled:
+
+- 5xx, 429 and connection errors: transient (retried; ``Retry-After`` honoured);
+- ``question_resolved``: the question is answered upstream already. The upstream answer is read:
+  the same as ours (an earlier attempt landed), done; another, a permanent error naming it;
+- ``invalid_option_key``, ``answer_mode_mismatch``, ``invalid_answer``, ``question_needs_secret``,
+  ``question_not_secret_input``, ``agent_cannot_answer_question``, ``question_not_found`` and the
+  secret route's codes: permanent, with a sentence for the person reading it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import structlog
+
+from adapters.sources.pinework import models as upstream
+from adapters.sources.pinework.parse import (
+    SECRET_MAX,
+    answer_body,
+    error_code,
+    parse_question,
+    question_url,
+    unwrap_question,
+)
+from bot.domain.errors import (
+    PayloadRejected,
+    PermanentDeliveryError,
+    TransientDeliveryError,
+)
+from bot.domain.model import AnswerMode
+from bot.domain.ports import PromptView
+
+log = structlog.get_logger("elicitbot.pinework")
+
+TIMEOUT_SECONDS = 10.0
+HTTP_TOO_MANY = 429
+HTTP_SERVER_ERROR = 500
+HTTP_REDIRECT = 300
+
+MESSAGES = {
+    "invalid_option_key": "a chosen option is not one of the question's options any more",
+    "answer_mode_mismatch": (
+        "the answer does not fit the question's answer mode (a single_select question needs "
+        "exactly one option, a multi_select one at least one, free_text a text)"
+    ),
+    "invalid_answer": "a free-text answer must not be empty",
+    "agent_cannot_answer_question": (
+        "Pinework takes answers from people only, and the credential elicitbot uses is an "
+        "agent's: configure a person's token in sources.pinework.token_env"
+    ),
+    "question_not_found": "the question is gone from Pinework or not visible to elicitbot's token",
+    "question_needs_secret": "a secret_input question takes its answer on the secret route",
+    "question_not_secret_input": "the question does not ask for a secret",
+    "secret.duplicate_name": "a secret with the requested name already exists in the workspace",
+    "secret_provider_unbrokerable": "Pinework can no longer broker the requested provider",
+    "secret_input_requires_agent": "the asking agent no longer exists",
+    "http_exception": "Pinework refused elicitbot's credential for this route",
+}
+
+
+class _Client:
+    """What both sinks share: which account a question belongs to, and how to read a reply.
+
+    ``tokens`` maps an account key (:func:`~adapters.sources.pinework.parse.account_key` of a
+    ``[[sources.pinework]]`` entry) to its bearer token.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, tokens: Mapping[str, str]) -> None:
+        self.client = client
+        self._tokens = dict(tokens)
+
+    def __repr__(self) -> str:  # never the tokens
+        return f"{type(self).__name__}(accounts={sorted(self._tokens)})"
+
+    def _target(self, view: PromptView) -> tuple[str, dict[str, str]]:
+        """The question's URL and the headers with the token of the account it came from."""
+        extra = view.elicitation.extra
+        token = self._tokens.get(str(extra.get("account")))
+        if token is None:
+            raise PermanentDeliveryError(
+                f"no [[sources.pinework]] entry for {extra.get('account')!r} any more"
+            )
+        url = question_url(str(extra["baseUrl"]), str(extra["questionId"]))
+        return url, {"Authorization": f"Bearer {token}"}
+
+    async def _get_question(self, view: PromptView) -> upstream.Question | None:
+        """The question as Pinework has it now; None when it cannot be read."""
+        url, headers = self._target(view)
+        try:
+            response = await self.client.get(url, headers=headers, timeout=TIMEOUT_SECONDS)
+            if response.status_code >= HTTP_REDIRECT:
+                return None
+            return parse_question(unwrap_question(response.json()))
+        except (httpx.HTTPError, ValueError, PayloadRejected):
+            return None
+
+
+def reply_code(response: httpx.Response) -> str | None:
+    """The error code a Pinework reply carries, if any."""
+    try:
+        return error_code(response.json())
+    except ValueError:
+        return None
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The reply's ``Retry-After`` in seconds, if it gave one."""
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _refused(route: str, status: int, code: str | None) -> PermanentDeliveryError:
+    reason = MESSAGES.get(code or "", "")
+    named = f"{code}, HTTP {status}" if code else f"HTTP {status}"
+    sentence = f"Pinework refused the {route} ({named})"
+    return PermanentDeliveryError(f"{sentence}: {reason}." if reason else f"{sentence}.")
+
+
+def _transient_or_none(route: str, response: httpx.Response) -> TransientDeliveryError | None:
+    status = response.status_code
+    if status >= HTTP_SERVER_ERROR or status == HTTP_TOO_MANY:
+        return TransientDeliveryError(
+            f"Pinework answered HTTP {status} to the {route}", retry_after=retry_after(response)
+        )
+    return None
+
+
+class PineworkSink(_Client):
+    """The outbox write-back for source ``pinework``: one POST per answer, idempotent by key."""
+
+    async def deliver(self, view: PromptView, *, idempotency_key: str) -> None:
+        body = answer_body(view)
+        if body is None:
+            return  # not ours to write: resolved upstream, withdrawn, or a secret already sent
+        url, headers = self._target(view)
+        url += "/answer"
+        headers["Idempotency-Key"] = idempotency_key
+        try:
+            response = await self.client.post(
+                url, json=body, headers=headers, timeout=TIMEOUT_SECONDS
+            )
+        except httpx.HTTPError as exc:
+            raise TransientDeliveryError(
+                f"Pinework unreachable for the answer: {type(exc).__name__}"
+            ) from exc
+        if response.status_code < HTTP_REDIRECT:
+            return
+        transient = _transient_or_none("answer", response)
+        if transient is not None:
+            raise transient
+        code = reply_code(response)
+        if code == "question_resolved":
+            await self._already_resolved(view, body)
+            return
+        raise _refused("answer", response.status_code, code)
+
+    async def _already_resolved(self, view: PromptView, sent: dict[str, Any]) -> None:
+        """``question_resolved``: take the upstream state. Ours landed before (a retry after a
+        lost reply): done. Someone else's or a system close: permanent, saying which."""
+        question = await self._get_question(view)
+        if question is None:
+            raise TransientDeliveryError("Pinework says resolved; reading its answer failed")
+        given = question.answer or upstream.UpstreamAnswer()
+        mine = sent["answer"]
+        if given.text == mine["text"] and (given.selected or None) == mine["selected"]:
+            log.info("pinework.answer_already_there", key=view.elicitation.key)
+            return
+        by = question.answered_by.id if question.answered_by else None
+        what = given.text or ", ".join(given.selected or ()) or "(no text)"
+        who = f"by {by}" if by else "by the system"
+        raise PermanentDeliveryError(
+            f"The question was resolved in Pinework {who} before this answer arrived "
+            f"(question_resolved): Pinework keeps “{what[:200]}”; this answer was not applied."
+        )
+
+
+class PineworkSecretSink(_Client):
+    """The secret route for ``secret_input`` questions, called from a private surface only."""
+
+    async def deliver_secret(self, view: PromptView, secret: str, *, idempotency_key: str) -> None:
+        if view.elicitation.answer_mode is not AnswerMode.SECRET:
+            raise PermanentDeliveryError("This question does not ask for a secret.")
+        if not 1 <= len(secret) <= SECRET_MAX:
+            raise PermanentDeliveryError(
+                f"A secret must be 1 to {SECRET_MAX:,} characters; nothing was sent."
+            )
+        url, headers = self._target(view)
+        url += "/secret"
+        headers["Idempotency-Key"] = idempotency_key
+        try:
+            response = await self.client.post(
+                url, json={"value": secret}, headers=headers, timeout=TIMEOUT_SECONDS
+            )
+        except httpx.HTTPError as exc:
+            # ``from None``: the request (and its body) stays out of any traceback.
+            raise TransientDeliveryError(
+                f"Pinework unreachable for the secret: {type(exc).__name__}; try again"
+            ) from None
+        if response.status_code < HTTP_REDIRECT:
+            log.info("pinework.secret_delivered", key=view.elicitation.key)
+            return
+        transient = _transient_or_none("secret", response)
+        if transient is not None:
+            raise transient
+        code = reply_code(response)
+        if code == "question_resolved":
+            raise PermanentDeliveryError(
+                "The question was already resolved in Pinework; the secret was not sent."
+            )
+        raise _refused("secret", response.status_code, code)

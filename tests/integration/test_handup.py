@@ -1,0 +1,379 @@
+"""handup end to end: ``POST /v1/handup/requests`` on the app -> Service -> SqlStore -> Dispatcher
+-> the terminal Request at a callback receiver on 127.0.0.1 (``FakeWebhook``).
+
+Store-backed tests run on SQLite and PostgreSQL (``db_url``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from adapters.sources.handup import HandupSink, handup_router
+from bot.domain.model import Attempt, Identity, People, Refusal, RefusalCode, Route, Status
+from bot.http import Runtime, authorised, create_app
+from bot.outbox import Dispatcher
+from bot.service import Service
+from store.sql import SqlStore
+from tests.conftest import FakeClock
+from tests.fakes import FakeChat, FakeWebhook
+
+FIXTURES = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "sources" / "handup.json").read_text(
+        encoding="utf-8"
+    )
+)
+VALID: dict[str, Any] = FIXTURES["valid"]
+REFUSED: dict[str, Any] = FIXTURES["refused"]
+INTAKE_TOKEN = "intake-token-0123456789"
+AUTH = {"Authorization": f"Bearer {INTAKE_TOKEN}"}
+C1, C2 = "slack:C1", "slack:C2"
+ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
+NOW_MS = 1_794_303_000_000
+"""The FakeClock's start, 2026-11-10T09:30:00Z, in Unix milliseconds."""
+
+
+@dataclass
+class Rig:
+    store: SqlStore
+    clock: FakeClock
+    chat: FakeChat
+    service: Service
+    dispatcher: Dispatcher
+    app: FastAPI
+    http: httpx.AsyncClient
+    hook: FakeWebhook
+
+
+def make_rig(
+    store: SqlStore,
+    clock: FakeClock,
+    hook: FakeWebhook,
+    client: httpx.AsyncClient,
+    ids: Iterator[str] | None = None,
+) -> tuple[Service, Dispatcher, FastAPI, FakeChat]:
+    allowlist = [f"http://127.0.0.1:{hook.port}/"]
+    chat = FakeChat("slack")
+    dispatcher = Dispatcher(
+        store, clock, {"slack": chat}, {"handup": HandupSink(client, allowlist)}, lambda k: f"/#{k}"
+    )
+    service = Service(
+        store,
+        clock,
+        People(principals={"slack:U0ALICE": "usr_alice"}),
+        [Route(destinations=(C1, C2))],
+        on_change=dispatcher.wake,
+    )
+    runtime = Runtime(store=store, service=service, intake_token=INTAKE_TOKEN)
+    extra: dict[str, Any] = {} if ids is None else {"new_id": lambda: next(ids)}
+    runtime.routers.append(
+        handup_router(
+            service, lambda request: authorised(runtime, request), allowlist, clock=clock, **extra
+        )
+    )
+    return service, dispatcher, create_app(runtime), chat
+
+
+@pytest.fixture
+def hook() -> Iterator[FakeWebhook]:
+    with FakeWebhook() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+async def rig(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncIterator[Rig]:
+    async with httpx.AsyncClient() as client:
+        ids = iter(f"hr_assigned_{n}" for n in range(1, 100))
+        service, dispatcher, app, chat = make_rig(store, clock, hook, client, ids)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://elicitbot") as http:
+            yield Rig(store, clock, chat, service, dispatcher, app, http, hook)
+
+
+def request(rig: Rig, case: str, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = copy.deepcopy(VALID[case])
+    if "callback_url" in data:
+        data["callback_url"] = rig.hook.url
+    data.update(changes)
+    return data
+
+
+async def post(rig: Rig, data: Any, **headers: str) -> httpx.Response:
+    return await rig.http.post("/v1/handup/requests", json=data, headers={**AUTH, **headers})
+
+
+async def taken_in(rig: Rig, case: str, **changes: Any) -> dict[str, Any]:
+    response = await post(rig, request(rig, case, **changes))
+    assert response.status_code == 202, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def choose(rig: Rig, request_id: str, option: str, text: str | None = None) -> None:
+    outcome = await rig.service.answer(
+        f"handup:{request_id}",
+        Attempt(respondent=ALICE, option_ids=(option,), text=text, via=C1),
+    )
+    assert outcome.won, outcome.result
+
+
+def callbacks(rig: Rig) -> list[Any]:
+    return rig.hook.recorded()
+
+
+# --- intake ------------------------------------------------------------------------------------
+
+
+async def test_a_request_is_stored_and_comes_back_with_id_status_and_hash(rig: Rig) -> None:
+    body = await taken_in(rig, "command")
+    assert (body["id"], body["status"], body["decision"]) == ("req_cmd_0001", "pending", None)
+    assert body["content_hash"].startswith("sha256:")
+    assert (body["created_at"], body["expires_at"]) == (NOW_MS, NOW_MS + 15 * 60_000)
+    assert body["callback_url"] == rig.hook.url
+    assert body["source"]["integration"] is None
+
+    read = await rig.http.get("/v1/handup/requests/req_cmd_0001", headers=AUTH)
+    assert (read.status_code, read.json()) == (200, body)
+    summary = await rig.http.get("/v1/elicitations/req_cmd_0001", headers=AUTH)
+    assert summary.status_code == 200
+    assert (summary.json()["id"], summary.json()["status"]) == ("handup:req_cmd_0001", "pending")
+
+    assert await rig.dispatcher.run_once() == 2
+    assert sorted(p.destination for p in rig.chat.posted) == [C1, C2]
+    [deadline] = await rig.store.deadlines("handup:req_cmd_0001")
+    assert deadline["kind"] == "expire"
+
+
+async def test_the_same_id_again_is_the_same_request(rig: Rig) -> None:
+    first = await taken_in(rig, "command")
+    again = await post(rig, request(rig, "command", title="Something else"))
+    assert (again.status_code, again.json()) == (200, first)
+    assert await rig.store.count("elicitation") == 1
+
+
+async def test_a_request_without_an_id_gets_one(rig: Rig) -> None:
+    first = await taken_in(rig, "minimal")
+    second = await taken_in(rig, "minimal")
+    assert (first["id"], second["id"]) == ("hr_assigned_1", "hr_assigned_2")
+    assert await rig.store.count("elicitation") == 2
+
+
+async def test_a_dedupe_key_collapses_repeats_while_pending_only(rig: Rig) -> None:
+    data = request(rig, "minimal", dedupe_key="deploy-staging")
+    first = await post(rig, data)
+    repeat = await post(rig, data)
+    assert (first.status_code, repeat.status_code) == (202, 200)
+    assert repeat.json() == first.json()
+    named = await post(rig, {**data, "id": "req_named"})
+    assert (named.status_code, named.json()["id"]) == (200, first.json()["id"])
+    assert await rig.store.count("elicitation") == 1
+
+    await choose(rig, first.json()["id"], "approve")
+    later = await post(rig, data)
+    assert later.status_code == 202, "a decided request is never handed out for a new ask"
+    assert later.json()["id"] != first.json()["id"]
+    assert later.json()["status"] == "pending"
+    again = await post(rig, data)
+    assert (again.status_code, again.json()["id"]) == (200, later.json()["id"])
+    assert await rig.store.count("elicitation") == 2
+
+
+async def test_every_refused_fixture_is_a_400_naming_its_field(rig: Rig) -> None:
+    for reason, case in REFUSED.items():
+        response = await post(rig, case["request"])
+        assert response.status_code == 400, reason
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert case["field"] in [e["field"] for e in response.json()["errors"]], reason
+    assert await rig.store.count("elicitation") == 0
+    assert await rig.store.count("inbound") == 0
+
+
+async def test_a_callback_off_the_allowlist_is_refused_with_that_reason(rig: Rig) -> None:
+    response = await post(rig, request(rig, "command", callback_url="http://127.0.0.2:9/hook"))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {
+            "field": "callback_url",
+            "message": "is not on the callback allowlist (sources.handup.callback_allowlist)",
+        }
+    ]
+    assert await rig.store.count("elicitation") == 0
+
+
+async def test_token_media_type_and_json_are_checked(rig: Rig) -> None:
+    unauthorised = await rig.http.post("/v1/handup/requests", json={"title": "x"})
+    assert unauthorised.status_code == 401
+    assert (await rig.http.get("/v1/handup/requests/x")).status_code == 401
+    text = await rig.http.post(
+        "/v1/handup/requests", content=b"title", headers={**AUTH, "Content-Type": "text/plain"}
+    )
+    assert text.status_code == 415
+    broken = await rig.http.post(
+        "/v1/handup/requests",
+        content=b"{nope",
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
+    assert broken.status_code == 400
+    assert broken.json()["errors"] == [{"field": "(body)", "message": "is not valid JSON"}]
+    missing = await rig.http.get("/v1/handup/requests/req_nope", headers=AUTH)
+    assert missing.status_code == 404
+    assert await rig.store.count("elicitation") == 0
+
+
+# --- the decision goes back --------------------------------------------------------------------
+
+
+async def test_an_approval_is_called_back_once_with_the_decision(rig: Rig) -> None:
+    stored = await taken_in(rig, "command")
+    await rig.dispatcher.run_once()
+    await choose(rig, "req_cmd_0001", "run")
+    await rig.dispatcher.run_once()
+    rig.clock.advance(3600)
+    await rig.dispatcher.run_once()
+
+    [call] = callbacks(rig)
+    assert call.path == "/hook"
+    assert call.headers["idempotency-key"] == "elicitbot:handup:req_cmd_0001:closed"
+    assert call.body == {
+        **stored,
+        "status": "approved",
+        "decision": {
+            "content_hash": stored["content_hash"],
+            "decided_at": NOW_MS,
+            "decided_by": "usr_alice",
+            "feedback": None,
+            "fields": None,
+            "option": "run",
+            "outcome": "approve",
+            "rule_id": None,
+            "scope": None,
+        },
+    }
+    read = await rig.http.get("/v1/handup/requests/req_cmd_0001", headers=AUTH)
+    assert read.json() == call.body
+    assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
+
+
+async def test_a_deny_needs_feedback_and_carries_it(rig: Rig) -> None:
+    await taken_in(rig, "command")
+    bare = await rig.service.answer(
+        "handup:req_cmd_0001", Attempt(respondent=ALICE, option_ids=("skip",), via=C1)
+    )
+    assert not bare.won
+    assert isinstance(bare.result, Refusal)
+    assert bare.result.code is RefusalCode.NEEDS_TEXT
+
+    await choose(rig, "req_cmd_0001", "skip", text="Not during the sale")
+    await rig.dispatcher.run_once()
+    [call] = callbacks(rig)
+    assert call.body["status"] == "denied"
+    assert call.body["decision"]["feedback"] == "Not during the sale"
+    assert call.body["decision"]["outcome"] == "deny"
+
+
+async def test_a_question_answer_is_called_back_in_fields_answers(rig: Rig) -> None:
+    await taken_in(rig, "question")
+    await choose(rig, "req_q_0001", "PostgreSQL")
+    await rig.dispatcher.run_once()
+    [call] = callbacks(rig)
+    assert call.body["status"] == "answered"
+    assert call.body["decision"]["fields"] == {
+        "answers": {"db": {"selected": ["PostgreSQL"], "text": None}}
+    }
+
+
+async def test_5xx_is_retried_with_the_same_key_and_409_is_done(rig: Rig) -> None:
+    await taken_in(rig, "command")
+    rig.hook.script([503, 409])
+    await choose(rig, "req_cmd_0001", "run")
+    await rig.dispatcher.run_once()
+    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r["kind"] == "writeback"]
+    assert (row["state"], row["attempts"]) == ("pending", 1)
+    rig.clock.advance(5)
+    await rig.dispatcher.run_once()
+    rig.clock.advance(3600)
+    await rig.dispatcher.run_once()
+
+    first, second = callbacks(rig)
+    assert (first.status, second.status) == (503, 409)
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    assert first.body == second.body
+    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r["kind"] == "writeback"]
+    assert row["state"] == "done"
+
+
+async def test_a_restart_between_the_decision_and_the_callback_calls_back_once(
+    db_url: str, clock: FakeClock, hook: FakeWebhook
+) -> None:
+    store = SqlStore.from_url(db_url)
+    async with httpx.AsyncClient() as client:
+        service, _, app, _ = make_rig(store, clock, hook, client)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://elicitbot"
+        ) as http:
+            data = copy.deepcopy(VALID["command"])
+            data["callback_url"] = hook.url
+            assert (
+                await http.post("/v1/handup/requests", json=data, headers=AUTH)
+            ).status_code == 202
+        outcome = await service.answer(
+            "handup:req_cmd_0001", Attempt(respondent=ALICE, option_ids=("run",), via=C1)
+        )
+        assert outcome.won
+    await store.close()
+    assert hook.recorded() == []
+
+    store = SqlStore.from_url(db_url)
+    try:
+        await store.release_claims()
+        async with httpx.AsyncClient() as client:
+            _, dispatcher, _, _ = make_rig(store, clock, hook, client)
+            await dispatcher.run_once()
+            clock.advance(3600)
+            await dispatcher.run_once()
+        [call] = hook.recorded()
+        assert call.body["status"] == "approved"
+        assert call.body["decision"]["option"] == "run"
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "status", "option"),
+    [("deny", "denied", "skip"), ("approve", "approved", "run"), ("expire", "expired", None)],
+)
+async def test_expiry_is_called_back_as_on_timeout_says(
+    rig: Rig, on_timeout: str, status: str, option: str | None
+) -> None:
+    await taken_in(rig, "command", on_timeout=on_timeout)
+    rig.clock.advance(15 * 60)
+    assert await rig.store.close_elicitation(
+        "handup:req_cmd_0001", Status.EXPIRED, rig.clock.now(), answer=None, audit={}
+    )
+    await rig.dispatcher.run_once()
+    [call] = callbacks(rig)
+    assert call.body["status"] == status
+    if option is None:
+        assert call.body["decision"] is None
+    else:
+        assert call.body["decision"]["option"] == option
+        assert call.body["decision"]["decided_by"] == "timeout"
+        assert call.body["decision"]["decided_at"] == NOW_MS + 15 * 60_000
+
+
+async def test_without_a_callback_url_the_decision_is_only_read_back(rig: Rig) -> None:
+    stored = await taken_in(rig, "minimal")
+    await choose(rig, stored["id"], "deny")
+    await rig.dispatcher.run_once()
+    assert callbacks(rig) == []
+    read = await rig.http.get(f"/v1/handup/requests/{stored['id']}", headers=AUTH)
+    assert read.json()["status"] == "denied"
+    assert read.json()["decision"]["option"] == "deny"
