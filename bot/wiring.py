@@ -17,6 +17,7 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.slack.chat import SlackChat
 from adapters.sources.engine import engine_router
 from adapters.sources.handup import HandupSink, handup_router
@@ -36,6 +37,7 @@ from bot import logs
 from bot.clock import SystemClock
 from bot.config import AppConfig, check_environment, is_loopback, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
+from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.http import Runtime, authorised, create_app, problem
 from bot.outbox import Dispatcher
@@ -69,42 +71,13 @@ class Elicitbot:
         self.clock: Clock = clock or SystemClock()
         self.store = SqlStore.from_url(config.store.url)
         self.http_client = httpx.AsyncClient()
-        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
-        self.slack: SlackChat | None = None
-        if config.slack is not None:
-            # No SDK retries: the outbox retries, and the SDK's connection-error retry can post a
-            # message twice (reliability.md §1.5); a retried post looks for its message first.
-            self.slack = SlackChat(
-                AsyncWebClient(
-                    token=self.environ[config.slack.bot_token_env],
-                    base_url=str(config.slack.api_url),
-                    retry_handlers=[],
-                )
-            )
-            self.chats["slack"] = self.slack
-        superpipeline: AnswerSink = SuperPipelineSink(
-            str(config.sources.superpipeline.answer_webhook)
-            if config.sources.superpipeline.answer_webhook
-            else None,
-            self.http_client,
-        )
-        self.nats_publisher: NatsAnswerPublisher | None = None
-        if config.nats is not None:
-            # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
-            self.nats_publisher = NatsAnswerPublisher(
-                config.nats.url, config.sources.superpipeline.answer_subject
-            )
-            superpipeline = CompositeSink([superpipeline, self.nats_publisher])
-        pinework_tokens = {
+        self._build_chats()
+        self.pinework_tokens = {
             account_key(str(p.base_url), p.workspace): self.environ[p.token_env]
             for p in config.sources.pinework
         }
         allowlist = [str(u) for u in config.sources.handup.callback_allowlist]
-        self.sinks: dict[str, AnswerSink] = {
-            "superpipeline": superpipeline,
-            "pinework": PineworkSink(self.http_client, pinework_tokens),
-            "handup": HandupSink(self.http_client, allowlist),
-        }
+        self._build_sinks(allowlist)
         base = config.server.base_url
         self.dispatcher = Dispatcher(
             self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
@@ -114,10 +87,7 @@ class Elicitbot:
             user_header=config.web.user_header,
             admins=config.web.admins,
         )
-        people = config.people_model()
-        people = people.model_copy(
-            update={"admins": people.admins | self.web_identity.admin_keys()}
-        )
+        people = self._people()
         self.service = Service(
             self.store,
             self.clock,
@@ -125,9 +95,14 @@ class Elicitbot:
             config.route_list(),
             on_change=self.dispatcher.wake,
             link_for=lambda key: f"{base}/#{key}",
-            secret_sinks={"pinework": PineworkSecretSink(self.http_client, pinework_tokens)},
+            secret_sinks={"pinework": PineworkSecretSink(self.http_client, self.pinework_tokens)},
         )
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
+        self.matrix: MatrixListener | None = None
+        if self.matrix_chat is not None and config.matrix is not None:
+            self.matrix = MatrixListener(
+                self.matrix_chat, self.service, self.store, device_id=config.matrix.device_id
+            )
         self.runtime = Runtime(
             store=self.store,
             service=self.service,
@@ -168,6 +143,64 @@ class Elicitbot:
         self._tasks: list[asyncio.Task[Any]] = []
         self._prepared = False
 
+    def _build_chats(self) -> None:
+        config = self.config
+        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
+        self.slack: SlackChat | None = None
+        if config.slack is not None:
+            # No SDK retries: the outbox retries, and the SDK's connection-error retry can post a
+            # message twice (reliability.md §1.5); a retried post looks for its message first.
+            self.slack = SlackChat(
+                AsyncWebClient(
+                    token=self.environ[config.slack.bot_token_env],
+                    base_url=str(config.slack.api_url),
+                    retry_handlers=[],
+                )
+            )
+            self.chats["slack"] = self.slack
+        self.matrix_chat: MatrixChat | None = None
+        if config.matrix is not None:
+            m = config.matrix
+            self.matrix_chat = MatrixChat(
+                make_client(
+                    str(m.homeserver), m.user_id, m.device_id, self.environ[m.access_token_env]
+                )
+            )
+            self.chats["matrix"] = self.matrix_chat
+
+    def _build_sinks(self, allowlist: list[str]) -> None:
+        """Where each source's outcome goes back (by elicitation source)."""
+        config = self.config
+        superpipeline: AnswerSink = SuperPipelineSink(
+            str(config.sources.superpipeline.answer_webhook)
+            if config.sources.superpipeline.answer_webhook
+            else None,
+            self.http_client,
+        )
+        self.nats_publisher: NatsAnswerPublisher | None = None
+        if config.nats is not None:
+            # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
+            self.nats_publisher = NatsAnswerPublisher(
+                config.nats.url, config.sources.superpipeline.answer_subject
+            )
+            superpipeline = CompositeSink([superpipeline, self.nats_publisher])
+        self.sinks: dict[str, AnswerSink] = {
+            "superpipeline": superpipeline,
+            "pinework": PineworkSink(self.http_client, self.pinework_tokens),
+            "handup": HandupSink(self.http_client, allowlist),
+        }
+
+    def _people(self) -> People:
+        """``[people]``, plus the web inbox's admins and our own identities on each platform."""
+        people = self.config.people_model()
+        people = people.model_copy(
+            update={"admins": people.admins | self.web_identity.admin_keys()}
+        )
+        if self.config.matrix is not None:
+            own = f"matrix:{self.config.matrix.user_id}"
+            people = people.model_copy(update={"bot_identities": people.bot_identities | {own}})
+        return people
+
     def adapters_ready(self) -> dict[str, bool]:
         """For /readyz: each configured adapter and whether it is connected."""
         ready: dict[str, bool] = {}
@@ -175,6 +208,8 @@ class Elicitbot:
             ready["slack"] = self.slack.bot_user_id is not None
         if self.nats_intake is not None:
             ready["nats"] = self.nats_intake.connected
+        if self.matrix is not None:
+            ready["matrix"] = self.matrix.ready
         for poller in self.pinework_pollers:
             ready[f"pinework:{poller.account}"] = poller.connected
         return ready
@@ -199,6 +234,8 @@ class Elicitbot:
                         | {f"slack:{self.slack.bot_user_id}"}
                     }
                 )
+        if self.matrix is not None:
+            await self.matrix.connect()
         self._prepared = True
 
     async def start(self) -> None:
@@ -209,6 +246,8 @@ class Elicitbot:
             if released:
                 log.info("outbox.released", rows=released)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
+        if self.matrix is not None:
+            await self.matrix.start()
         for poller in self.pinework_pollers:
             self._tasks.append(
                 asyncio.create_task(poller.run(self._stop), name=f"pinework:{poller.account}")
@@ -233,6 +272,8 @@ class Elicitbot:
 
     async def stop(self) -> None:
         self.runtime.draining = True
+        if self.matrix is not None:
+            await self.matrix.stop()
         self._stop.set()
         self.dispatcher.wake()
         done, pending = await asyncio.wait(self._tasks, timeout=SHUTDOWN_GRACE_SECONDS)
@@ -247,6 +288,8 @@ class Elicitbot:
             await self.nats_intake.close()
         if self.nats_publisher is not None:
             await self.nats_publisher.close()
+        if self.matrix_chat is not None:
+            await self.matrix_chat.client.close()
         await self.http_client.aclose()
         await self.store.close()
         log.info("elicitbot.stopped", unfinished=len(pending))

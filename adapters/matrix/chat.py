@@ -1,0 +1,393 @@
+"""The Matrix :class:`~bot.domain.ports.ChatAdapter`: post, edit and threaded notices (matrix-nio).
+
+Destinations are ``matrix:<room id>``. Every send carries a deterministic transaction id, so a
+retry (by the outbox after a crash, a dropped connection or a homeserver outage) gets the event
+the first attempt made instead of a second one; the homeserver keeps that mapping per device for
+24 hours, which is why the bot always reuses its access token and device (never a new login):
+
+- a post: ``<idempotency key>.<digest of the elicitation key>`` (the outbox row id alone could
+  repeat after a database reset and map to an old message of the same room);
+- the reactions seeded on it: ``elicitbot-seed-<digest of event id and key>``;
+- an edit: ``elicitbot-edit-<digest of event id>-v<version>``, one per version of the prompt;
+- a notice: the idempotency key it is given.
+
+The client must be built by :func:`make_client`: nio's defaults retry a 429 forever, sleeping 5 s
+whatever ``Retry-After`` says, and retry connection failures forever; here nio gives every failure
+back at once, :func:`call` retries a 429 a bounded number of times honouring ``Retry-After`` (or
+``retry_after_ms``), and everything else is a Transient/PermanentDeliveryError for the outbox.
+Requests time out after ``request_timeout``, so nothing here can hang a shutdown.
+
+Encrypted rooms are refused: elicitbot does not do end-to-end encryption, and a plaintext prompt
+in an encrypted room is neither private nor answerable by clients that only read encrypted events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import structlog
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    ErrorResponse,
+    MessageDirection,
+    RoomGetEventResponse,
+    RoomGetStateEventResponse,
+    RoomMessagesResponse,
+    RoomRedactResponse,
+    RoomSendResponse,
+)
+
+from adapters.matrix.errors import DUPLICATE_ANNOTATION, errcode, from_exception, from_response
+from adapters.matrix.render import (
+    MARKER,
+    edit_content,
+    matrix_users,
+    message_content,
+    notice_content,
+    reaction_content,
+    reaction_keys,
+    txn_digest,
+)
+from bot.domain.errors import DeliveryError, PermanentDeliveryError, TransientDeliveryError
+from bot.domain.ports import MessageRef, Notice, PromptView
+
+log = structlog.get_logger("elicitbot.matrix")
+
+T = TypeVar("T")
+
+REQUEST_TIMEOUT = 20.0
+MAX_RETRIES = 3
+"""429s retried in place, at most; then the outbox reschedules with the server's delay."""
+MAX_INLINE_WAIT = 5.0
+"""A longer ``Retry-After`` is not slept here: the outbox retries after it instead."""
+REMEMBERED = 4096
+PAGE = 100
+
+
+def make_client(
+    homeserver: str,
+    user_id: str,
+    device_id: str,
+    access_token: str,
+    *,
+    request_timeout: float = REQUEST_TIMEOUT,
+) -> AsyncClient:
+    """An ``AsyncClient`` on the configured access token and fixed device (no login, so the
+    device, and with it the homeserver's transaction-id dedupe, survives restarts)."""
+    config = AsyncClientConfig(
+        max_limit_exceeded=0,
+        max_timeouts=0,
+        request_timeout=request_timeout,
+        encryption_enabled=False,
+        store_sync_tokens=False,
+    )
+    client = AsyncClient(homeserver.rstrip("/"), user_id, device_id=device_id, config=config)
+    client.user_id = user_id
+    client.device_id = device_id
+    client.access_token = access_token
+    return client
+
+
+async def call(
+    what: str,
+    request: Callable[[], Awaitable[Any]],
+    ok: type[T],
+    *,
+    max_retries: int = MAX_RETRIES,
+    max_inline_wait: float = MAX_INLINE_WAIT,
+    accept: frozenset[str] = frozenset(),
+) -> T | None:
+    """Make a nio request; return the response when it is an ``ok``, None for an errcode in
+    ``accept``; otherwise raise the mapped DeliveryError. A 429 whose delay is at most
+    ``max_inline_wait`` is retried here, ``max_retries`` times at most."""
+    for attempt in range(max_retries + 1):
+        try:
+            response = await request()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # nio raises aiohttp/timeout errors: mapped, never leaked
+            raise from_exception(what, exc) from exc
+        if isinstance(response, ok):
+            return response
+        if isinstance(response, ErrorResponse) and errcode(response) in accept:
+            return None
+        error: DeliveryError = (
+            from_response(what, response)
+            if isinstance(response, ErrorResponse)
+            else PermanentDeliveryError(f"matrix {what}: unexpected {type(response).__name__}")
+        )
+        wait = error.retry_after if isinstance(error, TransientDeliveryError) else None
+        if wait is None or wait > max_inline_wait or attempt == max_retries:
+            raise error
+        log.info("matrix.rate_limited", call=what, wait=round(wait, 3), attempt=attempt + 1)
+        await asyncio.sleep(wait)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+def room_of(destination: str) -> str:
+    platform, _, room_id = destination.partition(":")
+    if platform != "matrix" or not room_id.startswith("!"):
+        raise PermanentDeliveryError(f"{destination!r} is not a Matrix room (matrix:!room:server)")
+    return room_id
+
+
+def post_txn(idempotency_key: str, elicitation_key: str) -> str:
+    return f"{idempotency_key}.{txn_digest(elicitation_key)[:12]}"
+
+
+def edit_txn(event_id: str, version: int) -> str:
+    return f"elicitbot-edit-{txn_digest(event_id)}-v{version}"
+
+
+def seed_txn(event_id: str, key: str) -> str:
+    return f"elicitbot-seed-{txn_digest(event_id, key)}"
+
+
+class MatrixChat:
+    """Outbound Matrix for one bot account; ``client`` comes from :func:`make_client`."""
+
+    platform = "matrix"
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        max_retries: int = MAX_RETRIES,
+        max_inline_wait: float = MAX_INLINE_WAIT,
+    ) -> None:
+        self.client = client
+        self.max_retries = max_retries
+        self.max_inline_wait = max_inline_wait
+        self._encrypted: dict[str, bool] = {}
+        self._posted: OrderedDict[str, str] = OrderedDict()
+
+    @property
+    def user_id(self) -> str:
+        return str(self.client.user_id)
+
+    # ------------------------------------------------------------------ ChatAdapter
+
+    async def post(
+        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+    ) -> MessageRef:
+        room_id = room_of(destination)
+        await self._refuse_encrypted(room_id)
+        txn = post_txn(idempotency_key, view.elicitation.key)
+        event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
+        self._remember(event_id, view.elicitation.key)
+        if uncertain:
+            # An earlier attempt may have made this event with an older version of the prompt.
+            await self._refresh(room_id, event_id, view)
+        await self._seed(room_id, event_id, view)
+        return {"room_id": room_id, "event_id": event_id, "key": event_id}
+
+    async def update(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        room_id, event_id = ref.get("room_id"), ref.get("event_id")
+        if not isinstance(room_id, str) or not isinstance(event_id, str):
+            raise PermanentDeliveryError(f"matrix edit: {ref!r} is not a Matrix message ref")
+        await self._edit(room_id, event_id, view)
+        await self._seed(room_id, event_id, view)
+
+    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+        """A threaded ``m.notice`` in the thread of ``notice.thread`` naming (and, unless
+        ``notice.extra["mention"]`` is False, mentioning) ``notice.user`` and the identities in
+        ``notice.extra["mentions"]`` (a reminder's people); other platforms' are left out."""
+        thread = notice.thread or {}
+        room_id = thread.get("room_id")
+        if not isinstance(room_id, str) or not room_id:
+            room_id = room_of(destination)
+        root = thread.get("event_id")
+        reply_to = notice.extra.get("reply_to")
+        mentions = notice.extra.get("mentions") or ()
+        users = matrix_users(
+            [notice.user, *(mentions if isinstance(mentions, list | tuple) else ())]
+        )
+        content = notice_content(
+            notice.text,
+            users=users,
+            mention=bool(notice.extra.get("mention", True)),
+            thread_root=root if isinstance(root, str) and root else None,
+            reply_to=reply_to if isinstance(reply_to, str) and reply_to else None,
+        )
+        await self.send(room_id, "m.room.message", content, idempotency_key, "notice")
+
+    # ------------------------------------------------------------------ for the listener
+
+    def posted_key(self, event_id: str) -> str | None:
+        """The elicitation of a prompt this process posted (before its ref is stored)."""
+        return self._posted.get(event_id)
+
+    def mark_encrypted(self, room_id: str) -> None:
+        self._encrypted[room_id] = True
+
+    async def is_encrypted(self, room_id: str) -> bool:
+        known = self._encrypted.get(room_id)
+        if known is not None:
+            return known
+        state = await call(
+            "get m.room.encryption",
+            lambda: self.client.room_get_state_event(room_id, "m.room.encryption"),
+            RoomGetStateEventResponse,
+            max_retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+            accept=frozenset({"M_NOT_FOUND"}),
+        )
+        encrypted = state is not None and bool(state.content)
+        self._encrypted[room_id] = encrypted
+        return encrypted
+
+    async def send(
+        self, room_id: str, event_type: str, content: dict[str, Any], txn: str, what: str
+    ) -> str:
+        """Send one event with transaction id ``txn``; returns its event id."""
+        response = await call(
+            what,
+            lambda: self.client.room_send(room_id, event_type, content, tx_id=txn),
+            RoomSendResponse,
+            max_retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+        )
+        assert response is not None  # noqa: S101 - no errcode is accepted here
+        return str(response.event_id)
+
+    async def get_event(self, room_id: str, event_id: str) -> dict[str, Any] | None:
+        """An event's raw JSON, or None when the homeserver does not have it (or hides it)."""
+        response = await call(
+            "get event",
+            lambda: self.client.room_get_event(room_id, event_id),
+            RoomGetEventResponse,
+            max_retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+            accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
+        )
+        if response is None:
+            return None
+        source = getattr(response.event, "source", None)
+        return source if isinstance(source, dict) else None
+
+    async def power_level(self, room_id: str, user_id: str) -> int:
+        """``user_id``'s power level in the room (``users_default`` when not listed)."""
+        state = await call(
+            "get power levels",
+            lambda: self.client.room_get_state_event(room_id, "m.room.power_levels"),
+            RoomGetStateEventResponse,
+            accept=frozenset({"M_NOT_FOUND"}),
+        )
+        content: Mapping[str, Any] = state.content if state is not None else {}
+        users = content.get("users")
+        level = (users if isinstance(users, Mapping) else {}).get(
+            user_id, content.get("users_default", 0)
+        )
+        return level if isinstance(level, int) else 0
+
+    async def membership(self, room_id: str, user_id: str) -> str | None:
+        """``join``, ``invite``, ``leave``…: what the room says of ``user_id`` (None: unknown)."""
+        state = await call(
+            "get membership",
+            lambda: self.client.room_get_state_event(room_id, "m.room.member", user_id),
+            RoomGetStateEventResponse,
+            accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
+        )
+        membership = state.content.get("membership") if state is not None else None
+        return membership if isinstance(membership, str) else None
+
+    async def redact(self, room_id: str, event_id: str, reason: str) -> None:
+        """Redact an event (someone else's needs power in the room)."""
+        await call(
+            "redact",
+            lambda: self.client.room_redact(
+                room_id, event_id, reason=reason, tx_id=f"elicitbot-redact-{txn_digest(event_id)}"
+            ),
+            RoomRedactResponse,
+        )
+        log.info("matrix.redacted", room_id=room_id, event_id=event_id)
+
+    async def messages_between(
+        self, room_id: str, start: str, stop: str, limit: int
+    ) -> list[dict[str, Any]]:
+        """The room's events from pagination token ``start`` back to ``stop`` (a sync token),
+        oldest first, at most ``limit`` (``/messages``)."""
+        found: list[dict[str, Any]] = []
+        token = start
+        while len(found) < limit:
+            page = await call(
+                "messages",
+                functools.partial(
+                    self.client.room_messages,
+                    room_id,
+                    start=token,
+                    end=stop,
+                    direction=MessageDirection.back,
+                    limit=min(PAGE, limit - len(found)),
+                ),
+                RoomMessagesResponse,
+            )
+            assert page is not None  # noqa: S101 - no errcode is accepted
+            chunk = [source for e in page.chunk if (source := getattr(e, "source", None))]
+            found.extend(chunk)
+            if not chunk or not page.end or page.end == token:
+                break
+            token = page.end
+        return list(reversed(found))
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _refuse_encrypted(self, room_id: str) -> None:
+        if await self.is_encrypted(room_id):
+            raise PermanentDeliveryError(
+                f"matrix post: room {room_id} is end-to-end encrypted; elicitbot cannot work there"
+            )
+
+    async def _edit(self, room_id: str, event_id: str, view: PromptView) -> None:
+        content = edit_content(event_id, view)
+        await self.send(
+            room_id, "m.room.message", content, edit_txn(event_id, view.version), "edit"
+        )
+
+    async def _refresh(self, room_id: str, event_id: str, view: PromptView) -> None:
+        """Edit an adopted prompt whose content shows an older version than ``view``."""
+        event = await self.get_event(room_id, event_id)
+        marker = ((event or {}).get("content") or {}).get(MARKER) or {}
+        shown = marker.get("version") if isinstance(marker, dict) else None
+        if isinstance(shown, int) and shown < view.version:
+            log.info("matrix.post_adopted", room_id=room_id, event_id=event_id, shown=shown)
+            await self._edit(room_id, event_id, view)
+
+    async def _seed(self, room_id: str, event_id: str, view: PromptView) -> None:
+        """One reaction per option, so a tap answers. A reaction the bot already made is fine."""
+        keys = reaction_keys(view)
+        if not keys:
+            return
+
+        async def react(key: str) -> None:
+            await call(
+                "seed reaction",
+                lambda: self.client.room_send(
+                    room_id,
+                    "m.reaction",
+                    reaction_content(event_id, key),
+                    tx_id=seed_txn(event_id, key),
+                ),
+                RoomSendResponse,
+                max_retries=self.max_retries,
+                max_inline_wait=self.max_inline_wait,
+                accept=frozenset({DUPLICATE_ANNOTATION}),
+            )
+
+        results = await asyncio.gather(*(react(key) for key in keys), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    def _remember(self, event_id: str, key: str) -> None:
+        self._posted[event_id] = key
+        self._posted.move_to_end(event_id)
+        while len(self._posted) > REMEMBERED:
+            self._posted.popitem(last=False)

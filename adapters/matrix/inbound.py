@@ -1,0 +1,177 @@
+"""Matrix events as answer attempts: pure translation, no I/O.
+
+:func:`classify` reads one event's raw JSON (as ``/sync`` or ``/messages`` give it) and says what it
+is to elicitbot, or None:
+
+- :class:`Reaction`: an ``m.annotation`` (a keycap or ✅) on some event;
+- :class:`Reply`: an ``m.text`` in a thread (``m.thread``) or a rich reply (``m.in_reply_to``);
+  the body keeps its rich-reply fallback, which :func:`~bot.domain.replies.parse_reply` strips;
+- :class:`Edit`: an ``m.replace`` with ``m.new_content``;
+- :class:`CommandMessage`: a top-level ``!elicitbot …``;
+- :class:`Encrypted`: an encrypted event or the state that turns encryption on.
+
+elicitbot's own events, redacted events, ``m.notice`` messages (what bots send, never answers)
+and anything malformed are None. Which elicitation an event belongs to, and whether the person may
+answer, is decided elsewhere (the listener asks the store; the answer rules judge); here
+:func:`reaction_choice` and :func:`reply_attempt` only turn a reaction key or a reply body into
+what the person chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from adapters.matrix.render import ACK_KEY, key_index
+from bot.domain.model import AnswerMode, Attempt, Elicitation, Identity
+from bot.domain.replies import (
+    ChoiceReply,
+    HelpReply,
+    MultiChoiceReply,
+    TextReply,
+    parse_reply,
+)
+
+COMMAND_PREFIX = "!elicitbot"
+
+
+@dataclass(frozen=True)
+class Reaction:
+    event_id: str
+    sender: str
+    target: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    event_id: str
+    sender: str
+    root: str
+    """The thread root (``m.thread``), or the replied-to event of a rich reply."""
+    body: str
+    threaded: bool
+
+
+@dataclass(frozen=True)
+class Edit:
+    event_id: str
+    sender: str
+    original: str
+    body: str
+    """The new body (``m.new_content.body``)."""
+
+
+@dataclass(frozen=True)
+class CommandMessage:
+    event_id: str
+    sender: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Encrypted:
+    event_id: str
+    sender: str
+
+
+InboundEvent: TypeAlias = Reaction | Reply | Edit | CommandMessage | Encrypted
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def classify(event: Mapping[str, Any], *, own_user_id: str) -> InboundEvent | None:
+    """What ``event`` (raw JSON) is to elicitbot; None when it is nothing to act on."""
+    event_id = _str(event.get("event_id"))
+    sender = _str(event.get("sender"))
+    kind = _str(event.get("type"))
+    if event_id is None or sender is None or kind is None or sender == own_user_id:
+        return None
+    if "redacted_because" in _mapping(event.get("unsigned")):
+        return None
+    content = _mapping(event.get("content"))
+    if kind == "m.room.encrypted" or (
+        kind == "m.room.encryption" and event.get("state_key") == "" and content
+    ):
+        return Encrypted(event_id, sender)
+    relates = _mapping(content.get("m.relates_to"))
+    if kind == "m.reaction":
+        target = _str(relates.get("event_id"))
+        key = _str(relates.get("key"))
+        if relates.get("rel_type") != "m.annotation" or target is None or key is None:
+            return None
+        return Reaction(event_id, sender, target, key)
+    if kind != "m.room.message" or content.get("msgtype") != "m.text":
+        return None
+    body = content.get("body")
+    if not isinstance(body, str):
+        return None
+    rel_type = relates.get("rel_type")
+    if rel_type == "m.replace":
+        original = _str(relates.get("event_id"))
+        new = _mapping(content.get("m.new_content"))
+        new_body = new.get("body")
+        if original is None or not isinstance(new_body, str):
+            return None  # an edit without new content is invalid (spec: event replacements)
+        return Edit(event_id, sender, original, new_body)
+    if rel_type == "m.thread":
+        root = _str(relates.get("event_id"))
+        return None if root is None else Reply(event_id, sender, root, body, threaded=True)
+    replied = _str(_mapping(relates.get("m.in_reply_to")).get("event_id"))
+    if replied is not None:
+        return Reply(event_id, sender, replied, body, threaded=False)
+    if body.strip().lower().startswith(COMMAND_PREFIX):
+        return CommandMessage(event_id, sender, body.strip())
+    return None
+
+
+def reply_root(event: Mapping[str, Any]) -> str | None:
+    """The event a message replies to: its thread root, else its rich-reply target."""
+    relates = _mapping(_mapping(event.get("content")).get("m.relates_to"))
+    if relates.get("rel_type") == "m.thread":
+        return _str(relates.get("event_id"))
+    return _str(_mapping(relates.get("m.in_reply_to")).get("event_id"))
+
+
+def identity(sender: str, *, bots: frozenset[str] = frozenset()) -> Identity:
+    """The person behind a Matrix ID; named by the ID itself (display names can be chosen to
+    look like someone else). ``bots``: identity keys (``matrix:@…``) known to be bots."""
+    return Identity(
+        platform="matrix",
+        user=sender,
+        is_bot=f"matrix:{sender}" in bots,
+        display_name=sender,
+    )
+
+
+def reaction_choice(e: Elicitation, key: str) -> tuple[str, ...] | None:
+    """The option ids a reaction chooses: keycap *n* is option *n*; ✅ acknowledges a question
+    without options. None: the reaction is not an answer (any other emoji, a number past the
+    options, a free-text question)."""
+    if e.answer_mode in (AnswerMode.FREE_TEXT, AnswerMode.SECRET):
+        return None
+    index = key_index(key)
+    if index is not None:
+        return (e.options[index].id,) if index < len(e.options) else None
+    if key.strip() == ACK_KEY and not e.options and e.answer_mode is AnswerMode.ACKNOWLEDGE:
+        return ()
+    return None
+
+
+def reply_attempt(e: Elicitation, body: str, who: Identity, via: str) -> Attempt | HelpReply:
+    """A thread reply's attempt, or how to answer when it names nothing."""
+    parsed = parse_reply(e, body)
+    if isinstance(parsed, ChoiceReply):
+        return Attempt(respondent=who, option_ids=(parsed.option_id,), via=via)
+    if isinstance(parsed, MultiChoiceReply):
+        return Attempt(respondent=who, option_ids=parsed.option_ids, via=via)
+    if isinstance(parsed, TextReply):
+        return Attempt(respondent=who, text=parsed.text, via=via)
+    return parsed
