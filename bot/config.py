@@ -11,7 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bot.domain.errors import ConfigError
 from bot.domain.model import (
@@ -75,6 +83,16 @@ class SlackConfig(Section):
     app_token_env: EnvName | None = None
     signing_secret_env: EnvName | None = "SLACK_SIGNING_SECRET"  # noqa: S105
     api_url: AnyHttpUrl = AnyHttpUrl("https://slack.com/api/")
+
+    @model_validator(mode="after")
+    def _http_mode_needs_a_signing_secret(self) -> SlackConfig:
+        if self.app_token_env is None and self.signing_secret_env is None:
+            msg = (
+                "signing_secret_env is required in HTTP mode (app_token_env unset): "
+                "without it every request from Slack would be refused"
+            )
+            raise ValueError(msg)
+        return self
 
 
 class MatrixConfig(Section):

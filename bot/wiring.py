@@ -18,7 +18,11 @@ from fastapi import FastAPI, Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
+from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
+from adapters.slack.pacing import Pacer
+from adapters.slack.routes import slack_router
+from adapters.slack.socket import SlackSocket
 from adapters.sources.engine import engine_router
 from adapters.sources.handup import HandupSink, handup_router
 from adapters.sources.pinework import (
@@ -108,6 +112,20 @@ class Elicitbot:
             service=self.service,
             intake_token=secret(self.environ, config.server.intake_token_env),
         )
+        self.slack_app: SlackInteractivity | None = None
+        self.slack_socket: SlackSocket | None = None
+        if self.slack is not None and config.slack is not None:
+            self.slack_app = build_app(
+                self.slack,
+                self.elicitations,
+                signing_secret=secret(self.environ, config.slack.signing_secret_env),
+            )
+            if config.slack.app_token_env:
+                self.slack_socket = SlackSocket(
+                    self.slack_app.app, self.environ[config.slack.app_token_env]
+                )
+            else:
+                self.runtime.routers.append(slack_router(self.slack_app.app))
         self.nats_intake: NatsIntake | None = None
         if config.nats is not None:
             self.nats_intake = NatsIntake(
@@ -155,7 +173,8 @@ class Elicitbot:
                     token=self.environ[config.slack.bot_token_env],
                     base_url=str(config.slack.api_url),
                     retry_handlers=[],
-                )
+                ),
+                pacer=Pacer(),
             )
             self.chats["slack"] = self.slack
         self.matrix_chat: MatrixChat | None = None
@@ -205,7 +224,9 @@ class Elicitbot:
         """For /readyz: each configured adapter and whether it is connected."""
         ready: dict[str, bool] = {}
         if self.slack is not None:
-            ready["slack"] = self.slack.bot_user_id is not None
+            ready["slack"] = self.slack.bot_user_id is not None and (
+                self.slack_socket is None or self.slack_socket.connected()
+            )
         if self.nats_intake is not None:
             ready["nats"] = self.nats_intake.connected
         if self.matrix is not None:
@@ -227,13 +248,12 @@ class Elicitbot:
         await asyncio.to_thread(upgrade, self.config.store.url)
         if self.slack is not None:
             await self._verify_slack(self.slack)
-            if self.slack.bot_user_id:
-                self.service.people = self.service.people.model_copy(
-                    update={
-                        "bot_identities": self.service.people.bot_identities
-                        | {f"slack:{self.slack.bot_user_id}"}
-                    }
-                )
+            own = {f"slack:{i}" for i in (self.slack.bot_user_id, self.slack.bot_id) if i}
+            self.service.people = self.service.people.model_copy(
+                update={"bot_identities": self.service.people.bot_identities | own}
+            )
+            if self.slack_socket is not None:
+                await self._start_socket(self.slack_socket)
         if self.matrix is not None:
             await self.matrix.connect()
         self._prepared = True
@@ -270,8 +290,23 @@ class Elicitbot:
         except DeliveryError as exc:
             raise ConfigError(f"slack.api_url: Slack did not answer auth.test ({exc})") from None
 
+    async def _start_socket(self, socket: SlackSocket) -> None:
+        env = self.config.slack.app_token_env if self.config.slack else "?"
+        try:
+            await socket.start()
+        except PermanentDeliveryError as exc:
+            raise ConfigError(
+                f"slack.app_token_env: Slack refused the app-level token in {env} ({exc})"
+            ) from None
+        except DeliveryError as exc:
+            raise ConfigError(f"slack.api_url: Socket Mode did not connect ({exc})") from None
+
     async def stop(self) -> None:
         self.runtime.draining = True
+        if self.slack_socket is not None:
+            await self.slack_socket.stop()
+        if self.slack_app is not None:
+            await self.slack_app.aclose(grace=5.0)
         if self.matrix is not None:
             await self.matrix.stop()
         self._stop.set()

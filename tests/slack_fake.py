@@ -6,8 +6,14 @@ the same client from the test's event loop and from a subprocess. It
 - checks ``Authorization: Bearer <token>`` (``not_authed`` / ``invalid_auth``);
 - answers ``auth.test``, ``chat.postMessage`` (a unique, increasing ``ts``; the message is stored
   with its metadata), ``chat.update``, ``chat.postEphemeral``, ``conversations.open`` (a DM
-  channel ``D<user>``) and ``conversations.history`` (newest first; ``metadata`` only with
-  ``include_all_metadata``);
+  channel ``D<user>``), ``conversations.history`` (newest first; ``metadata`` only with
+  ``include_all_metadata``), ``views.open`` (a modal, checked against the modal limits, with a
+  ``trigger_id`` from :meth:`FakeSlack.issue_trigger`: single use, expired after 3 s) and
+  ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
+  websocket, see below);
+- serves response URLs (:meth:`FakeSlack.issue_response_url`: at most 5 uses in 30 minutes);
+- serves Socket Mode at ``/link``: says ``hello``, pushes the envelopes given to
+  :meth:`FakeSlack.socket_send`, records the acks (:meth:`FakeSlack.socket_acks`);
 - enforces the Block Kit limits (reliability.md §1.6) with ``invalid_blocks`` and the violations
   in ``response_metadata.messages`` (:func:`block_kit_problems` is the same check, for unit
   tests), plus an approximation of the undocumented cumulative limit, ``msg_blocks_too_long``
@@ -17,7 +23,11 @@ the same client from the test's event loop and from a subprocess. It
 - can be scripted (:meth:`FakeSlack.script`): an HTTP status with ``Retry-After`` (429), a Slack
   error code, ``drop=True``: carry the call out (a post is stored), then drop the connection
   without answering, the §1.5 double-post experiment, or ``delay=N``: carry it out and answer
-  only N seconds later (a client killed meanwhile never learns its ``ts``).
+  only N seconds later (a client killed meanwhile never learns its ``ts``);
+- rate limits on demand: :meth:`FakeSlack.storm` (every call of a method answers 429 with a
+  ``Retry-After`` for a while) and :meth:`FakeSlack.limit` (a token bucket per channel, like
+  Slack's one post per second per channel with a small burst; over it, 429 with the seconds until
+  the next token as ``Retry-After``).
 
 Standalone: ``python -m tests.slack_fake --port N --record FILE [--token T]`` serves until killed
 and appends every call to FILE as a JSON line.
@@ -29,6 +39,8 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +51,7 @@ from typing import Any
 from aiohttp import web
 
 DEFAULT_TOKEN = "xoxb-test-elicitbot"
+DEFAULT_APP_TOKEN = "xapp-1-test-elicitbot"
 BOT_USER = "U0ELICITBOT"
 BOT_ID = "B0ELICITBOT"
 TEAM_ID = "T0ACME"
@@ -62,8 +75,16 @@ MAX_PLACEHOLDER = 150
 MAX_MESSAGE_TEXT = 40_000
 MAX_TOTAL_TEXT = 12_000
 """Slack rejects messages whose blocks hold about this much text in all (bolt-js #2509, #2867)."""
+MAX_MODAL_BLOCKS = 100
+MAX_MODAL_TITLE = 24
+MAX_PRIVATE_METADATA = 3000
+MAX_INPUT_LENGTH = 3000
+MAX_LABEL = 2000
+TRIGGER_SECONDS = 3.0
+RESPONSE_URL_USES = 5
+RESPONSE_URL_SECONDS = 30 * 60
 
-_JSON_PARAMS = ("blocks", "metadata", "attachments")
+_JSON_PARAMS = ("blocks", "metadata", "attachments", "view")
 _SELECTS = ("static_select", "multi_static_select")
 
 
@@ -206,6 +227,56 @@ def block_text_length(blocks: Any) -> int:
     return sum(_block(b, "", probe) for b in blocks) if isinstance(blocks, list) else 0
 
 
+def _input_block(block: Mapping[str, Any], where: str, problems: list[str]) -> None:
+    _plain(block.get("label"), f"{where}.label", MAX_LABEL, problems)
+    if block.get("hint") is not None:
+        _plain(block.get("hint"), f"{where}.hint", MAX_LABEL, problems)
+    el = block.get("element")
+    if not isinstance(el, Mapping):
+        problems.append(f"{where}.element: required")
+        return
+    _check_id(el.get("action_id"), f"{where}.element.action_id", problems)
+    if el.get("type") == "plain_text_input":
+        for name in ("max_length", "min_length"):
+            value = el.get(name)
+            low = 1 if name == "max_length" else 0
+            if value is not None and (not isinstance(value, int) or not low <= value <= 3000):
+                problems.append(f"{where}.element.{name}: must be {low} to {MAX_INPUT_LENGTH}")
+    elif el.get("type") in _SELECTS:
+        _element(el, f"{where}.element", problems)
+    else:
+        problems.append(f"{where}.element.type: unsupported {el.get('type')!r}")
+
+
+def view_problems(view: Any) -> list[str]:
+    """Every modal limit a ``views.open`` view breaks (empty: Slack would open it)."""
+    if not isinstance(view, Mapping) or view.get("type") != "modal":
+        return ["view.type: must be modal"]
+    problems: list[str] = []
+    _plain(view.get("title"), "view.title", MAX_MODAL_TITLE, problems)
+    for name in ("submit", "close"):
+        if view.get(name) is not None:
+            _plain(view[name], f"view.{name}", MAX_MODAL_TITLE, problems)
+    _check_id(view.get("callback_id"), "view.callback_id", problems)
+    meta = view.get("private_metadata")
+    if meta is not None and (not isinstance(meta, str) or len(meta) > MAX_PRIVATE_METADATA):
+        problems.append(f"view.private_metadata: at most {MAX_PRIVATE_METADATA} characters")
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_MODAL_BLOCKS:
+        return [*problems, f"view.blocks: must hold 1 to {MAX_MODAL_BLOCKS} blocks"]
+    has_input = False
+    for i, block in enumerate(blocks):
+        if isinstance(block, Mapping) and block.get("type") == "input":
+            has_input = True
+            _check_id(block.get("block_id"), f"view.blocks[{i}].block_id", problems)
+            _input_block(block, f"view.blocks[{i}]", problems)
+        else:
+            _block(block, f"view.blocks[{i}]", problems)
+    if has_input and view.get("submit") is None:
+        problems.append("view.submit: required with input blocks")
+    return problems
+
+
 # --------------------------------------------------------------------------- the fake
 
 
@@ -250,11 +321,22 @@ class FakeSlack:
         self,
         token: str = DEFAULT_TOKEN,
         *,
+        app_token: str = DEFAULT_APP_TOKEN,
         port: int = 0,
         record: Path | None = None,
         on_call: Callable[[SlackCall], None] | None = None,
     ) -> None:
         self.token = token
+        self.app_token = app_token
+        self._views: list[dict[str, Any]] = []
+        self._triggers: dict[str, float] = {}
+        self._hooks: dict[str, dict[str, Any]] = {}
+        self._storms: dict[str, tuple[float, float]] = {}
+        self._limits: dict[str, tuple[float, int]] = {}
+        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}
+        self._sockets: list[web.WebSocketResponse] = []
+        self._socket_acks: list[dict[str, Any]] = []
+        self._socket_connects = 0
         self._port = port
         self._record = record
         self._on_call = on_call
@@ -301,6 +383,8 @@ class FakeSlack:
         loop, runner = self._loop, self._runner
         if loop is None or runner is None:
             return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._close_sockets(), loop).result(timeout=10)
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
@@ -333,6 +417,8 @@ class FakeSlack:
     async def _open(self) -> None:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._handle)
+        app.router.add_post("/hooks/{hook}", self._hook)
+        app.router.add_get("/link", self._socket)
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self._port)
@@ -366,6 +452,65 @@ class FakeSlack:
         """Forget every scripted answer not used yet."""
         with self._lock:
             self._scripts.clear()
+
+    def storm(self, method: str, seconds: float, *, retry_after: float) -> None:
+        """Every ``method`` call answers 429 with ``Retry-After: retry_after`` for ``seconds``."""
+        with self._lock:
+            self._storms[method] = (time.monotonic() + seconds, retry_after)
+
+    def limit(self, method: str, *, per_second: float, burst: int) -> None:
+        """A token bucket per channel for ``method`` (``burst`` tokens, ``per_second`` refill);
+        a call finding it empty answers 429 with the seconds to the next token, rounded up."""
+        with self._lock:
+            self._limits[method] = (per_second, burst)
+            self._buckets = {k: v for k, v in self._buckets.items() if k[0] != method}
+
+    def issue_trigger(self, age: float = 0.0) -> str:
+        """A trigger id as Slack puts in an interaction payload (``age`` seconds old)."""
+        trigger = f"{int(time.time())}.{secrets.token_hex(6)}"
+        with self._lock:
+            self._triggers[trigger] = time.monotonic() - age
+        return trigger
+
+    def issue_response_url(self, age: float = 0.0) -> str:
+        hook = secrets.token_hex(8)
+        with self._lock:
+            self._hooks[hook] = {"issued": time.monotonic() - age, "uses": 0, "posts": []}
+        return f"{self.base_url}/hooks/{hook}"
+
+    def responses(self) -> list[dict[str, Any]]:
+        """What was posted to response URLs, in order."""
+        with self._lock:
+            posts = [p for h in self._hooks.values() for p in h["posts"]]
+        return sorted(posts, key=lambda p: p["at"])
+
+    def views(self) -> list[dict[str, Any]]:
+        """Modals opened with ``views.open``."""
+        with self._lock:
+            return [dict(v) for v in self._views]
+
+    def socket_send(self, envelope: Mapping[str, Any], timeout: float = 10.0) -> None:
+        """Push an envelope to every open Socket Mode connection (blocking until sent)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the fake is not running")
+
+        async def send() -> None:
+            for ws in list(self._sockets):
+                await ws.send_json(dict(envelope))
+
+        asyncio.run_coroutine_threadsafe(send(), loop).result(timeout=timeout)
+
+    def socket_acks(self) -> list[dict[str, Any]]:
+        """Messages the Socket Mode client sent back (acks carry ``envelope_id``)."""
+        with self._lock:
+            return [dict(a) for a in self._socket_acks]
+
+    @property
+    def socket_connections(self) -> int:
+        """Socket Mode connections opened so far."""
+        with self._lock:
+            return self._socket_connects
 
     def calls(self) -> list[SlackCall]:
         with self._lock:
@@ -424,9 +569,13 @@ class FakeSlack:
         script = self._take_script(method)
         status, extra_headers = 200, {}
         body: dict[str, Any] | None
-        auth = self._auth(headers)
+        auth = self._auth(headers, method)
+        limited = self._rate_limited(method, params) if auth is None else None
         if auth is not None:
             body = {"ok": False, "error": auth}
+        elif limited is not None:
+            status, body = 429, {"ok": False, "error": "ratelimited"}
+            extra_headers["Retry-After"] = str(limited)
         elif script is not None and (script.status != 200 or script.error):
             status = script.status
             body = {"ok": False, "error": script.error or "internal_error"}
@@ -454,14 +603,39 @@ class FakeSlack:
         if self._on_call is not None:
             self._on_call(call)
 
-    def _auth(self, headers: Mapping[str, str]) -> str | None:
+    def _auth(self, headers: Mapping[str, str], method: str = "") -> str | None:
         given = headers.get("authorization", "")
         if not given:
             return "not_authed"
         scheme, _, token = given.partition(" ")
+        if method == "apps.connections.open":
+            return None if token == self.app_token else "not_allowed_token_type"
         if scheme.lower() != "bearer" or token != self.token:
             return "invalid_auth"
         return None
+
+    def _rate_limited(self, method: str, params: Mapping[str, Any]) -> int | None:
+        """Seconds for ``Retry-After`` when this call is over a storm or a limit, else None."""
+        now = time.monotonic()
+        with self._lock:
+            storm = self._storms.get(method)
+            if storm is not None:
+                until, retry_after = storm
+                if now < until:
+                    return max(1, math.ceil(retry_after))
+                del self._storms[method]
+            limit = self._limits.get(method)
+            if limit is None:
+                return None
+            per_second, burst = limit
+            slot = (method, str(params.get("channel", "")))
+            tokens, at = self._buckets.get(slot, (float(burst), now))
+            tokens = min(float(burst), tokens + (now - at) * per_second)
+            if tokens >= 1.0:
+                self._buckets[slot] = (tokens - 1.0, now)
+                return None
+            self._buckets[slot] = (tokens, now)
+            return max(1, math.ceil((1.0 - tokens) / per_second))
 
     def _channel_error(self, channel: Any) -> str | None:
         if not isinstance(channel, str) or not channel or channel in self.unknown_channels:
@@ -479,6 +653,8 @@ class FakeSlack:
             "chat.postEphemeral": self._ephemeral,
             "conversations.open": self._open_dm,
             "conversations.history": self._history,
+            "views.open": self._open_view,
+            "apps.connections.open": self._connections_open,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
@@ -588,6 +764,77 @@ class FakeSlack:
             {k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in stored[:limit]
         ]
         return {"ok": True, "messages": page, "has_more": len(stored) > limit}
+
+    def _open_view(self, params: dict[str, Any]) -> dict[str, Any]:
+        trigger = params.get("trigger_id")
+        with self._lock:
+            issued = self._triggers.pop(str(trigger), None) if trigger else None
+        if issued is None:
+            return {"ok": False, "error": "invalid_trigger_id" if trigger else "invalid_arguments"}
+        if time.monotonic() - issued > TRIGGER_SECONDS:
+            return {"ok": False, "error": "expired_trigger_id"}
+        view = params.get("view")
+        if isinstance(view, str):
+            with contextlib.suppress(ValueError):
+                view = json.loads(view)
+        problems = view_problems(view)
+        if problems:
+            return {
+                "ok": False,
+                "error": "invalid_arguments",
+                "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
+            }
+        opened = {
+            **(view if isinstance(view, Mapping) else {}),
+            "id": f"V{len(self._views) + 1:08d}",
+        }
+        with self._lock:
+            self._views.append(opened)
+        return {"ok": True, "view": opened}
+
+    def _connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/link"}
+
+    async def _hook(self, request: web.Request) -> web.StreamResponse:
+        hook = request.match_info["hook"]
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.Response(status=400, text="invalid_payload")
+        with self._lock:
+            state = self._hooks.get(hook)
+            if state is None:
+                return web.Response(status=404, text="no_such_url")
+            if time.monotonic() - state["issued"] > RESPONSE_URL_SECONDS:
+                return web.Response(status=404, text="expired_url")
+            if state["uses"] >= RESPONSE_URL_USES:
+                return web.Response(status=404, text="used_url")
+            state["uses"] += 1
+            state["posts"].append({"hook": hook, "body": body, "at": time.time()})
+        return web.Response(status=200, text="ok")
+
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        with self._lock:
+            self._socket_connects += 1
+        self._sockets.append(ws)
+        await ws.send_json(
+            {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0ELICITBOT"}}
+        )
+        try:
+            async for message in ws:
+                if message.type.name == "TEXT":
+                    with contextlib.suppress(ValueError), self._lock:
+                        self._socket_acks.append(json.loads(message.data))
+        finally:
+            if ws in self._sockets:
+                self._sockets.remove(ws)
+        return ws
+
+    async def _close_sockets(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -8,12 +8,19 @@ the channel's recent history and adopts the message it finds instead of posting 
 
 The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
 connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
-it, posting twice (reliability.md §1.5); the outbox retries instead, as an uncertain post.
+it, posting twice (reliability.md §1.5); the outbox retries instead, as an uncertain post. With a
+:class:`~adapters.slack.pacing.Pacer`, every call waits for its turn (one post per second per
+channel, an update budget per workspace, nothing on a key during a 429's ``Retry-After``), updates
+of one message still waiting are coalesced, and the client gets the pacer's 429 retry handler
+(a 429 is never carried out, so retrying it cannot double-post).
+
+A posted message's ref is ``{"channel", "ts", "key": "<channel>/<ts>"}``; ``key`` is what
+:meth:`~bot.domain.ports.Elicitations.key_for_message` finds a thread reply's elicitation by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import structlog
@@ -21,34 +28,66 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.errors import from_slack
+from adapters.slack.pacing import PacedRetryHandler, Pacer
 from adapters.slack.render import EVENT_TYPE, clip, escape, metadata, render
-from bot.domain.errors import PermanentDeliveryError
+from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.ports import MessageRef, Notice, PromptView
 
 log = structlog.get_logger("elicitbot.slack")
 
 HISTORY_LIMIT = 100
 NOTICE_TEXT = 4000
+ANY_WORKSPACE = "*"
+
+
+def ref_key(channel: str, ts: str) -> str:
+    """The indexed key of a posted message (``MessageRef["key"]``)."""
+    return f"{channel}/{ts}"
 
 
 class SlackChat:
     platform = "slack"
 
-    def __init__(self, client: AsyncWebClient, *, history_limit: int = HISTORY_LIMIT) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        history_limit: int = HISTORY_LIMIT,
+        pacer: Pacer | None = None,
+    ) -> None:
         self.client = client
         self.history_limit = history_limit
+        self.pacer = pacer
         self.bot_user_id: str | None = None
+        self.bot_id: str | None = None
+        self.team_id: str | None = None
+        self.enterprise_id: str | None = None
         self._dms: dict[str, str] = {}
+        if pacer is not None and not any(
+            isinstance(h, PacedRetryHandler) for h in client.retry_handlers
+        ):
+            client.retry_handlers.append(PacedRetryHandler(pacer))
 
     async def verify(self) -> str:
-        """``auth.test``: the token works; returns the bot's user id (raises a DeliveryError)."""
-        response = await self._call("auth.test", self.client.auth_test())
+        """``auth.test``: the token works; returns the bot's user id (raises a DeliveryError).
+
+        Also keeps the bot id and the workspace (team) id: the Bolt app's precomputed
+        authorization and the self-event filter need them."""
+        response = await self._call("auth.test", ANY_WORKSPACE, self.client.auth_test)
         user_id = response.get("user_id")
         if not isinstance(user_id, str) or not user_id:
             raise PermanentDeliveryError("slack auth.test: the answer has no user_id")
         self.bot_user_id = user_id
-        log.info("slack.verified", user_id=user_id, team_id=response.get("team_id"))
+        self.bot_id = _text(response.get("bot_id"))
+        self.team_id = _text(response.get("team_id"))
+        self.enterprise_id = _text(response.get("enterprise_id"))
+        log.info("slack.verified", user_id=user_id, team_id=self.team_id, bot_id=self.bot_id)
         return user_id
+
+    @property
+    def workspace(self) -> str:
+        """The scope of per-workspace budgets: the team id once verified."""
+        return self.team_id or ANY_WORKSPACE
 
     # ------------------------------------------------------------------ ChatAdapter
 
@@ -62,10 +101,11 @@ class SlackChat:
             if ts is not None:
                 log.info("slack.post_adopted", channel=channel, ts=ts, key=idempotency_key)
                 await self._refresh(channel, ts, text, blocks)
-                return {"channel": channel, "ts": ts}
+                return {"channel": channel, "ts": ts, "key": ref_key(channel, ts)}
         response = await self._call(
             "chat.postMessage",
-            self.client.chat_postMessage(
+            channel,
+            lambda: self.client.chat_postMessage(
                 channel=channel,
                 text=text,
                 blocks=blocks,
@@ -80,7 +120,7 @@ class SlackChat:
         posted_in = response.get("channel")
         if isinstance(posted_in, str) and posted_in:
             channel = posted_in
-        return {"channel": channel, "ts": ts}
+        return {"channel": channel, "ts": ts, "key": ref_key(channel, ts)}
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
@@ -90,7 +130,10 @@ class SlackChat:
             raise PermanentDeliveryError(f"slack chat.update: {ref!r} is not a Slack message ref")
         text, blocks = render(view)
         await self._call(
-            "chat.update", self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+            "chat.update",
+            self.workspace,
+            lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
+            item=(channel, ts),
         )
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
@@ -99,21 +142,73 @@ class SlackChat:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
         channel = await self._channel(destination)
         thread_ts = (notice.thread or {}).get("ts")
+        await self.ephemeral(
+            channel,
+            user,
+            notice.text,
+            thread_ts=thread_ts if isinstance(thread_ts, str) and thread_ts else None,
+        )
+
+    # ------------------------------------------------------------------ for the interactive app
+
+    async def ephemeral(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> None:
+        """A message only ``user`` sees (``text`` is plain: it is escaped here)."""
         await self._call(
             "chat.postEphemeral",
-            self.client.chat_postEphemeral(
+            self.workspace,
+            lambda: self.client.chat_postEphemeral(
                 channel=channel,
                 user=user,
-                text=clip(escape(notice.text), NOTICE_TEXT),
-                thread_ts=thread_ts if isinstance(thread_ts, str) and thread_ts else None,
+                text=clip(escape(text), NOTICE_TEXT),
+                thread_ts=thread_ts,
             ),
+        )
+
+    async def say(self, channel: str, mrkdwn: str, *, thread_ts: str) -> str | None:
+        """Post ready-made mrkdwn (already escaped) in a thread; returns its ts."""
+        response = await self._call(
+            "chat.postMessage",
+            channel,
+            lambda: self.client.chat_postMessage(
+                channel=channel,
+                text=clip(mrkdwn, NOTICE_TEXT),
+                thread_ts=thread_ts,
+                unfurl_links=False,
+                unfurl_media=False,
+            ),
+        )
+        return _text(response.get("ts"))
+
+    async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> None:
+        """``views.open`` (a modal); the trigger id is good for 3 seconds, once."""
+        await self._call(
+            "views.open",
+            self.workspace,
+            lambda: self.client.views_open(trigger_id=trigger_id, view=dict(view)),
         )
 
     # ------------------------------------------------------------------ helpers
 
-    async def _call(self, method: str, call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse:
+    async def _call(
+        self,
+        method: str,
+        scope: str,
+        call: Callable[[], Awaitable[AsyncSlackResponse]],
+        *,
+        item: Hashable | None = None,
+    ) -> AsyncSlackResponse:
+        """One Web API call, paced on (method, scope) when there is a pacer; ``item`` names the
+        message an update rewrites, so a newer update of it replaces one still waiting."""
         try:
-            return await call
+            if self.pacer is None:
+                return await call()
+            if item is not None:
+                return await self.pacer.send_latest((method, scope), item, call)
+            return await self.pacer.send((method, scope), call)
+        except DeliveryError:
+            raise
         except Exception as exc:  # mapped: every failure is a Transient/PermanentDeliveryError
             raise from_slack(method, exc) from exc
 
@@ -128,7 +223,9 @@ class SlackChat:
         if known is not None:
             return known
         response = await self._call(
-            "conversations.open", self.client.conversations_open(users=target)
+            "conversations.open",
+            self.workspace,
+            lambda: self.client.conversations_open(users=target),
         )
         opened = response.get("channel")
         channel = opened.get("id") if isinstance(opened, Mapping) else None
@@ -142,7 +239,8 @@ class SlackChat:
         try:
             response = await self._call(
                 "conversations.history",
-                self.client.conversations_history(
+                self.workspace,
+                lambda: self.client.conversations_history(
                     channel=channel, limit=self.history_limit, include_all_metadata=True
                 ),
             )
@@ -162,10 +260,16 @@ class SlackChat:
         try:
             await self._call(
                 "chat.update",
-                self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
+                self.workspace,
+                lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
+                item=(channel, ts),
             )
         except PermanentDeliveryError as exc:
             log.warning("slack.adopted_not_updated", channel=channel, ts=ts, error=str(exc))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _posted_with(message: Any, idempotency_key: str) -> bool:

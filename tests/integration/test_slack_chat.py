@@ -106,7 +106,7 @@ async def test_post_sends_blocks_fallback_text_and_metadata(
         "event_payload": {"elicitation": "superpipeline:eli_1a2b3c4d5e6f7081", "post": KEY},
     }
     [message] = fake.messages("C1")
-    assert ref == {"channel": "C1", "ts": message["ts"]}
+    assert ref == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
     assert message["metadata"] == call.params["metadata"]
     assert has_actions(message)
     values = [
@@ -287,7 +287,7 @@ async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
 
     ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=True)
 
-    assert ref == {"channel": "C1", "ts": orphan["ts"]}
+    assert ref == {"channel": "C1", "ts": orphan["ts"], "key": f"C1/{orphan['ts']}"}
     assert len(fake.calls_to("chat.postMessage")) == 1
     assert len(fake.messages("C1")) == 1
     [history] = fake.calls_to("conversations.history")
@@ -387,7 +387,7 @@ async def test_the_dispatcher_posts_then_updates_after_the_answer(rig: Rig) -> N
     assert message["metadata"]["event_payload"]["elicitation"] == key
     [delivery] = await rig.store.deliveries(key)
     assert delivery["state"] == "posted"
-    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"]}
+    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
     assert has_actions(message)
 
     rig.clock.advance(60)
@@ -424,7 +424,7 @@ async def test_a_dropped_post_is_retried_as_uncertain_and_posted_once(rig: Rig) 
     assert (row["state"], row["attempts"]) == ("done", 2)
     [message] = rig.fake.messages("C1")
     [delivery] = await rig.store.deliveries(key)
-    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"]}
+    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
     assert posts_by_elicitation(rig.fake.calls()) == {key: 1}
     assert len(rig.fake.calls_to("conversations.history")) == 1
 

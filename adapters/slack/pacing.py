@@ -1,0 +1,323 @@
+"""Slack's rate limits, kept on our side before Slack has to say so (reliability.md §1.4, §8.6).
+
+- ``chat.postMessage``: one message per second per channel ("generally allows posting one message
+  per second per channel"), optionally a small burst;
+- ``chat.update``: a budget per workspace (Tier 3: 50+ per minute);
+- every method: after an HTTP 429, nothing more goes out on that key (method + channel or
+  workspace) until its ``Retry-After`` has passed: at most one request per window, everyone else
+  waits.
+
+Calls on one key go out one at a time, in arrival order (:class:`asyncio.Lock` wakes waiters
+first come, first served), and waiting is a single :func:`asyncio.sleep` until the key's next
+free moment: there is no polling loop. A call that would have to wait longer than ``max_wait``
+is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carrying the wait as
+``retry_after``, and the outbox sends it again then (nothing is dropped). A pending update of a
+message that a newer update of the same message overtakes is not sent separately: both callers
+get the outcome of the newer one (:meth:`Pacer.send_latest`).
+
+Retries inside one call after a 429 are slack_sdk's ``AsyncRateLimitErrorRetryHandler``,
+subclassed (:class:`PacedRetryHandler`) so that the window it waits out blocks the whole key, not
+only the request that met it, and so that a long ``Retry-After`` goes back to the outbox instead
+of holding a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+
+from bot.domain.errors import TransientDeliveryError
+
+log = structlog.get_logger("elicitbot.slack.pacing")
+
+T = TypeVar("T")
+Key = tuple[str, str]
+"""(Web API method, channel or workspace id)."""
+
+HTTP_TOO_MANY_REQUESTS = 429
+DEFAULT_RETRY_AFTER = 1.0
+"""Seconds to wait after a 429 that names no ``Retry-After``."""
+MAX_JITTER = 0.25
+
+
+@dataclass(frozen=True)
+class Rate:
+    """``per_second`` sustained, ``burst`` at once after a quiet spell (a token bucket).
+
+    ``margin`` seconds are added to each interval: requests leave on time but reach Slack a few
+    milliseconds apart from when they left, so two posts exactly one second apart can arrive
+    0.99 s apart and meet a 429."""
+
+    per_second: float
+    burst: int = 1
+    margin: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.per_second <= 0 or self.burst < 1:
+            raise ValueError("a rate needs per_second > 0 and burst >= 1")
+
+    @property
+    def interval(self) -> float:
+        return 1.0 / self.per_second + self.margin
+
+
+POST_RATE = Rate(per_second=1.0, burst=1)
+UPDATE_RATE = Rate(per_second=50 / 60, burst=10)
+DEFAULT_RATES: Mapping[str, Rate] = {"chat.postMessage": POST_RATE, "chat.update": UPDATE_RATE}
+DEFAULT_MAX_WAIT = 15.0
+"""Seconds a call may wait for its turn before it is handed back to the outbox."""
+
+_CURRENT_KEY: contextvars.ContextVar[Key | None] = contextvars.ContextVar(
+    "elicitbot_slack_key", default=None
+)
+
+
+def retry_after_seconds(headers: Mapping[str, Any] | None) -> float:
+    """``Retry-After`` in seconds (values may be lists, as slack_sdk keeps them); 1 s if absent."""
+    for name, value in (headers or {}).items():
+        if str(name).lower() != "retry-after":
+            continue
+        first = value[0] if isinstance(value, list | tuple) and value else value
+        try:
+            seconds = float(first)
+        except (TypeError, ValueError):
+            return DEFAULT_RETRY_AFTER
+        return max(seconds, 0.0) if math.isfinite(seconds) else DEFAULT_RETRY_AFTER
+    return DEFAULT_RETRY_AFTER
+
+
+@dataclass
+class _Gate:
+    """One key's state: GCRA theoretical arrival time, the 429 block, the FIFO of callers."""
+
+    rate: Rate | None
+    tat: float = 0.0
+    blocked_until: float = 0.0
+    waiting: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def ready_at(self) -> float:
+        at = self.blocked_until
+        if self.rate is not None:
+            at = max(at, self.tat - (self.rate.burst - 1) * self.rate.interval)
+        return at
+
+    def consume(self, now: float) -> None:
+        if self.rate is not None:
+            self.tat = max(self.tat, now) + self.rate.interval
+
+
+@dataclass
+class _Pending:
+    """An update waiting for its turn; a newer one for the same message replaces ``call``."""
+
+    call: Callable[[], Awaitable[Any]]
+    done: asyncio.Future[Any]
+    started: bool = False
+
+
+@dataclass
+class PacerStats:
+    sent: int = 0
+    rate_limited: int = 0
+    coalesced: int = 0
+    deferred: int = 0
+    """Calls handed back to the outbox because their turn was more than ``max_wait`` away."""
+
+
+class Pacer:
+    """Per-key pacing of Slack Web API calls. One per process (per SlackChat)."""
+
+    def __init__(
+        self,
+        rates: Mapping[str, Rate] | None = None,
+        *,
+        max_wait: float = DEFAULT_MAX_WAIT,
+        monotonic: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] | None = None,
+    ) -> None:
+        self.rates = dict(DEFAULT_RATES if rates is None else rates)
+        self.max_wait = max_wait
+        self._now = monotonic
+        rng = random.Random()  # noqa: S311 - jitter, not security
+        self._jitter = jitter or (lambda: rng.random() * MAX_JITTER)
+        self._gates: dict[Key, _Gate] = {}
+        self._pending: dict[tuple[Key, Hashable], _Pending] = {}
+        self.stats = PacerStats()
+
+    # ------------------------------------------------------------------ state
+
+    def _gate(self, key: Key) -> _Gate:
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = _Gate(self.rates.get(key[0]))
+        return gate
+
+    def block(self, key: Key, seconds: float) -> None:
+        """Slack said 429: nothing on ``key`` for ``seconds`` (plus a little jitter)."""
+        gate = self._gate(key)
+        until = self._now() + seconds + self._jitter()
+        gate.blocked_until = max(gate.blocked_until, until)
+        self.stats.rate_limited += 1
+        log.info("slack.rate_limited", method=key[0], scope=key[1], retry_after=seconds)
+
+    def wait_time(self, key: Key) -> float:
+        """Seconds until ``key`` may send again, not counting callers queued on it."""
+        return max(0.0, self._gate(key).ready_at() - self._now())
+
+    async def wait_turn(self, key: Key) -> None:
+        """Sleep until ``key`` is free of its 429 block and rate (used by the retry handler)."""
+        wait = self.wait_time(key)
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def _expected_wait(self, gate: _Gate) -> float:
+        """How long a caller joining the queue now would wait for its turn (an estimate)."""
+        ahead = gate.waiting + (1 if gate.lock.locked() else 0)
+        interval = gate.rate.interval if gate.rate is not None else 0.0
+        ready = max(gate.ready_at(), self._now())
+        return ready - self._now() + ahead * interval
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call`` in ``key``'s turn. A 429 it meets blocks the key for ``Retry-After``.
+
+        Raises TransientDeliveryError (not sent) when the turn is more than ``max_wait`` away.
+        """
+        gate = self._gate(key)
+        self._defer_if_far(key, self._expected_wait(gate))
+        gate.waiting += 1
+        queued = True
+        try:
+            async with gate.lock:
+                gate.waiting -= 1
+                queued = False
+                wait = gate.ready_at() - self._now()
+                self._defer_if_far(key, wait)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                self.admit(key)
+                token = _CURRENT_KEY.set(key)
+                try:
+                    return await call()
+                except SlackApiError as exc:
+                    if getattr(exc.response, "status_code", None) == HTTP_TOO_MANY_REQUESTS:
+                        headers = getattr(exc.response, "headers", None)
+                        self.block(key, retry_after_seconds(headers))
+                    raise
+                finally:
+                    _CURRENT_KEY.reset(token)
+        finally:
+            if queued:
+                gate.waiting -= 1
+
+    def admit(self, key: Key) -> None:
+        """A request on ``key`` goes out now: it uses up the rate."""
+        self._gate(key).consume(self._now())
+        self.stats.sent += 1
+
+    def _defer_if_far(self, key: Key, wait: float) -> None:
+        if wait > self.max_wait:
+            self.stats.deferred += 1
+            raise TransientDeliveryError(
+                f"slack {key[0]}: paced (rate limit), next turn in {wait:.1f} s",
+                retry_after=wait,
+            )
+
+    async def send_latest(self, key: Key, item: Hashable, call: Callable[[], Awaitable[T]]) -> T:
+        """Like :meth:`send`, but while this call waits for its turn a newer call for the same
+        ``item`` (a message) replaces it: only the newest is sent, and every caller gets its
+        outcome."""
+        slot = (key, item)
+        pending = self._pending.get(slot)
+        if pending is not None and not pending.started:
+            pending.call = call
+            self.stats.coalesced += 1
+            result: T = await asyncio.shield(pending.done)
+            return result
+        pending = _Pending(call, asyncio.get_running_loop().create_future())
+        self._pending[slot] = pending
+
+        async def newest() -> T:
+            pending.started = True
+            if self._pending.get(slot) is pending:
+                del self._pending[slot]
+            outcome: T = await pending.call()
+            return outcome
+
+        try:
+            result = await self.send(key, newest)
+        except BaseException as exc:
+            if self._pending.get(slot) is pending:
+                del self._pending[slot]
+            _settle(pending.done, exc)
+            raise
+        if not pending.done.done():
+            pending.done.set_result(result)
+        return result
+
+
+def _settle(done: asyncio.Future[Any], exc: BaseException) -> None:
+    """Hand the first caller's failure to the callers whose update it carried."""
+    if done.done():
+        return
+    if isinstance(exc, Exception):
+        done.set_exception(exc)
+        done.exception()  # retrieved: nobody else may be waiting
+    else:
+        done.cancel()
+
+
+class PacedRetryHandler(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's 429 retry, paced: the ``Retry-After`` window blocks the whole key in the
+    :class:`Pacer` (everyone waits, one request per window), and a window longer than
+    ``max_in_call`` is not waited out here: the call fails as rate limited and the outbox
+    retries it when the window has passed."""
+
+    def __init__(self, pacer: Pacer, *, max_retry_count: int = 2, max_in_call: float = 3.0):
+        super().__init__(max_retry_count=max_retry_count)
+        self.pacer = pacer
+        self.max_in_call = max_in_call
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is None or response.status_code != HTTP_TOO_MANY_REQUESTS:
+            return False
+        return retry_after_seconds(response.headers) <= self.max_in_call
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        if response is None:  # pragma: no cover - _can_retry_async needs a response
+            raise error or RuntimeError("no response to retry")
+        key = _CURRENT_KEY.get() or (request.url.rsplit("/", 1)[-1], "*")
+        self.pacer.block(key, retry_after_seconds(response.headers))
+        state.next_attempt_requested = True
+        await self.pacer.wait_turn(key)
+        self.pacer.admit(key)
+        state.increment_current_attempt()

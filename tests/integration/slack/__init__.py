@@ -1,0 +1,1 @@
+"""Slack end to end: the real Bolt AsyncApp, signed requests, the fake Web API."""
