@@ -159,6 +159,13 @@ class WebConfig(Section):
     """Users, as the proxy names them, who are workspace admins (``web:<user>``)."""
 
 
+class DeadlinesConfig(Section):
+    claim_minutes: float = Field(default=30, gt=0)
+    """How long an "I'm on it" claim pauses escalation and follow-ups."""
+    sweep_seconds: float = Field(default=15, ge=1, le=300)
+    """The periodic sweep that catches any due deadline a wake-up missed."""
+
+
 class SuperPipelineConfig(Section):
     answer_webhook: AnyHttpUrl | None = None
     answer_subject: str = "evt.{workspace}.elicitbot.elicitation.answered"
@@ -189,6 +196,7 @@ class AppConfig(Section):
     nats: NatsConfig | None = None
     people: PeopleConfig = PeopleConfig()
     web: WebConfig = WebConfig()
+    deadlines: DeadlinesConfig = DeadlinesConfig()
     routes: tuple[RouteConfig, ...] = ()
     sources: SourcesConfig = SourcesConfig()
 

@@ -69,5 +69,5 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("uvicorn.access", "httpx", "httpcore", "alembic"):
+    for noisy in ("uvicorn.access", "httpx", "httpcore", "alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

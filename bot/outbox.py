@@ -3,6 +3,10 @@
 Transient failures are retried with capped exponential backoff (or the peer's ``Retry-After``);
 permanent ones are recorded on the row and, for a post, on its delivery. Each row's id is the
 idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook header).
+
+Views carry the schedule (what happens if nobody answers), the claim, and on an escalation copy
+whom it mentions and where the original is. A reminder whose elicitation closed before it went
+out is dropped, not sent.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import structlog
 
+from bot.domain import deadlines
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
+from bot.domain.model import Status
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, MessageRef, Notice, PromptView
-from store.sql import OutboxItem, SqlStore, StoredElicitation
+from store.sql import OutboxItem, SqlStore, StoredElicitation, Timeline
 
 log = structlog.get_logger("elicitbot.outbox")
 
@@ -72,7 +79,10 @@ class Dispatcher:
         if not items:
             return 0
         stored = await self.store.get_many([i.elicitation_key for i in items])
-        outcomes = await asyncio.gather(*(self._guarded(item, stored) for item in items))
+        timelines = await self.store.timelines(
+            [i.elicitation_key for i in items if i.kind in ("post", "update")]
+        )
+        outcomes = await asyncio.gather(*(self._guarded(item, stored, timelines) for item in items))
         done = [outcome for outcome in outcomes if outcome is not None]
         await self.store.complete_many(done, self.claimer, self.clock.now())
         return len(items)
@@ -104,13 +114,17 @@ class Dispatcher:
         return max(0.01, min(idle_seconds, (nxt - self.clock.now()).total_seconds()))
 
     async def _guarded(
-        self, item: OutboxItem, stored: Mapping[str, StoredElicitation]
+        self,
+        item: OutboxItem,
+        stored: Mapping[str, StoredElicitation],
+        timelines: Mapping[str, Timeline] | None = None,
     ) -> tuple[OutboxItem, MessageRef | None] | None:
         """Carry out one row: (item, ref) when it succeeded, None when it is retried or failed."""
         async with self._slots:
             current = stored.get(item.elicitation_key)
+            timeline = (timelines or {}).get(item.elicitation_key)
             try:
-                ref = await self._execute(item, current)
+                ref = await self._execute(item, current, timeline)
                 # A post shows the version it rendered: completing compares it with the store's.
                 return replace(item, version=current.version if current else item.version), ref
             except TransientDeliveryError as exc:
@@ -142,16 +156,35 @@ class Dispatcher:
         )
         await self.store.retry_outbox(item, self.claimer, error, now + timedelta(seconds=delay))
 
-    def _view(self, item: OutboxItem, stored: StoredElicitation | None) -> PromptView:
+    def _view(
+        self,
+        item: OutboxItem,
+        stored: StoredElicitation | None,
+        timeline: Timeline | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> PromptView:
+        """The view a copy renders; ``detail`` is an escalation copy's (mentions, originals)."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
+        now = self.clock.now()
+        timeline = timeline or Timeline()
         return PromptView(
             elicitation=stored.elicitation,
             status=stored.status,
             answer=stored.answer,
             version=stored.version,
             link=self.link_for(item.elicitation_key),
-            now=self.clock.now(),
+            now=now,
+            schedule=deadlines.schedule(
+                stored.elicitation,
+                stored.route,
+                timeline.copies,
+                timeline.timers,
+                now,
+                stored.claim,
+            ),
+            claim=deadlines.active_claim(stored.claim, now),
+            escalation=_escalation(detail) if detail is not None else None,
         )
 
     def _chat(self, destination: str) -> ChatAdapter:
@@ -161,14 +194,22 @@ class Dispatcher:
         return chat
 
     async def _execute(
-        self, item: OutboxItem, stored: StoredElicitation | None
+        self,
+        item: OutboxItem,
+        stored: StoredElicitation | None,
+        timeline: Timeline | None = None,
     ) -> MessageRef | None:
         """Carry out one row; returns the message ref of a post."""
         key = f"elicitbot-{item.id}"
+        payload = item.payload or {}
         if item.kind == "post":
+            detail = None
+            if payload.get("purpose") == deadlines.ESCALATION:
+                delivery = await self.store.delivery(item.delivery_id or -1)
+                detail = (delivery or {}).get("detail") or {}
             return await self._chat(item.target).post(
                 item.target,
-                self._view(item, stored),
+                self._view(item, stored, timeline, detail),
                 idempotency_key=key,
                 uncertain=item.attempts > 1,
             )
@@ -176,17 +217,30 @@ class Dispatcher:
             delivery = await self.store.delivery(item.delivery_id or -1)
             if delivery is None or not delivery["ref"]:
                 raise PermanentDeliveryError("no posted message to update")
+            escalation = delivery.get("purpose") == deadlines.ESCALATION
+            view = self._view(
+                item, stored, timeline, (delivery.get("detail") or {}) if escalation else None
+            )
             await self._chat(item.target).update(
-                item.target, delivery["ref"], self._view(item, stored), idempotency_key=key
+                item.target, delivery["ref"], view, idempotency_key=key
             )
             return None
         if item.kind == "notify":
-            payload = item.payload or {}
+            if payload.get("kind") == "reminder" and (
+                stored is None or stored.status is not Status.PENDING
+            ):
+                # Answered (or closed) after the reminder fired but before it went out: drop it.
+                log.info("reminder.dropped", id=item.id, key=item.elicitation_key)
+                return None
+            extra = dict(payload.get("extra") or {})
+            for name in ("kind", "mentions"):
+                if name in payload:
+                    extra.setdefault(name, payload[name])
             notice = Notice(
                 user=str(payload.get("user", "")),
                 text=str(payload.get("text", "")),
                 thread=payload.get("thread"),
-                extra=dict(payload.get("extra") or {}),
+                extra=extra,
             )
             await self._chat(item.target).notify(item.target, notice, idempotency_key=key)
             return None
@@ -197,6 +251,17 @@ class Dispatcher:
                 await sink.deliver(view, idempotency_key=writeback_key(item.elicitation_key))
             return None
         raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
+
+
+def _escalation(detail: Mapping[str, Any]) -> deadlines.Escalation:
+    return deadlines.Escalation(
+        mentions=tuple(str(m) for m in detail.get("mentions") or ()),
+        originals=tuple(
+            deadlines.Original(str(o.get("destination", "")), dict(o.get("ref") or {}))
+            for o in detail.get("originals") or ()
+            if isinstance(o, Mapping)
+        ),
+    )
 
 
 def writeback_key(elicitation_key: str) -> str:

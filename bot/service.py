@@ -6,13 +6,14 @@ load -> decide (pure rules) -> store (conditional writes + outbox rows) -> wake 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import structlog
 
-from bot.domain import rules
+from bot.domain import deadlines, rules
 from bot.domain.model import (
     Answer,
     Attempt,
@@ -27,6 +28,7 @@ from bot.domain.model import (
 from bot.domain.planning import display_hash, plan
 from bot.domain.ports import (
     AnswerOutcome,
+    ClaimOutcome,
     Clock,
     Inbound,
     IntakeOutcome,
@@ -54,8 +56,10 @@ class Service:
         on_change: Callable[[], None] = lambda: None,
         link_for: Callable[[str], str] = lambda key: f"/#{key}",
         secret_sinks: Mapping[str, SecretSink] | None = None,
+        claim_minutes: float = deadlines.DEFAULT_CLAIM_MINUTES,
     ) -> None:
         self.store = store
+        self.claim_minutes = claim_minutes
         self.clock = clock
         self.people = people
         self.config_routes = tuple(routes)
@@ -112,14 +116,50 @@ class Service:
         stored = await self.store.get(key)
         if stored is None:
             return None
+        timeline = (await self.store.timelines([key]))[key]
+        now = self.clock.now()
         return PromptView(
             elicitation=stored.elicitation,
             status=stored.status,
             answer=stored.answer,
             version=stored.version,
             link=self.link_for(key),
-            now=self.clock.now(),
+            now=now,
+            schedule=deadlines.schedule(
+                stored.elicitation,
+                stored.route,
+                timeline.copies,
+                timeline.timers,
+                now,
+                stored.claim,
+            ),
+            claim=deadlines.active_claim(stored.claim, now),
         )
+
+    async def claim(self, key: str, who: Identity) -> ClaimOutcome:
+        """Someone is on it: escalation and follow-ups wait ``claim_minutes`` (reminders and
+        expiry do not); every copy shows who. Again renews it; another person takes it over."""
+        stored = await self.store.get(key)
+        if stored is None:
+            msg = f"no elicitation {key}"
+            raise KeyError(msg)
+        now = self.clock.now()
+        refusal = deadlines.claim_refusal(stored.elicitation, stored.status, who, self.people)
+        if refusal is None:
+            until = deadlines.claim_until(now, self.claim_minutes)
+            if await self.store.claim(key, who.key, who.display_name, until, now):
+                log.info("claim.recorded", key=key, by=who.key, until=until.isoformat())
+                self.on_change()
+                return ClaimOutcome(key, deadlines.Claim(who.key, until, who.display_name))
+            refusal = Refusal(
+                code=RefusalCode.CLOSED,
+                message="This request is no longer waiting for an answer: nothing to claim.",
+            )
+        log.info("claim.refused", key=key, by=who.key, code=refusal.code.value)
+        await self.store.record_refusal(
+            key, who.key, refusal.code.value, now, {"claim": True, "message": refusal.message}, None
+        )
+        return ClaimOutcome(key, None, refusal)
 
     async def key_for_message(self, ref_key: str) -> str | None:
         return await self.store.key_for_message(ref_key)
@@ -193,6 +233,15 @@ class Service:
         await self._refused(key, attempt, result)
         return AnswerOutcome(key, result, won=False)
 
+    async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
+        """Close a pending elicitation from its source's side; every copy is updated."""
+        done = await self.store.close_elicitation(
+            key, status, self.clock.now(), answer=answer, audit={"reason": reason}
+        )
+        if done:
+            self.on_change()
+        return done
+
     async def _deliver_secret(self, key: str, source: str, attempt: Attempt) -> Refusal | None:
         sink = self.secret_sinks.get(source)
         view = await self.view(key)
@@ -200,7 +249,9 @@ class Service:
             return Refusal(
                 code=RefusalCode.NOT_OFFERED, message="This question takes no secret answers."
             )
-        await sink.deliver_secret(view, attempt.text, idempotency_key=f"elicitbot:{key}:secret")
+        # One key per attempt: a retry of this call repeats it; another value is another answer.
+        attempt_key = f"elicitbot:{key}:secret:{uuid.uuid4().hex}"
+        await sink.deliver_secret(view, attempt.text, idempotency_key=attempt_key)
         return None
 
     async def _refused(self, key: str, attempt: Attempt, refusal: Refusal) -> None:

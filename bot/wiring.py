@@ -45,7 +45,9 @@ from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.http import Runtime, authorised, create_app, problem
 from bot.outbox import Dispatcher
+from bot.scheduler import Scheduler
 from bot.service import Service
+from bot.timekeeper import Timekeeper
 from store.db import upgrade
 from store.sql import SqlStore
 
@@ -100,7 +102,10 @@ class Elicitbot:
             on_change=self.dispatcher.wake,
             link_for=lambda key: f"{base}/#{key}",
             secret_sinks={"pinework": PineworkSecretSink(self.http_client, self.pinework_tokens)},
+            claim_minutes=config.deadlines.claim_minutes,
         )
+        self.timekeeper = Timekeeper(self.store, self.clock, people, on_change=self.dispatcher.wake)
+        self.scheduler = Scheduler(self.timekeeper, sweep_seconds=config.deadlines.sweep_seconds)
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         self.matrix: MatrixListener | None = None
         if self.matrix_chat is not None and config.matrix is not None:
@@ -266,6 +271,7 @@ class Elicitbot:
             if released:
                 log.info("outbox.released", rows=released)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
+        await self.scheduler.start()
         if self.matrix is not None:
             await self.matrix.start()
         for poller in self.pinework_pollers:
@@ -303,6 +309,7 @@ class Elicitbot:
 
     async def stop(self) -> None:
         self.runtime.draining = True
+        await self.scheduler.stop()
         if self.slack_socket is not None:
             await self.slack_socket.stop()
         if self.slack_app is not None:

@@ -7,13 +7,19 @@ Exactly-once by construction:
   unique ``answer`` row in the same transaction;
 - claims of outbox rows and due deadlines: ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED)
   RETURNING`` on PostgreSQL; the same statement without the locking clause on SQLite, whose writers
-  are serialised (every transaction starts with ``BEGIN IMMEDIATE``).
+  are serialised (every transaction starts with ``BEGIN IMMEDIATE``);
+- a deadline's effects (outbox rows, new deliveries, a close) are written in the transaction that
+  marks it fired, fenced on the claim: a lost lease or a close in between writes nothing.
+
+Lock order on PostgreSQL: an elicitation row before its deadline, delivery and outbox rows, in every
+transaction that writes more than one of them (answers, revisions, closes, claims, firing).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -22,6 +28,8 @@ from sqlalchemy import Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from bot.domain import deadlines as dl
+from bot.domain.deadlines import Claim, Copy, FireContext, Firing, Timer
 from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.planning import Plan, PlannedDeadline
 from bot.domain.ports import IntakeOutcome
@@ -74,7 +82,7 @@ MARK_POSTED = (
         error=None,
     )
 )
-CURRENT_VERSION = select(E.c.version).where(E.c.key == bindparam("ekey"))
+CURRENT_STATE = select(E.c.version, E.c.status, E.c.route).where(E.c.key == bindparam("ekey"))
 GROUP_COMMIT_MAX = 64
 """Most inbound batches written in one transaction."""
 
@@ -109,6 +117,40 @@ class StoredElicitation:
     route: Route
     created_at: datetime
     updated_at: datetime
+    claim: Claim | None = None
+    """The last "I'm on it" (it may have lapsed: ``claim.active(now)``)."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What a message's schedule is built from: every copy and the pending deadlines."""
+
+    copies: tuple[Copy, ...] = ()
+    timers: tuple[Timer, ...] = ()
+
+
+@dataclass(frozen=True)
+class FiredDeadline:
+    """What firing one claimed deadline did."""
+
+    id: int
+    elicitation_key: str
+    kind: str
+    due_at: datetime
+    outcome: str
+    """``fired`` (acted), ``deferred`` (held by a claim: a new row at the claim's lapse takes its
+    place), ``idle`` (nothing left to do: closed earlier in the batch, or moved by a revision) or
+    ``lost`` (not ours to fire any more: another claimer took it after our lease ran out, or an
+    answer, expiry, cancellation or revision removed it)."""
+
+
+@dataclass
+class _FireBatch:
+    """Rows written together at the end of a firing transaction."""
+
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    refresh: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -155,8 +197,15 @@ class SqlStore:
         )
         self._new_elicitation = self._insert_ignore(E, "key").returning(E.c.key)
         self._new_deadline = self._insert_ignore(DEADLINE, "elicitation_key", "kind", "due_at")
+        self._new_copy = self._insert_ignore(
+            DELIVERY, "elicitation_key", "destination", "purpose"
+        ).returning(DELIVERY.c.id)
         self._pending: list[_PendingIntake] = []
         self._drainer: asyncio.Task[None] | None = None
+        # Due times planned by committed (or failed: a spare wake-up is harmless) transactions,
+        # appended on worker threads and handed to the watchers on the event loop.
+        self._planned: deque[datetime] = deque()
+        self._watchers: list[Callable[[datetime], None]] = []
 
     @classmethod
     def from_url(cls, url: str) -> SqlStore:
@@ -181,8 +230,32 @@ class SqlStore:
         """
         if write and self._write_lock is not None:
             async with self._write_lock:
-                return await asyncio.to_thread(self._transaction, work, write)
-        return await asyncio.to_thread(self._transaction, work, write)
+                result = await asyncio.to_thread(self._transaction, work, write)
+        else:
+            result = await asyncio.to_thread(self._transaction, work, write)
+        if self._planned:
+            self._tell_watchers()
+        return result
+
+    def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
+        """Call ``watcher(earliest due time)`` after a write of ours plans deadlines (a scheduler
+        re-arms its wake-up). Returns the function that stops watching."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _tell_watchers(self) -> None:
+        times: list[datetime] = []
+        while self._planned:
+            times.append(self._planned.popleft())
+        if times:
+            earliest = min(times)
+            for watcher in list(self._watchers):
+                watcher(earliest)
 
     def _transaction(self, work: Callable[[Connection], T], write: bool) -> T:
         engine = self.engine if write else self._reader
@@ -272,12 +345,41 @@ class SqlStore:
             },
         )
         if created.first() is not None:
-            self._plan_new(conn, key, item.plan, now)
             self._audit(conn, key, now, "intake", None, None, item.audit)
+            if dl.expired_at_intake(e, now):
+                self._expire_at_intake(conn, item, now)
+            else:
+                self._plan_new(conn, key, item.plan, now, item)
             return IntakeOutcome(key, "accepted")
         return self._revise(conn, item, now)
 
-    def _plan_new(self, conn: Connection, key: str, plan: Plan, now: datetime) -> None:
+    def _expire_at_intake(self, conn: Connection, item: IntakeItem, now: datetime) -> None:
+        """Past its expiry on arrival: closed at once, in this transaction. No copy is posted (no
+        buttons, ever), no deadline is planned; the source is told once (one writeback row)."""
+        e = item.elicitation
+        for planned in item.plan.deliveries:
+            conn.execute(
+                NEW_DELIVERY,
+                {
+                    "elicitation_key": e.key,
+                    "destination": planned.destination,
+                    "position": planned.position,
+                    "purpose": dl.PRIMARY,
+                    "state": "skipped",
+                    "ref": None,
+                    "posted_at": None,
+                    "created_at": now,
+                },
+            )
+        closing = dl.timeout_closing(e, now)
+        self._close_as(
+            conn, e.key, closing.status, now, closing.answer, {"reason": "expired at intake"}
+        )
+
+    def _plan_new(
+        self, conn: Connection, key: str, plan: Plan, now: datetime, item: IntakeItem | None = None
+    ) -> None:
+        accepted: list[int] = []
         for planned in plan.deliveries:
             # The web inbox reads this store: its copy exists the moment the row commits.
             inbox = planned.post_now and planned.destination == WEB
@@ -297,16 +399,33 @@ class SqlStore:
             ).scalar_one()
             if planned.post_now and not inbox:
                 self._enqueue(conn, key, "post", planned.destination, now, delivery_id=delivery_id)
-        self._add_deadlines(conn, key, plan.deadlines)
+            elif inbox:
+                accepted.append(delivery_id)
+        extra = dl.subject_deadlines(item.elicitation) if item is not None else ()
+        self._add_deadlines(conn, key, (*plan.deadlines, *extra))
+        if item is not None and item.route.followup_seconds:
+            for delivery_id in accepted:  # an inbox copy is accepted at once: its follow-up runs
+                self._plan_followup(conn, key, delivery_id, now, item.route)
 
     def _add_deadlines(
-        self, conn: Connection, key: str, deadlines: Sequence[PlannedDeadline]
+        self,
+        conn: Connection,
+        key: str,
+        deadlines: Sequence[PlannedDeadline],
+        detail: dict[str, Any] | None = None,
     ) -> None:
         for d in deadlines:
             conn.execute(
                 self._new_deadline,
-                {"elicitation_key": key, "kind": d.kind, "due_at": d.due_at, "state": "pending"},
+                {
+                    "elicitation_key": key,
+                    "kind": d.kind,
+                    "due_at": d.due_at,
+                    "state": "pending",
+                    "detail": detail,
+                },
             )
+            self._planned.append(d.due_at)
 
     def _revise(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         """The same elicitation pushed again: update what people see, if it changed and is open."""
@@ -334,12 +453,17 @@ class SqlStore:
             DEADLINE.delete().where(
                 DEADLINE.c.elicitation_key == e.key,
                 DEADLINE.c.state == "pending",
-                DEADLINE.c.kind.in_(("remind", "escalate", "expire")),
+                DEADLINE.c.kind.in_(dl.PLANNED_AT_INTAKE),
             )
         )
-        self._add_deadlines(conn, e.key, item.plan.deadlines)
+        self._add_deadlines(conn, e.key, (*item.plan.deadlines, *dl.subject_deadlines(e)))
         self._update_every_copy(conn, e.key, now)
         self._audit(conn, e.key, now, "revised", None, None, item.audit)
+        if dl.expired_at_intake(e, now):  # revised to an expiry already past: closed at once
+            closing = dl.timeout_closing(e, now)
+            self._close_as(
+                conn, e.key, closing.status, now, closing.answer, {"reason": "expired at revision"}
+            )
         return IntakeOutcome(e.key, "updated")
 
     # -- answers ---------------------------------------------------------------------------------
@@ -405,27 +529,39 @@ class SqlStore:
     ) -> bool:
         """Expire or cancel a pending elicitation (a system decision may come with an answer)."""
 
-        def work(conn: Connection) -> Any:
-            done = conn.execute(
-                update(E)
-                .where(E.c.key == key, E.c.status == Status.PENDING.value)
-                .values(
-                    status=status.value,
-                    answer=answer.model_dump(mode="json") if answer else None,
-                    version=E.c.version + 1,
-                    updated_at=now,
-                    closed_at=now,
-                )
-                .returning(E.c.key)
-            )
-            if done.first() is None:
-                return False
-            self._close(conn, key, now)
-            self._enqueue(conn, key, "writeback", "source", now)
-            self._audit(conn, key, now, status.value, "system", None, audit)
-            return True
+        def work(conn: Connection) -> bool:
+            return self._close_as(conn, key, status, now, answer, audit)
 
         return bool(await self._run(work, write=True))
+
+    def _close_as(
+        self,
+        conn: Connection,
+        key: str,
+        status: Status,
+        now: datetime,
+        answer: Answer | None,
+        audit: dict[str, Any],
+    ) -> bool:
+        """Close a pending elicitation: cancel its deadlines, update every copy, tell the source."""
+        done = conn.execute(
+            update(E)
+            .where(E.c.key == key, E.c.status == Status.PENDING.value)
+            .values(
+                status=status.value,
+                answer=answer.model_dump(mode="json") if answer else None,
+                version=E.c.version + 1,
+                updated_at=now,
+                closed_at=now,
+            )
+            .returning(E.c.key)
+        )
+        if done.first() is None:
+            return False
+        self._close(conn, key, now)
+        self._enqueue(conn, key, "writeback", "source", now)
+        self._audit(conn, key, now, status.value, "system", None, audit)
+        return True
 
     def _close(self, conn: Connection, key: str, now: datetime) -> None:
         conn.execute(
@@ -525,17 +661,7 @@ class SqlStore:
     ) -> None:
         conn.execute(
             NEW_OUTBOX,
-            {
-                "elicitation_key": key,
-                "kind": kind,
-                "target": target,
-                "delivery_id": delivery_id,
-                "payload": payload,
-                "state": "pending",
-                "attempts": 0,
-                "next_attempt_at": now,
-                "created_at": now,
-            },
+            _outbox_row(key, kind, target, now, delivery_id=delivery_id, payload=payload),
         )
 
     async def claim_outbox(
@@ -672,11 +798,80 @@ class SqlStore:
                     "at": now,
                 },
             )
-            current = conn.execute(CURRENT_VERSION, {"ekey": item.elicitation_key}).scalar()
-            if current != item.version:
+            current = conn.execute(CURRENT_STATE, {"ekey": item.elicitation_key}).first()
+            if current is None:
+                return True
+            if current.version != item.version:
                 # Answered or revised while it was being posted: bring this copy up to date.
                 self._update_copy(conn, item.elicitation_key, item.delivery_id, item.target, now)
+            if current.status == Status.PENDING.value and (current.route or {}).get(
+                "followup_seconds"
+            ):
+                route = Route.model_validate(current.route)
+                self._plan_followup(conn, item.elicitation_key, item.delivery_id, now, route)
         return True
+
+    def _plan_followup(
+        self, conn: Connection, key: str, delivery_id: int, now: datetime, route: Route
+    ) -> None:
+        """The platform accepted this copy: unanswered ``followup_seconds`` from now, the next
+        destination gets it (the last destination, and escalation copies, have none)."""
+        copies = self._copies(conn, [key]).get(key, ())
+        accepted = next((c for c in copies if c.id == delivery_id), None)
+        if accepted is None:
+            return
+        due = dl.followup_due(route, accepted, copies, now)
+        if due is not None:
+            self._add_deadlines(
+                conn, key, [PlannedDeadline(dl.FOLLOWUP, due)], {"after": delivery_id}
+            )
+
+    def _activate(self, conn: Connection, key: str, copy: Copy, now: datetime) -> bool:
+        """A waiting destination's turn: post it (the web inbox has it at once). Fenced on the
+        delivery still waiting: a close in between has skipped it."""
+        inbox = copy.destination == WEB
+        done = conn.execute(
+            update(DELIVERY)
+            .where(DELIVERY.c.id == copy.id, DELIVERY.c.state == "waiting")
+            .values(
+                state="posted" if inbox else "planned",
+                ref={"inbox": key} if inbox else None,
+                posted_at=now if inbox else None,
+            )
+            .returning(DELIVERY.c.id)
+        ).first()
+        if done is None:
+            return False
+        if inbox:
+            route = conn.execute(select(E.c.route).where(E.c.key == key)).scalar()
+            self._plan_followup(conn, key, copy.id, now, Route.model_validate(route))
+        else:
+            self._enqueue(conn, key, "post", copy.destination, now, delivery_id=copy.id)
+        return True
+
+    def _copies(self, conn: Connection, keys: Iterable[str]) -> dict[str, tuple[Copy, ...]]:
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        found: dict[str, list[Copy]] = defaultdict(list)
+        rows = conn.execute(
+            select(
+                DELIVERY.c.id,
+                DELIVERY.c.elicitation_key,
+                DELIVERY.c.destination,
+                DELIVERY.c.position,
+                DELIVERY.c.purpose,
+                DELIVERY.c.state,
+                DELIVERY.c.ref,
+            )
+            .where(DELIVERY.c.elicitation_key.in_(wanted))
+            .order_by(DELIVERY.c.id)
+        )
+        for r in rows:
+            found[r.elicitation_key].append(
+                Copy(r.id, r.destination, r.position, r.purpose, r.state, r.ref)
+            )
+        return {key: tuple(copies) for key, copies in found.items()}
 
     async def retry_outbox(self, item: OutboxItem, claimer: str, error: str, at: datetime) -> None:
         def work(conn: Connection) -> Any:
@@ -729,9 +924,29 @@ class SqlStore:
                 None,
                 {"target": item.target, "error": error[:500]},
             )
+            if item.kind == "post" and item.delivery_id is not None:
+                self._fall_back(conn, item.elicitation_key, item.delivery_id, now)
             return True
 
         return bool(await self._run(work, write=True))
+
+    def _fall_back(self, conn: Connection, key: str, failed_id: int, now: datetime) -> None:
+        """A primary copy failed for good: the next waiting destination gets it now."""
+        copies = self._copies(conn, [key]).get(key, ())
+        failed = next((c for c in copies if c.id == failed_id), None)
+        if failed is None or failed.purpose != dl.PRIMARY:
+            return
+        nxt = dl.next_waiting(copies)
+        if nxt is not None and self._activate(conn, key, nxt, now):
+            self._audit(
+                conn,
+                key,
+                now,
+                "fallback",
+                None,
+                None,
+                {"from": failed.destination, "to": nxt.destination},
+            )
 
     async def next_outbox_at(self) -> datetime | None:
         def work(conn: Connection) -> Any:
@@ -799,6 +1014,356 @@ class SqlStore:
             return result.first() is not None
 
         return await self._run(work, write=True)
+
+    async def fire_deadlines(
+        self,
+        due: Sequence[DueDeadline],
+        claimer: str,
+        now: datetime,
+        decide: Callable[[FireContext], Firing],
+    ) -> list[FiredDeadline]:
+        """Fire claimed deadlines: in one transaction, mark each fired (fenced on our claim and on
+        it still being pending) and write what ``decide`` says it does, decided on the
+        elicitation as it stands now. A deadline whose claim we lost, or that an answer, expiry or
+        cancellation cancelled meanwhile, writes nothing."""
+
+        def work(conn: Connection) -> list[FiredDeadline]:
+            return self._fire(conn, due, claimer, now, decide)
+
+        if not due:
+            return []
+        fired: list[FiredDeadline] = await self._run(work, write=True)
+        return fired
+
+    def _fire(
+        self,
+        conn: Connection,
+        due: Sequence[DueDeadline],
+        claimer: str,
+        now: datetime,
+        decide: Callable[[FireContext], Firing],
+    ) -> list[FiredDeadline]:
+        keys = sorted({d.elicitation_key for d in due})
+        if self.dialect == "postgresql":  # the lock order every writer keeps: elicitation first
+            conn.execute(
+                select(E.c.key).where(E.c.key.in_(keys)).order_by(E.c.key).with_for_update()
+            )
+        ours = set(
+            conn.execute(
+                update(DEADLINE)
+                .where(
+                    DEADLINE.c.id.in_([d.id for d in due]),
+                    DEADLINE.c.claimed_by == claimer,
+                    DEADLINE.c.state == "pending",
+                )
+                .values(state="fired", fired_at=now)
+                .returning(DEADLINE.c.id)
+            ).scalars()
+        )
+        results = [FiredDeadline(d.id, d.elicitation_key, d.kind, d.due_at, "lost") for d in due]
+        if not ours:
+            return results
+        live_keys = sorted({d.elicitation_key for d in due if d.id in ours})
+        rows = {
+            r.key: r
+            for r in conn.execute(
+                select(
+                    E.c.key,
+                    E.c.status,
+                    E.c.payload,
+                    E.c.route,
+                    E.c.claim_by,
+                    E.c.claim_name,
+                    E.c.claim_until,
+                ).where(E.c.key.in_(live_keys))
+            )
+        }
+        copies = self._copies(conn, live_keys)
+        status = {key: Status(row.status) for key, row in rows.items()}
+        parsed: dict[str, tuple[Elicitation, Route]] = {}
+        batch = _FireBatch()
+        idle: list[int] = []
+        for n, d in enumerate(due):
+            row = rows.get(d.elicitation_key)
+            if d.id not in ours:
+                continue
+            if row is None or status[d.elicitation_key] is not Status.PENDING:
+                idle.append(d.id)
+                results[n] = FiredDeadline(d.id, d.elicitation_key, d.kind, d.due_at, "idle")
+                continue
+            key = d.elicitation_key
+            if key not in parsed:
+                parsed[key] = (
+                    Elicitation.model_validate(row.payload),
+                    Route.model_validate(row.route),
+                )
+            e, route = parsed[key]
+            claim = (
+                Claim(row.claim_by, row.claim_until, row.claim_name)
+                if row.claim_by and row.claim_until
+                else None
+            )
+            firing = decide(
+                FireContext(
+                    d.kind, d.due_at, now, e, Status.PENDING, route, copies.get(key, ()), claim
+                )
+            )
+            outcome = self._apply(conn, d, firing, now, batch)
+            if firing.close is not None and outcome == "fired":
+                status[key] = firing.close.status
+            if outcome == "idle":
+                idle.append(d.id)
+            results[n] = FiredDeadline(d.id, key, d.kind, d.due_at, outcome)
+        if idle:  # nothing was done: the row says so
+            conn.execute(update(DEADLINE).where(DEADLINE.c.id.in_(idle)).values(state="cancelled"))
+        self._refresh(
+            conn,
+            batch.refresh - {k for k, st in status.items() if st is not Status.PENDING},
+            copies,
+            now,
+            batch,
+        )
+        self._flush_fired(conn, batch)
+        return results
+
+    def _flush_fired(self, conn: Connection, batch: _FireBatch) -> None:
+        if batch.outbox:
+            conn.execute(NEW_OUTBOX, batch.outbox)
+            batch.outbox.clear()
+        if batch.audit:
+            conn.execute(NEW_AUDIT, batch.audit)
+            batch.audit.clear()
+
+    def _apply(
+        self, conn: Connection, d: DueDeadline, firing: Firing, now: datetime, batch: _FireBatch
+    ) -> str:
+        """Write one firing's effects; returns its outcome."""
+        key = d.elicitation_key
+        if firing.audit is not None:
+            batch.audit.append(
+                {
+                    "elicitation_key": key,
+                    "at": now,
+                    "action": firing.audit,
+                    "actor": dl.SYSTEM,
+                    "code": None,
+                    "detail": {"due_at": d.due_at.isoformat(), **firing.detail},
+                }
+            )
+        if firing.defer_to is not None:
+            conn.execute(update(DEADLINE).where(DEADLINE.c.id == d.id).values(state="deferred"))
+            self._add_deadlines(
+                conn, key, [PlannedDeadline(d.kind, firing.defer_to)], {"deferred": d.id}
+            )
+            return "deferred"
+        if firing.close is not None:
+            self._flush_fired(conn, batch)  # what fired before the close is written before it
+            closing = firing.close
+            done = self._close_as(
+                conn, key, closing.status, now, closing.answer, {"deadline": d.kind}
+            )
+            return "fired" if done else "idle"
+        for notice in firing.notices:
+            batch.outbox.append(
+                _outbox_row(
+                    key,
+                    "notify",
+                    notice.destination,
+                    now,
+                    delivery_id=notice.delivery_id,
+                    payload={
+                        "kind": "reminder",
+                        "user": "",
+                        "thread": dict(notice.thread),
+                        "text": notice.text,
+                        "mentions": list(notice.mentions),
+                    },
+                )
+            )
+        for post in firing.escalations:
+            self._escalate(conn, key, post, now, batch)
+        if firing.activate is not None:
+            self._activate(conn, key, firing.activate, now)
+        if firing.refresh:
+            batch.refresh.add(key)
+        acted = firing.notices or firing.escalations or firing.activate or firing.refresh
+        return "fired" if acted else "idle"
+
+    def _escalate(
+        self, conn: Connection, key: str, post: dl.EscalationPost, now: datetime, batch: _FireBatch
+    ) -> None:
+        """A new, answerable copy in an escalation destination (once per destination)."""
+        inbox = post.destination == WEB
+        detail = {
+            "mentions": list(post.escalation.mentions),
+            "originals": [
+                {"destination": o.destination, "ref": dict(o.ref)}
+                for o in post.escalation.originals
+            ],
+        }
+        delivery_id = conn.execute(
+            self._new_copy,
+            {
+                "elicitation_key": key,
+                "destination": post.destination,
+                "position": post.position,
+                "purpose": dl.ESCALATION,
+                "state": "posted" if inbox else "planned",
+                "ref": {"inbox": key} if inbox else None,
+                "posted_at": now if inbox else None,
+                "created_at": now,
+                "detail": detail,
+            },
+        ).scalar()
+        if delivery_id is not None and not inbox:
+            batch.outbox.append(
+                _outbox_row(
+                    key,
+                    "post",
+                    post.destination,
+                    now,
+                    delivery_id=delivery_id,
+                    payload={"purpose": dl.ESCALATION},
+                )
+            )
+
+    def _refresh(
+        self,
+        conn: Connection,
+        keys: set[str],
+        copies: dict[str, tuple[Copy, ...]],
+        now: datetime,
+        batch: _FireBatch,
+    ) -> None:
+        """What the copies show changed (a step fired): a new version, and one coalesced update
+        per posted copy. ``keys`` are pending ones, held by this transaction (locked on
+        PostgreSQL, the one writer on SQLite): the update goes by primary key alone."""
+        if not keys:
+            return
+        conn.execute(
+            update(E)
+            .where(E.c.key.in_(sorted(keys)))
+            .values(version=E.c.version + 1, updated_at=now)
+        )
+        posted = [
+            (key, c)
+            for key in sorted(keys)
+            for c in copies.get(key, ())
+            if c.state == "posted" and c.destination != WEB
+        ]
+        if not posted:
+            return
+        # By delivery alone (its index), filtered here: a predicate on the state would let the
+        # planner walk every pending outbox row instead.
+        waiting = {
+            r.delivery_id
+            for r in conn.execute(
+                select(OUTBOX.c.delivery_id, OUTBOX.c.kind, OUTBOX.c.state).where(
+                    OUTBOX.c.delivery_id.in_([c.id for _, c in posted])
+                )
+            )
+            if r.kind == "update" and r.state == "pending"
+        }
+        batch.outbox.extend(
+            _outbox_row(key, "update", c.destination, now, delivery_id=c.id)
+            for key, c in posted
+            if c.id not in waiting
+        )
+
+    async def next_deadline_at(self, now: datetime) -> datetime | None:
+        """When the next deadline nobody holds is due (None: no pending deadline is free).
+
+        A row held under another claimer's lease is not looked at: its holder fires it, or, if the
+        holder died, a sweep takes it once the lease has run out."""
+
+        def work(conn: Connection) -> datetime | None:
+            found: datetime | None = conn.execute(
+                select(DEADLINE.c.due_at)
+                .where(
+                    DEADLINE.c.state == "pending",
+                    or_(DEADLINE.c.claimed_until.is_(None), DEADLINE.c.claimed_until < now),
+                )
+                .order_by(DEADLINE.c.due_at)
+                .limit(1)
+            ).scalar()
+            return found
+
+        return await self._run(work, write=False)
+
+    async def release_deadline_claims(self, claimer: str | None = None) -> int:
+        """Give claimed, unfired deadlines back (at start with SQLite: their holder is gone)."""
+
+        def work(conn: Connection) -> int:
+            query = update(DEADLINE).where(
+                DEADLINE.c.state == "pending", DEADLINE.c.claimed_by.is_not(None)
+            )
+            if claimer is not None:
+                query = query.where(DEADLINE.c.claimed_by == claimer)
+            released = conn.execute(
+                query.values(claimed_by=None, claimed_until=None).returning(DEADLINE.c.id)
+            )
+            return len(released.all())
+
+        count: int = await self._run(work, write=True)
+        return count
+
+    async def claim(
+        self, key: str, by: str, name: str | None, until: datetime, now: datetime
+    ) -> bool:
+        """Record "I'm on it" on a pending elicitation (renewing or taking over a claim): every
+        copy is updated, and a ``claim_lapse`` deadline updates them again when it runs out.
+        False when it is no longer pending."""
+
+        def work(conn: Connection) -> bool:
+            done = conn.execute(
+                update(E)
+                .where(E.c.key == key, E.c.status == Status.PENDING.value)
+                .values(
+                    claim_by=by,
+                    claim_name=name,
+                    claim_until=until,
+                    version=E.c.version + 1,
+                    updated_at=now,
+                )
+                .returning(E.c.key)
+            ).first()
+            if done is None:
+                return False
+            conn.execute(
+                DEADLINE.delete().where(
+                    DEADLINE.c.elicitation_key == key,
+                    DEADLINE.c.kind == dl.CLAIM_LAPSE,
+                    DEADLINE.c.state == "pending",
+                )
+            )
+            self._add_deadlines(conn, key, [PlannedDeadline(dl.CLAIM_LAPSE, until)])
+            self._update_every_copy(conn, key, now)
+            self._audit(conn, key, now, "claimed", by, None, {"until": until.isoformat()})
+            return True
+
+        return bool(await self._run(work, write=True))
+
+    async def timelines(self, keys: Sequence[str]) -> dict[str, Timeline]:
+        """Copies and pending deadlines of each elicitation: what its schedule is built from."""
+
+        def work(conn: Connection) -> dict[str, Timeline]:
+            wanted = sorted(set(keys))
+            copies = self._copies(conn, wanted)
+            timers: dict[str, list[Timer]] = defaultdict(list)
+            for r in conn.execute(
+                select(DEADLINE.c.elicitation_key, DEADLINE.c.kind, DEADLINE.c.due_at)
+                .where(DEADLINE.c.elicitation_key.in_(wanted), DEADLINE.c.state == "pending")
+                .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
+            ):
+                timers[r.elicitation_key].append(Timer(r.kind, r.due_at))
+            return {
+                key: Timeline(copies.get(key, ()), tuple(timers.get(key, ()))) for key in wanted
+            }
+
+        if not keys:
+            return {}
+        found: dict[str, Timeline] = await self._run(work, write=False)
+        return found
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -896,7 +1461,9 @@ class SqlStore:
 
     async def deadlines(self, key: str) -> list[dict[str, Any]]:
         return await self._rows(
-            select(DEADLINE).where(DEADLINE.c.elicitation_key == key).order_by(DEADLINE.c.due_at)
+            select(DEADLINE)
+            .where(DEADLINE.c.elicitation_key == key)
+            .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
         )
 
     async def audit(self, key: str) -> list[dict[str, Any]]:
@@ -1005,4 +1572,29 @@ def _stored(row: Any) -> StoredElicitation:
         route=Route.model_validate(row.route),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        claim=Claim(row.claim_by, row.claim_until, row.claim_name)
+        if row.claim_by and row.claim_until
+        else None,
     )
+
+
+def _outbox_row(
+    key: str,
+    kind: str,
+    target: str,
+    now: datetime,
+    *,
+    delivery_id: int | None = None,
+    payload: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "elicitation_key": key,
+        "kind": kind,
+        "target": target,
+        "delivery_id": delivery_id,
+        "payload": payload,
+        "state": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }

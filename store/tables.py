@@ -63,6 +63,10 @@ class ElicitationRow(SQLModel, table=True):
     created_at: datetime = _ts(nullable=False)
     updated_at: datetime = _ts(nullable=False)
     closed_at: datetime | None = _ts()
+    claim_by: str | None = Field(default=None, max_length=300)
+    """Who said "I'm on it" (identity key); the claim holds until ``claim_until``."""
+    claim_name: str | None = Field(default=None, max_length=200)
+    claim_until: datetime | None = _ts()
 
     __table_args__ = (UniqueConstraint("source", "source_id", name="uq_elicitation_source_id"),)
 
@@ -92,13 +96,16 @@ class DeliveryRow(SQLModel, table=True):
     purpose: str = Field(default="primary", max_length=16)
     """``primary`` or ``escalation``."""
     state: str = Field(max_length=16)
-    """planned -> posting -> posted | failed; ``waiting`` for a later follow-up."""
+    """planned -> posting -> posted | failed; ``waiting`` for a later follow-up (-> planned, or
+    ``skipped`` when the elicitation closes first)."""
     ref: dict[str, Any] | None = _json()
     ref_key: str | None = Field(default=None, max_length=300, index=True)
     """``ref["key"]``: finds the elicitation of a message people react to or reply under."""
     error: str | None = None
     posted_at: datetime | None = _ts()
     created_at: datetime = _ts(nullable=False)
+    detail: dict[str, Any] | None = _json()
+    """An escalation copy's mentions and the originals it links to."""
 
     __table_args__ = (
         UniqueConstraint("elicitation_key", "destination", "purpose", name="uq_delivery_dest"),
@@ -113,10 +120,10 @@ class DeadlineRow(SQLModel, table=True):
     id: int | None = Field(default=None, sa_column=Column(AutoId, primary_key=True))
     elicitation_key: str = Field(max_length=400, index=True)
     kind: str = Field(max_length=16)
-    """remind, escalate, followup, expire."""
+    """remind, escalate, followup, expire, subject_expired, claim_lapse."""
     due_at: datetime = _ts(nullable=False)
     state: str = Field(default="pending", max_length=16)
-    """pending -> fired | cancelled."""
+    """pending -> fired | cancelled | deferred (held by a claim: a new row takes its place)."""
     claimed_by: str | None = Field(default=None, max_length=64)
     claimed_until: datetime | None = _ts()
     fired_at: datetime | None = _ts()
@@ -175,7 +182,11 @@ class OutboxRow(SQLModel, table=True):
     created_at: datetime = _ts(nullable=False)
     done_at: datetime | None = _ts()
 
-    __table_args__ = (Index("ix_outbox_due", "state", "next_attempt_at"),)
+    __table_args__ = (
+        Index("ix_outbox_due", "state", "next_attempt_at"),
+        # A copy's pending update is looked up by its delivery (updates are coalesced per copy).
+        Index("ix_outbox_delivery", "delivery_id"),
+    )
 
 
 class RouteRow(SQLModel, table=True):

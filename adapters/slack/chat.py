@@ -137,6 +137,9 @@ class SlackChat:
         )
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+        if notice.extra.get("kind") == "reminder" or not notice.user:
+            await self._remind(destination, notice)
+            return
         platform, _, user = notice.user.partition(":")
         if platform != "slack" or not user:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
@@ -148,6 +151,22 @@ class SlackChat:
             notice.text,
             thread_ts=thread_ts if isinstance(thread_ts, str) and thread_ts else None,
         )
+
+    async def _remind(self, destination: str, notice: Notice) -> None:
+        """A reminder: a public reply in the copy's thread that pings the route's Slack people."""
+        channel = await self._channel(destination)
+        thread_ts = (notice.thread or {}).get("ts")
+        if not isinstance(thread_ts, str) or not thread_ts:
+            raise PermanentDeliveryError("slack reminder: the copy has no message to reply under")
+        mentions = " ".join(
+            f"<@{ident.partition(':')[2]}>"
+            for ident in notice.extra.get("mentions") or ()
+            if isinstance(ident, str)
+            and ident.startswith("slack:")
+            and ident.partition(":")[2][:1] in ("U", "W")
+        )
+        text = escape(notice.text) + (f" {mentions}" if mentions else "")
+        await self.say(channel, text, thread_ts=thread_ts)
 
     # ------------------------------------------------------------------ for the interactive app
 

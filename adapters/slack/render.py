@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.domain.deadlines import active_claim, claim_line, schedule_line
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -462,9 +463,24 @@ def render(view: PromptView) -> tuple[str, list[Block]]:
         hint = _hint(e)
         if hint is not None:
             blocks.append(_context(hint))
+        timeline = _timeline(view)
+        if timeline:
+            blocks.append(_context(timeline))
     else:
         blocks.append(_section(_result(view)))
     return _fallback(view), blocks[:MAX_BLOCKS]
+
+
+def _timeline(view: PromptView) -> str:
+    """What happens next and when (reminder · escalation · next channel · expiry), and who
+    is on it (times in UTC)."""
+    parts = []
+    if view.schedule:
+        parts.append(f"⏱ {clip(escape(schedule_line(view.schedule, now=view.now)), REASON_TEXT)}")
+    claim = active_claim(view.claim, view.now)
+    if claim is not None:
+        parts.append(f"🙋 {clip(escape(claim_line(claim, view.now)), REASON_TEXT)}")
+    return " · ".join(parts)
 
 
 def _fallback(view: PromptView) -> str:

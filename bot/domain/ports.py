@@ -7,7 +7,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.domain.model import Answer, Attempt, Elicitation, People, Refusal, Route, Status
+from bot.domain.deadlines import Claim, Escalation, ScheduleStep
+from bot.domain.model import (
+    Answer,
+    Attempt,
+    Elicitation,
+    Identity,
+    People,
+    Refusal,
+    Route,
+    Status,
+)
 
 MessageRef = dict[str, Any]
 """A platform's message id: Slack ``{"channel", "ts"}``, Matrix ``{"room_id", "event_id"}``.
@@ -33,6 +43,12 @@ class PromptView:
     link: str
     """The web inbox page with the full text."""
     now: datetime
+    schedule: tuple[ScheduleStep, ...] = ()
+    """What happens if nobody answers (``deadlines.schedule_line`` writes it as one line)."""
+    claim: Claim | None = None
+    """Who said "I'm on it", while the claim holds (``deadlines.claim_line``)."""
+    escalation: Escalation | None = None
+    """Set on an escalation copy: whom to mention and where the original is."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,15 @@ class AnswerOutcome:
     won: bool
 
 
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """An "I'm on it": the claim now held, or why not (told privately, like a refusal)."""
+
+    key: str
+    claim: Claim | None
+    refusal: Refusal | None = None
+
+
 class Elicitations(Protocol):
     """What an edge (a chat surface, a source's routes) may ask of the core.
 
@@ -90,6 +115,12 @@ class Elicitations(Protocol):
         """Apply the answer rules; the first valid answer wins. Refusals come back as values."""
         ...
 
+    async def claim(self, key: str, who: Identity) -> ClaimOutcome:
+        """Someone is on it: escalation and follow-ups (not reminders or expiry) wait until the
+        claim lapses, and every copy shows who claimed it. Claiming again renews; another person
+        takes it over. The asker, agents and bots are refused. KeyError: unknown key."""
+        ...
+
     async def view(self, key: str) -> PromptView | None:
         """The elicitation as it stands now (None: unknown key)."""
         ...
@@ -104,6 +135,11 @@ class Elicitations(Protocol):
 
     async def deliveries(self, key: str) -> list[dict[str, Any]]:
         """Each copy: destination, position, purpose, state, ref, posted_at, error."""
+        ...
+
+    async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
+        """Close a pending elicitation from its source's side (expired, cancelled, or answered
+        elsewhere); every copy is updated. False when it was not pending."""
         ...
 
     async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:

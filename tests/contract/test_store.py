@@ -455,7 +455,10 @@ async def test_a_win_closes_everything_in_one_transaction(
     key = await accept(store, make(t0, remind=60, escalate=600, expires=3600), t0, THREE_FOLLOWUP)
     await post_all(store, t0)  # the Slack copy is posted; the other two wait for the follow-up
     # The remind deadline has already fired: it must stay fired, not become cancelled.
-    [remind] = await store.claim_deadlines(clock.advance(60), "sched")
+    # The posted Slack copy also planned its follow-up (THREE_FOLLOWUP), due at the same time.
+    due = await store.claim_deadlines(clock.advance(60), "sched")
+    assert sorted(d.kind for d in due) == ["followup", "remind"]
+    [remind] = [d for d in due if d.kind == "remind"]
     assert await store.mark_fired(remind.id, "sched", clock.now())
     now = clock.advance(30)
     alice = answer("slack:U0ALICE", now)
@@ -464,6 +467,7 @@ async def test_a_win_closes_everything_in_one_transaction(
 
     assert [(d["kind"], d["state"]) for d in await store.deadlines(key)] == [
         ("remind", "fired"),
+        ("followup", "cancelled"),
         ("escalate", "cancelled"),
         ("expire", "cancelled"),
     ]

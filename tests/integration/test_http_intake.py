@@ -659,7 +659,8 @@ async def test_get_by_full_key_and_by_bare_id(client: httpx.AsyncClient) -> None
     assert by_key.status_code == by_id.status_code == 200
     assert by_key.json()["id"] == by_id.json()["id"] == f"superpipeline:{source_id}"
     assert by_key.json()["kind"] == "approval"
-    assert {d["kind"] for d in by_key.json()["deadlines"]} == {"remind"}
+    # remindAt, and the approval subject's expiry (which withdraws the approve buttons).
+    assert {d["kind"] for d in by_key.json()["deadlines"]} == {"remind", "subject_expired"}
 
 
 @pytest.mark.parametrize("ident", ["eli_unknown", "superpipeline:eli_unknown", "handup:x"])

@@ -175,6 +175,26 @@ async def test_notify_without_a_thread_has_no_thread_ts(fake: FakeSlack, chat: S
     assert "thread_ts" not in call.params
 
 
+async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    notice = Notice(
+        user="",
+        text="Still waiting: <!here> May I run the migration?",
+        thread={"channel": "C1", "ts": "1700000000.000042"},
+        extra={"kind": "reminder", "mentions": ["slack:U0ALICE", "matrix:@alice:example.org"]},
+    )
+
+    await chat.notify("slack:C1", notice, idempotency_key="elicitbot-20")
+
+    [call] = fake.calls()
+    assert call.method == "chat.postMessage"
+    assert call.params["thread_ts"] == "1700000000.000042"
+    assert call.params["text"] == (
+        "Still waiting: &lt;!here&gt; May I run the migration? <@U0ALICE>"
+    )
+
+
 async def test_a_user_destination_is_a_dm_opened_once(fake: FakeSlack, chat: SlackChat) -> None:
     first = await chat.post("slack:U0ALICE", view(), idempotency_key="k1", uncertain=False)
     second = await chat.post("slack:U0ALICE", view(), idempotency_key="k2", uncertain=False)

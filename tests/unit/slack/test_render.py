@@ -457,3 +457,31 @@ def test_expired_and_cancelled_views_have_no_actions(status: Status, expected: s
     assert [b for b in blocks if b["type"] == "actions"] == []
     assert blocks[-1]["text"]["text"].startswith(expected)
     assert_valid(text, blocks)
+
+
+def test_a_pending_message_shows_what_happens_next_and_who_is_on_it() -> None:
+    from dataclasses import replace
+
+    from bot.domain.deadlines import Claim, ScheduleStep
+
+    steps = (
+        ScheduleStep("remind", NOW + timedelta(hours=1)),
+        ScheduleStep("escalate", NOW + timedelta(hours=2), targets=("slack:C0ONCALL",)),
+        ScheduleStep("expire", NOW + timedelta(hours=8), outcome="deny"),
+    )
+    pending = replace(
+        view(sp_options()),
+        schedule=steps,
+        claim=Claim(by="slack:U0ALICE", name="Alice", until=NOW + timedelta(minutes=30)),
+    )
+    _, blocks = render(pending)
+    [line] = [t for t in mrkdwn(blocks) if t.startswith("⏱")]
+    assert "reminder" in line
+    assert "escalates" in line
+    assert "expires" in line
+    assert "deny" in line
+    assert "Alice is on it" in line
+
+    answered = replace(pending, status=Status.ANSWERED, answer=answer(option_ids=("deny",)))
+    _, after = render(answered)
+    assert not [t for t in mrkdwn(after) if t.startswith("⏱")]

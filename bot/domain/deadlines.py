@@ -1,0 +1,481 @@
+"""Deadlines: what each due time does, the schedule a message shows, and the "I'm on it" claim.
+
+Pure: aware UTC datetimes in, values out; nothing here reads a clock or touches a store.
+
+The store holds every due time (one ``deadline`` row each) and fires it once: it claims the row,
+builds a :class:`FireContext` from the elicitation *as it stands in the firing transaction*, asks
+:func:`fire` what to do and writes that (outbox rows, deliveries, a close) in the same transaction
+that marks the row fired. So a closed elicitation never reminds, whatever was planned.
+
+Kinds: ``remind``, ``escalate`` and ``expire`` come from the elicitation's deadlines at intake;
+``subject_expired`` (the approval subject's ``expiresAt``) only refreshes every copy so approving
+buttons disappear; ``followup`` is planned when a delivery is accepted by its platform;
+``claim_lapse`` refreshes every copy when an "I'm on it" claim runs out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.domain import rules
+from bot.domain.model import (
+    Answer,
+    Attempt,
+    Elicitation,
+    Identity,
+    Meaning,
+    Option,
+    People,
+    Refusal,
+    RefusalCode,
+    Route,
+    Status,
+)
+from bot.domain.planning import PlannedDeadline
+
+REMIND = "remind"
+ESCALATE = "escalate"
+FOLLOWUP = "followup"
+EXPIRE = "expire"
+SUBJECT_EXPIRED = "subject_expired"
+CLAIM_LAPSE = "claim_lapse"
+
+PLANNED_AT_INTAKE = (REMIND, ESCALATE, EXPIRE, SUBJECT_EXPIRED)
+"""Kinds planned from the elicitation itself: a revision replaces the pending ones."""
+PAUSED_BY_CLAIM = frozenset({ESCALATE, FOLLOWUP})
+"""What an active claim holds back (expiry and reminders go on)."""
+
+PRIMARY = "primary"
+ESCALATION = "escalation"
+WEB = "web"
+SYSTEM = "system"
+"""Respondent and ``via`` of a decision made by the timeout rule."""
+
+DEFAULT_CLAIM_MINUTES = 30.0
+NEVER = datetime(9999, 1, 1, tzinfo=UTC)
+"""The engine's "no implicit deadline": an expiry at or after it is never shown."""
+
+_STEP_ORDER = {REMIND: 0, FOLLOWUP: 1, ESCALATE: 2, EXPIRE: 3}
+_TITLE_LIMIT = 150
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Someone said "I'm on it": escalation and follow-ups wait until ``until``."""
+
+    by: str
+    """The identity key of who claimed it."""
+    until: datetime
+    name: str | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.until > now
+
+    @property
+    def who(self) -> str:
+        return self.name or self.by
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One delivery as deadlines see it."""
+
+    id: int
+    destination: str
+    position: int
+    purpose: str
+    """``primary`` or ``escalation``."""
+    state: str
+    """planned, posting, posted, failed, waiting or skipped."""
+    ref: Mapping[str, Any] | None = None
+
+    @property
+    def live(self) -> bool:
+        """Posted and in a chat (the web inbox has no thread to remind in)."""
+        return self.state == "posted" and self.destination != WEB and bool(self.ref)
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A pending deadline."""
+
+    kind: str
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class ScheduleStep:
+    """One step still to come, as a message shows it."""
+
+    kind: str
+    """remind, followup, escalate or expire."""
+    at: datetime
+    targets: tuple[str, ...] = ()
+    """Destinations of an escalation or a follow-up."""
+    outcome: str | None = None
+    """What expiry records (approve / deny); None: it just expires."""
+    held_by: str | None = None
+    """Pushed back to ``at`` by this person's claim."""
+
+
+@dataclass(frozen=True)
+class Original:
+    """A primary copy an escalation links to."""
+
+    destination: str
+    ref: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """What makes a copy an escalation: whom it mentions and where the original is.
+
+    The web inbox link is the view's ``link``; a Slack original may be linked by its permalink.
+    """
+
+    mentions: tuple[str, ...]
+    originals: tuple[Original, ...] = ()
+
+
+@dataclass(frozen=True)
+class FireContext:
+    """A claimed deadline and its elicitation, read in the transaction that fires it."""
+
+    kind: str
+    due_at: datetime
+    now: datetime
+    elicitation: Elicitation
+    status: Status
+    route: Route
+    copies: tuple[Copy, ...]
+    claim: Claim | None = None
+
+
+@dataclass(frozen=True)
+class ThreadNotice:
+    """A reminder in the thread of one live copy."""
+
+    delivery_id: int
+    destination: str
+    thread: Mapping[str, Any]
+    text: str
+    mentions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EscalationPost:
+    """A new, answerable copy in an escalation destination."""
+
+    destination: str
+    position: int
+    escalation: Escalation
+
+
+@dataclass(frozen=True)
+class Closing:
+    status: Status
+    answer: Answer | None
+
+
+@dataclass(frozen=True)
+class Firing:
+    """What a due deadline does now; the empty value does nothing (closed, or stale)."""
+
+    defer_to: datetime | None = None
+    notices: tuple[ThreadNotice, ...] = ()
+    escalations: tuple[EscalationPost, ...] = ()
+    activate: Copy | None = None
+    """The next waiting destination to deliver to."""
+    close: Closing | None = None
+    refresh: bool = False
+    """What the copies show changed: update every copy."""
+    audit: str | None = None
+    """The audit action to record, if any."""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def subject_deadlines(e: Elicitation) -> tuple[PlannedDeadline, ...]:
+    """The approval subject's expiry: approving options go away then (every copy is updated)."""
+    if e.subject is None or e.subject.expires_at is None:
+        return ()
+    return (PlannedDeadline(SUBJECT_EXPIRED, e.subject.expires_at),)
+
+
+def expired_at_intake(e: Elicitation, now: datetime) -> bool:
+    """Already past its expiry when it arrives: stored closed, never posted with buttons."""
+    return e.deadlines.expires_at is not None and e.deadlines.expires_at <= now
+
+
+def followup_due(
+    route: Route, accepted: Copy, copies: Sequence[Copy], accepted_at: datetime
+) -> datetime | None:
+    """When the next destination gets it if nobody has answered; None: no follow-up.
+
+    Only a primary copy has one, only when the route sets ``followup_seconds``, and only while a
+    later destination still waits (the last destination has none).
+    """
+    if route.followup_seconds == 0 or accepted.purpose != PRIMARY:
+        return None
+    if next_waiting(copies, after=accepted.position) is None:
+        return None
+    return accepted_at + timedelta(seconds=route.followup_seconds)
+
+
+def next_waiting(copies: Sequence[Copy], *, after: int = -1) -> Copy | None:
+    """The first primary destination still waiting for its turn."""
+    waiting = [
+        c for c in copies if c.purpose == PRIMARY and c.state == "waiting" and c.position > after
+    ]
+    return min(waiting, key=lambda c: c.position) if waiting else None
+
+
+def claim_until(now: datetime, minutes: float = DEFAULT_CLAIM_MINUTES) -> datetime:
+    return now + timedelta(minutes=minutes)
+
+
+def claim_refusal(e: Elicitation, status: Status, who: Identity, people: People) -> Refusal | None:
+    """Who may say "I'm on it": anyone who may answer, while it waits for an answer."""
+    if status is not Status.PENDING:
+        code = RefusalCode.ALREADY_ANSWERED if status is Status.ANSWERED else RefusalCode.CLOSED
+        return Refusal(
+            code=code, message="This request is no longer waiting for an answer: nothing to claim."
+        )
+    # Answer rule 1, the same check an answer meets: the asker, agents and bots are refused.
+    return rules._check_respondent(e, Attempt(respondent=who, via=who.platform), people)
+
+
+# --------------------------------------------------------------------------- firing
+
+
+def on_platform(identities: Collection[str], destination: str) -> tuple[str, ...]:
+    """The identity keys on the destination's platform, in a stable order."""
+    platform = destination.split(":", 1)[0]
+    return tuple(sorted(i for i in set(identities) if i.split(":", 1)[0] == platform))
+
+
+def timeout_option(e: Elicitation) -> Option | None:
+    """The option the timeout rule chooses: ``on_timeout`` approve / deny matched on the option's
+    own outcome first, then on its meaning. None: it simply expires."""
+    wanted = (e.deadlines.on_timeout or "").strip().lower()
+    if wanted not in ("approve", "deny"):
+        return None
+    by_outcome = next((o for o in e.options if (o.outcome or "").lower() == wanted), None)
+    if by_outcome is not None:
+        return by_outcome
+    meaning = Meaning.APPROVE if wanted == "approve" else Meaning.REJECT
+    return next((o for o in e.options if o.meaning is meaning), None)
+
+
+def timeout_closing(e: Elicitation, now: datetime) -> Closing:
+    """Expired; with ``on_timeout`` approve / deny, the system's decision is the answer."""
+    option = timeout_option(e)
+    if option is None:
+        return Closing(Status.EXPIRED, None)
+    subject = e.subject
+    return Closing(
+        Status.EXPIRED,
+        Answer(
+            option_ids=(option.id,),
+            respondent=SYSTEM,
+            via=SYSTEM,
+            at=now,
+            subject_digest=None if subject is None else subject.digest,
+            subject_revision=None if subject is None else subject.revision,
+        ),
+    )
+
+
+def title_of(e: Elicitation) -> str:
+    text = e.title.strip() or " ".join(e.question.split()) or e.key
+    return text if len(text) <= _TITLE_LIMIT else text[: _TITLE_LIMIT - 1] + "…"
+
+
+def reminder_text(e: Elicitation) -> str:
+    return f"⏰ Reminder: “{title_of(e)}” is still waiting for an answer."
+
+
+def reminders(e: Elicitation, route: Route, copies: Sequence[Copy]) -> tuple[ThreadNotice, ...]:
+    """One notice in the thread of every live copy, mentioning the route's people there."""
+    text = reminder_text(e)
+    return tuple(
+        ThreadNotice(
+            delivery_id=c.id,
+            destination=c.destination,
+            thread=dict(c.ref or {}),
+            text=text,
+            mentions=on_platform(route.mention, c.destination),
+        )
+        for c in copies
+        if c.live
+    )
+
+
+def escalation_posts(
+    route: Route, copies: Sequence[Copy], admins: Collection[str]
+) -> tuple[EscalationPost, ...]:
+    """A copy for each ``escalate_to`` destination not escalated to yet, mentioning its admins."""
+    originals = tuple(
+        Original(c.destination, dict(c.ref or {}))
+        for c in copies
+        if c.purpose == PRIMARY and c.state == "posted" and c.ref
+    )
+    done = {c.destination for c in copies if c.purpose == ESCALATION}
+    posts: list[EscalationPost] = []
+    for position, destination in enumerate(route.escalate_to):
+        if destination in done:
+            continue
+        done.add(destination)
+        posts.append(
+            EscalationPost(
+                destination, position, Escalation(on_platform(admins, destination), originals)
+            )
+        )
+    return tuple(posts)
+
+
+def fire(ctx: FireContext, *, admins: Collection[str] = frozenset()) -> Firing:
+    """What the due deadline does now, decided on the state it is fired against."""
+    if ctx.status is not Status.PENDING:
+        return Firing()
+    e, now, kind = ctx.elicitation, ctx.now, ctx.kind
+    held = ctx.claim if ctx.claim is not None and ctx.claim.active(now) else None
+    if kind in PAUSED_BY_CLAIM and held is not None:
+        return Firing(
+            defer_to=held.until, audit="deferred", detail={"kind": kind, "claimed_by": held.by}
+        )
+    if kind == REMIND:
+        notices = reminders(e, ctx.route, ctx.copies)
+        return Firing(
+            notices=notices, refresh=True, audit="reminded", detail={"copies": len(notices)}
+        )
+    if kind == ESCALATE:
+        posts = escalation_posts(ctx.route, ctx.copies, admins)
+        return Firing(
+            escalations=posts,
+            refresh=True,
+            audit="escalated",
+            detail={"to": [p.destination for p in posts]},
+        )
+    if kind == FOLLOWUP:
+        nxt = next_waiting(ctx.copies)
+        return Firing(
+            activate=nxt,
+            refresh=True,
+            audit="followed_up" if nxt is not None else None,
+            detail={"to": nxt.destination} if nxt is not None else {},
+        )
+    if kind == EXPIRE:
+        expires_at = e.deadlines.expires_at
+        if expires_at is None or expires_at > now:
+            return Firing()  # moved by a revision since this row was planned
+        return Firing(close=timeout_closing(e, now))
+    if kind == SUBJECT_EXPIRED:
+        subject_expires = e.subject.expires_at if e.subject is not None else None
+        if subject_expires is None or subject_expires > now:
+            return Firing()
+        return Firing(refresh=True, audit="subject_expired")
+    if kind == CLAIM_LAPSE:
+        lapsed = ctx.claim is not None and not ctx.claim.active(now)
+        return Firing(refresh=lapsed, audit="claim_lapsed" if lapsed else None)
+    return Firing()
+
+
+# --------------------------------------------------------------------------- the schedule
+
+
+def timeout_outcome(e: Elicitation) -> str | None:
+    """``approve`` / ``deny`` when expiry records that decision; None when it just expires."""
+    option = timeout_option(e)
+    return None if option is None else (e.deadlines.on_timeout or "").strip().lower()
+
+
+def schedule(
+    e: Elicitation,
+    route: Route,
+    copies: Sequence[Copy],
+    timers: Sequence[Timer],
+    now: datetime,
+    claim: Claim | None = None,
+) -> tuple[ScheduleStep, ...]:
+    """What will happen if nobody answers: reminder · next channel · escalation · expiry.
+
+    Built from the pending deadlines (so it is the same after a restart) and shortened as steps
+    fire. Escalation and follow-up held by an active claim show the time the claim lapses.
+    """
+    held = claim if claim is not None and claim.active(now) else None
+    steps: list[ScheduleStep] = []
+    for timer in timers:
+        at, held_by = timer.due_at, None
+        if timer.kind in PAUSED_BY_CLAIM and held is not None and held.until > at:
+            at, held_by = held.until, held.who
+        if timer.kind == REMIND:
+            steps.append(ScheduleStep(REMIND, at))
+        elif timer.kind == ESCALATE:
+            targets = tuple(p.destination for p in escalation_posts(route, copies, ()))
+            if targets:
+                steps.append(ScheduleStep(ESCALATE, at, targets, held_by=held_by))
+        elif timer.kind == FOLLOWUP:
+            nxt = next_waiting(copies)
+            if nxt is not None:
+                steps.append(ScheduleStep(FOLLOWUP, at, (nxt.destination,), held_by=held_by))
+        elif timer.kind == EXPIRE and at < NEVER:
+            steps.append(ScheduleStep(EXPIRE, at, outcome=timeout_outcome(e)))
+    return tuple(sorted(steps, key=lambda s: (s.at, _STEP_ORDER[s.kind])))
+
+
+def destination_name(destination: str) -> str:
+    """A short name for a destination: ``#C0ONCALL``, ``@U0ALICE``, ``!room:hs``, the web inbox."""
+    if destination == WEB:
+        return "the web inbox"
+    platform, _, target = destination.partition(":")
+    if platform == "slack":
+        return f"@{target}" if target.startswith(("U", "W")) else f"#{target}"
+    return target or destination
+
+
+def when_text(at: datetime, now: datetime | None = None) -> str:
+    """``14:00 UTC`` on the day of ``now`` (or with no ``now``), else ``2026-11-12 18:00 UTC``."""
+    at = at.astimezone(UTC)
+    if now is None or now.astimezone(UTC).date() == at.date():
+        return at.strftime("%H:%M UTC")
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def schedule_line(
+    steps: Sequence[ScheduleStep],
+    *,
+    now: datetime | None = None,
+    name: Callable[[str], str] = destination_name,
+) -> str:
+    """``reminder 14:00 UTC · escalates to #oncall 15:00 UTC · expires 18:00 UTC → deny``."""
+    parts: list[str] = []
+    for step in steps:
+        when = when_text(step.at, now)
+        targets = ", ".join(name(t) for t in step.targets)
+        if step.kind == REMIND:
+            parts.append(f"reminder {when}")
+        elif step.kind == FOLLOWUP:
+            parts.append(f"next {targets} {when}")
+        elif step.kind == ESCALATE:
+            parts.append(f"escalates to {targets} {when}")
+        elif step.kind == EXPIRE:
+            parts.append(f"expires {when}" + (f" → {step.outcome}" if step.outcome else ""))
+    return " · ".join(parts)
+
+
+def claim_line(claim: Claim, now: datetime | None = None) -> str:
+    """``Alice is on it (until 15:20 UTC)``."""
+    return f"{claim.who} is on it (until {when_text(claim.until, now)})"
+
+
+def active_claim(claim: Claim | None, now: datetime) -> Claim | None:
+    return claim if claim is not None and claim.active(now) else None

@@ -1,0 +1,82 @@
+"""The timekeeper: claims due deadlines from the store and fires each once.
+
+The store is the source of truth for every due time. A tick claims what is due (atomically: with
+several processes on one PostgreSQL each row goes to one of them), then fires the claimed rows in
+one transaction that also writes their effects (reminder notices, escalation posts, the next
+destination, an expiry) — decided by :func:`bot.domain.deadlines.fire` on the elicitation as it
+stands in that transaction, so nothing is sent for an elicitation answered in between.
+
+Nothing here sleeps or keeps time: :class:`bot.scheduler.Scheduler` wakes it, and tests call
+:meth:`Timekeeper.tick` with a fake clock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from functools import partial
+
+import structlog
+
+from bot.domain import deadlines
+from bot.domain.model import People
+from bot.domain.ports import Clock
+from store.sql import FiredDeadline, SqlStore
+
+log = structlog.get_logger("elicitbot.timekeeper")
+
+BATCH = 500
+"""Deadlines claimed and fired per transaction."""
+LEASE = timedelta(seconds=30)
+"""How long a claim holds before another process may take the row (a crashed claimer)."""
+
+
+class Timekeeper:
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        people: People,
+        *,
+        claimer: str | None = None,
+        batch: int = BATCH,
+        lease: timedelta = LEASE,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.people = people
+        self.claimer = claimer or f"tk-{uuid.uuid4().hex[:16]}"
+        self.batch = batch
+        self.lease = lease
+        self.on_change = on_change
+        """Called after a tick wrote outbox rows (wire it to ``Dispatcher.wake``)."""
+        self._decide = partial(deadlines.fire, admins=people.admins)
+
+    async def tick(self) -> list[FiredDeadline]:
+        """Claim what is due now (at most ``batch``) and fire it; one entry per claimed row."""
+        due = await self.store.claim_deadlines(
+            self.clock.now(), self.claimer, limit=self.batch, lease=self.lease
+        )
+        if not due:
+            return []
+        now = self.clock.now()
+        fired = await self.store.fire_deadlines(due, self.claimer, now, self._decide)
+        outcomes = Counter(f.outcome for f in fired)
+        if outcomes["fired"] or outcomes["deferred"]:
+            self.on_change()
+        log.info(
+            "deadline.tick",
+            claimed=len(due),
+            **dict(outcomes),
+            late_ms_max=round(max((now - d.due_at).total_seconds() for d in due) * 1000),
+        )
+        return fired
+
+    async def run_due(self) -> datetime | None:
+        """Fire everything due now (batch after batch); returns when the next one is due."""
+        while len(await self.tick()) >= self.batch:
+            pass
+        return await self.store.next_deadline_at(self.clock.now())
