@@ -53,6 +53,7 @@ from adapters.slack.render import (
     ACK_ACTION,
     CHOICE_BLOCK,
     CHOICES_BLOCK,
+    CLAIM_ACTION,
     INPUT_ACTION,
     MULTI_ACTION,
     OPTION_ACTION,
@@ -69,6 +70,7 @@ from bot.domain.errors import DeliveryError, TransientDeliveryError
 from bot.domain.model import Attempt, Elicitation, Identity, Refusal, Status
 from bot.domain.ports import Elicitations, PromptView
 from bot.domain.replies import ChoiceReply, HelpReply, MultiChoiceReply, TextReply, parse_reply
+from bot.domain.rules import format_time
 
 log = structlog.get_logger("elicitbot.slack.app")
 
@@ -426,6 +428,9 @@ class SlackInteractivity:
         if action_id == REPLY_ACTION:
             await self._open_modal(body, view, where, who, message_ts)
             return
+        if action_id == CLAIM_ACTION:
+            await self._claim(key, who, where)
+            return
         if action_id == SUBMIT_ACTION:
             ids = [chosen_id(e, v) for v in _multi_selection(body)]
             attempt = attempt.model_copy(update={"option_ids": tuple(ids)})
@@ -439,6 +444,16 @@ class SlackInteractivity:
         elif action_id != ACK_ACTION:
             return
         await self._attempt(key, attempt, where, view)
+
+    async def _claim(self, key: str, who: Identity, where: Where) -> None:
+        """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
+        outcome = await self.elicitations.claim(key, who)
+        if outcome.claim is not None:
+            until = format_time(outcome.claim.until)
+            text = f"You're on it until {until}: escalation and follow-ups wait for you."
+        else:
+            text = outcome.refusal.message if outcome.refusal else "Nothing to claim."
+        await self._tell(who, where, text)
 
     async def _key_of(
         self,

@@ -86,6 +86,7 @@ MULTI_ACTION = "elicitbot.choose_many"
 SUBMIT_ACTION = "elicitbot.submit"
 REPLY_ACTION = "elicitbot.reply"
 ACK_ACTION = "elicitbot.ack"
+CLAIM_ACTION = "elicitbot.claim"
 
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _UNSAFE_URL = re.compile(r"[\s<>|\"]")
@@ -393,6 +394,9 @@ def _actions(view: PromptView) -> list[Block]:
             last["elements"].extend(extra)
         else:
             blocks.append({"type": "actions", "block_id": "elicitbot.reply", "elements": extra})
+    # "I'm on it": its own block, after the answers; gone once the question is closed.
+    claim = _button("I'm on it", CLAIM_ACTION, _value({"e": key}))
+    blocks.append({"type": "actions", "block_id": CLAIM_ACTION, "elements": [claim]})
     return blocks
 
 

@@ -332,7 +332,7 @@ def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {**el, "block_id": b.get("block_id")}
         for b in message["blocks"]
-        if b["type"] == "actions"
+        if b["type"] == "actions" and b["block_id"] != "elicitbot.claim"
         for el in b["elements"]
         if el["type"] == "button"
     ]
@@ -802,7 +802,11 @@ async def test_multiple_choice_is_answered_from_the_messages_selection(rig: Rig)
     key = await rig.intake(elicitation(answer_mode=AnswerMode.MULTI_CHOICE, options=options))
     await rig.drain()
     message = rig.message(key)
-    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    [actions] = [
+        b
+        for b in message["blocks"]
+        if b["type"] == "actions" and b["block_id"] != "elicitbot.claim"
+    ]
     select, submit = actions["elements"]
     picked = [select["options"][1], select["options"][3]]
     state = {
@@ -910,7 +914,11 @@ async def test_an_oversize_question_posts_and_is_answered_through_its_select(rig
     message = rig.message(key)
     [post] = rig.fake.calls_to("chat.postMessage")
     assert post.ok, post.response
-    [actions] = [b for b in message["blocks"] if b["type"] == "actions"]
+    [actions] = [
+        b
+        for b in message["blocks"]
+        if b["type"] == "actions" and b["block_id"] != "elicitbot.claim"
+    ]
     [select] = actions["elements"]
     assert len(select["options"]) == 40
     chosen = next(o for o in select["options"] if "(admin)" not in o["text"]["text"])
@@ -1308,3 +1316,30 @@ async def test_before_auth_test_the_app_refuses_instead_of_calling_it(
     finally:
         await rig.close()
         await store.close()
+
+
+async def test_im_on_it_claims_the_question_and_every_copy_shows_who(rig: Rig) -> None:
+    key = await rig.intake_fixture("options")
+    await rig.drain()
+    message = rig.message(key)
+    [claim] = [
+        {**el, "block_id": b["block_id"]}
+        for b in message["blocks"]
+        if b["type"] == "actions" and b["block_id"] == "elicitbot.claim"
+        for el in b["elements"]
+    ]
+
+    response = await rig.click(message, claim, action_ts="1700000100.000001")
+    await rig.slack.idle()
+    await rig.drain()
+
+    assert response.status_code == 200
+    view = await rig.service.view(key)
+    assert view is not None
+    assert view.claim is not None
+    assert view.claim.by.endswith(ALICE)
+    [told] = rig.ephemerals(ALICE)
+    assert told["text"].startswith("You're on it until")
+    updated = rig.fake.calls_to("chat.update")
+    assert updated, "the copy is rewritten to show who is on it"
+    assert "is on it" in json.dumps(updated[-1].params["blocks"])
