@@ -63,7 +63,11 @@ from bot.domain.model import (
 )
 from bot.domain.ports import AnswerOutcome, Elicitations, KeyValue, Notice
 from bot.domain.replies import HelpReply
-from bot.domain.rules import describe_answer, judge
+from bot.domain.rules import describe_answer, format_time, judge
+
+CLAIM_REACTION = "🙋"
+"""A reaction starting with this (any skin tone or gender) claims the question."""
+CLAIM_COMMANDS = frozenset({"!elicitbot claim", "!elicitbot i'm on it", "i'm on it"})
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -348,6 +352,11 @@ class MatrixListener:
         view = await self.elicitations.view(key)
         if view is None:
             return
+        if r.key.startswith(CLAIM_REACTION):
+            if await self._claim(claim_id(r)):
+                self.handled += 1
+                await self._on_im_on_it(room_id, key, r.target, r.sender, trigger=r.event_id)
+            return
         chosen = inbound.reaction_choice(view.elicitation, r.key)
         if chosen is None or not await self._claim(claim_id(r)):
             return
@@ -371,6 +380,9 @@ class MatrixListener:
         if key is None or not await self._claim(reply.event_id):
             return
         self.handled += 1
+        if " ".join(reply.body.split()).casefold() in CLAIM_COMMANDS:
+            await self._on_im_on_it(room_id, key, reply.root, reply.sender, trigger=reply.event_id)
+            return
         await self._attempt_text(
             room_id,
             key,
@@ -451,6 +463,26 @@ class MatrixListener:
     def _refused_as_person(self, e: Elicitation, attempt: Attempt, now: Any) -> bool:
         result = judge(e, attempt, self.elicitations.people, now)
         return getattr(result, "code", None) in _IDENTITY_REFUSALS
+
+    async def _on_im_on_it(
+        self, room_id: str, key: str, root: str, sender: str, *, trigger: str
+    ) -> None:
+        """ "I'm on it" (🙋 on the prompt, or ``!elicitbot claim`` in its thread): escalation and
+        follow-ups wait; every copy shows who (the outbox edits them)."""
+        who = inbound.identity(sender, bots=self.bots)
+        outcome = await self.elicitations.claim(key, who)
+        if outcome.claim is not None:
+            text = (
+                f"🙋 {sender} is on it until {format_time(outcome.claim.until)}: "
+                "escalation and follow-ups wait."
+            )
+            mention = False
+        else:
+            text = outcome.refusal.message if outcome.refusal else "Nothing to claim."
+            mention = True
+        self._notify(
+            room_id, root, sender, text, trigger=trigger, reply_to=trigger, mention=mention
+        )
 
     def _tell(
         self,

@@ -935,3 +935,30 @@ async def test_the_homeserver_down_is_a_transient_error_at_once() -> None:
         assert time.monotonic() - started < 2.0
     finally:
         await chat.client.close()
+
+
+async def test_im_on_it_in_the_thread_claims_the_question(rig: Rig) -> None:
+    key, event_id = await rig.post("options")
+
+    await rig.hs.reply_in_thread(rig.cast.bob, rig.room, event_id, "!elicitbot claim")
+    [notice] = await rig.wait_notices(event_id, 1)
+
+    assert "is on it until" in notice["content"]["body"]
+    view = await rig.bot.service.view(key)
+    assert view is not None
+    assert view.claim is not None
+    assert view.claim.by == rig.cast.bob.key
+    assert await rig.status(key) is Status.PENDING
+
+
+async def test_a_raised_hand_reaction_claims_the_question(rig: Rig) -> None:
+    key, event_id = await rig.post("options")
+
+    await rig.hs.react(rig.cast.bob, rig.room, event_id, "🙋")
+    [notice] = await rig.wait_notices(event_id, 1)
+
+    assert "is on it until" in notice["content"]["body"]
+    view = await rig.bot.service.view(key)
+    assert view is not None
+    assert view.claim is not None
+    assert view.answer is None
