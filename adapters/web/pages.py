@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 import jinja2
 
+from bot.domain.deadlines import active_claim, claim_line
 from bot.domain.model import (
     Answer,
     AnswerMode,
@@ -155,6 +156,8 @@ class CardView:
     source: str
     workspace: str | None
     notice: Notice | None = None
+    claimed: str | None = None
+    """Who said "I'm on it", while it holds."""
 
     @property
     def pending(self) -> bool:
@@ -385,7 +388,9 @@ def card_view(
         )
         if when is not None
     )
+    claim = active_claim(view.claim, now)
     return CardView(
+        claimed=claim_line(claim, now) if claim is not None else None,
         key=e.key,
         status=view.status.value,
         version=view.version,

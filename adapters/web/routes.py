@@ -42,7 +42,7 @@ from adapters.web.pages import Filters, InboxPage, Notice, Viewer
 from bot.domain.errors import DeliveryError
 from bot.domain.model import Answer, Attempt, RefusalCode, Status
 from bot.domain.ports import Clock, Elicitations, PromptView
-from bot.domain.rules import describe_answer
+from bot.domain.rules import describe_answer, format_time
 from store.sql import SqlStore, StoredElicitation
 
 CSRF_COOKIE = "elicitbot_csrf"
@@ -210,6 +210,7 @@ class _Inbox:
             version=stored.version,
             link=f"/?{urlencode({'key': stored.elicitation.key})}",
             now=self.clock.now(),
+            claim=stored.claim,
         )
 
     async def scan(
@@ -334,6 +335,8 @@ class _Inbox:
         if refused is not None:
             return self.problem(403, refused, as_json=as_json)
         key = _first(form, "key")
+        if _first(form, "claim") == "1":
+            return await self.claim(request, viewer, key, as_json=as_json)
         attempt = _attempt(viewer, form)
         try:
             outcome = await self.elicitations.answer(key, attempt)
@@ -355,6 +358,31 @@ class _Inbox:
         return await self.refused(
             request, viewer, outcome.key, status, (result.code.value, result.message), attempt
         )
+
+    async def claim(self, request: Request, viewer: Viewer, key: str, *, as_json: bool) -> Response:
+        """ "I'm on it": escalation and follow-ups wait; every copy shows who."""
+        try:
+            outcome = await self.elicitations.claim(key, viewer.identity)
+        except KeyError:
+            return self.problem(404, "No such elicitation.", as_json=as_json)
+        if outcome.claim is None:
+            message = outcome.refusal.message if outcome.refusal else "Nothing to claim."
+            if as_json:
+                body = {"ok": False, "code": "claim", "message": message}
+                return JSONResponse(body, status_code=409, headers=SECURITY_HEADERS)
+            page = await self.inbox_page(
+                request, viewer, key=key, card_notice=Notice("refused", message)
+            )
+            return self.html(pages.render_inbox(page, self.links), status=409)
+        message = (
+            f"You're on it until {format_time(outcome.claim.until)}: "
+            "escalation and follow-ups wait for you."
+        )
+        if as_json:
+            return JSONResponse(
+                {"ok": True, "key": key, "message": message}, headers=SECURITY_HEADERS
+            )
+        return RedirectResponse(f"/?{urlencode({'done': key})}#{key}", status_code=303)
 
     async def refused(
         self,

@@ -920,3 +920,23 @@ def _subject() -> dict[str, Any]:
 
     subject: dict[str, Any] = VALID["approval-request"]["approvalSubject"]
     return subject
+
+
+async def test_im_on_it_from_the_page_claims_the_question_and_the_card_shows_it(
+    rig: Rig, client: httpx.AsyncClient
+) -> None:
+    key = await intake(rig, "options")
+    await drain(rig)
+    page = (await client.get("/")).text
+    assert 'name="claim" value="1"' in card(page, key)
+
+    response = await post_answer(client, key, as_json=True, claim="1")
+
+    assert response.status_code == 200, response.text
+    assert response.json()["message"].startswith("You're on it until")
+    stored = await rig.store.get(key)
+    assert stored is not None
+    assert stored.status is Status.PENDING
+    assert stored.claim is not None
+    assert stored.claim.by == "web:local"
+    assert "is on it" in card((await client.get("/")).text, key)
