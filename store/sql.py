@@ -322,7 +322,13 @@ class SqlStore:
             },
         )
         if seen.first() is None:
-            return IntakeOutcome(key, "duplicate")
+            # Seen before: name the elicitation it was first stored as (the id may be reused).
+            first = conn.execute(
+                select(INBOUND.c.elicitation_key).where(
+                    INBOUND.c.channel == item.channel, INBOUND.c.inbound_id == item.inbound_id
+                )
+            ).scalar()
+            return IntakeOutcome(str(first) if first else key, "duplicate")
         created = conn.execute(
             self._new_elicitation,
             {

@@ -1004,3 +1004,12 @@ async def test_key_for_message_finds_the_elicitation_of_a_posted_copy(
         slack, "w1", t0, ref={"channel": "C0", "ts": "1.2", "key": "C0/1.2"}
     )
     assert await store.key_for_message("C0/1.2") == key
+
+
+async def test_a_duplicate_inbound_id_names_the_elicitation_it_was_first_stored_as(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    first = await accept(store, make(t0, "eli_first"), t0, inbound="ev-same")
+    [outcome] = await store.intake([item(make(t0, "eli_other"), "ev-same")], t0)
+    assert (outcome.key, outcome.result) == (first, "duplicate")
