@@ -53,7 +53,7 @@ def configure(level: str = "INFO") -> None:
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=False,  # so tests can capture events after configure()
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
