@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.domain.deadlines import active_claim, claim_line, schedule_line
+from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -475,12 +475,37 @@ def render(view: PromptView) -> tuple[str, list[Block]]:
     return _fallback(view), blocks[:MAX_BLOCKS]
 
 
+def slack_date(at: datetime) -> str:
+    """Slack date formatting: each reader sees the time in their own time zone (UTC fallback)."""
+    stamp = int(at.timestamp())
+    return f"<!date^{stamp}^{{date_short_pretty}} {{time}}|{escape(when_text(at))}>"
+
+
+def slack_schedule_line(view: PromptView) -> str:
+    """``reminder <date> · escalates to #C0ONCALL <date> · expires <date> → deny``, every name
+    escaped and every time in the reader's own zone."""
+    parts: list[str] = []
+    for step in view.schedule:
+        when = slack_date(step.at)
+        targets = escape(", ".join(destination_name(t) for t in step.targets))
+        if step.kind == "remind":
+            parts.append(f"reminder {when}")
+        elif step.kind == "followup":
+            parts.append(f"next {targets} {when}")
+        elif step.kind == "escalate":
+            parts.append(f"escalates to {targets} {when}")
+        elif step.kind == "expire":
+            outcome = f" → {escape(clip(step.outcome, 40))}" if step.outcome else ""
+            parts.append(f"expires {when}{outcome}")
+    return " · ".join(parts)
+
+
 def _timeline(view: PromptView) -> str:
     """What happens next and when (reminder · escalation · next channel · expiry), and who
-    is on it (times in UTC)."""
+    is on it (each reader sees the times in their own zone)."""
     parts = []
     if view.schedule:
-        parts.append(f"⏱ {clip(escape(schedule_line(view.schedule, now=view.now)), REASON_TEXT)}")
+        parts.append(f"⏱ {slack_schedule_line(view)}")
     claim = active_claim(view.claim, view.now)
     if claim is not None:
         parts.append(f"🙋 {clip(escape(claim_line(claim, view.now)), REASON_TEXT)}")

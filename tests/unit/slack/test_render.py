@@ -486,6 +486,10 @@ def test_a_pending_message_shows_what_happens_next_and_who_is_on_it() -> None:
     assert "expires" in line
     assert "deny" in line
     assert "Alice is on it" in line
+    # Slack date formatting: each reader sees the reminder in their own time zone.
+    stamp = int((NOW + timedelta(hours=1)).timestamp())
+    assert f"reminder <!date^{stamp}^{{date_short_pretty}} {{time}}|" in line
+    assert "#C0ONCALL" in line
 
     answered = replace(pending, status=Status.ANSWERED, answer=answer(option_ids=("deny",)))
     _, after = render(answered)
