@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from bot.domain.deadlines import active_claim, claim_line, schedule_line
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -429,8 +430,23 @@ def _render(view: PromptView, limits: Limits) -> Rendered:
             )
         how = _how_to(e)
         doc.add(how, f"<p><i>{_esc(how)}</i></p>")
+        timeline = _timeline(view)
+        if timeline:
+            doc.add(neutralise(timeline), f"<p><i>{_esc(timeline)}</i></p>")
     doc.add(f"Web inbox: {link}", f"<p>{_link(link)}</p>")
     return doc.result()
+
+
+def _timeline(view: PromptView) -> str:
+    """What happens next and when, and who is on it (times in UTC; Matrix has no per-reader
+    date formatting)."""
+    parts = []
+    if view.schedule:
+        parts.append(f"⏱ {clip(schedule_line(view.schedule, now=view.now), 500)}")
+    claim = active_claim(view.claim, view.now)
+    if claim is not None:
+        parts.append(f"🙋 {clip(claim_line(claim, view.now), 200)}")
+    return " · ".join(parts)
 
 
 def render(view: PromptView, *, budget: int = CONTENT_BUDGET) -> Rendered:

@@ -458,3 +458,25 @@ def test_a_command_reply_is_a_rich_reply_notice() -> None:
 )
 def test_keycap_reactions_name_an_option_index(key: str, index: int | None) -> None:
     assert key_index(key) == index
+
+
+def test_a_pending_prompt_shows_what_happens_next_and_who_is_on_it() -> None:
+    from dataclasses import replace
+
+    from bot.domain.deadlines import Claim, ScheduleStep
+
+    steps = (
+        ScheduleStep("remind", NOW + timedelta(hours=1)),
+        ScheduleStep("expire", NOW + timedelta(hours=8), outcome="deny"),
+    )
+    pending = replace(
+        view(fixture("options")),
+        schedule=steps,
+        claim=Claim(by="matrix:@bob:localhost", until=NOW + timedelta(minutes=30)),
+    )
+    rendered = render(pending)
+    assert "reminder" in rendered.body
+    assert "expires" in rendered.body
+    assert "→ deny" in rendered.body
+    assert "@bob:localhost is on it" in rendered.body
+    assert "is on it" in rendered.html
