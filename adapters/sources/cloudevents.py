@@ -296,6 +296,15 @@ def _decode_header_value(raw: str) -> str:
     return unquote(value, encoding="utf-8", errors="strict")
 
 
+def load_json(raw: bytes, loc: str = "body") -> Any:
+    """A request body as strict JSON, or PayloadRejected naming ``loc``: not UTF-8, not JSON,
+    NaN/Infinity, nested too deeply, or a lone UTF-16 surrogate escape."""
+    document, problem = _load_json(raw, loc)
+    if problem is not None:
+        raise PayloadRejected([problem])
+    return document
+
+
 def _load_json(raw: bytes, loc: str) -> tuple[Any, FieldProblem | None]:
     try:
         text = raw.decode("utf-8")

@@ -21,8 +21,6 @@ post of the first destination (the outbox posts it; this route only watches the 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.sources.cloudevents import load_json
 from adapters.sources.engine import parse
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.ports import Clock, Elicitations, Inbound
@@ -130,39 +129,6 @@ def problem(
         body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
     body.update(more)
     return JSONResponse(body, status_code=status, media_type=PROBLEM)
-
-
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def load_json(raw: bytes) -> Any:
-    """The body as JSON, or PayloadRejected naming ``body``: not UTF-8, not JSON, NaN/Infinity,
-    nested too deeply, or a lone UTF-16 surrogate escape (valid JSON, but no Unicode text)."""
-    try:
-        text = raw.decode("utf-8")
-        document = json.loads(text, parse_constant=_refuse_constant)
-    except UnicodeDecodeError:
-        raise PayloadRejected([FieldProblem("body", "is not valid UTF-8")]) from None
-    except RecursionError:
-        raise PayloadRejected([FieldProblem("body", "is nested too deeply")]) from None
-    except ValueError as exc:
-        raise PayloadRejected([FieldProblem("body", f"is not valid JSON ({exc})")]) from None
-    stack = [document]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str) and _SURROGATE.search(item):
-            problem_ = FieldProblem("body", "holds a lone UTF-16 surrogate escape: not Unicode")
-            raise PayloadRejected([problem_])
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-    return document
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
 
 
 async def _read(request: Request, now: datetime) -> parse.DeliveryRequest | JSONResponse:

@@ -16,8 +16,6 @@ rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolv
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -25,6 +23,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.sources.cloudevents import load_json
 from adapters.sources.toolshed import parse
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import Attempt, Refusal, RefusalCode
@@ -98,39 +97,6 @@ async def read_body(request: Request, parser: Callable[[Any], T]) -> T | JSONRes
         return parser(load_json(await request.body()))
     except PayloadRejected as exc:
         return rejected(exc)
-
-
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def load_json(raw: bytes) -> Any:
-    """The body as JSON, or PayloadRejected naming ``body``: not UTF-8, not JSON, NaN/Infinity,
-    nested too deeply, or a lone UTF-16 surrogate escape (valid JSON, but no Unicode text)."""
-    try:
-        text = raw.decode("utf-8")
-        document = json.loads(text, parse_constant=_refuse_constant)
-    except UnicodeDecodeError:
-        raise PayloadRejected([FieldProblem("body", "is not valid UTF-8")]) from None
-    except RecursionError:
-        raise PayloadRejected([FieldProblem("body", "is nested too deeply")]) from None
-    except ValueError as exc:
-        raise PayloadRejected([FieldProblem("body", f"is not valid JSON ({exc})")]) from None
-    stack = [document]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str) and _SURROGATE.search(item):
-            problem_ = FieldProblem("body", "holds a lone UTF-16 surrogate escape: not Unicode")
-            raise PayloadRejected([problem_])
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-    return document
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def toolshed_router(
