@@ -24,6 +24,7 @@ from prometheus_client import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters.problem import problem
 from adapters.sources import cloudevents
 from adapters.sources.superpipeline import parse as superpipeline
 from bot.domain.errors import FieldProblem, IntakeError, PayloadRejected
@@ -32,7 +33,6 @@ from bot.service import Service
 from store.sql import SqlStore, StoredElicitation
 
 MAX_BODY_BYTES = 1024 * 1024
-PROBLEM = "application/problem+json"
 
 
 @dataclass
@@ -47,20 +47,6 @@ class Runtime:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     routers: list[APIRouter] = field(default_factory=list)
     """Routes of the edges (Slack events, web inbox, other sources), included as they are."""
-
-
-def problem(
-    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None
-) -> JSONResponse:
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
 class BodyLimit:

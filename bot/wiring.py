@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
+from adapters.problem import problem
 from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer
@@ -43,7 +44,7 @@ from bot.config import AppConfig, check_environment, is_loopback, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
 from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
-from bot.http import Runtime, authorised, create_app, problem
+from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.scheduler import Scheduler
 from bot.service import Service

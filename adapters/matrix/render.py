@@ -222,17 +222,9 @@ def _text_block(doc: _Doc, text: str, limit: int, link: str) -> None:
 
 
 def _context_line(e: Elicitation, limit: int) -> str:
-    c = e.context
-    parts = [
-        ("Board", c.board_name or c.board_id),
-        ("Card", c.card_title or c.card_id),
-        ("Stage", c.stage_key),
-        ("Run", c.run_id),
-        ("Task", c.task_id),
-        ("Workspace", e.workspace),
-        ("Asked by", e.asker),
-    ]
-    return " · ".join(f"{name}: {clip(one_line(value), limit)}" for name, value in parts if value)
+    return " · ".join(
+        f"{name}: {clip(one_line(value), limit)}" for name, value in e.context_parts()
+    )
 
 
 def _subject(doc: _Doc, s: ApprovalSubject, limits: Limits, link: str) -> None:

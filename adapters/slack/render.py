@@ -176,19 +176,9 @@ def _header(e: Elicitation) -> Block:
 
 
 def _context_line(e: Elicitation) -> str:
-    c = e.context
-    parts = [
-        ("Board", c.board_name or c.board_id),
-        ("Card", c.card_title or c.card_id),
-        ("Stage", c.stage_key),
-        ("Run", c.run_id),
-        ("Task", c.task_id),
-        ("Asked by", e.asker),
-    ]
     line = " · ".join(
         f"{name}: {clip(escape(' '.join(value.split())), CONTEXT_PART)}"
-        for name, value in parts
-        if value
+        for name, value in e.context_parts(workspace=False)
     )
     return clip(line, CONTEXT_TEXT)
 

@@ -155,6 +155,20 @@ class Elicitation(Frozen):
     def option(self, option_id: str) -> Option | None:
         return next((o for o in self.options if o.id == option_id), None)
 
+    def context_parts(self, *, workspace: bool = True) -> list[tuple[str, str]]:
+        """Where the question comes from, as the (name, value) pairs a message shows."""
+        c = self.context
+        parts = [
+            ("Board", c.board_name or c.board_id),
+            ("Card", c.card_title or c.card_id),
+            ("Stage", c.stage_key),
+            ("Run", c.run_id),
+            ("Task", c.task_id),
+            ("Workspace", self.workspace if workspace else None),
+            ("Asked by", self.asker),
+        ]
+        return [(name, value) for name, value in parts if value]
+
     def display_fields(self) -> dict[str, Any]:
         """What a person sees: a change here means every delivered message must be updated."""
         return self.model_dump(

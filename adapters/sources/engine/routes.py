@@ -30,12 +30,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.problem import problem
 from adapters.sources.cloudevents import load_json
 from adapters.sources.engine import parse
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.ports import Clock, Elicitations, Inbound
 
-PROBLEM = "application/problem+json"
 PRIMARY = "primary"
 WEB = "web"
 IN_FLIGHT = frozenset({"planned", "posting"})
@@ -117,18 +117,6 @@ def delivery_body(row: Mapping[str, Any], link: str) -> dict[str, Any]:
     if row["destination"] == WEB:
         ref.setdefault("url", link)
     return {"destination": row["destination"], "ref": ref}
-
-
-def problem(
-    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any
-) -> JSONResponse:
-    """The app's problem+json shape (``errors[].field`` / ``message``), plus ``more`` members."""
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
-    body["detail"] = detail
-    if errors is not None:
-        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
-    body.update(more)
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
 async def _read(request: Request, now: datetime) -> parse.DeliveryRequest | JSONResponse:

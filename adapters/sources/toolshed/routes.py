@@ -23,13 +23,13 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.problem import problem
 from adapters.sources.cloudevents import load_json
 from adapters.sources.toolshed import parse
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import Attempt, Refusal, RefusalCode
 from bot.domain.ports import Clock, Elicitations, Inbound
 
-PROBLEM = "application/problem+json"
 T = TypeVar("T")
 _FORBIDDEN = frozenset(
     {RefusalCode.ASKER, RefusalCode.AGENT, RefusalCode.BOT, RefusalCode.NOT_ADMIN}
@@ -64,21 +64,6 @@ _RESOLVE_SCHEMA: dict[str, Any] = {
 class _UtcClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-
-def problem(
-    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None
-) -> JSONResponse:
-    """The app's problem+json shape (``errors[].field`` / ``message``)."""
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if errors is not None:
-        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
 def rejected(exc: PayloadRejected) -> JSONResponse:

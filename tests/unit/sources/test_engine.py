@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from adapters.sources.cloudevents import load_json
 from adapters.sources.engine import (
     MAX_BODY_BYTES,
     NO_DEADLINE_TEXT,
@@ -19,7 +20,7 @@ from adapters.sources.engine import (
 )
 from adapters.sources.engine.parse import action_digest
 from adapters.sources.engine.route import mention_identity
-from adapters.sources.engine.routes import delivery_body, load_json
+from adapters.sources.engine.routes import delivery_body
 from bot.domain import rules
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from adapters.sources.cloudevents import load_json
 from adapters.sources.toolshed import (
     ASKER,
     SOURCE,
@@ -19,7 +20,6 @@ from adapters.sources.toolshed import (
     to_elicitation,
 )
 from adapters.sources.toolshed.parse import inbound_id, request_digest, resolve_body
-from adapters.sources.toolshed.routes import load_json
 from bot.domain import rules
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import (
