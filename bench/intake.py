@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -28,41 +27,11 @@ import httpx
 import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.figures import machine, pending_event, percentile  # noqa: E402 - after the path
+
 PG_URL = os.environ.get("ELICITBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-CE_TYPE = "com.superjackfruit.superpipeline.elicitation.pending.v1"
-
-
-def event(i: int, run: str) -> dict[str, object]:
-    return {
-        "specversion": "1.0",
-        "id": f"{run}-{i}",
-        "source": "/bench",
-        "type": CE_TYPE,
-        "subject": "evt.acme.superpipeline.elicitation.pending",
-        "data": {
-            "event": "elicitation.pending",
-            "boardId": "brd_134a0ddb6d434478",
-            "boardName": "Developer Experience",
-            "cardId": "crd_0f3c9a2b7d4e4a11",
-            "cardTitle": "Research this",
-            "elicitationId": f"eli_{run}_{i}",
-            "runId": "run_0123456789abcdef",
-            "stageKey": "research",
-            "agentId": "agt_9e8d7c6b5a493827",
-            "question": "May I run the migration?",
-            "options": [
-                {
-                    "id": "allow_once",
-                    "label": "Allow once",
-                    "meaning": "approve",
-                    "needsComment": False,
-                    "scope": "once",
-                },
-                {"id": "deny", "label": "Deny", "meaning": "reject", "needsComment": False},
-            ],
-            "ts": "2026-11-10T09:30:00.000Z",
-        },
-    }
 
 
 def free_port() -> int:
@@ -88,7 +57,7 @@ async def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> None:
 async def drive(base: str, events: int, clients: int) -> tuple[float, list[float], int]:
     """C clients (aiohttp: lighter than httpx, so the client steals less of the 2 cores)."""
     run = uuid.uuid4().hex[:8]
-    queue = [json.dumps(event(i, run)).encode() for i in range(events)]
+    queue = [json.dumps(pending_event(i, run, "/bench")).encode() for i in range(events)]
     queue.reverse()
     latencies: list[float] = []
     failures = 0
@@ -111,11 +80,6 @@ async def drive(base: str, events: int, clients: int) -> tuple[float, list[float
         await asyncio.gather(*(worker(session) for _ in range(clients)))
         elapsed = time.perf_counter() - started
     return elapsed, latencies, failures
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def bench_one(db: str, events: int, clients: int, workdir: Path) -> dict[str, object]:
@@ -157,12 +121,11 @@ def bench_one(db: str, events: int, clients: int, workdir: Path) -> dict[str, ob
         "mean_ms": round(statistics.fmean(latencies) * 1000, 2),
         "non_202": failures,
         "stored": count,
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, py{platform.python_version()}",
+        "machine": machine(),
     }
 
 
 def _count(url: str) -> int:
-    sys.path.insert(0, str(REPO))
     from store.sql import SqlStore
 
     async def count() -> int:

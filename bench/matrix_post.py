@@ -42,6 +42,7 @@ import nio  # noqa: E402
 from adapters.matrix import MatrixChat, MatrixListener, make_client  # noqa: E402
 from adapters.matrix.render import message_content  # noqa: E402
 from adapters.sources.superpipeline.parse import parse_body  # noqa: E402
+from bench.figures import percentile  # noqa: E402 - after the path
 from bot import logs  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.domain.model import People, Route, Status  # noqa: E402
@@ -52,12 +53,6 @@ from store.db import upgrade  # noqa: E402
 from store.sql import SqlStore  # noqa: E402
 from tests.synapse import Synapse, http_json  # noqa: E402
 from tests.unit.sources.superpipeline_fixtures import VALID  # noqa: E402
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 async def make_room(base: str, owner: Any, members: list[Any]) -> str:
@@ -177,7 +172,7 @@ async def reply_latencies(
 def summary(latencies: list[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(latencies), 1),
-        "p99": round(percentile(latencies, 99), 1),
+        "p99": round(percentile(latencies, 0.99), 1),
         "max": round(max(latencies), 1),
         "n": len(latencies),
     }

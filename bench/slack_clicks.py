@@ -37,6 +37,8 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.figures import pending_event, percentile  # noqa: E402 - after the path
+
 SECRET = "bench-signing-secret-5e1f"  # noqa: S105 - the fake's, for this run only
 CHANNELS = 10
 
@@ -109,38 +111,6 @@ async def serve(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- the driver
 
 
-def cloud_event(i: int, run: str) -> dict[str, Any]:
-    return {
-        "specversion": "1.0",
-        "id": f"{run}-{i}",
-        "source": "/bench/slack",
-        "type": "com.superjackfruit.superpipeline.elicitation.pending.v1",
-        "subject": "evt.acme.superpipeline.elicitation.pending",
-        "data": {
-            "event": "elicitation.pending",
-            "boardId": "brd_134a0ddb6d434478",
-            "boardName": "Developer Experience",
-            "cardId": "crd_0f3c9a2b7d4e4a11",
-            "cardTitle": "Research this",
-            "elicitationId": f"eli_{run}_{i}",
-            "runId": "run_0123456789abcdef",
-            "stageKey": "research",
-            "agentId": "agt_9e8d7c6b5a493827",
-            "question": "May I run the migration?",
-            "options": [
-                {
-                    "id": "allow_once",
-                    "label": "Allow once",
-                    "meaning": "approve",
-                    "needsComment": False,
-                },
-                {"id": "deny", "label": "Deny", "meaning": "reject", "needsComment": False},
-            ],
-            "ts": "2026-11-10T09:30:00.000Z",
-        },
-    }
-
-
 def click(key: str, i: int) -> str:
     channel = f"C0BENCH{i % CHANNELS}"
     ts = f"1700000000.{i:06d}"
@@ -203,7 +173,7 @@ async def intake(session: aiohttp.ClientSession, base: str, n: int, run: str) ->
             i = queue.pop()
             async with session.post(
                 f"{base}/v1/events",
-                data=json.dumps(cloud_event(i, run)),
+                data=json.dumps(pending_event(i, run, "/bench/slack")),
                 headers={"content-type": "application/cloudevents+json"},
             ) as response:
                 body = await response.json()
@@ -242,11 +212,6 @@ def count_answered(db: Path) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
         row = conn.execute("SELECT count(*) FROM elicitation WHERE status = 'answered'").fetchone()
     return int(row[0])
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def drive(args: argparse.Namespace) -> dict[str, Any]:
