@@ -15,12 +15,12 @@ buttons disappear; ``followup`` is planned when a delivery is accepted by its pl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain import rules
+from bot.domain import rules, writes
 from bot.domain.model import (
     Answer,
     Attempt,
@@ -34,24 +34,26 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.planning import PlannedDeadline
+from bot.domain.records import DeadlineKind, DeliveryState, Purpose
+from bot.domain.refs import MessageRef
+from bot.domain.writes import PlannedDeadline
 
-REMIND = "remind"
-ESCALATE = "escalate"
-FOLLOWUP = "followup"
-EXPIRE = "expire"
-SUBJECT_EXPIRED = "subject_expired"
-CLAIM_LAPSE = "claim_lapse"
+REMIND = DeadlineKind.REMIND
+ESCALATE = DeadlineKind.ESCALATE
+FOLLOWUP = DeadlineKind.FOLLOWUP
+EXPIRE = DeadlineKind.EXPIRE
+SUBJECT_EXPIRED = DeadlineKind.SUBJECT_EXPIRED
+CLAIM_LAPSE = DeadlineKind.CLAIM_LAPSE
 
 PLANNED_AT_INTAKE = (REMIND, ESCALATE, EXPIRE, SUBJECT_EXPIRED)
 """Kinds planned from the elicitation itself: a revision replaces the pending ones."""
 PAUSED_BY_CLAIM = frozenset({ESCALATE, FOLLOWUP})
 """What an active claim holds back (expiry and reminders go on)."""
 
-PRIMARY = "primary"
-ESCALATION = "escalation"
+PRIMARY = Purpose.PRIMARY
+ESCALATION = Purpose.ESCALATION
 WEB = "web"
-SYSTEM = "system"
+SYSTEM = writes.SYSTEM
 """Respondent and ``via`` of a decision made by the timeout rule."""
 
 DEFAULT_CLAIM_MINUTES = 30.0
@@ -89,23 +91,23 @@ class Copy:
     id: int
     destination: str
     position: int
-    purpose: str
-    """``primary`` or ``escalation``."""
-    state: str
-    """planned, posting, posted, failed, waiting or skipped."""
-    ref: Mapping[str, Any] | None = None
+    purpose: Purpose
+    state: DeliveryState
+    ref: MessageRef | None = None
 
     @property
     def live(self) -> bool:
         """Posted and in a chat (the web inbox has no thread to remind in)."""
-        return self.state == "posted" and self.destination != WEB and bool(self.ref)
+        return (
+            self.state is DeliveryState.POSTED and self.destination != WEB and self.ref is not None
+        )
 
 
 @dataclass(frozen=True)
 class Timer:
     """A pending deadline."""
 
-    kind: str
+    kind: DeadlineKind
     due_at: datetime
 
 
@@ -113,7 +115,7 @@ class Timer:
 class ScheduleStep:
     """One step still to come, as a message shows it."""
 
-    kind: str
+    kind: DeadlineKind
     """remind, followup, escalate or expire."""
     at: datetime
     targets: tuple[str, ...] = ()
@@ -129,7 +131,7 @@ class Original:
     """A primary copy an escalation links to."""
 
     destination: str
-    ref: Mapping[str, Any]
+    ref: MessageRef
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class Escalation:
 class FireContext:
     """A claimed deadline and its elicitation, read in the transaction that fires it."""
 
-    kind: str
+    kind: DeadlineKind
     due_at: datetime
     now: datetime
     elicitation: Elicitation
@@ -163,7 +165,7 @@ class ThreadNotice:
 
     delivery_id: int
     destination: str
-    thread: Mapping[str, Any]
+    thread: MessageRef
     text: str
     mentions: tuple[str, ...]
 
@@ -233,7 +235,9 @@ def followup_due(
 def next_waiting(copies: Sequence[Copy], *, after: int = -1) -> Copy | None:
     """The first primary destination still waiting for its turn."""
     waiting = [
-        c for c in copies if c.purpose == PRIMARY and c.state == "waiting" and c.position > after
+        c
+        for c in copies
+        if c.purpose == PRIMARY and c.state == DeliveryState.WAITING and c.position > after
     ]
     return min(waiting, key=lambda c: c.position) if waiting else None
 
@@ -310,12 +314,12 @@ def reminders(e: Elicitation, route: Route, copies: Sequence[Copy]) -> tuple[Thr
         ThreadNotice(
             delivery_id=c.id,
             destination=c.destination,
-            thread=dict(c.ref or {}),
+            thread=c.ref,
             text=text,
             mentions=on_platform(route.mention, c.destination),
         )
         for c in copies
-        if c.live
+        if c.live and c.ref is not None
     )
 
 
@@ -324,9 +328,9 @@ def escalation_posts(
 ) -> tuple[EscalationPost, ...]:
     """A copy for each ``escalate_to`` destination not escalated to yet, mentioning its admins."""
     originals = tuple(
-        Original(c.destination, dict(c.ref or {}))
+        Original(c.destination, c.ref)
         for c in copies
-        if c.purpose == PRIMARY and c.state == "posted" and c.ref
+        if c.purpose == PRIMARY and c.state == DeliveryState.POSTED and c.ref is not None
     )
     done = {c.destination for c in copies if c.purpose == ESCALATION}
     posts: list[EscalationPost] = []

@@ -1,16 +1,57 @@
-"""What an accepted elicitation needs: which deliveries to make now, which wait, and its deadlines.
+"""What each write of the store does, decided here: intake, revision, a post accepted or failed for
+good, a waiting copy's turn, a claim, and what a fired deadline writes.
 
-Pure: the store writes what this returns in the intake transaction.
+Pure: each function gets the state the store read in its transaction (the elicitation, its route,
+its copies, its status) and returns a :class:`~bot.domain.writes.WriteSet`, which the store applies
+in that transaction (see :mod:`bot.domain.writes` for the order and the fences).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from bot.domain.model import Elicitation, Route
+from bot.domain import deadlines as dl
+from bot.domain.deadlines import Copy, FireContext, Firing
+from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, FireOutcome, NoticeKind
+from bot.domain.refs import InboxRef
+from bot.domain.writes import (
+    SYSTEM,
+    Activation,
+    AuditWrite,
+    Close,
+    CopyUpdate,
+    Effect,
+    NewCopy,
+    NotifyPayload,
+    PlannedDeadline,
+    WriteSet,
+)
+
+__all__ = [
+    "FiringWrites",
+    "Plan",
+    "PlannedDeadline",
+    "PlannedDelivery",
+    "activation",
+    "claim_writes",
+    "close_writes",
+    "display_hash",
+    "fall_back",
+    "firing_writes",
+    "intake_writes",
+    "needs_copies",
+    "plan",
+    "plan_deadlines",
+    "plan_deliveries",
+    "posted_writes",
+    "revision_writes",
+]
 
 
 @dataclass(frozen=True)
@@ -22,16 +63,18 @@ class PlannedDelivery:
 
 
 @dataclass(frozen=True)
-class PlannedDeadline:
-    kind: str
-    """remind, escalate or expire (follow-ups are planned when a post is accepted)."""
-    due_at: datetime
-
-
-@dataclass(frozen=True)
 class Plan:
     deliveries: tuple[PlannedDelivery, ...]
     deadlines: tuple[PlannedDeadline, ...]
+
+
+@dataclass(frozen=True)
+class FiringWrites:
+    """What a fired deadline writes, and what the firing amounts to."""
+
+    writes: WriteSet
+    outcome: FireOutcome
+    """``fired``, ``deferred`` or ``idle``; a close the store finds already done is ``idle``."""
 
 
 def plan_deliveries(route: Route) -> tuple[PlannedDelivery, ...]:
@@ -54,13 +97,14 @@ def plan_deliveries(route: Route) -> tuple[PlannedDelivery, ...]:
 
 
 def plan_deadlines(e: Elicitation) -> tuple[PlannedDeadline, ...]:
+    """Remind, escalate and expire from the elicitation (follow-ups wait for an accepted post)."""
     d = e.deadlines
     planned = [
         PlannedDeadline(kind, at)
         for kind, at in (
-            ("remind", d.remind_at),
-            ("escalate", d.escalate_at),
-            ("expire", d.expires_at),
+            (DeadlineKind.REMIND, d.remind_at),
+            (DeadlineKind.ESCALATE, d.escalate_at),
+            (DeadlineKind.EXPIRE, d.expires_at),
         )
         if at is not None
     ]
@@ -75,3 +119,235 @@ def display_hash(e: Elicitation) -> str:
     """A digest of what a person sees: when it changes, every delivered copy is updated."""
     canonical = json.dumps(e.display_fields(), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- intake
+
+
+def intake_writes(
+    e: Elicitation, route: Route, now: datetime, audit: Mapping[str, Any] | None = None
+) -> WriteSet:
+    """A new elicitation: its copies, its deadlines, or (already expired) its close.
+
+    The web inbox reads the store, so its copy is posted the moment the intake commits (and its
+    follow-up runs from then); another first destination gets a post; later ones wait for their
+    turn when the route has a follow-up. Past its expiry on arrival, it is closed at once with the
+    timeout decision: every copy is skipped (no buttons, ever) and no deadline is planned.
+    """
+    audits = (AuditWrite("intake", detail=audit),)
+    planned = plan_deliveries(route)
+    if dl.expired_at_intake(e, now):
+        skipped = tuple(
+            NewCopy(p.destination, p.position, dl.PRIMARY, DeliveryState.SKIPPED) for p in planned
+        )
+        return WriteSet(audits=audits, copies=skipped, close=_timeout(e, now, "expired at intake"))
+    states = [
+        DeliveryState.POSTED
+        if _inbox(p.destination) and p.post_now
+        else DeliveryState.PLANNED
+        if p.post_now
+        else DeliveryState.WAITING
+        for p in planned
+    ]
+    copies = tuple(
+        Copy(-1, p.destination, p.position, dl.PRIMARY, state)
+        for p, state in zip(planned, states, strict=True)
+    )
+    new: list[NewCopy] = []
+    for c in copies:
+        inbox = c.state is DeliveryState.POSTED
+        new.append(
+            NewCopy(
+                c.destination,
+                c.position,
+                dl.PRIMARY,
+                c.state,
+                ref=InboxRef(e.key) if inbox else None,
+                posted=inbox,
+                post=c.state is DeliveryState.PLANNED,
+                followup_at=dl.followup_due(route, c, copies, now) if inbox else None,
+            )
+        )
+    return WriteSet(
+        audits=audits,
+        copies=tuple(new),
+        deadlines=(*plan_deadlines(e), *dl.subject_deadlines(e)),
+    )
+
+
+def revision_writes(
+    e: Elicitation, now: datetime, audit: Mapping[str, Any] | None = None
+) -> WriteSet:
+    """The same elicitation, and what people see changed (the store has written it): its pending
+    intake deadlines are planned again, every copy is updated, and a revision to an expiry already
+    past closes it at once."""
+    return WriteSet(
+        audits=(AuditWrite("revised", detail=audit),),
+        replace=frozenset(dl.PLANNED_AT_INTAKE),
+        deadlines=(*plan_deadlines(e), *dl.subject_deadlines(e)),
+        refresh=True,
+        close=_timeout(e, now, "expired at revision") if dl.expired_at_intake(e, now) else None,
+    )
+
+
+def close_writes(
+    status: Status, answer: Answer | None, detail: Mapping[str, Any] | None
+) -> WriteSet:
+    """Expire or cancel (a system decision may come with an answer)."""
+    return WriteSet(close=Close(status, answer, detail))
+
+
+def claim_writes(by: str, until: datetime) -> WriteSet:
+    """Someone is on it (the store has recorded the claim): every copy shows it, and a
+    ``claim_lapse`` deadline updates them again when it runs out."""
+    return WriteSet(
+        audits=(AuditWrite("claimed", by, None, {"until": until.isoformat()}),),
+        replace=frozenset({DeadlineKind.CLAIM_LAPSE}),
+        deadlines=(PlannedDeadline(DeadlineKind.CLAIM_LAPSE, until),),
+        refresh=True,
+    )
+
+
+# --------------------------------------------------------------------------- copies
+
+
+def activation(
+    key: str,
+    route: Route,
+    copy: Copy,
+    copies: Sequence[Copy],
+    now: datetime,
+    audit: AuditWrite | None = None,
+) -> Activation:
+    """A waiting destination's turn: a post, or (the web inbox) posted at once with its
+    follow-up running from now."""
+    if _inbox(copy.destination):
+        return Activation(
+            copy.id,
+            copy.destination,
+            DeliveryState.POSTED,
+            ref=InboxRef(key),
+            posted=True,
+            followup_at=dl.followup_due(route, copy, copies, now),
+            audit=audit,
+        )
+    return Activation(copy.id, copy.destination, DeliveryState.PLANNED, post=True, audit=audit)
+
+
+def posted_writes(
+    route: Route,
+    *,
+    delivery_id: int,
+    destination: str,
+    pending: bool,
+    stale: bool,
+    copies: Sequence[Copy],
+    now: datetime,
+) -> WriteSet:
+    """A post the platform accepted (the store marked it posted): ``stale`` (answered or revised
+    while it was being posted) brings the copy up to date; while ``pending``, unanswered
+    ``followup_seconds`` from now the next destination gets it (``copies``: every copy, read
+    when :func:`needs_copies` says so)."""
+    updates = (CopyUpdate(delivery_id, destination),) if stale else ()
+    accepted = next((c for c in copies if c.id == delivery_id), None)
+    due = None
+    if pending and accepted is not None:
+        due = dl.followup_due(route, accepted, copies, now)
+    followup = (
+        ()
+        if due is None
+        else (PlannedDeadline(DeadlineKind.FOLLOWUP, due, {"after": delivery_id}),)
+    )
+    return WriteSet(updates=updates, deadlines=followup)
+
+
+def needs_copies(route: Route, *, pending: bool) -> bool:
+    """Whether :func:`posted_writes` looks at the copies (a store may skip reading them)."""
+    return pending and route.followup_seconds > 0
+
+
+def fall_back(
+    key: str, route: Route, copies: Sequence[Copy], failed_id: int, now: datetime
+) -> WriteSet:
+    """A primary copy failed for good: the next waiting destination gets it now."""
+    failed = next((c for c in copies if c.id == failed_id), None)
+    if failed is None or failed.purpose != dl.PRIMARY:
+        return WriteSet()
+    nxt = dl.next_waiting(copies)
+    if nxt is None:
+        return WriteSet()
+    audit = AuditWrite("fallback", detail={"from": failed.destination, "to": nxt.destination})
+    return WriteSet(activations=(activation(key, route, nxt, copies, now, audit),))
+
+
+# --------------------------------------------------------------------------- firing
+
+
+def firing_writes(ctx: FireContext, firing: Firing, deadline_id: int) -> FiringWrites:
+    """What a fired deadline writes: its audit, then a deferral (a new row at the claim's lapse
+    takes its place), a close, or its notices, escalation copies, activation and refresh."""
+    key = ctx.elicitation.key
+    audits = (
+        ()
+        if firing.audit is None
+        else (
+            AuditWrite(
+                firing.audit, SYSTEM, None, {"due_at": ctx.due_at.isoformat(), **firing.detail}
+            ),
+        )
+    )
+    if firing.defer_to is not None:
+        again = PlannedDeadline(ctx.kind, firing.defer_to, {"deferred": deadline_id})
+        return FiringWrites(WriteSet(audits=audits, deadlines=(again,)), FireOutcome.DEFERRED)
+    if firing.close is not None:
+        close = Close(firing.close.status, firing.close.answer, {"deadline": ctx.kind.value})
+        return FiringWrites(WriteSet(audits=audits, close=close), FireOutcome.FIRED)
+    effects = tuple(
+        Effect(
+            EffectKind.NOTIFY,
+            n.destination,
+            n.delivery_id,
+            NotifyPayload(NoticeKind.REMINDER, "", n.text, n.thread, n.mentions).to_json(),
+        )
+        for n in firing.notices
+    )
+    escalations = tuple(escalation_copy(key, post) for post in firing.escalations)
+    activations = (
+        ()
+        if firing.activate is None
+        else (activation(key, ctx.route, firing.activate, ctx.copies, ctx.now),)
+    )
+    acted = bool(firing.notices or firing.escalations or firing.activate or firing.refresh)
+    writes = WriteSet(
+        audits=audits,
+        copies=escalations,
+        activations=activations,
+        effects=effects,
+        refresh=firing.refresh,
+        new_version=firing.refresh,
+    )
+    return FiringWrites(writes, FireOutcome.FIRED if acted else FireOutcome.IDLE)
+
+
+def escalation_copy(key: str, post: dl.EscalationPost) -> NewCopy:
+    """A new, answerable copy in an escalation destination (the store adds it once)."""
+    inbox = _inbox(post.destination)
+    return NewCopy(
+        post.destination,
+        post.position,
+        dl.ESCALATION,
+        DeliveryState.POSTED if inbox else DeliveryState.PLANNED,
+        ref=InboxRef(key) if inbox else None,
+        posted=inbox,
+        post=not inbox,
+        escalation=post.escalation,
+    )
+
+
+def _inbox(destination: str) -> bool:
+    return destination == dl.WEB
+
+
+def _timeout(e: Elicitation, now: datetime, reason: str) -> Close:
+    closing = dl.timeout_closing(e, now)
+    return Close(closing.status, closing.answer, {"reason": reason})

@@ -19,8 +19,10 @@ from multiprocessing.synchronize import Barrier
 import pytest
 
 from bot.domain.model import AnswerMode, Elicitation, Meaning, Option, Route, Status
-from bot.domain.planning import display_hash, plan
-from store.sql import IntakeItem, SqlStore
+from bot.domain.planning import display_hash
+from bot.domain.records import IntakeItem
+from bot.domain.refs import SlackRef
+from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.contract import race_worker
 from tests.contract.race_worker import Failed, Outcome, Ready, Task
@@ -116,7 +118,6 @@ async def test_twelve_processes_answer_at_once_and_exactly_one_wins(
                     inbound_id=f"race-{n}",
                     elicitation=e,
                     route=ROUTE,
-                    plan=plan(e, ROUTE),
                     display_hash=display_hash(e),
                 )
             ],
@@ -125,7 +126,7 @@ async def test_twelve_processes_answer_at_once_and_exactly_one_wins(
         assert outcome.result == "accepted"
         # The posts went out before the race: each posted copy must get exactly one update.
         for item in await store.claim_outbox(clock.now(), "poster"):
-            assert await store.complete_outbox(item, "poster", clock.now(), ref={"ts": "1"})
+            assert await store.complete_outbox(item, "poster", clock.now(), ref=SlackRef("C0", "1"))
         now = clock.advance(1)
 
         outcomes = await asyncio.to_thread(racers.round, db_url, e.key, now)
@@ -144,13 +145,11 @@ async def test_twelve_processes_answer_at_once_and_exactly_one_wins(
         assert stored.answer.respondent == winner
         assert stored.version == 2
         assert await store.count("answer") == n + 1
-        audit = [a for a in await store.audit(e.key) if a["action"] == "answer"]
-        assert [(a["actor"], a["detail"]) for a in audit] == [(winner, {"racer": winners[0].index})]
+        audit = [a for a in await store.audit(e.key) if a.action == "answer"]
+        assert [(a.actor, a.detail) for a in audit] == [(winner, {"racer": winners[0].index})]
         outbox = await store.outbox(e.key)
-        assert [o["target"] for o in outbox if o["kind"] == "writeback"] == ["source"]
-        assert sorted(o["target"] for o in outbox if o["kind"] == "update") == sorted(
-            ROUTE.destinations
-        )
+        assert [o.target for o in outbox if o.kind == "writeback"] == ["source"]
+        assert sorted(o.target for o in outbox if o.kind == "update") == sorted(ROUTE.destinations)
         released = [o.released_at for o in outcomes]
         spreads.append(max(released) - min(released))
         clock.advance(60)

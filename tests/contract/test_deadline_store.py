@@ -28,9 +28,11 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.planning import display_hash, plan
+from bot.domain.planning import display_hash
+from bot.domain.records import DueDeadline, IntakeItem, OutboxItem
+from bot.domain.refs import SlackRef
 from bot.timekeeper import Timekeeper
-from store.sql import DueDeadline, IntakeItem, OutboxItem, SqlStore
+from store.sql import SqlStore
 from tests.conftest import FakeClock
 
 SLACK = "slack:C0APPROVALS"
@@ -98,7 +100,6 @@ def item(e: Elicitation, route: Route = TWO, inbound: str | None = None) -> Inta
         inbound_id=inbound or f"ev-{e.source_id}-{display_hash(e)[:8]}",
         elicitation=e,
         route=route,
-        plan=plan(e, route),
         display_hash=display_hash(e),
     )
 
@@ -114,7 +115,7 @@ async def post_all(store: SqlStore, now: datetime, claimer: str = "w1") -> list[
     claimed = await store.claim_outbox(now, claimer, limit=100)
     for it in claimed:
         if it.kind == "post":
-            ref = {"channel": it.target, "ts": f"ts-{it.id}", "key": f"{it.target}/{it.id}"}
+            ref = SlackRef(it.target, f"ts-{it.id}")
             assert await store.complete_outbox(it, claimer, now, ref=ref)
     return claimed
 
@@ -126,12 +127,12 @@ async def fire_due(store: SqlStore, now: datetime, claimer: str = "tk") -> list[
 
 async def deadline_rows(store: SqlStore, key: str) -> list[tuple[str, datetime, str]]:
     """(kind, due, state) by due time, then in the order they were planned."""
-    rows = sorted(await store.deadlines(key), key=lambda d: (d["due_at"], d["id"]))
-    return [(d["kind"], d["due_at"], d["state"]) for d in rows]
+    rows = sorted(await store.deadlines(key), key=lambda d: (d.due_at, d.id))
+    return [(d.kind, d.due_at, d.state) for d in rows]
 
 
 async def outbox_of(store: SqlStore, key: str, kind: str, state: str = "pending") -> list[Any]:
-    return [o for o in await store.outbox(key) if o["kind"] == kind and o["state"] == state]
+    return [o for o in await store.outbox(key) if o.kind == kind and o.state == state]
 
 
 def at(base: datetime, seconds: float) -> datetime:
@@ -186,10 +187,10 @@ async def test_an_elicitation_already_expired_at_intake_is_stored_expired_and_ne
     else:
         assert stored.answer is not None
         assert (stored.answer.option_ids, stored.answer.respondent) == (recorded, "system")
-    assert [d["state"] for d in await store.deliveries(key)] == ["skipped", "skipped"]
+    assert [d.state for d in await store.deliveries(key)] == ["skipped", "skipped"]
     assert await store.deadlines(key) == []  # no reminder, no expiry to fire later
-    assert Counter(o["kind"] for o in await store.outbox(key)) == {"writeback": 1}
-    assert [a["action"] for a in await store.audit(key)] == ["intake", "expired"]
+    assert Counter(o.kind for o in await store.outbox(key)) == {"writeback": 1}
+    assert [a.action for a in await store.audit(key)] == ["intake", "expired"]
     assert await fire_due(store, clock.advance(3600)) == []
 
 
@@ -207,7 +208,7 @@ async def test_a_revision_to_an_expiry_already_past_closes_it(
     assert stored is not None
     assert stored.status is Status.EXPIRED
     assert len(await outbox_of(store, key, "writeback")) == 1
-    assert {d["state"] for d in await store.deadlines(key)} == {"cancelled"}
+    assert {d.state for d in await store.deadlines(key)} == {"cancelled"}
 
 
 async def test_a_post_accepted_by_its_platform_plans_the_follow_up(
@@ -215,7 +216,7 @@ async def test_a_post_accepted_by_its_platform_plans_the_follow_up(
 ) -> None:
     t0 = clock.now()
     key = await accept(store, make(t0), t0, FOLLOW)
-    assert [d["state"] for d in await store.deliveries(key)] == ["planned", "waiting", "waiting"]
+    assert [d.state for d in await store.deliveries(key)] == ["planned", "waiting", "waiting"]
     assert await store.deadlines(key) == []
 
     accepted = clock.advance(2)
@@ -224,7 +225,7 @@ async def test_a_post_accepted_by_its_platform_plans_the_follow_up(
     assert await deadline_rows(store, key) == [("followup", at(accepted, 60), "pending")]
     [row] = await store.deadlines(key)
     first = (await store.deliveries(key))[0]
-    assert row["detail"] == {"after": first["id"]}
+    assert row.detail == {"after": first.id}
 
 
 async def test_no_follow_up_when_off_for_the_last_destination_or_after_an_answer(
@@ -245,10 +246,10 @@ async def test_no_follow_up_when_off_for_the_last_destination_or_after_an_answer
     )
     assert won.won
     for it in [*claimed, late_post]:
-        assert await store.complete_outbox(it, "w1", t0, ref={"ts": str(it.id)})
+        assert await store.complete_outbox(it, "w1", t0, ref=SlackRef("C0", str(it.id)))
 
     for key in (off, one, answered):
-        assert [d for d in await store.deadlines(key) if d["kind"] == "followup"] == []
+        assert [d for d in await store.deadlines(key) if d.kind == "followup"] == []
 
 
 async def test_an_inbox_first_route_starts_its_follow_up_at_intake(
@@ -259,7 +260,7 @@ async def test_an_inbox_first_route_starts_its_follow_up_at_intake(
 
     key = await accept(store, make(t0), t0, route)
 
-    assert [d["state"] for d in await store.deliveries(key)] == ["posted", "waiting"]
+    assert [d.state for d in await store.deliveries(key)] == ["posted", "waiting"]
     assert await deadline_rows(store, key) == [("followup", at(t0, 30), "pending")]
 
 
@@ -278,17 +279,17 @@ async def test_the_follow_up_delivers_to_the_next_destination_and_the_chain_goes
 
     assert (fired.kind, fired.outcome) == ("followup", "fired")
     slack, matrix, web = await store.deliveries(key)
-    assert (slack["state"], matrix["state"], web["state"]) == ("posted", "planned", "waiting")
+    assert (slack.state, matrix.state, web.state) == ("posted", "planned", "waiting")
     [post] = await outbox_of(store, key, "post")
-    assert (post["target"], post["delivery_id"]) == (MATRIX, matrix["id"])
-    assert [a["action"] for a in await store.audit(key)][-1] == "followed_up"
+    assert (post.target, post.delivery_id) == (MATRIX, matrix.id)
+    assert [a.action for a in await store.audit(key)][-1] == "followed_up"
 
     # Matrix accepts it: the inbox, last in line, follows it; it then has no follow-up of its own.
     await post_all(store, clock.advance(1))
     [fired] = await fire_due(store, clock.advance(60))
     assert fired.outcome == "fired"
-    assert [d["state"] for d in await store.deliveries(key)] == ["posted", "posted", "posted"]
-    assert [d["state"] for d in await store.deadlines(key) if d["state"] == "pending"] == []
+    assert [d.state for d in await store.deliveries(key)] == ["posted", "posted", "posted"]
+    assert [d.state for d in await store.deadlines(key) if d.state == "pending"] == []
     stored = await store.get(key)
     assert stored is not None
     assert stored.status is Status.PENDING, "earlier copies stay answerable"
@@ -304,11 +305,11 @@ async def test_a_permanent_failure_falls_back_to_the_next_destination_at_once(
     assert await store.fail_outbox(post, "w1", "channel_not_found", clock.advance(1))
 
     slack, matrix, web = await store.deliveries(key)
-    assert (slack["state"], matrix["state"], web["state"]) == ("failed", "planned", "waiting")
+    assert (slack.state, matrix.state, web.state) == ("failed", "planned", "waiting")
     [next_post] = await outbox_of(store, key, "post")
-    assert next_post["target"] == MATRIX
-    [fallback] = [a for a in await store.audit(key) if a["action"] == "fallback"]
-    assert fallback["detail"] == {"from": SLACK, "to": MATRIX}
+    assert next_post.target == MATRIX
+    [fallback] = [a for a in await store.audit(key) if a.action == "fallback"]
+    assert fallback.detail == {"from": SLACK, "to": MATRIX}
     assert await store.deadlines(key) == []  # Matrix has not accepted it yet: no follow-up
 
 
@@ -326,13 +327,13 @@ async def test_an_escalation_copy_that_fails_has_no_fallback(
 
     assert await store.fail_outbox(escalation_post, "w1", "is_archived", clock.now())
 
-    assert [(d["destination"], d["purpose"], d["state"]) for d in await store.deliveries(key)] == [
+    assert [(d.destination, d.purpose, d.state) for d in await store.deliveries(key)] == [
         (SLACK, "primary", "posted"),
         (MATRIX, "primary", "waiting"),
         ("web", "primary", "waiting"),
         (ONCALL, "escalation", "failed"),
     ]
-    assert [a for a in await store.audit(key) if a["action"] == "fallback"] == []
+    assert [a for a in await store.audit(key) if a.action == "fallback"] == []
 
 
 # --------------------------------------------------------------------------- reminders
@@ -352,29 +353,29 @@ async def test_a_reminder_writes_one_thread_notice_per_live_copy_and_updates_eve
     assert (fired.kind, fired.outcome, fired.due_at) == ("remind", "fired", at(t0, 60))
     slack, matrix = await store.deliveries(key)
     notices = await outbox_of(store, key, "notify")
-    assert [(n["target"], n["delivery_id"]) for n in notices] == [
-        (SLACK, slack["id"]),
-        (MATRIX, matrix["id"]),
+    assert [(n.target, n.delivery_id) for n in notices] == [
+        (SLACK, slack.id),
+        (MATRIX, matrix.id),
     ]
-    assert notices[0]["payload"] == {
+    assert notices[0].payload == {
         "kind": "reminder",
         "user": "",
-        "thread": slack["ref"],
+        "thread": slack.ref.to_json() if slack.ref else None,
         "text": "⏰ Reminder: “May I run the migration?” is still waiting for an answer.",
         "mentions": ["slack:U0ALICE"],
     }
-    assert notices[1]["payload"]["mentions"] == []
-    assert sorted(u["delivery_id"] for u in await outbox_of(store, key, "update")) == [
-        slack["id"],
-        matrix["id"],
+    assert notices[1].payload["mentions"] == []
+    assert sorted(u.delivery_id for u in await outbox_of(store, key, "update")) == [
+        slack.id,
+        matrix.id,
     ]
     after = await store.get(key)
     assert after is not None
     assert after.version == before.version + 1
     [row] = await store.deadlines(key)
-    assert (row["state"], row["fired_at"], row["claimed_by"]) == ("fired", clock.now(), "tk")
-    [audit] = [a for a in await store.audit(key) if a["action"] == "reminded"]
-    assert audit["detail"] == {"due_at": at(t0, 60).isoformat(), "copies": 2}
+    assert (row.state, row.fired_at, row.claimed_by) == ("fired", clock.now(), "tk")
+    [audit] = [a for a in await store.audit(key) if a.action == "reminded"]
+    assert audit.detail == {"due_at": at(t0, 60).isoformat(), "copies": 2}
 
     assert await fire_due(store, clock.advance(3600)) == []
 
@@ -393,7 +394,7 @@ async def test_an_answer_between_claim_and_fire_writes_nothing(
 
     assert fired.outcome == "lost"
     assert await outbox_of(store, key, "notify") == []
-    assert [d["state"] for d in await store.deadlines(key)] == ["cancelled"]
+    assert [d.state for d in await store.deadlines(key)] == ["cancelled"]
 
 
 async def test_firing_is_fenced_on_the_claim(store: SqlStore, clock: FakeClock) -> None:
@@ -431,23 +432,22 @@ async def test_escalation_adds_an_answerable_copy_per_destination_once(
 
     assert fired.outcome == "fired"
     copies = await store.deliveries(key)
-    escalations = [d for d in copies if d["purpose"] == "escalation"]
-    assert [(d["destination"], d["position"], d["state"]) for d in escalations] == [
+    escalations = [d for d in copies if d.purpose == "escalation"]
+    assert [(d.destination, d.position, d.state) for d in escalations] == [
         (ONCALL, 0, "planned"),
         ("web", 1, "posted"),
     ]
     slack, matrix = copies[:2]
-    assert escalations[0]["detail"] == {
-        "mentions": ["slack:U0ADMIN"],
-        "originals": [
-            {"destination": SLACK, "ref": slack["ref"]},
-            {"destination": MATRIX, "ref": matrix["ref"]},
-        ],
-    }
+    assert slack.ref is not None
+    assert matrix.ref is not None
+    assert escalations[0].escalation == dl.Escalation(
+        mentions=("slack:U0ADMIN",),
+        originals=(dl.Original(SLACK, slack.ref), dl.Original(MATRIX, matrix.ref)),
+    )
     [post] = await outbox_of(store, key, "post")
-    assert (post["target"], post["delivery_id"], post["payload"]) == (
+    assert (post.target, post.delivery_id, post.payload) == (
         ONCALL,
-        escalations[0]["id"],
+        escalations[0].id,
         {"purpose": "escalation"},
     )
 
@@ -458,7 +458,7 @@ async def test_escalation_adds_an_answerable_copy_per_destination_once(
     assert outcome.result == "updated"
     [again] = await fire_due(store, clock.advance(60))
     assert again.kind == "escalate"
-    assert len([d for d in await store.deliveries(key) if d["purpose"] == "escalation"]) == 2
+    assert len([d for d in await store.deliveries(key) if d.purpose == "escalation"]) == 2
     assert len(await outbox_of(store, key, "post")) == 1
 
 
@@ -487,11 +487,11 @@ async def test_a_claim_defers_escalation_to_its_lapse_and_updates_every_copy(
         ("claim_lapse", until, "pending"),
         ("escalate", until, "pending"),
     ]
-    assert [d for d in await store.deliveries(key) if d["purpose"] == "escalation"] == []
+    assert [d for d in await store.deliveries(key) if d.purpose == "escalation"] == []
 
     fired = {f.kind: f.outcome for f in await fire_due(store, clock.advance(600))}
     assert fired == {"escalate": "fired", "claim_lapse": "fired"}
-    assert [d["destination"] for d in await store.deliveries(key)][2:] == [ONCALL]
+    assert [d.destination for d in await store.deliveries(key)][2:] == [ONCALL]
 
 
 async def test_claiming_again_renews_and_a_closed_elicitation_cannot_be_claimed(
@@ -506,7 +506,7 @@ async def test_claiming_again_renews_and_a_closed_elicitation_cannot_be_claimed(
     stored = await store.get(key)
     assert stored is not None
     assert stored.claim == dl.Claim("slack:U0ALICE", at(t0, 900), None)
-    assert [a["actor"] for a in await store.audit(key) if a["action"] == "claimed"] == [
+    assert [a.actor for a in await store.audit(key) if a.action == "claimed"] == [
         "slack:U0BOB",
         "slack:U0ALICE",
     ]
@@ -543,7 +543,7 @@ async def test_expiry_closes_updates_every_copy_and_tells_the_source_once(
         assert (stored.answer.option_ids, stored.answer.respondent) == (option_ids, "system")
     assert len(await outbox_of(store, key, "writeback")) == 1
     assert len(await outbox_of(store, key, "update")) == 2
-    assert [a["action"] for a in await store.audit(key)][-1] == "expired"
+    assert [a.action for a in await store.audit(key)][-1] == "expired"
 
 
 async def test_an_expiry_fired_first_leaves_later_deadlines_idle(
@@ -561,7 +561,7 @@ async def test_an_expiry_fired_first_leaves_later_deadlines_idle(
         ("escalate", "idle"),
     ]
     assert await outbox_of(store, key, "notify") == []
-    assert [(d["kind"], d["state"]) for d in await store.deadlines(key)] == [
+    assert [(d.kind, d.state) for d in await store.deadlines(key)] == [
         ("expire", "fired"),
         ("remind", "cancelled"),
         ("escalate", "cancelled"),
@@ -626,7 +626,7 @@ async def test_timelines_hold_every_copy_and_the_pending_deadlines(
         (MATRIX, "planned"),
         ("web", "waiting"),
     ]
-    assert timeline.timers == (dl.Timer("expire", at(t0, 600)),)
+    assert timeline.timers == (dl.Timer(dl.EXPIRE, at(t0, 600)),)
     assert timelines["superpipeline:unknown"].timers == ()
     assert await store.timelines([]) == {}
 
@@ -671,7 +671,7 @@ async def test_the_timekeeper_fires_nothing_early_and_everything_due_once(
     clock.advance(10)
     assert await keeper.run_due() is None
     for key in keys:
-        assert [d["state"] for d in await store.deadlines(key)] == ["fired"]
+        assert [d.state for d in await store.deadlines(key)] == ["fired"]
         assert len(await outbox_of(store, key, "notify")) == 2
 
 
@@ -691,7 +691,8 @@ async def test_a_deadline_missed_while_stopped_fires_once_late(
 
     assert (fired.outcome, fired.due_at) == ("fired", at(t0, 60))
     [row] = await store.deadlines(key)
-    assert (row["fired_at"] - row["due_at"]) == timedelta(seconds=3570)
+    assert row.fired_at is not None
+    assert (row.fired_at - row.due_at) == timedelta(seconds=3570)
     assert await restarted.tick() == []
     assert await first.tick() == []
     assert len(await outbox_of(store, key, "notify")) == 2
@@ -720,7 +721,7 @@ async def test_a_claimer_that_died_mid_fire_is_replaced_after_its_lease(
 
 async def test_fire_deadlines_of_nothing_is_nothing(store: SqlStore, clock: FakeClock) -> None:
     assert await store.fire_deadlines([], "tk", clock.now(), decide) == []
-    ghost = DueDeadline(10_000, "superpipeline:ghost", "remind", clock.now())
+    ghost = DueDeadline(10_000, "superpipeline:ghost", dl.REMIND, clock.now())
     assert [f.outcome for f in await store.fire_deadlines([ghost], "tk", clock.now(), decide)] == [
         "lost"
     ]

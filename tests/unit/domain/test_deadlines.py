@@ -6,7 +6,7 @@ Times come from a FakeClock moved by ``advance``; nothing sleeps.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -24,6 +24,8 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.records import DeadlineKind, DeliveryState, Purpose
+from bot.domain.refs import InboxRef, MatrixRef, MessageRef, SlackRef
 from tests.conftest import FakeClock
 from tests.unit.domain.builders import (
     AGENT_BOT,
@@ -47,7 +49,15 @@ ROUTE = Route(
     mention=("slack:U0ALICE", "matrix:@alice:example.org", "slack:U0BOB"),
 )
 ADMINS = frozenset({"slack:U0ADMIN", "matrix:@alice:example.org", "slack:U0ADMIN2"})
-SLACK_REF = {"channel": "C0APPROVALS", "ts": "1700000000.000001"}
+
+
+def ref_of(n: int, destination: str) -> MessageRef:
+    """The ref of the n-th copy once posted (the web inbox's is its key)."""
+    if destination == "web":
+        return InboxRef("x")
+    if destination.startswith("matrix:"):
+        return MatrixRef(destination.removeprefix("matrix:"), f"ref-{n}")
+    return SlackRef(destination.removeprefix("slack:"), f"ref-{n}")
 
 
 @pytest.fixture
@@ -59,10 +69,8 @@ def copies(*states: str, purpose: str = "primary") -> tuple[Copy, ...]:
     """Copies for ROUTE's destinations in order, in the given states (posted ones have refs)."""
     out = []
     for n, (destination, state) in enumerate(zip(ROUTE.destinations, states, strict=False)):
-        ref: dict[str, Any] | None = None
-        if state == "posted":
-            ref = {"inbox": "x"} if destination == "web" else {"id": f"ref-{n}"}
-        out.append(Copy(n + 1, destination, n, purpose, state, ref))
+        ref = ref_of(n, destination) if state == "posted" else None
+        out.append(Copy(n + 1, destination, n, Purpose(purpose), DeliveryState(state), ref))
     return tuple(out)
 
 
@@ -77,7 +85,7 @@ def ctx(
     claim: Claim | None = None,
 ) -> FireContext:
     return FireContext(
-        kind=kind,
+        kind=cast(DeadlineKind, kind),  # a kind no store writes stays possible
         due_at=now,
         now=now,
         elicitation=e if e is not None else elicitation(),
@@ -97,9 +105,9 @@ def test_a_reminder_goes_to_the_thread_of_every_live_copy_mentioning_the_routes_
     live = copies("posted", "posted", "posted")
     firing = dl.fire(ctx(dl.REMIND, clock.now(), the_copies=live))
 
-    assert [(n.delivery_id, n.destination, dict(n.thread)) for n in firing.notices] == [
-        (1, SLACK, {"id": "ref-0"}),
-        (2, MATRIX, {"id": "ref-1"}),
+    assert [(n.delivery_id, n.destination, n.thread) for n in firing.notices] == [
+        (1, SLACK, ref_of(0, SLACK)),
+        (2, MATRIX, ref_of(1, MATRIX)),
     ]  # the web inbox has no thread
     assert [n.mentions for n in firing.notices] == [
         ("slack:U0ALICE", "slack:U0BOB"),
@@ -152,17 +160,20 @@ def test_escalation_posts_to_each_destination_with_its_platforms_admins_and_the_
         ("matrix:@alice:example.org",),
     ]
     originals = firing.escalations[0].escalation.originals
-    assert [(o.destination, dict(o.ref)) for o in originals] == [
-        (SLACK, {"id": "ref-0"}),
-        (MATRIX, {"id": "ref-1"}),
-        ("web", {"inbox": "x"}),
+    assert [(o.destination, o.ref) for o in originals] == [
+        (SLACK, ref_of(0, SLACK)),
+        (MATRIX, ref_of(1, MATRIX)),
+        ("web", InboxRef("x")),
     ]
     assert firing.refresh
     assert (firing.audit, firing.detail) == ("escalated", {"to": [ONCALL, ONCALL_MX]})
 
 
 def test_escalation_never_posts_twice_to_one_destination(clock: FakeClock) -> None:
-    done = (*copies("posted"), Copy(9, ONCALL, 0, "escalation", "posted", {"id": "esc"}))
+    done = (
+        *copies("posted"),
+        Copy(9, ONCALL, 0, dl.ESCALATION, DeliveryState.POSTED, ref_of(9, ONCALL)),
+    )
     route = ROUTE.model_copy(update={"escalate_to": (ONCALL, ONCALL, ONCALL_MX)})
 
     firing = dl.fire(ctx(dl.ESCALATE, clock.now(), route=route, the_copies=done), admins=ADMINS)
@@ -223,9 +234,9 @@ def test_followup_due_after_acceptance_unless_off_last_or_an_escalation(clock: F
     assert dl.followup_due(ROUTE, first, every, accepted_at) == accepted_at + timedelta(seconds=300)
     off = ROUTE.model_copy(update={"followup_seconds": 0})
     assert dl.followup_due(off, first, every, accepted_at) is None
-    last = Copy(3, "web", 2, "primary", "posted", {"inbox": "x"})
+    last = Copy(3, "web", 2, dl.PRIMARY, DeliveryState.POSTED, InboxRef("x"))
     assert dl.followup_due(ROUTE, last, (first, second, last), accepted_at) is None
-    escalation = Copy(7, ONCALL, 0, "escalation", "posted", {"id": "e"})
+    escalation = Copy(7, ONCALL, 0, dl.ESCALATION, DeliveryState.POSTED, ref_of(7, ONCALL))
     assert dl.followup_due(ROUTE, escalation, (*every, escalation), accepted_at) is None
     # Only destinations after the accepted one count.
     assert dl.next_waiting(every, after=1) == third
@@ -454,7 +465,7 @@ def test_schedule_is_sorted_and_a_claim_only_ever_pushes_steps_later(
     offsets: list[tuple[str, int]], claim_minutes: int | None
 ) -> None:
     t0 = datetime(2026, 11, 10, 9, 30, tzinfo=UTC)
-    timers = [Timer(kind, t0 + timedelta(seconds=s)) for kind, s in offsets]
+    timers = [Timer(DeadlineKind(kind), t0 + timedelta(seconds=s)) for kind, s in offsets]
     claim = (
         None
         if claim_minutes is None

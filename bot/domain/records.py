@@ -1,0 +1,247 @@
+"""The core's records: every state and kind as a ``StrEnum``, and what a store hands back.
+
+These are the types the store port (:mod:`bot.domain.store`) speaks; every store (SQL, memory)
+returns them, and nothing above the store sees a row or a ``dict`` of one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.refs import MessageRef
+
+if TYPE_CHECKING:
+    from bot.domain.deadlines import Claim, Copy, Escalation, Timer
+
+
+class DeliveryState(StrEnum):
+    """One copy's life: ``waiting`` for its turn (a follow-up), ``planned`` (a post is queued),
+    ``posting`` (claimed by a dispatcher), ``posted`` (the platform accepted it), ``failed`` (for
+    good), ``skipped`` (closed before its turn)."""
+
+    WAITING = "waiting"
+    PLANNED = "planned"
+    POSTING = "posting"
+    POSTED = "posted"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Purpose(StrEnum):
+    PRIMARY = "primary"
+    ESCALATION = "escalation"
+
+
+class EffectKind(StrEnum):
+    """What an outbox row does."""
+
+    POST = "post"
+    UPDATE = "update"
+    NOTIFY = "notify"
+    WRITEBACK = "writeback"
+
+
+class EffectState(StrEnum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class DeadlineKind(StrEnum):
+    REMIND = "remind"
+    ESCALATE = "escalate"
+    FOLLOWUP = "followup"
+    EXPIRE = "expire"
+    SUBJECT_EXPIRED = "subject_expired"
+    CLAIM_LAPSE = "claim_lapse"
+
+
+class DeadlineState(StrEnum):
+    PENDING = "pending"
+    FIRED = "fired"
+    CANCELLED = "cancelled"
+    DEFERRED = "deferred"
+
+
+class IntakeResult(StrEnum):
+    ACCEPTED = "accepted"
+    """New."""
+    UPDATED = "updated"
+    """The same elicitation, and what people see changed."""
+    UNCHANGED = "unchanged"
+    """The same elicitation, nothing to show."""
+    DUPLICATE = "duplicate"
+    """This inbound id was seen before."""
+
+
+class FireOutcome(StrEnum):
+    FIRED = "fired"
+    """It acted."""
+    DEFERRED = "deferred"
+    """Held by a claim: a new row at the claim's lapse takes its place."""
+    IDLE = "idle"
+    """Nothing left to do: closed earlier in the batch, or moved by a revision."""
+    LOST = "lost"
+    """Not ours to fire any more: another claimer took it after our lease ran out, or an answer,
+    expiry, cancellation or revision removed it."""
+
+
+class NoticeKind(StrEnum):
+    REFUSAL = "refusal"
+    REMINDER = "reminder"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class IntakeItem:
+    """One accepted inbound elicitation, ready to store."""
+
+    channel: str
+    """Dedupe namespace of the inbound id, e.g. ``ce:<cloudevents source>``."""
+    inbound_id: str
+    elicitation: Elicitation
+    route: Route
+    display_hash: str
+    audit: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredElicitation:
+    elicitation: Elicitation
+    status: Status
+    answer: Answer | None
+    version: int
+    route: Route
+    created_at: datetime
+    updated_at: datetime
+    claim: Claim | None = None
+    """The last "I'm on it" (it may have lapsed: ``claim.active(now)``)."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What a message's schedule is built from: every copy and the pending deadlines."""
+
+    copies: tuple[Copy, ...] = ()
+    timers: tuple[Timer, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    """One copy of an elicitation, as reads show it."""
+
+    id: int
+    elicitation_key: str
+    destination: str
+    position: int
+    purpose: Purpose
+    state: DeliveryState
+    ref: MessageRef | None
+    posted_at: datetime | None
+    created_at: datetime
+    error: str | None = None
+    escalation: Escalation | None = None
+    """Set on an escalation copy: whom it mentions and where the originals are."""
+
+
+@dataclass(frozen=True)
+class DeadlineView:
+    id: int
+    elicitation_key: str
+    kind: DeadlineKind
+    due_at: datetime
+    state: DeadlineState
+    fired_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
+    detail: dict[str, Any] | None = None
+    """What planned it: ``{"after": <delivery id>}`` (a follow-up), ``{"deferred": <id>}``."""
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    elicitation_key: str
+    at: datetime
+    action: str
+    actor: str | None
+    code: str | None
+    detail: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class EffectView:
+    """One outbox row, as the admin view and tests read it."""
+
+    id: int
+    elicitation_key: str
+    kind: EffectKind
+    target: str
+    delivery_id: int | None
+    state: EffectState
+    attempts: int
+    next_attempt_at: datetime
+    created_at: datetime
+    done_at: datetime | None = None
+    last_error: str | None = None
+    claimed_by: str | None = None
+    claimed_until: datetime | None = None
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ChatRoute:
+    """A route an admin made from chat."""
+
+    id: int
+    workspace: str
+    board: str | None
+    destination: str
+    created_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    won: bool
+    status: Status
+    answer: Answer | None
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A claimed outbox row."""
+
+    id: int
+    elicitation_key: str
+    kind: EffectKind
+    target: str
+    delivery_id: int | None
+    payload: dict[str, Any] | None
+    attempts: int
+    version: int | None = None
+    """The elicitation's version when the row was claimed (what a post renders)."""
+
+
+@dataclass(frozen=True)
+class DueDeadline:
+    id: int
+    elicitation_key: str
+    kind: DeadlineKind
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class FiredDeadline:
+    """What firing one claimed deadline did."""
+
+    id: int
+    elicitation_key: str
+    kind: DeadlineKind
+    due_at: datetime
+    outcome: FireOutcome

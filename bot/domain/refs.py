@@ -1,0 +1,77 @@
+"""Where a posted copy lives on its platform: typed message refs.
+
+Each platform has its own ref type; the store keeps a ref as the JSON :meth:`to_json` writes
+(``{"channel", "ts", "key"}`` for Slack, ``{"room_id", "event_id", "key"}`` for Matrix,
+``{"inbox": <elicitation key>}`` for the web inbox) and reads it back with :func:`ref_from_json`.
+A ref's :attr:`key` is indexed: it finds the elicitation of a message people react to or reply
+under (Slack ``<channel>/<ts>``, Matrix ``<event_id>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SlackRef:
+    channel: str
+    ts: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.channel}/{self.ts}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"channel": self.channel, "ts": self.ts, "key": self.key}
+
+
+@dataclass(frozen=True)
+class MatrixRef:
+    room_id: str
+    event_id: str
+
+    @property
+    def key(self) -> str:
+        return self.event_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {"room_id": self.room_id, "event_id": self.event_id, "key": self.key}
+
+
+@dataclass(frozen=True)
+class InboxRef:
+    """The web inbox's copy: it renders the stored state, so its ref is the elicitation key."""
+
+    elicitation_key: str
+
+    @property
+    def key(self) -> None:
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inbox": self.elicitation_key}
+
+
+MessageRef = SlackRef | MatrixRef | InboxRef
+
+
+def ref_from_json(data: Mapping[str, Any] | None) -> MessageRef | None:
+    """The typed ref of a stored one; None for nothing (or a shape no platform writes)."""
+    if not data:
+        return None
+    if isinstance(data.get("channel"), str) and isinstance(data.get("ts"), str):
+        return SlackRef(data["channel"], data["ts"])
+    if isinstance(data.get("room_id"), str) and isinstance(data.get("event_id"), str):
+        return MatrixRef(data["room_id"], data["event_id"])
+    if isinstance(data.get("inbox"), str):
+        return InboxRef(data["inbox"])
+    url = data.get("url")
+    if isinstance(url, str) and "#" in url:  # an inbox copy written by earlier versions
+        return InboxRef(url.rsplit("#", 1)[1])
+    return None
+
+
+def ref_json(ref: MessageRef | None) -> dict[str, Any] | None:
+    return None if ref is None else ref.to_json()

@@ -1,0 +1,188 @@
+"""The store port: what the service, the dispatcher, the timekeeper, the HTTP shell and the web
+inbox need of persistence, and nothing about how it is kept.
+
+Implementations: ``store.sql.SqlStore`` (SQLite WAL or PostgreSQL) and ``store.memory.MemoryStore``;
+one contract suite (``tests/contract``) runs on all of them.
+
+Every guarantee is the store's to keep whatever the backend:
+- intake is all or nothing per batch, deduplicated on (channel, inbound id) and on the key;
+- the first valid answer wins once (a conditional write), and its effects are written with it;
+- outbox rows and due deadlines are claimed by one claimer at a time under a lease, and every
+  completion is fenced on the claim: a claimer whose lease ran out changes nothing;
+- what the domain decides (intake plans, firings, fall-backs) is written in the transaction that
+  read the state it was decided on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from bot.domain.deadlines import FireContext, Firing
+from bot.domain.model import Answer, Status
+from bot.domain.ports import IntakeOutcome
+from bot.domain.records import (
+    AuditEntry,
+    ChatRoute,
+    DeadlineView,
+    DeliveryView,
+    DueDeadline,
+    EffectView,
+    FiredDeadline,
+    IntakeItem,
+    OutboxItem,
+    RecordResult,
+    StoredElicitation,
+    Timeline,
+)
+from bot.domain.refs import MessageRef
+
+
+class ElicitationReads(Protocol):
+    async def get(self, key: str) -> StoredElicitation | None: ...
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]: ...
+
+    async def resolve_key(self, ident: str) -> str | None:
+        """The key for ``<source>:<id>`` or a bare source id (None: unknown or ambiguous)."""
+        ...
+
+    async def key_for_message(self, ref_key: str) -> str | None:
+        """The elicitation whose delivered message has this ref key."""
+        ...
+
+    async def list_elicitations(
+        self, *, status: str | None = None, after: str | None = None, limit: int = 50
+    ) -> list[StoredElicitation]:
+        """Newest first; ``after`` is the key of the last item of the previous page."""
+        ...
+
+    async def deliveries(self, key: str) -> list[DeliveryView]: ...
+
+    async def delivery(self, delivery_id: int) -> DeliveryView | None: ...
+
+    async def deadlines(self, key: str) -> list[DeadlineView]: ...
+
+    async def audit(self, key: str) -> list[AuditEntry]: ...
+
+    async def outbox(self, key: str | None = None) -> list[EffectView]: ...
+
+    async def count(self, table: str) -> int:
+        """Rows of one kind: elicitation, inbound, delivery, outbox, answer, audit, deadline."""
+        ...
+
+    async def timelines(self, keys: Sequence[str]) -> dict[str, Timeline]: ...
+
+
+class ChatRoutes(Protocol):
+    async def add_chat_route(
+        self, workspace: str, board: str | None, destination: str, by: str, now: datetime
+    ) -> bool: ...
+
+    async def remove_chat_route(
+        self, workspace: str, board: str | None, destination: str
+    ) -> int: ...
+
+    async def chat_routes(self) -> list[ChatRoute]: ...
+
+
+class Values(Protocol):
+    """Small durable values (a Matrix sync token, a poller's cursor)."""
+
+    async def get_value(self, key: str) -> str | None: ...
+
+    async def set_value(self, key: str, value: str) -> None: ...
+
+
+class Store(ElicitationReads, ChatRoutes, Values, Protocol):
+    """Persistence plus outbox, deadlines and dedupe; see the module docstring for guarantees."""
+
+    single_process: bool
+    """True when one process owns the store (a SQLite file): claims found at start are ours."""
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    # -- intake and answers ----------------------------------------------------------------
+
+    async def intake(self, items: Sequence[IntakeItem], now: datetime) -> list[IntakeOutcome]:
+        """Store a batch: all of it or none of it, with what the domain plans for each."""
+        ...
+
+    async def first_time(self, channel: str, inbound_id: str, now: datetime) -> bool:
+        """Record an inbound event id; False if it was seen before."""
+        ...
+
+    async def record_answer(
+        self, key: str, answer: Answer, now: datetime, *, approving: bool, audit: dict[str, object]
+    ) -> RecordResult: ...
+
+    async def close_elicitation(
+        self,
+        key: str,
+        status: Status,
+        now: datetime,
+        *,
+        answer: Answer | None,
+        audit: dict[str, object],
+    ) -> bool: ...
+
+    async def record_refusal(
+        self, key: str, actor: str, code: str, now: datetime, detail: dict[str, object]
+    ) -> None: ...
+
+    async def claim(
+        self, key: str, by: str, name: str | None, until: datetime, now: datetime
+    ) -> bool: ...
+
+    # -- outbox ----------------------------------------------------------------------------
+
+    async def claim_outbox(
+        self, now: datetime, claimer: str, *, limit: int = 20, lease: timedelta = ...
+    ) -> list[OutboxItem]: ...
+
+    async def complete_outbox(
+        self, item: OutboxItem, claimer: str, now: datetime, *, ref: MessageRef | None = None
+    ) -> bool: ...
+
+    async def complete_many(
+        self, done: Sequence[tuple[OutboxItem, MessageRef | None]], claimer: str, now: datetime
+    ) -> list[bool]: ...
+
+    async def retry_outbox(
+        self, item: OutboxItem, claimer: str, error: str, at: datetime
+    ) -> None: ...
+
+    async def fail_outbox(
+        self, item: OutboxItem, claimer: str, error: str, now: datetime
+    ) -> bool: ...
+
+    async def release_claims(self, claimer: str | None = None) -> int: ...
+
+    async def next_outbox_at(self) -> datetime | None: ...
+
+    # -- deadlines -------------------------------------------------------------------------
+
+    async def claim_deadlines(
+        self, now: datetime, claimer: str, *, limit: int = 50, lease: timedelta = ...
+    ) -> list[DueDeadline]: ...
+
+    async def fire_deadlines(
+        self,
+        due: Sequence[DueDeadline],
+        claimer: str,
+        now: datetime,
+        decide: Callable[[FireContext], Firing],
+    ) -> list[FiredDeadline]: ...
+
+    async def mark_fired(self, deadline_id: int, claimer: str, now: datetime) -> bool: ...
+
+    async def next_deadline_at(self, now: datetime) -> datetime | None: ...
+
+    async def release_deadline_claims(self, claimer: str | None = None) -> int: ...
+
+    def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
+        """Call ``watcher(earliest due time)`` after a write of ours plans deadlines."""
+        ...

@@ -1,0 +1,201 @@
+"""What to write: the values the domain's decisions return and every store applies.
+
+The decision functions (:mod:`bot.domain.planning`) read nothing: they get the state the store read
+in its transaction (the elicitation, its route, its copies, its status) and return a
+:class:`WriteSet`. A store applies a write-set generically, in that same transaction, in this
+order:
+
+1. ``audits``;
+2. ``copies`` (new deliveries; an escalation copy is inserted once per destination and purpose:
+   a second one writes nothing, and neither does anything that hangs on it);
+3. ``activations`` (each fenced on the delivery still ``waiting``: a close in between skipped it,
+   and then the activation, with its post, follow-up and audit, writes nothing);
+4. ``replace`` (pending deadlines of those kinds are deleted), then ``deadlines`` (added once:
+   a deadline of the same kind and due time is not added twice);
+5. ``effects`` (outbox rows);
+6. ``updates`` and ``refresh`` (one coalesced ``update`` row per posted chat copy: none is added
+   while an unclaimed one is already waiting; ``new_version`` bumps the elicitation's version
+   first, for a change of what copies show that changed no stored field);
+7. ``close`` (fenced on the elicitation still ``pending``: it then cancels every pending deadline,
+   skips the waiting copies, updates every posted copy, queues one writeback to the source and
+   audits the decision as the system).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.domain.model import Answer, Status
+from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, NoticeKind, Purpose
+from bot.domain.refs import MessageRef, ref_from_json
+
+if TYPE_CHECKING:
+    from bot.domain.deadlines import Escalation
+
+SYSTEM = "system"
+"""The actor of what the system decides (timeouts, follow-ups, escalation)."""
+
+
+@dataclass(frozen=True)
+class PlannedDeadline:
+    """A due time to add."""
+
+    kind: DeadlineKind
+    due_at: datetime
+    detail: Mapping[str, Any] | None = None
+    """Stored with the row, e.g. ``{"after": <delivery id>}`` for a follow-up."""
+
+
+@dataclass(frozen=True)
+class AuditWrite:
+    action: str
+    actor: str | None = None
+    code: str | None = None
+    detail: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class NewCopy:
+    """A delivery to insert; what hangs on it is written once its id is known."""
+
+    destination: str
+    position: int
+    purpose: Purpose
+    state: DeliveryState
+    ref: MessageRef | None = None
+    posted: bool = False
+    """Posted at once (the web inbox): ``posted_at`` is now."""
+    post: bool = False
+    """Queue its ``post`` (an escalation copy's carries ``{"purpose": "escalation"}``)."""
+    followup_at: datetime | None = None
+    """Plan its follow-up (``{"after": <its id>}``) at this time."""
+    escalation: Escalation | None = None
+    """Whom an escalation copy mentions and where the originals are."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A waiting copy's turn: fenced on it still waiting."""
+
+    delivery_id: int
+    destination: str
+    state: DeliveryState
+    ref: MessageRef | None = None
+    posted: bool = False
+    post: bool = False
+    followup_at: datetime | None = None
+    audit: AuditWrite | None = None
+    """Written only when the activation happens."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An outbox row to queue."""
+
+    kind: EffectKind
+    target: str
+    delivery_id: int | None = None
+    payload: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CopyUpdate:
+    """Rewrite one posted copy (coalesced with an unclaimed update already waiting)."""
+
+    delivery_id: int
+    destination: str
+
+
+@dataclass(frozen=True)
+class Close:
+    """Close a pending elicitation (fenced on it still pending)."""
+
+    status: Status
+    answer: Answer | None = None
+    detail: Mapping[str, Any] | None = None
+    """The audit detail of the decision (its action is the status, its actor the system)."""
+
+
+@dataclass(frozen=True)
+class WriteSet:
+    """Everything one decision writes; the empty value writes nothing."""
+
+    audits: tuple[AuditWrite, ...] = ()
+    copies: tuple[NewCopy, ...] = ()
+    activations: tuple[Activation, ...] = ()
+    replace: frozenset[DeadlineKind] = frozenset()
+    deadlines: tuple[PlannedDeadline, ...] = ()
+    effects: tuple[Effect, ...] = ()
+    updates: tuple[CopyUpdate, ...] = ()
+    refresh: bool = False
+    """Update every posted chat copy."""
+    new_version: bool = False
+    close: Close | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self == WriteSet()
+
+
+@dataclass(frozen=True)
+class NotifyPayload:
+    """A ``notify`` outbox row's payload: a private or thread notice (a reminder)."""
+
+    kind: NoticeKind
+    user: str
+    """The person's identity key; empty for a reminder in a thread."""
+    text: str
+    thread: MessageRef | None = None
+    mentions: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "user": self.user,
+            "thread": None if self.thread is None else self.thread.to_json(),
+            "text": self.text,
+            "mentions": list(self.mentions),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> NotifyPayload:
+        data = data or {}
+        try:
+            kind = NoticeKind(data.get("kind") or NoticeKind.REFUSAL)
+        except ValueError:
+            kind = NoticeKind.NOTE
+        thread = data.get("thread")
+        return cls(
+            kind=kind,
+            user=str(data.get("user") or ""),
+            text=str(data.get("text") or ""),
+            thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
+            mentions=tuple(str(m) for m in data.get("mentions") or ()),
+        )
+
+
+def escalation_json(escalation: Escalation) -> dict[str, Any]:
+    """An escalation copy's stored detail."""
+    return {
+        "mentions": list(escalation.mentions),
+        "originals": [
+            {"destination": o.destination, "ref": o.ref.to_json()} for o in escalation.originals
+        ],
+    }
+
+
+def escalation_from_json(detail: Mapping[str, Any] | None) -> Escalation | None:
+    """The typed escalation of a stored detail (None: not an escalation copy)."""
+    from bot.domain.deadlines import Escalation, Original  # noqa: PLC0415 - deadlines imports us
+
+    if not detail or "mentions" not in detail:
+        return None
+    originals = []
+    for o in detail.get("originals") or ():
+        ref = ref_from_json(o.get("ref"))
+        if ref is not None:
+            originals.append(Original(str(o.get("destination", "")), ref))
+    return Escalation(tuple(str(m) for m in detail["mentions"]), tuple(originals))

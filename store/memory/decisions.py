@@ -1,0 +1,158 @@
+"""The in-memory store's writes that hang on a domain decision: each reads the state in its
+transaction, asks :mod:`bot.domain.planning` what to write and applies the write-set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from bot.domain import planning
+from bot.domain.deadlines import Copy, FireContext, Firing
+from bot.domain.model import Status
+from bot.domain.ports import IntakeOutcome
+from bot.domain.records import (
+    DeadlineState,
+    DeliveryState,
+    DueDeadline,
+    EffectKind,
+    EffectState,
+    FiredDeadline,
+    FireOutcome,
+    IntakeItem,
+    IntakeResult,
+    OutboxItem,
+)
+from bot.domain.refs import MessageRef
+from store.memory.tables import ElicitationRow, utc
+from store.memory.writer import Writer
+
+
+def intake(w: Writer, item: IntakeItem, now: datetime) -> IntakeOutcome:
+    """One item of a batch: deduplicated on its inbound id, then new, revised or unchanged."""
+    e = item.elicitation
+    key = e.key
+    seen = (item.channel, item.inbound_id)
+    if seen in w.t.inbound:
+        # Seen before: name the elicitation it was first stored as (the id may be reused).
+        return IntakeOutcome(w.t.inbound[seen] or key, IntakeResult.DUPLICATE)
+    w.tx.put(w.t.inbound, seen, key)
+    row = w.t.elicitations.get(key)
+    if row is None:
+        w.tx.put(
+            w.t.elicitations,
+            key,
+            ElicitationRow(
+                elicitation=e,
+                route=item.route,
+                status=Status.PENDING,
+                version=1,
+                display_hash=item.display_hash,
+                created_at=utc(now),
+                updated_at=utc(now),
+            ),
+        )
+        w.apply(key, planning.intake_writes(e, item.route, now, item.audit), now)
+        return IntakeOutcome(key, IntakeResult.ACCEPTED)
+    if row.status is not Status.PENDING or row.display_hash == item.display_hash:
+        return IntakeOutcome(key, IntakeResult.UNCHANGED)
+    w.tx.elicitation(
+        key,
+        elicitation=e,
+        display_hash=item.display_hash,
+        version=row.version + 1,
+        updated_at=utc(now),
+    )
+    w.apply(key, planning.revision_writes(e, now, item.audit), now)
+    return IntakeOutcome(key, IntakeResult.UPDATED)
+
+
+def complete(
+    w: Writer, item: OutboxItem, ref: MessageRef | None, claimer: str, now: datetime
+) -> bool:
+    """One completion, fenced on our claim; a post records its ref and what follows from it."""
+    row = w.t.outbox.get(item.id)
+    if row is None or row.state is not EffectState.CLAIMED or row.claimed_by != claimer:
+        return False
+    w.tx.effect(item.id, state=EffectState.DONE, done_at=utc(now), last_error=None)
+    if item.kind is not EffectKind.POST or item.delivery_id is None:
+        return True
+    if item.delivery_id in w.t.deliveries:
+        w.tx.delivery(
+            item.delivery_id,
+            state=DeliveryState.POSTED,
+            ref=ref,
+            posted_at=utc(now),
+            error=None,
+        )
+    current = w.t.elicitations.get(item.elicitation_key)
+    if current is None:
+        return True
+    writes = planning.posted_writes(
+        current.route,
+        delivery_id=item.delivery_id,
+        destination=item.target,
+        pending=current.status is Status.PENDING,
+        stale=current.version != item.version,
+        copies=w.copies(item.elicitation_key),
+        now=now,
+    )
+    w.apply(item.elicitation_key, writes, now)
+    return True
+
+
+def fall_back(w: Writer, key: str, failed_id: int, now: datetime) -> None:
+    """A post failed for good: what the domain says comes next (the next destination, now)."""
+    row = w.t.elicitations.get(key)
+    if row is not None:
+        w.apply(key, planning.fall_back(key, row.route, w.copies(key), failed_id, now), now)
+
+
+def fire(
+    w: Writer,
+    due: Sequence[DueDeadline],
+    claimer: str,
+    now: datetime,
+    decide: Callable[[FireContext], Firing],
+) -> list[FiredDeadline]:
+    """Mark each claimed deadline fired (fenced on our claim and on it still pending), then write
+    what ``decide`` says; a deadline of an elicitation closed earlier in the batch is idle."""
+    ours: set[int] = set()
+    for d in due:
+        row = w.t.deadlines.get(d.id)
+        if row is not None and row.claimed_by == claimer and row.state is DeadlineState.PENDING:
+            w.tx.deadline(d.id, state=DeadlineState.FIRED, fired_at=utc(now))
+            ours.add(d.id)
+    # Every firing of the batch is decided on the copies as they stood when it began.
+    copies = {key: w.copies(key) for key in {d.elicitation_key for d in due if d.id in ours}}
+    results: list[FiredDeadline] = []
+    for d in due:
+        outcome = FireOutcome.LOST
+        if d.id in ours:
+            outcome = _fire_one(w, d, copies[d.elicitation_key], now, decide)
+        if outcome is FireOutcome.IDLE:  # nothing was done: the row says so
+            w.tx.deadline(d.id, state=DeadlineState.CANCELLED)
+        elif outcome is FireOutcome.DEFERRED:
+            w.tx.deadline(d.id, state=DeadlineState.DEFERRED)
+        results.append(FiredDeadline(d.id, d.elicitation_key, d.kind, d.due_at, outcome))
+    return results
+
+
+def _fire_one(
+    w: Writer,
+    d: DueDeadline,
+    copies: tuple[Copy, ...],
+    now: datetime,
+    decide: Callable[[FireContext], Firing],
+) -> FireOutcome:
+    key = d.elicitation_key
+    row = w.t.elicitations.get(key)
+    if row is None or row.status is not Status.PENDING:
+        return FireOutcome.IDLE
+    ctx = FireContext(
+        d.kind, d.due_at, now, row.elicitation, row.status, row.route, copies, row.claim
+    )
+    planned = planning.firing_writes(ctx, decide(ctx), d.id)
+    applied = w.apply(key, planned.writes, now, batch=True)
+    if applied.closed is False:
+        return FireOutcome.IDLE
+    return planned.outcome

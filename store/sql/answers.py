@@ -1,0 +1,140 @@
+"""Answers and other changes of one elicitation: the first answer wins once (one conditional
+``UPDATE … WHERE status='pending'`` checked through ``RETURNING``, plus a unique ``answer`` row),
+closes, refusals, claims, and the inbound ids of chat events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain import planning
+from bot.domain.model import Answer, Status
+from bot.domain.records import RecordResult
+from store.sql.apply import Applier, Batch
+from store.sql.base import ANSWER, NEW_AUDIT, PENDING, E, audit_row
+
+
+class Answers(Applier):
+    async def record_answer(
+        self, key: str, answer: Answer, now: datetime, *, approving: bool, audit: dict[str, object]
+    ) -> RecordResult:
+        """First valid answer wins: one conditional UPDATE; the loser learns the current state."""
+        conditions = [
+            E.c.key == key,
+            E.c.status == PENDING,
+            or_(E.c.expires_at.is_(None), E.c.expires_at > now),
+        ]
+        if approving:
+            conditions.append(or_(E.c.subject_expires_at.is_(None), E.c.subject_expires_at > now))
+        body = answer.model_dump(mode="json")
+
+        def work(conn: Connection) -> RecordResult:
+            won = conn.execute(
+                update(E)
+                .where(*conditions)
+                .values(
+                    status=Status.ANSWERED.value,
+                    answer=body,
+                    version=E.c.version + 1,
+                    updated_at=now,
+                    closed_at=now,
+                )
+                .returning(E.c.key)
+            )
+            if won.first() is None:
+                current = conn.execute(select(E.c.status, E.c.answer).where(E.c.key == key)).one()
+                return RecordResult(
+                    False,
+                    Status(current.status),
+                    Answer.model_validate(current.answer) if current.answer else None,
+                )
+            conn.execute(
+                insert(ANSWER).values(
+                    elicitation_key=key,
+                    respondent=answer.respondent,
+                    via=answer.via,
+                    at=now,
+                    body=body,
+                )
+            )
+            batch = Batch()
+            self._closed(conn, key, now, batch)
+            batch.audit.append(audit_row(key, now, "answer", answer.respondent, None, audit))
+            self._finish(conn, batch, now)
+            return RecordResult(True, Status.ANSWERED, answer)
+
+        return await self._run(work, write=True)
+
+    async def close_elicitation(
+        self,
+        key: str,
+        status: Status,
+        now: datetime,
+        *,
+        answer: Answer | None,
+        audit: dict[str, object],
+    ) -> bool:
+        """Expire or cancel a pending elicitation (a system decision may come with an answer)."""
+        writes = planning.close_writes(status, answer, audit)
+
+        def work(conn: Connection) -> bool:
+            return self._write(conn, key, writes, now)
+
+        return await self._run(work, write=True)
+
+    async def record_refusal(
+        self, key: str, actor: str, code: str, now: datetime, detail: dict[str, object]
+    ) -> None:
+        """An audit row for a refused attempt."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(NEW_AUDIT, audit_row(key, now, "refusal", actor, code, detail))
+
+        await self._run(work, write=True)
+
+    async def claim(
+        self, key: str, by: str, name: str | None, until: datetime, now: datetime
+    ) -> bool:
+        """Record "I'm on it" on a pending elicitation (renewing or taking over a claim): every
+        copy is updated, and a ``claim_lapse`` deadline updates them again when it runs out.
+        False when it is no longer pending."""
+        writes = planning.claim_writes(by, until)
+
+        def work(conn: Connection) -> bool:
+            done = conn.execute(
+                update(E)
+                .where(E.c.key == key, E.c.status == PENDING)
+                .values(
+                    claim_by=by,
+                    claim_name=name,
+                    claim_until=until,
+                    version=E.c.version + 1,
+                    updated_at=now,
+                )
+                .returning(E.c.key)
+            ).first()
+            if done is None:
+                return False
+            self._write(conn, key, writes, now)
+            return True
+
+        return await self._run(work, write=True)
+
+    async def first_time(self, channel: str, inbound_id: str, now: datetime) -> bool:
+        """Record an inbound event id (Slack event_id, Matrix event_id); False if seen before."""
+
+        def work(conn: Connection) -> bool:
+            row = conn.execute(
+                self._new_inbound,
+                {
+                    "channel": channel,
+                    "inbound_id": inbound_id,
+                    "elicitation_key": None,
+                    "received_at": now,
+                },
+            ).first()
+            return row is not None
+
+        return await self._run(work, write=True)

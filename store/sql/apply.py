@@ -1,0 +1,318 @@
+"""Write-sets applied generically, inside the caller's transaction.
+
+The domain decides (:mod:`bot.domain.planning`); this writes what it decided, keeping the fences:
+an activation is a conditional ``UPDATE … WHERE state='waiting' RETURNING``, a close a conditional
+``UPDATE … WHERE status='pending' RETURNING``, an escalation copy an insert that ignores a second
+one. Outbox and audit rows are gathered in a :class:`Batch` and written together (what was
+gathered before a close is written before it); refreshes run at the end, once per elicitation,
+and never for one closed in the batch (its close updated every copy already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain.deadlines import WEB, Copy
+from bot.domain.records import (
+    DeadlineKind,
+    DeadlineState,
+    DeliveryState,
+    EffectKind,
+    EffectState,
+    Purpose,
+)
+from bot.domain.writes import SYSTEM, Close, PlannedDeadline, WriteSet, escalation_json
+from store.sql.base import (
+    DEADLINE,
+    DELIVERY,
+    NEW_AUDIT,
+    NEW_OUTBOX,
+    OUTBOX,
+    PENDING,
+    E,
+    SqlBase,
+    audit_row,
+    outbox_row,
+)
+
+ESCALATION_POST = {"purpose": Purpose.ESCALATION.value}
+"""The payload of an escalation copy's post."""
+
+
+@dataclass
+class Batch:
+    """Rows written together at the end of one transaction's writes."""
+
+    outbox: list[dict[str, object]] = field(default_factory=list)
+    audit: list[dict[str, object]] = field(default_factory=list)
+    refresh: set[str] = field(default_factory=set)
+    bump: set[str] = field(default_factory=set)
+    closed: set[str] = field(default_factory=set)
+    updating: set[int] = field(default_factory=set)
+    """Copies with an update gathered here (not yet written): coalesced like a pending one."""
+    copies: Mapping[str, Sequence[Copy]] | None = None
+    """The copies read at the start of the transaction, when the caller has them."""
+
+
+class Applier(SqlBase):
+    def _apply(self, conn: Connection, key: str, ws: WriteSet, now: datetime, batch: Batch) -> bool:
+        """Write one write-set; False when its close found the elicitation closed already."""
+        for entry in ws.audits:
+            batch.audit.append(
+                audit_row(key, now, entry.action, entry.actor, entry.code, entry.detail)
+            )
+        followups: list[tuple[int, datetime]] = []
+        for c in ws.copies:
+            delivery_id = conn.execute(
+                self._new_copy,
+                {
+                    "elicitation_key": key,
+                    "destination": c.destination,
+                    "position": c.position,
+                    "purpose": c.purpose.value,
+                    "state": c.state.value,
+                    "ref": None if c.ref is None else c.ref.to_json(),
+                    "ref_key": None if c.ref is None else c.ref.key,
+                    "posted_at": now if c.posted else None,
+                    "created_at": now,
+                    "detail": None if c.escalation is None else escalation_json(c.escalation),
+                },
+            ).scalar()
+            if delivery_id is None:  # this destination has this copy already
+                continue
+            if c.post:
+                payload = ESCALATION_POST if c.purpose is Purpose.ESCALATION else None
+                batch.outbox.append(
+                    outbox_row(
+                        key,
+                        EffectKind.POST,
+                        c.destination,
+                        now,
+                        delivery_id=delivery_id,
+                        payload=payload,
+                    )
+                )
+            if c.followup_at is not None:
+                followups.append((delivery_id, c.followup_at))
+        for a in ws.activations:
+            done = conn.execute(
+                update(DELIVERY)
+                .where(
+                    DELIVERY.c.id == a.delivery_id, DELIVERY.c.state == DeliveryState.WAITING.value
+                )
+                .values(
+                    state=a.state.value,
+                    ref=None if a.ref is None else a.ref.to_json(),
+                    ref_key=None if a.ref is None else a.ref.key,
+                    posted_at=now if a.posted else None,
+                )
+                .returning(DELIVERY.c.id)
+            ).first()
+            if done is None:  # skipped by a close in between
+                continue
+            if a.post:
+                batch.outbox.append(
+                    outbox_row(key, EffectKind.POST, a.destination, now, delivery_id=a.delivery_id)
+                )
+            if a.followup_at is not None:
+                followups.append((a.delivery_id, a.followup_at))
+            if a.audit is not None:
+                batch.audit.append(
+                    audit_row(key, now, a.audit.action, a.audit.actor, a.audit.code, a.audit.detail)
+                )
+        if ws.replace:
+            self._drop_pending(conn, key, ws.replace)
+        self._add_deadlines(conn, key, ws.deadlines)
+        self._add_deadlines(
+            conn,
+            key,
+            [PlannedDeadline(DeadlineKind.FOLLOWUP, at, {"after": i}) for i, at in followups],
+        )
+        for effect in ws.effects:
+            batch.outbox.append(
+                outbox_row(
+                    key,
+                    effect.kind,
+                    effect.target,
+                    now,
+                    delivery_id=effect.delivery_id,
+                    payload=effect.payload,
+                )
+            )
+        if ws.updates:
+            self._update_copies(
+                conn, [(key, u.delivery_id, u.destination) for u in ws.updates], now, batch
+            )
+        if ws.refresh:
+            batch.refresh.add(key)
+        if ws.new_version:
+            batch.bump.add(key)
+        if ws.close is not None:
+            self._flush(conn, batch)  # what was decided before the close is written before it
+            return self._close_as(conn, key, ws.close, now, batch)
+        return True
+
+    def _finish(self, conn: Connection, batch: Batch, now: datetime) -> None:
+        """The refreshes gathered (for elicitations still open), then every gathered row."""
+        bump = sorted(batch.bump - batch.closed)
+        if bump:
+            conn.execute(
+                update(E).where(E.c.key.in_(bump)).values(version=E.c.version + 1, updated_at=now)
+            )
+        self._refresh(conn, batch.refresh - batch.closed, now, batch, batch.copies)
+        self._flush(conn, batch)
+
+    def _write(self, conn: Connection, key: str, ws: WriteSet, now: datetime) -> bool:
+        """Apply one write-set and write what it gathered."""
+        batch = Batch()
+        done = self._apply(conn, key, ws, now, batch)
+        self._finish(conn, batch, now)
+        return done
+
+    def _flush(self, conn: Connection, batch: Batch) -> None:
+        if batch.outbox:
+            conn.execute(NEW_OUTBOX, batch.outbox)
+            batch.outbox.clear()
+            batch.updating.clear()
+        if batch.audit:
+            conn.execute(NEW_AUDIT, batch.audit)
+            batch.audit.clear()
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def _add_deadlines(
+        self, conn: Connection, key: str, deadlines: Iterable[PlannedDeadline]
+    ) -> None:
+        for d in deadlines:
+            conn.execute(
+                self._new_deadline,
+                {
+                    "elicitation_key": key,
+                    "kind": d.kind.value,
+                    "due_at": d.due_at,
+                    "state": DeadlineState.PENDING.value,
+                    "detail": None if d.detail is None else dict(d.detail),
+                },
+            )
+            self._planned.append(d.due_at)
+
+    def _drop_pending(self, conn: Connection, key: str, kinds: Collection[DeadlineKind]) -> None:
+        conn.execute(
+            DEADLINE.delete().where(
+                DEADLINE.c.elicitation_key == key,
+                DEADLINE.c.state == DeadlineState.PENDING.value,
+                DEADLINE.c.kind.in_(sorted(k.value for k in kinds)),
+            )
+        )
+
+    def _close_as(
+        self, conn: Connection, key: str, close: Close, now: datetime, batch: Batch
+    ) -> bool:
+        """Close a pending elicitation: cancel its deadlines, update every copy, tell the source."""
+        done = conn.execute(
+            update(E)
+            .where(E.c.key == key, E.c.status == PENDING)
+            .values(
+                status=close.status.value,
+                answer=close.answer.model_dump(mode="json") if close.answer else None,
+                version=E.c.version + 1,
+                updated_at=now,
+                closed_at=now,
+            )
+            .returning(E.c.key)
+        )
+        if done.first() is None:
+            return False
+        self._closed(conn, key, now, batch)
+        batch.audit.append(audit_row(key, now, close.status.value, SYSTEM, None, close.detail))
+        return True
+
+    def _closed(self, conn: Connection, key: str, now: datetime, batch: Batch) -> None:
+        """What every close does, once it won: no deadline fires, no waiting copy is posted,
+        every posted copy shows the result, and the source is told (one writeback)."""
+        batch.closed.add(key)
+        conn.execute(
+            update(DEADLINE)
+            .where(
+                DEADLINE.c.elicitation_key == key, DEADLINE.c.state == DeadlineState.PENDING.value
+            )
+            .values(state=DeadlineState.CANCELLED.value)
+        )
+        conn.execute(
+            update(DELIVERY)
+            .where(
+                DELIVERY.c.elicitation_key == key, DELIVERY.c.state == DeliveryState.WAITING.value
+            )
+            .values(state=DeliveryState.SKIPPED.value)
+        )
+        self._refresh(conn, {key}, now, batch, None)
+        batch.outbox.append(outbox_row(key, EffectKind.WRITEBACK, "source", now))
+
+    def _refresh(
+        self,
+        conn: Connection,
+        keys: Collection[str],
+        now: datetime,
+        batch: Batch,
+        known: Mapping[str, Sequence[Copy]] | None,
+    ) -> None:
+        """One coalesced ``update`` per posted chat copy (the inbox renders the stored state;
+        a copy still being posted renders the state current at post time)."""
+        if not keys:
+            return
+        wanted = sorted(keys)
+        if known is not None:
+            posted = [
+                (key, c.id, c.destination)
+                for key in wanted
+                for c in known.get(key, ())
+                if c.state is DeliveryState.POSTED
+            ]
+        else:
+            posted = [
+                (r.elicitation_key, r.id, r.destination)
+                for r in conn.execute(
+                    select(DELIVERY.c.elicitation_key, DELIVERY.c.id, DELIVERY.c.destination)
+                    .where(
+                        DELIVERY.c.elicitation_key.in_(wanted),
+                        DELIVERY.c.state == DeliveryState.POSTED.value,
+                    )
+                    .order_by(DELIVERY.c.id)
+                )
+            ]
+        self._update_copies(conn, [p for p in posted if p[2] != WEB], now, batch)
+
+    def _update_copies(
+        self,
+        conn: Connection,
+        copies: Sequence[tuple[str, int, str]],
+        now: datetime,
+        batch: Batch,
+    ) -> None:
+        """Queue an update of each (key, delivery id, destination) unless an unclaimed one is
+        already waiting."""
+        if not copies:
+            return
+        # By delivery alone (its index), filtered here: a predicate on the state would let the
+        # planner walk every pending outbox row instead.
+        waiting = {
+            r.delivery_id
+            for r in conn.execute(
+                select(OUTBOX.c.delivery_id, OUTBOX.c.kind, OUTBOX.c.state).where(
+                    OUTBOX.c.delivery_id.in_(sorted({c[1] for c in copies}))
+                )
+            )
+            if r.kind == EffectKind.UPDATE and r.state == EffectState.PENDING
+        }
+        for key, delivery_id, destination in copies:
+            if delivery_id in waiting or delivery_id in batch.updating:
+                continue
+            batch.updating.add(delivery_id)
+            batch.outbox.append(
+                outbox_row(key, EffectKind.UPDATE, destination, now, delivery_id=delivery_id)
+            )

@@ -1,0 +1,328 @@
+"""The SQL store's base: the engine, one transaction per worker-thread hop, the statements built
+once, the deadline watchers, and rows turned into the domain's records."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+
+from bot.domain.deadlines import Claim, Copy
+from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.records import (
+    AuditEntry,
+    ChatRoute,
+    DeadlineKind,
+    DeadlineState,
+    DeadlineView,
+    DeliveryState,
+    DeliveryView,
+    EffectKind,
+    EffectState,
+    EffectView,
+    Purpose,
+    StoredElicitation,
+)
+from bot.domain.refs import ref_from_json
+from bot.domain.writes import escalation_from_json
+from store.db import READ_ONLY
+from store.tables import (
+    AnswerRow,
+    AuditRow,
+    DeadlineRow,
+    DeliveryRow,
+    ElicitationRow,
+    InboundRow,
+    KeyValueRow,
+    OutboxRow,
+    RouteRow,
+)
+
+E: Table = ElicitationRow.__table__  # type: ignore[attr-defined]
+INBOUND: Table = InboundRow.__table__  # type: ignore[attr-defined]
+DELIVERY: Table = DeliveryRow.__table__  # type: ignore[attr-defined]
+DEADLINE: Table = DeadlineRow.__table__  # type: ignore[attr-defined]
+ANSWER: Table = AnswerRow.__table__  # type: ignore[attr-defined]
+AUDIT: Table = AuditRow.__table__  # type: ignore[attr-defined]
+OUTBOX: Table = OutboxRow.__table__  # type: ignore[attr-defined]
+ROUTE: Table = RouteRow.__table__  # type: ignore[attr-defined]
+KV: Table = KeyValueRow.__table__  # type: ignore[attr-defined]
+
+T = TypeVar("T")
+NEW_OUTBOX = insert(OUTBOX)
+NEW_AUDIT = insert(AUDIT)
+COMPLETE_OUTBOX = (
+    update(OUTBOX)
+    .where(
+        OUTBOX.c.id == bindparam("row_id"),
+        OUTBOX.c.state == EffectState.CLAIMED.value,
+        OUTBOX.c.claimed_by == bindparam("claimer"),
+    )
+    .values(state=EffectState.DONE.value, done_at=bindparam("at"), last_error=None)
+    .returning(OUTBOX.c.id)
+)
+MARK_POSTED = (
+    update(DELIVERY)
+    .where(DELIVERY.c.id == bindparam("delivery_id"))
+    .values(
+        state=DeliveryState.POSTED.value,
+        ref=bindparam("new_ref"),
+        ref_key=bindparam("new_ref_key"),
+        posted_at=bindparam("at"),
+        error=None,
+    )
+)
+CURRENT_STATE = select(E.c.version, E.c.status, E.c.route).where(E.c.key == bindparam("ekey"))
+PENDING = Status.PENDING.value
+
+
+class SqlBase:
+    """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by the engine's URL."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.single_process: bool = self.dialect == "sqlite"
+        """One process owns a SQLite file: claims found at start are ours to release."""
+        self._reader = engine.execution_options(**{READ_ONLY: True})
+        # SQLite has one writer: queue our own writers here instead of in its busy handler,
+        # which sleeps. Other processes still meet busy_timeout.
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        # Statements built once: parameters are bound at execute time (no per-call compiling).
+        self._new_inbound = self._insert_ignore(INBOUND, "channel", "inbound_id").returning(
+            INBOUND.c.inbound_id
+        )
+        self._new_elicitation = self._insert_ignore(E, "key").returning(E.c.key)
+        self._new_deadline = self._insert_ignore(DEADLINE, "elicitation_key", "kind", "due_at")
+        self._new_copy = self._insert_ignore(
+            DELIVERY, "elicitation_key", "destination", "purpose"
+        ).returning(DELIVERY.c.id)
+        # Due times planned by committed (or failed: a spare wake-up is harmless) transactions,
+        # appended on worker threads and handed to the watchers on the event loop.
+        self._planned: deque[datetime] = deque()
+        self._watchers: list[Callable[[datetime], None]] = []
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.engine.dispose)
+
+    async def ping(self) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(select(1))
+
+        await self._run(work, write=False)
+
+    async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        """Run ``work`` in one transaction on a worker thread: one thread hop per transaction.
+
+        On SQLite, writers in this process queue on a lock here rather than in SQLite's busy
+        handler (which sleeps); other processes still meet busy_timeout.
+        """
+        if write and self._write_lock is not None:
+            async with self._write_lock:
+                result = await asyncio.to_thread(self._transaction, work, write)
+        else:
+            result = await asyncio.to_thread(self._transaction, work, write)
+        if self._planned:
+            self._tell_watchers()
+        return result
+
+    def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
+        """Call ``watcher(earliest due time)`` after a write of ours plans deadlines (a scheduler
+        re-arms its wake-up). Returns the function that stops watching."""
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+    def _tell_watchers(self) -> None:
+        times: list[datetime] = []
+        while self._planned:
+            times.append(self._planned.popleft())
+        if times:
+            earliest = min(times)
+            for watcher in list(self._watchers):
+                watcher(earliest)
+
+    def _transaction(self, work: Callable[[Connection], T], write: bool) -> T:
+        engine = self.engine if write else self._reader
+        with engine.begin() as conn:
+            return work(conn)
+
+    def _insert_ignore(self, table: Table, *index: str) -> Any:
+        dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        return dialect_insert(table).on_conflict_do_nothing(index_elements=list(index))
+
+    def _locked(self, query: Any) -> Any:
+        return query.with_for_update(skip_locked=True) if self.dialect == "postgresql" else query
+
+    def _copies(self, conn: Connection, keys: Iterable[str]) -> dict[str, tuple[Copy, ...]]:
+        """Every copy of these elicitations, in the order they were made."""
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        found: dict[str, list[Copy]] = defaultdict(list)
+        rows = conn.execute(
+            select(
+                DELIVERY.c.id,
+                DELIVERY.c.elicitation_key,
+                DELIVERY.c.destination,
+                DELIVERY.c.position,
+                DELIVERY.c.purpose,
+                DELIVERY.c.state,
+                DELIVERY.c.ref,
+            )
+            .where(DELIVERY.c.elicitation_key.in_(wanted))
+            .order_by(DELIVERY.c.id)
+        )
+        for r in rows:
+            found[r.elicitation_key].append(
+                Copy(
+                    r.id,
+                    r.destination,
+                    r.position,
+                    Purpose(r.purpose),
+                    DeliveryState(r.state),
+                    ref_from_json(r.ref),
+                )
+            )
+        return {key: tuple(copies) for key, copies in found.items()}
+
+
+def outbox_row(
+    key: str,
+    kind: EffectKind,
+    target: str,
+    now: datetime,
+    *,
+    delivery_id: int | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "elicitation_key": key,
+        "kind": kind.value,
+        "target": target,
+        "delivery_id": delivery_id,
+        "payload": None if payload is None else dict(payload),
+        "state": EffectState.PENDING.value,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+
+
+def audit_row(
+    key: str,
+    now: datetime,
+    action: str,
+    actor: str | None,
+    code: str | None,
+    detail: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "elicitation_key": key,
+        "at": now,
+        "action": action,
+        "actor": actor,
+        "code": code,
+        "detail": dict(detail) if detail else None,
+    }
+
+
+# -- rows into records ----------------------------------------------------------------------------
+
+
+def stored_of(row: Any) -> StoredElicitation:
+    return StoredElicitation(
+        elicitation=Elicitation.model_validate(row.payload),
+        status=Status(row.status),
+        answer=Answer.model_validate(row.answer) if row.answer else None,
+        version=row.version,
+        route=Route.model_validate(row.route),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        claim=Claim(row.claim_by, row.claim_until, row.claim_name)
+        if row.claim_by and row.claim_until
+        else None,
+    )
+
+
+def delivery_of(row: Any) -> DeliveryView:
+    purpose = Purpose(row.purpose)
+    return DeliveryView(
+        id=row.id,
+        elicitation_key=row.elicitation_key,
+        destination=row.destination,
+        position=row.position,
+        purpose=purpose,
+        state=DeliveryState(row.state),
+        ref=ref_from_json(row.ref),
+        posted_at=row.posted_at,
+        created_at=row.created_at,
+        error=row.error,
+        escalation=escalation_from_json(row.detail) if purpose is Purpose.ESCALATION else None,
+    )
+
+
+def deadline_of(row: Any) -> DeadlineView:
+    return DeadlineView(
+        id=row.id,
+        elicitation_key=row.elicitation_key,
+        kind=DeadlineKind(row.kind),
+        due_at=row.due_at,
+        state=DeadlineState(row.state),
+        fired_at=row.fired_at,
+        claimed_by=row.claimed_by,
+        claimed_until=row.claimed_until,
+        detail=row.detail,
+    )
+
+
+def audit_of(row: Any) -> AuditEntry:
+    return AuditEntry(
+        id=row.id,
+        elicitation_key=row.elicitation_key,
+        at=row.at,
+        action=row.action,
+        actor=row.actor,
+        code=row.code,
+        detail=row.detail,
+    )
+
+
+def effect_of(row: Any) -> EffectView:
+    return EffectView(
+        id=row.id,
+        elicitation_key=row.elicitation_key,
+        kind=EffectKind(row.kind),
+        target=row.target,
+        delivery_id=row.delivery_id,
+        state=EffectState(row.state),
+        attempts=row.attempts,
+        next_attempt_at=row.next_attempt_at,
+        created_at=row.created_at,
+        done_at=row.done_at,
+        last_error=row.last_error,
+        claimed_by=row.claimed_by,
+        claimed_until=row.claimed_until,
+        payload=row.payload,
+    )
+
+
+def chat_route_of(row: Any) -> ChatRoute:
+    return ChatRoute(
+        id=row.id,
+        workspace=row.workspace,
+        board=row.board,
+        destination=row.destination,
+        created_by=row.created_by,
+        created_at=row.created_at,
+    )

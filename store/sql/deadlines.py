@@ -1,0 +1,241 @@
+"""Deadlines: due rows claimed under a lease, and fired once.
+
+A claimed deadline fires in one transaction that marks it fired (fenced on our claim and on it
+still being pending) and writes what the domain decides, on the elicitation as it stands in that
+transaction. A deadline whose claim we lost, or that an answer, expiry or cancellation cancelled
+meanwhile, writes nothing. Lock order on PostgreSQL: the elicitation rows first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain import planning
+from bot.domain.deadlines import Claim, FireContext, Firing
+from bot.domain.model import Elicitation, Route, Status
+from bot.domain.records import DeadlineKind, DeadlineState, DueDeadline, FiredDeadline, FireOutcome
+from store.sql.apply import Applier, Batch
+from store.sql.base import DEADLINE, E
+
+PENDING_DEADLINE = DeadlineState.PENDING.value
+
+
+class Deadlines(Applier):
+    async def claim_deadlines(
+        self,
+        now: datetime,
+        claimer: str,
+        *,
+        limit: int = 50,
+        lease: timedelta = timedelta(seconds=30),
+    ) -> list[DueDeadline]:
+        due = self._locked(
+            select(DEADLINE.c.id)
+            .where(
+                DEADLINE.c.state == PENDING_DEADLINE,
+                DEADLINE.c.due_at <= now,
+                or_(DEADLINE.c.claimed_until.is_(None), DEADLINE.c.claimed_until < now),
+            )
+            .order_by(DEADLINE.c.due_at)
+            .limit(limit)
+        )
+
+        def work(conn: Connection) -> list[DueDeadline]:
+            rows = conn.execute(
+                update(DEADLINE)
+                .where(DEADLINE.c.id.in_(due.scalar_subquery()))
+                .values(claimed_by=claimer, claimed_until=now + lease)
+                .returning(
+                    DEADLINE.c.id,
+                    DEADLINE.c.elicitation_key,
+                    DEADLINE.c.kind,
+                    DEADLINE.c.due_at,
+                )
+            ).all()
+            return sorted(
+                (
+                    DueDeadline(r.id, r.elicitation_key, DeadlineKind(r.kind), r.due_at)
+                    for r in rows
+                ),
+                key=lambda d: (d.due_at, d.id),
+            )
+
+        return await self._run(work, write=True)
+
+    async def mark_fired(self, deadline_id: int, claimer: str, now: datetime) -> bool:
+        def work(conn: Connection) -> bool:
+            result = conn.execute(
+                update(DEADLINE)
+                .where(
+                    DEADLINE.c.id == deadline_id,
+                    DEADLINE.c.claimed_by == claimer,
+                    DEADLINE.c.state == PENDING_DEADLINE,
+                )
+                .values(state=DeadlineState.FIRED.value, fired_at=now)
+                .returning(DEADLINE.c.id)
+            )
+            return result.first() is not None
+
+        return await self._run(work, write=True)
+
+    async def fire_deadlines(
+        self,
+        due: Sequence[DueDeadline],
+        claimer: str,
+        now: datetime,
+        decide: Callable[[FireContext], Firing],
+    ) -> list[FiredDeadline]:
+        """Fire claimed deadlines: in one transaction, mark each fired (fenced on our claim and on
+        it still being pending) and write what ``decide`` says it does, decided on the
+        elicitation as it stands now."""
+
+        def work(conn: Connection) -> list[FiredDeadline]:
+            return self._fire(conn, due, claimer, now, decide)
+
+        if not due:
+            return []
+        return await self._run(work, write=True)
+
+    def _fire(
+        self,
+        conn: Connection,
+        due: Sequence[DueDeadline],
+        claimer: str,
+        now: datetime,
+        decide: Callable[[FireContext], Firing],
+    ) -> list[FiredDeadline]:
+        keys = sorted({d.elicitation_key for d in due})
+        if self.dialect == "postgresql":  # the lock order every writer keeps: elicitation first
+            conn.execute(
+                select(E.c.key).where(E.c.key.in_(keys)).order_by(E.c.key).with_for_update()
+            )
+        ours = set(
+            conn.execute(
+                update(DEADLINE)
+                .where(
+                    DEADLINE.c.id.in_([d.id for d in due]),
+                    DEADLINE.c.claimed_by == claimer,
+                    DEADLINE.c.state == PENDING_DEADLINE,
+                )
+                .values(state=DeadlineState.FIRED.value, fired_at=now)
+                .returning(DEADLINE.c.id)
+            ).scalars()
+        )
+        results = [_result(d, FireOutcome.LOST) for d in due]
+        if not ours:
+            return results
+        live_keys = sorted({d.elicitation_key for d in due if d.id in ours})
+        rows = {
+            r.key: r
+            for r in conn.execute(
+                select(
+                    E.c.key,
+                    E.c.status,
+                    E.c.payload,
+                    E.c.route,
+                    E.c.claim_by,
+                    E.c.claim_name,
+                    E.c.claim_until,
+                ).where(E.c.key.in_(live_keys))
+            )
+        }
+        copies = self._copies(conn, live_keys)
+        status = {key: Status(row.status) for key, row in rows.items()}
+        parsed: dict[str, tuple[Elicitation, Route]] = {}
+        batch = Batch(copies=copies)
+        idle: list[int] = []
+        deferred: list[int] = []
+        for n, d in enumerate(due):
+            if d.id not in ours:
+                continue
+            key = d.elicitation_key
+            row = rows.get(key)
+            if row is None or status[key] is not Status.PENDING:
+                idle.append(d.id)
+                results[n] = _result(d, FireOutcome.IDLE)
+                continue
+            if key not in parsed:
+                parsed[key] = (
+                    Elicitation.model_validate(row.payload),
+                    Route.model_validate(row.route),
+                )
+            e, route = parsed[key]
+            claim = (
+                Claim(row.claim_by, row.claim_until, row.claim_name)
+                if row.claim_by and row.claim_until
+                else None
+            )
+            ctx = FireContext(
+                d.kind, d.due_at, now, e, Status.PENDING, route, copies.get(key, ()), claim
+            )
+            fired = planning.firing_writes(ctx, decide(ctx), d.id)
+            outcome = fired.outcome
+            if outcome is FireOutcome.DEFERRED:
+                deferred.append(d.id)
+            closed = not self._apply(conn, key, fired.writes, now, batch)
+            if fired.writes.close is not None:
+                if closed:  # closed meanwhile: nothing left to do
+                    outcome = FireOutcome.IDLE
+                else:
+                    status[key] = fired.writes.close.status
+            if outcome is FireOutcome.IDLE:
+                idle.append(d.id)
+            results[n] = _result(d, outcome)
+        if deferred:  # a new row at the claim's lapse takes its place
+            conn.execute(
+                update(DEADLINE)
+                .where(DEADLINE.c.id.in_(deferred))
+                .values(state=DeadlineState.DEFERRED.value)
+            )
+        if idle:  # nothing was done: the row says so
+            conn.execute(
+                update(DEADLINE)
+                .where(DEADLINE.c.id.in_(idle))
+                .values(state=DeadlineState.CANCELLED.value)
+            )
+        self._finish(conn, batch, now)
+        return results
+
+    async def next_deadline_at(self, now: datetime) -> datetime | None:
+        """When the next deadline nobody holds is due (None: no pending deadline is free).
+
+        A row held under another claimer's lease is not looked at: its holder fires it, or, if the
+        holder died, a sweep takes it once the lease has run out."""
+
+        def work(conn: Connection) -> datetime | None:
+            found: datetime | None = conn.execute(
+                select(DEADLINE.c.due_at)
+                .where(
+                    DEADLINE.c.state == PENDING_DEADLINE,
+                    or_(DEADLINE.c.claimed_until.is_(None), DEADLINE.c.claimed_until < now),
+                )
+                .order_by(DEADLINE.c.due_at)
+                .limit(1)
+            ).scalar()
+            return found
+
+        return await self._run(work, write=False)
+
+    async def release_deadline_claims(self, claimer: str | None = None) -> int:
+        """Give claimed, unfired deadlines back (at start with SQLite: their holder is gone)."""
+
+        def work(conn: Connection) -> int:
+            query = update(DEADLINE).where(
+                DEADLINE.c.state == PENDING_DEADLINE, DEADLINE.c.claimed_by.is_not(None)
+            )
+            if claimer is not None:
+                query = query.where(DEADLINE.c.claimed_by == claimer)
+            released = conn.execute(
+                query.values(claimed_by=None, claimed_until=None).returning(DEADLINE.c.id)
+            )
+            return len(released.all())
+
+        return await self._run(work, write=True)
+
+
+def _result(d: DueDeadline, outcome: FireOutcome) -> FiredDeadline:
+    return FiredDeadline(d.id, d.elicitation_key, d.kind, d.due_at, outcome)

@@ -1,0 +1,256 @@
+"""Reads (typed records, never rows), chat routes and small durable values."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain.deadlines import Timer
+from bot.domain.records import (
+    AuditEntry,
+    ChatRoute,
+    DeadlineKind,
+    DeadlineState,
+    DeadlineView,
+    DeliveryView,
+    EffectView,
+    StoredElicitation,
+    Timeline,
+)
+from store.sql.base import (
+    ANSWER,
+    AUDIT,
+    DEADLINE,
+    DELIVERY,
+    INBOUND,
+    KV,
+    OUTBOX,
+    ROUTE,
+    E,
+    SqlBase,
+    audit_of,
+    chat_route_of,
+    deadline_of,
+    delivery_of,
+    effect_of,
+    stored_of,
+)
+
+
+class Reads(SqlBase):
+    async def resolve_key(self, ident: str) -> str | None:
+        """The key for ``<source>:<id>`` or a bare source id (elicitationId, qst_…)."""
+
+        def work(conn: Connection) -> str | None:
+            hit = conn.execute(select(E.c.key).where(E.c.key == ident)).scalar()
+            if hit is not None:
+                return str(hit)
+            rows = conn.execute(select(E.c.key).where(E.c.source_id == ident).limit(2)).all()
+            return str(rows[0][0]) if len(rows) == 1 else None
+
+        return await self._run(work, write=False)
+
+    async def get(self, key: str) -> StoredElicitation | None:
+        def work(conn: Connection) -> StoredElicitation | None:
+            row = conn.execute(select(E).where(E.c.key == key)).first()
+            return stored_of(row) if row is not None else None
+
+        return await self._run(work, write=False)
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
+        def work(conn: Connection) -> dict[str, StoredElicitation]:
+            rows = conn.execute(select(E).where(E.c.key.in_(sorted(set(keys))))).all()
+            return {row.key: stored_of(row) for row in rows}
+
+        if not keys:
+            return {}
+        return await self._run(work, write=False)
+
+    async def key_for_message(self, ref_key: str) -> str | None:
+        """The elicitation whose delivered message has this ref key."""
+
+        def work(conn: Connection) -> str | None:
+            found = conn.execute(
+                select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
+            ).scalar()
+            return None if found is None else str(found)
+
+        return await self._run(work, write=False)
+
+    async def list_elicitations(
+        self, *, status: str | None = None, after: str | None = None, limit: int = 50
+    ) -> list[StoredElicitation]:
+        """Newest first; ``after`` is the key of the last item of the previous page."""
+
+        def work(conn: Connection) -> list[StoredElicitation]:
+            query = select(E)
+            if status is not None:
+                query = query.where(E.c.status == status)
+            if after is not None:
+                anchor = conn.execute(select(E.c.created_at).where(E.c.key == after)).scalar()
+                if anchor is not None:
+                    query = query.where(
+                        or_(
+                            E.c.created_at < anchor,
+                            and_(E.c.created_at == anchor, E.c.key < after),
+                        )
+                    )
+            query = query.order_by(E.c.created_at.desc(), E.c.key.desc()).limit(limit)
+            return [stored_of(r) for r in conn.execute(query).all()]
+
+        return await self._run(work, write=False)
+
+    async def deliveries(self, key: str) -> list[DeliveryView]:
+        def work(conn: Connection) -> list[DeliveryView]:
+            query = (
+                select(DELIVERY).where(DELIVERY.c.elicitation_key == key).order_by(DELIVERY.c.id)
+            )
+            return [delivery_of(r) for r in conn.execute(query)]
+
+        return await self._run(work, write=False)
+
+    async def delivery(self, delivery_id: int) -> DeliveryView | None:
+        def work(conn: Connection) -> DeliveryView | None:
+            row = conn.execute(select(DELIVERY).where(DELIVERY.c.id == delivery_id)).first()
+            return None if row is None else delivery_of(row)
+
+        return await self._run(work, write=False)
+
+    async def deadlines(self, key: str) -> list[DeadlineView]:
+        def work(conn: Connection) -> list[DeadlineView]:
+            query = (
+                select(DEADLINE)
+                .where(DEADLINE.c.elicitation_key == key)
+                .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
+            )
+            return [deadline_of(r) for r in conn.execute(query)]
+
+        return await self._run(work, write=False)
+
+    async def audit(self, key: str) -> list[AuditEntry]:
+        def work(conn: Connection) -> list[AuditEntry]:
+            query = select(AUDIT).where(AUDIT.c.elicitation_key == key).order_by(AUDIT.c.id)
+            return [audit_of(r) for r in conn.execute(query)]
+
+        return await self._run(work, write=False)
+
+    async def outbox(self, key: str | None = None) -> list[EffectView]:
+        query = select(OUTBOX).order_by(OUTBOX.c.id)
+        if key is not None:
+            query = query.where(OUTBOX.c.elicitation_key == key)
+
+        def work(conn: Connection) -> list[EffectView]:
+            return [effect_of(r) for r in conn.execute(query)]
+
+        return await self._run(work, write=False)
+
+    async def count(self, table: str) -> int:
+        """Rows of one kind: elicitation, inbound, delivery, outbox, answer, audit, deadline."""
+        tables = {
+            "elicitation": E,
+            "inbound": INBOUND,
+            "delivery": DELIVERY,
+            "outbox": OUTBOX,
+            "answer": ANSWER,
+            "audit": AUDIT,
+            "deadline": DEADLINE,
+        }
+
+        def work(conn: Connection) -> int:
+            return int(conn.execute(select(func.count()).select_from(tables[table])).scalar_one())
+
+        return await self._run(work, write=False)
+
+    async def timelines(self, keys: Sequence[str]) -> dict[str, Timeline]:
+        """Copies and pending deadlines of each elicitation: what its schedule is built from."""
+
+        def work(conn: Connection) -> dict[str, Timeline]:
+            wanted = sorted(set(keys))
+            copies = self._copies(conn, wanted)
+            timers: dict[str, list[Timer]] = defaultdict(list)
+            for r in conn.execute(
+                select(DEADLINE.c.elicitation_key, DEADLINE.c.kind, DEADLINE.c.due_at)
+                .where(
+                    DEADLINE.c.elicitation_key.in_(wanted),
+                    DEADLINE.c.state == DeadlineState.PENDING.value,
+                )
+                .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
+            ):
+                timers[r.elicitation_key].append(Timer(DeadlineKind(r.kind), r.due_at))
+            return {
+                key: Timeline(copies.get(key, ()), tuple(timers.get(key, ()))) for key in wanted
+            }
+
+        if not keys:
+            return {}
+        return await self._run(work, write=False)
+
+    # -- chat routes and small values ------------------------------------------------------------
+
+    async def add_chat_route(
+        self, workspace: str, board: str | None, destination: str, by: str, now: datetime
+    ) -> bool:
+        def work(conn: Connection) -> bool:
+            exists = conn.execute(
+                select(ROUTE.c.id).where(
+                    ROUTE.c.workspace == workspace,
+                    ROUTE.c.destination == destination,
+                    ROUTE.c.board.is_(None) if board is None else ROUTE.c.board == board,
+                )
+            )
+            if exists.first() is not None:
+                return False
+            conn.execute(
+                insert(ROUTE).values(
+                    workspace=workspace,
+                    board=board,
+                    destination=destination,
+                    created_by=by,
+                    created_at=now,
+                )
+            )
+            return True
+
+        return await self._run(work, write=True)
+
+    async def remove_chat_route(self, workspace: str, board: str | None, destination: str) -> int:
+        def work(conn: Connection) -> int:
+            result = conn.execute(
+                ROUTE.delete()
+                .where(
+                    ROUTE.c.workspace == workspace,
+                    ROUTE.c.destination == destination,
+                    ROUTE.c.board.is_(None) if board is None else ROUTE.c.board == board,
+                )
+                .returning(ROUTE.c.id)
+            )
+            return len(result.all())
+
+        return await self._run(work, write=True)
+
+    async def chat_routes(self) -> list[ChatRoute]:
+        def work(conn: Connection) -> list[ChatRoute]:
+            return [chat_route_of(r) for r in conn.execute(select(ROUTE).order_by(ROUTE.c.id))]
+
+        return await self._run(work, write=False)
+
+    async def get_value(self, key: str) -> str | None:
+        def work(conn: Connection) -> str | None:
+            value = conn.execute(select(KV.c.value).where(KV.c.key == key)).scalar()
+            return None if value is None else str(value)
+
+        return await self._run(work, write=False)
+
+    async def set_value(self, key: str, value: str) -> None:
+        def work(conn: Connection) -> None:
+            changed = conn.execute(
+                update(KV).where(KV.c.key == key).values(value=value).returning(KV.c.key)
+            )
+            if changed.first() is None:
+                conn.execute(insert(KV).values(key=key, value=value))
+
+        await self._run(work, write=True)
