@@ -25,8 +25,18 @@ import structlog
 from bot.domain import deadlines
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Status
-from bot.domain.ports import AnswerSink, ChatAdapter, Clock, MessageRef, Notice, PromptView
-from store.sql import OutboxItem, SqlStore, StoredElicitation, Timeline
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
+from bot.domain.records import (
+    EffectKind,
+    NoticeKind,
+    OutboxItem,
+    Purpose,
+    StoredElicitation,
+    Timeline,
+)
+from bot.domain.refs import MessageRef, ref_from_json
+from bot.domain.store import Store
+from bot.domain.views import prompt_view
 
 log = structlog.get_logger("elicitbot.outbox")
 
@@ -48,7 +58,7 @@ def platform_of(destination: str) -> str:
 class Dispatcher:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
         chats: Mapping[str, ChatAdapter],
         sinks: Mapping[str, AnswerSink],
@@ -80,7 +90,7 @@ class Dispatcher:
             return 0
         stored = await self.store.get_many([i.elicitation_key for i in items])
         timelines = await self.store.timelines(
-            [i.elicitation_key for i in items if i.kind in ("post", "update")]
+            [i.elicitation_key for i in items if i.kind in (EffectKind.POST, EffectKind.UPDATE)]
         )
         outcomes = await asyncio.gather(*(self._guarded(item, stored, timelines) for item in items))
         done = [outcome for outcome in outcomes if outcome is not None]
@@ -161,30 +171,17 @@ class Dispatcher:
         item: OutboxItem,
         stored: StoredElicitation | None,
         timeline: Timeline | None = None,
-        detail: Mapping[str, Any] | None = None,
+        escalation: deadlines.Escalation | None = None,
     ) -> PromptView:
-        """The view a copy renders; ``detail`` is an escalation copy's (mentions, originals)."""
+        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
-        now = self.clock.now()
-        timeline = timeline or Timeline()
-        return PromptView(
-            elicitation=stored.elicitation,
-            status=stored.status,
-            answer=stored.answer,
-            version=stored.version,
+        return prompt_view(
+            stored,
+            timeline,
             link=self.link_for(item.elicitation_key),
-            now=now,
-            schedule=deadlines.schedule(
-                stored.elicitation,
-                stored.route,
-                timeline.copies,
-                timeline.timers,
-                now,
-                stored.claim,
-            ),
-            claim=deadlines.active_claim(stored.claim, now),
-            escalation=_escalation(detail) if detail is not None else None,
+            now=self.clock.now(),
+            escalation=escalation,
         )
 
     def _chat(self, destination: str) -> ChatAdapter:
@@ -202,49 +199,44 @@ class Dispatcher:
         """Carry out one row; returns the message ref of a post."""
         key = f"elicitbot-{item.id}"
         payload = item.payload or {}
-        if item.kind == "post":
-            detail = None
-            if payload.get("purpose") == deadlines.ESCALATION:
+        if item.kind is EffectKind.POST:
+            escalation = None
+            if payload.get("purpose") == Purpose.ESCALATION:
                 delivery = await self.store.delivery(item.delivery_id or -1)
-                detail = (delivery or {}).get("detail") or {}
+                escalation = (
+                    delivery.escalation
+                    if delivery is not None and delivery.escalation is not None
+                    else deadlines.Escalation(mentions=())
+                )
             return await self._chat(item.target).post(
                 item.target,
-                self._view(item, stored, timeline, detail),
+                self._view(item, stored, timeline, escalation),
                 idempotency_key=key,
                 uncertain=item.attempts > 1,
             )
-        if item.kind == "update":
+        if item.kind is EffectKind.UPDATE:
             delivery = await self.store.delivery(item.delivery_id or -1)
-            if delivery is None or not delivery["ref"]:
+            if delivery is None or delivery.ref is None:
                 raise PermanentDeliveryError("no posted message to update")
-            escalation = delivery.get("purpose") == deadlines.ESCALATION
-            view = self._view(
-                item, stored, timeline, (delivery.get("detail") or {}) if escalation else None
-            )
+            escalation = None
+            if delivery.purpose is Purpose.ESCALATION:
+                escalation = delivery.escalation or deadlines.Escalation(mentions=())
+            view = self._view(item, stored, timeline, escalation)
             await self._chat(item.target).update(
-                item.target, delivery["ref"], view, idempotency_key=key
+                item.target, delivery.ref, view, idempotency_key=key
             )
             return None
-        if item.kind == "notify":
-            if payload.get("kind") == "reminder" and (
+        if item.kind is EffectKind.NOTIFY:
+            notice = notice_of(payload)
+            if notice.kind is NoticeKind.REMINDER and (
                 stored is None or stored.status is not Status.PENDING
             ):
                 # Answered (or closed) after the reminder fired but before it went out: drop it.
                 log.info("reminder.dropped", id=item.id, key=item.elicitation_key)
                 return None
-            extra = dict(payload.get("extra") or {})
-            for name in ("kind", "mentions"):
-                if name in payload:
-                    extra.setdefault(name, payload[name])
-            notice = Notice(
-                user=str(payload.get("user", "")),
-                text=str(payload.get("text", "")),
-                thread=payload.get("thread"),
-                extra=extra,
-            )
             await self._chat(item.target).notify(item.target, notice, idempotency_key=key)
             return None
-        if item.kind == "writeback":
+        if item.kind is EffectKind.WRITEBACK:
             view = self._view(item, stored)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
@@ -253,14 +245,19 @@ class Dispatcher:
         raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
 
 
-def _escalation(detail: Mapping[str, Any]) -> deadlines.Escalation:
-    return deadlines.Escalation(
-        mentions=tuple(str(m) for m in detail.get("mentions") or ()),
-        originals=tuple(
-            deadlines.Original(str(o.get("destination", "")), dict(o.get("ref") or {}))
-            for o in detail.get("originals") or ()
-            if isinstance(o, Mapping)
-        ),
+def notice_of(payload: Mapping[str, Any]) -> Notice:
+    """The typed notice a ``notify`` row's payload describes (a reminder, a note)."""
+    raw_kind = payload.get("kind")
+    kind = NoticeKind(raw_kind) if raw_kind in set(NoticeKind) else NoticeKind.NOTE
+    thread = payload.get("thread")
+    return Notice(
+        user=str(payload.get("user", "")),
+        text=str(payload.get("text", "")),
+        thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
+        kind=kind,
+        mentions=tuple(str(m) for m in payload.get("mentions") or ()),
+        mention=bool(payload.get("mention", True)),
+        reply_to=payload.get("reply_to") if isinstance(payload.get("reply_to"), str) else None,
     )
 
 

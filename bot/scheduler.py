@@ -5,7 +5,7 @@ The ``deadline`` table holds every due time; this module only decides *when to l
 - a sweep every ``sweep_seconds`` (and once at start, so whatever fell due while the process was
   down fires at once: late, once), which also catches deadlines other replicas planned;
 - a one-off wake-up at the next due time, re-armed after every run and whenever a write of ours
-  plans an earlier deadline (``SqlStore.watch_deadlines``).
+  plans an earlier deadline (``Store.watch_deadlines``).
 
 No APScheduler job store is used (its jobs are not shared safely between processes, and its default
 ``misfire_grace_time`` of 1 s drops a job missed during a restart: reliability.md §5). Jobs run with
@@ -62,7 +62,7 @@ class Scheduler:
     async def start(self) -> None:
         """Start waking; the first run is at once (deadlines missed while down fire now)."""
         store = self.timekeeper.store
-        if store.dialect == "sqlite":
+        if store.single_process:
             # One process owns a SQLite file: claims left by a killed predecessor are ours again.
             released = await store.release_deadline_claims()
             if released:

@@ -1,6 +1,7 @@
-"""The shell around the domain: intake and answers, each committed in one transaction.
+"""The shell around the domain: intake and what people do, each committed in one transaction.
 
 load -> decide (pure rules) -> store (conditional writes + outbox rows) -> wake the dispatcher.
+The service depends on the store port only (:class:`bot.domain.store.Store`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 import structlog
 
-from bot.domain import deadlines, rules
+from bot.domain import actions, deadlines, rules
+from bot.domain.actions import Action, Choose, ClaimIt, Command, CommandResult, Outcome, OutcomeKind
 from bot.domain.model import (
     Answer,
     Attempt,
@@ -25,7 +27,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.planning import display_hash, plan
+from bot.domain.planning import display_hash
 from bot.domain.ports import (
     AnswerOutcome,
     ClaimOutcome,
@@ -35,8 +37,11 @@ from bot.domain.ports import (
     PromptView,
     SecretSink,
 )
+from bot.domain.records import DeliveryView, IntakeItem, IntakeResult
+from bot.domain.replies import HelpReply, reply_attempt
 from bot.domain.routing import resolve_route
-from store.sql import IntakeItem, SqlStore
+from bot.domain.store import Store
+from bot.domain.views import prompt_view
 
 __all__ = ["AnswerOutcome", "Inbound", "Service"]
 
@@ -48,7 +53,7 @@ CHAT_ROUTES_TTL_SECONDS = 5.0
 class Service:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
         people: People,
         routes: Sequence[Route],
@@ -76,8 +81,8 @@ class Service:
             self._chat_routes = tuple(
                 Route.model_validate(
                     {
-                        "match": {"workspace": r["workspace"], "board": r["board"]},
-                        "destinations": [r["destination"]],
+                        "match": {"workspace": r.workspace, "board": r.board},
+                        "destinations": [r.destination],
                         "origin": "chat",
                     }
                 )
@@ -102,13 +107,12 @@ class Service:
                     inbound_id=inbound.inbound_id,
                     elicitation=e,
                     route=route,
-                    plan=plan(e, route),
                     display_hash=display_hash(e),
                     audit=inbound.audit,
                 )
             )
         outcomes = await self.store.intake(items, self.clock.now())
-        if any(o.result in ("accepted", "updated") for o in outcomes):
+        if any(o.result in (IntakeResult.ACCEPTED, IntakeResult.UPDATED) for o in outcomes):
             self.on_change()
         return outcomes
 
@@ -116,25 +120,89 @@ class Service:
         stored = await self.store.get(key)
         if stored is None:
             return None
-        timeline = (await self.store.timelines([key]))[key]
-        now = self.clock.now()
-        return PromptView(
-            elicitation=stored.elicitation,
-            status=stored.status,
-            answer=stored.answer,
-            version=stored.version,
-            link=self.link_for(key),
-            now=now,
-            schedule=deadlines.schedule(
-                stored.elicitation,
-                stored.route,
-                timeline.copies,
-                timeline.timers,
-                now,
-                stored.claim,
-            ),
-            claim=deadlines.active_claim(stored.claim, now),
-        )
+        timeline = (await self.store.timelines([key])).get(key)
+        return prompt_view(stored, timeline, link=self.link_for(key), now=self.clock.now())
+
+    # -- what people do ------------------------------------------------------------------------
+
+    async def act(self, action: Action) -> Outcome:
+        """The one entry for what a person did on a surface; returns what to show them."""
+        if isinstance(action, Command):
+            return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
+        stored = await self.store.get(action.key)
+        if stored is None:
+            return Outcome(OutcomeKind.NOT_FOUND, action.key, actions.NOT_FOUND_TEXT)
+        if isinstance(action, ClaimIt):
+            claimed = await self.claim(action.key, action.who)
+            if claimed.claim is not None:
+                return Outcome(OutcomeKind.CLAIMED, action.key, claim=claimed.claim)
+            refusal = claimed.refusal or Refusal(
+                code=RefusalCode.CLOSED, message="Nothing to claim."
+            )
+            return Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
+        if isinstance(action, Choose):
+            attempt = Attempt(
+                respondent=action.who,
+                option_ids=action.option_ids,
+                via=action.via,
+                revision=action.revision,
+            )
+        elif isinstance(action, actions.Reply):
+            parsed = reply_attempt(stored.elicitation, action.text, action.who, action.via)
+            pending = stored.status is Status.PENDING
+            refused_who = rules.refused_for_who(stored.elicitation, action.who, self.people)
+            if isinstance(parsed, HelpReply):
+                if not pending:
+                    return Outcome(OutcomeKind.IGNORED, action.key)  # talk after the answer
+                if refused_who is None:
+                    return Outcome(OutcomeKind.HELP, action.key, parsed.message)
+                attempt = Attempt(respondent=action.who, via=action.via)
+            elif parsed.text is not None and not pending:
+                return Outcome(OutcomeKind.IGNORED, action.key)
+            else:
+                attempt = parsed
+        else:
+            attempt = Attempt(
+                respondent=action.who,
+                option_ids=action.option_ids,
+                text=action.text,
+                secret=action.secret,
+                via=action.via,
+                fields=action.fields,
+                revision=action.revision,
+            )
+        answered = await self.answer(action.key, attempt)
+        if isinstance(answered.result, Refusal):
+            return Outcome(
+                OutcomeKind.REFUSED,
+                action.key,
+                answered.result.message,
+                refusal=answered.result,
+                identity_refused=rules.refused_for_who(
+                    stored.elicitation, attempt.respondent, self.people
+                )
+                is not None,
+            )
+        return Outcome(OutcomeKind.ANSWERED, action.key, answer=answered.result)
+
+    async def _command(self, command: Command) -> CommandResult:
+        parsed = actions.parse_command(command.text)
+        if parsed.problem is not None or parsed.verb == "help":
+            return parsed
+        if not actions.may_command(command.who, self.people, elevated=command.elevated):
+            log.info("command.refused", by=command.who.key, verb=parsed.verb)
+            return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+        log.info("command", by=command.who.key, verb=parsed.verb, where=command.destination)
+        workspace = parsed.workspace or ""
+        if parsed.verb == "subscribe":
+            added = await self.subscribe(
+                workspace, parsed.board, command.destination, command.who.key
+            )
+            return CommandResult("subscribe", workspace, parsed.board, changed=int(added))
+        if parsed.verb == "unsubscribe":
+            removed = await self.unsubscribe(workspace, parsed.board, command.destination)
+            return CommandResult("unsubscribe", workspace, parsed.board, changed=removed)
+        return CommandResult("routes", routes=tuple(await self.routes_text()))
 
     async def claim(self, key: str, who: Identity) -> ClaimOutcome:
         """Someone is on it: escalation and follow-ups wait ``claim_minutes`` (reminders and
@@ -157,7 +225,7 @@ class Service:
             )
         log.info("claim.refused", key=key, by=who.key, code=refusal.code.value)
         await self.store.record_refusal(
-            key, who.key, refusal.code.value, now, {"claim": True, "message": refusal.message}, None
+            key, who.key, refusal.code.value, now, {"claim": True, "message": refusal.message}
         )
         return ClaimOutcome(key, None, refusal)
 
@@ -167,7 +235,7 @@ class Service:
     async def first_time(self, channel: str, inbound_id: str) -> bool:
         return await self.store.first_time(channel, inbound_id, self.clock.now())
 
-    async def deliveries(self, key: str) -> list[dict[str, Any]]:
+    async def deliveries(self, key: str) -> list[DeliveryView]:
         return await self.store.deliveries(key)
 
     async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:
@@ -264,7 +332,6 @@ class Service:
             refusal.code.value,
             self.clock.now(),
             {**_attempt_audit(attempt), "message": refusal.message},
-            None,
         )
 
 

@@ -16,14 +16,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import partial
 
 import structlog
 
 from bot.domain import deadlines
+from bot.domain.deadlines import FireContext, Firing
 from bot.domain.model import People
 from bot.domain.ports import Clock
-from store.sql import FiredDeadline, SqlStore
+from bot.domain.records import FiredDeadline, FireOutcome
+from bot.domain.store import Store
 
 log = structlog.get_logger("elicitbot.timekeeper")
 
@@ -36,9 +37,9 @@ LEASE = timedelta(seconds=30)
 class Timekeeper:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
-        people: People,
+        people: People | Callable[[], People],
         *,
         claimer: str | None = None,
         batch: int = BATCH,
@@ -47,13 +48,14 @@ class Timekeeper:
     ) -> None:
         self.store = store
         self.clock = clock
-        self.people = people
+        self._people = people
+        """Who is who (admins are mentioned in escalations): a value, or a function read at every
+        firing so identities learnt at start (the Slack bot's own) are seen."""
         self.claimer = claimer or f"tk-{uuid.uuid4().hex[:16]}"
         self.batch = batch
         self.lease = lease
         self.on_change = on_change
         """Called after a tick wrote outbox rows (wire it to ``Dispatcher.wake``)."""
-        self._decide = partial(deadlines.fire, admins=people.admins)
 
     async def tick(self) -> list[FiredDeadline]:
         """Claim what is due now (at most ``batch``) and fire it; one entry per claimed row."""
@@ -65,15 +67,19 @@ class Timekeeper:
         now = self.clock.now()
         fired = await self.store.fire_deadlines(due, self.claimer, now, self._decide)
         outcomes = Counter(f.outcome for f in fired)
-        if outcomes["fired"] or outcomes["deferred"]:
+        if outcomes[FireOutcome.FIRED] or outcomes[FireOutcome.DEFERRED]:
             self.on_change()
         log.info(
             "deadline.tick",
             claimed=len(due),
-            **dict(outcomes),
+            **{str(k): v for k, v in outcomes.items()},
             late_ms_max=round(max((now - d.due_at).total_seconds() for d in due) * 1000),
         )
         return fired
+
+    def _decide(self, ctx: FireContext) -> Firing:
+        people = self._people if isinstance(self._people, People) else self._people()
+        return deadlines.fire(ctx, admins=people.admins)
 
     async def run_due(self) -> datetime | None:
         """Fire everything due now (batch after batch); returns when the next one is due."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.domain.actions import Action, Outcome
 from bot.domain.deadlines import Claim, Escalation, ScheduleStep
 from bot.domain.model import (
     Answer,
@@ -18,12 +19,10 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.records import DeliveryView, IntakeResult, NoticeKind
+from bot.domain.refs import MessageRef
 
-MessageRef = dict[str, Any]
-"""A platform's message id: Slack ``{"channel", "ts"}``, Matrix ``{"room_id", "event_id"}``.
-Its ``key`` entry, when present, is indexed: ``Elicitations.key_for_message(key)`` finds the
-elicitation of a message people react to or reply under (Slack ``<channel>/<ts>``, Matrix
-``<event_id>``)."""
+__all__ = ["MessageRef"]
 
 
 class Clock(Protocol):
@@ -56,10 +55,17 @@ class Notice:
     """A private message to one person (a refusal, how to answer)."""
 
     user: str
-    """The person's identity key (``slack:U…``, ``matrix:@…``)."""
+    """The person's identity key (``slack:U…``, ``matrix:@…``); empty for a reminder."""
     text: str
     thread: MessageRef | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    """The posted copy whose thread it goes in."""
+    kind: NoticeKind = NoticeKind.REFUSAL
+    mentions: tuple[str, ...] = ()
+    """Identity keys to mention (a reminder's people); other platforms' are left out."""
+    mention: bool = True
+    """Mention ``user`` (a refusal does; a confirmation does not)."""
+    reply_to: str | None = None
+    """The platform event it answers (Matrix), when there is one."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,7 @@ class Inbound:
 @dataclass(frozen=True)
 class IntakeOutcome:
     key: str
-    result: str
-    """``accepted`` (new), ``updated`` (same elicitation, what people see changed), ``unchanged``
-    (same elicitation, nothing to show) or ``duplicate`` (this inbound id was seen before)."""
+    result: IntakeResult
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,12 @@ class Elicitations(Protocol):
         """Store a batch (all or nothing) with its deliveries, deadlines and outbox rows."""
         ...
 
+    async def act(self, action: Action) -> Outcome:
+        """What a person did on a surface (a choice, a reply, a form, a claim, a chat command):
+        the one entry for people. The core finds the elicitation, applies every rule and returns
+        what to show; a secret goes upstream first (DeliveryError when it could not)."""
+        ...
+
     async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:
         """Apply the answer rules; the first valid answer wins. Refusals come back as values."""
         ...
@@ -133,7 +143,7 @@ class Elicitations(Protocol):
         """Record an inbound chat event id; False when it was seen before (a redelivery)."""
         ...
 
-    async def deliveries(self, key: str) -> list[dict[str, Any]]:
+    async def deliveries(self, key: str) -> list[DeliveryView]:
         """Each copy: destination, position, purpose, state, ref, posted_at, error."""
         ...
 

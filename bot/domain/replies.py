@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from bot.domain.model import AnswerMode, Elicitation, Option
+from bot.domain.model import AnswerMode, Attempt, Elicitation, Identity, Option
 from bot.domain.rules import MAX_FREE_TEXT, USE_PRIVATE_FORM
 
 
@@ -168,3 +168,15 @@ def parse_reply(e: Elicitation, body: str) -> Reply:
     if mode in (AnswerMode.CHOICE_OR_TEXT, AnswerMode.ACKNOWLEDGE):
         return TextReply(text)
     return HelpReply(help_message(e))
+
+
+def reply_attempt(e: Elicitation, body: str, who: Identity, via: str) -> Attempt | HelpReply:
+    """A thread reply's attempt, or how to answer when it names nothing."""
+    parsed = parse_reply(e, body)
+    if isinstance(parsed, ChoiceReply):
+        return Attempt(respondent=who, option_ids=(parsed.option_id,), via=via)
+    if isinstance(parsed, MultiChoiceReply):
+        return Attempt(respondent=who, option_ids=parsed.option_ids, via=via)
+    if isinstance(parsed, TextReply):
+        return Attempt(respondent=who, text=parsed.text, via=via)
+    return parsed

@@ -15,6 +15,7 @@ from bot.domain.model import (
     AnswerMode,
     Attempt,
     Elicitation,
+    Identity,
     Option,
     People,
     Refusal,
@@ -127,6 +128,11 @@ def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refus
     if who.is_bot or key in people.bot_identities:
         return _refuse(RefusalCode.BOT, "Bots cannot answer questions; a person must answer.")
     return None
+
+
+def refused_for_who(e: Elicitation, who: Identity, people: People) -> Refusal | None:
+    """Refused for who the person is (the asker, an agent, a bot, elicitbot), whatever they say."""
+    return _check_respondent(e, Attempt(respondent=who, via=who.platform), people)
 
 
 def _count(n: int) -> str:

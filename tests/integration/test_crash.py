@@ -32,6 +32,8 @@ import pytest
 from adapters.sources.superpipeline.parse import CE_TYPE, parse_body
 from bot.config import AppConfig, parse_config
 from bot.domain.model import Attempt, Identity, Status
+from bot.domain.records import DeliveryView, EffectView
+from bot.domain.refs import SlackRef
 from bot.outbox import writeback_key
 from bot.service import Inbound
 from bot.wiring import Elicitbot
@@ -170,7 +172,7 @@ def cloud_event(i: int) -> dict[str, Any]:
     }
 
 
-async def read_db(db: Path) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+async def read_db(db: Path) -> tuple[int, list[EffectView], list[DeliveryView]]:
     """(elicitations, outbox rows, deliveries) read straight from the SQLite file."""
     store = SqlStore.from_url(f"sqlite:///{db}")
     try:
@@ -227,12 +229,12 @@ async def test_kill_9_right_after_intake_loses_nothing_and_posts_each_once(
         # Commit before ack: every 202 is on disk, with its Slack post to do (or done).
         count, rows, _ = await read_db(db)
         assert count == EVENTS
-        assert Counter(r["elicitation_key"] for r in rows if r["kind"] == "post") == dict.fromkeys(
+        assert Counter(r.elicitation_key for r in rows if r.kind == "post") == dict.fromkeys(
             keys, 1
         )
         assert before, "no post reached Slack before the kill"
         assert set(before.values()) == {1}
-        assert not [r for r in rows if r["kind"] == "post" and r["state"] == "done"], (
+        assert not [r for r in rows if r.kind == "post" and r.state == "done"], (
             "Slack answered none of them, so none can be done"
         )
 
@@ -272,12 +274,12 @@ async def assert_each_posted_once(db: Path, slack: FakeSlack, keys: set[str]) ->
     the channel, and exactly one chat.postMessage, per elicitation."""
     count, rows, deliveries = await read_db(db)
     assert count == EVENTS
-    posts = [r for r in rows if r["kind"] == "post"]
-    assert Counter(r["elicitation_key"] for r in posts) == dict.fromkeys(keys, 1)
-    assert {r["state"] for r in posts} == {"done"}
-    assert [r for r in rows if r["state"] in ("pending", "claimed")] == []
+    posts = [r for r in rows if r.kind == "post"]
+    assert Counter(r.elicitation_key for r in posts) == dict.fromkeys(keys, 1)
+    assert {r.state for r in posts} == {"done"}
+    assert [r for r in rows if r.state in ("pending", "claimed")] == []
     assert len(deliveries) == 2 * EVENTS
-    assert {d["state"] for d in deliveries} == {"posted"}
+    assert {d.state for d in deliveries} == {"posted"}
 
     # The real "after restart the post happens, once": one chat.postMessage per elicitation,
     # the ones Slack took before the kill adopted (found by metadata), the rest posted.
@@ -285,9 +287,13 @@ async def assert_each_posted_once(db: Path, slack: FakeSlack, keys: set[str]) ->
     assert slack_posts(calls) == dict.fromkeys(keys, 1)
     messages = {m["ts"]: m for m in slack.messages(CHANNEL)}
     assert len(messages) == EVENTS
-    refs = [d["ref"] for d in deliveries if d["destination"] == f"slack:{CHANNEL}"]
-    assert {r["channel"] for r in refs} == {CHANNEL}
-    assert {messages[r["ts"]]["metadata"]["event_payload"]["elicitation"] for r in refs} == keys
+    refs = [
+        d.ref
+        for d in deliveries
+        if d.destination == f"slack:{CHANNEL}" and isinstance(d.ref, SlackRef)
+    ]
+    assert {r.channel for r in refs} == {CHANNEL}
+    assert {messages[r.ts]["metadata"]["event_payload"]["elicitation"] for r in refs} == keys
     assert [c for c in calls if c.method == "conversations.history"], "retries looked first"
 
 
@@ -311,8 +317,8 @@ async def test_sigterm_finishes_the_work_and_exits_0(
 
     count, rows, deliveries = await read_db(db)
     assert count == 1
-    assert [(r["kind"], r["state"]) for r in rows] == [("post", "done")]
-    assert [(d["destination"], d["state"]) for d in deliveries] == [
+    assert [(r.kind, r.state) for r in rows] == [("post", "done")]
+    assert [(d.destination, d.state) for d in deliveries] == [
         (f"slack:{CHANNEL}", "posted"),
         ("web", "posted"),
     ]
@@ -342,8 +348,8 @@ async def crash(bot: Elicitbot) -> None:
     await bot.store.close()
 
 
-async def writeback_rows(bot: Elicitbot, key: str) -> list[dict[str, Any]]:
-    return [r for r in await bot.store.outbox(key) if r["kind"] == "writeback"]
+async def writeback_rows(bot: Elicitbot, key: str) -> list[EffectView]:
+    return [r for r in await bot.store.outbox(key) if r.kind == "writeback"]
 
 
 async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_path: Path) -> None:
@@ -359,7 +365,7 @@ async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_pa
             key = outcome.key
 
             async def web_posted() -> bool | None:
-                states = [d["state"] for d in await first.store.deliveries(key)]
+                states = [d.state for d in await first.store.deliveries(key)]
                 return True if states == ["posted"] else None
 
             await poll(web_posted, within=10, what="the web delivery")
@@ -386,9 +392,9 @@ async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_pa
         await second.start()
         try:
 
-            async def written_back() -> list[dict[str, Any]] | None:
+            async def written_back() -> list[EffectView] | None:
                 rows = await writeback_rows(second, key)
-                return rows if [r["state"] for r in rows] == ["done"] else None
+                return rows if [r.state for r in rows] == ["done"] else None
 
             [row] = await poll(written_back, within=20, what="the write-back to be done")
             stored = await second.store.get(key)
@@ -397,7 +403,7 @@ async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_pa
 
     requests = webhook.recorded()
     assert [r.status for r in requests] == [503] * len(failed) + [200]
-    assert row["attempts"] >= len(failed) + 1
+    assert row.attempts >= len(failed) + 1
     assert {r.headers["idempotency-key"] for r in requests} == {writeback_key(key)}
     assert {r.raw for r in requests} == {requests[0].raw}
     body = requests[-1].body

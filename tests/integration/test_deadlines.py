@@ -46,13 +46,14 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.planning import display_hash, plan
+from bot.domain.planning import display_hash
 from bot.domain.ports import Clock, Inbound
+from bot.domain.records import DeadlineView, EffectView, IntakeItem
 from bot.outbox import Dispatcher
 from bot.scheduler import Scheduler
 from bot.service import Service
 from bot.timekeeper import Timekeeper
-from store.sql import IntakeItem, SqlStore
+from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeSink
 
@@ -131,8 +132,8 @@ async def until(check: Callable[[], Any], what: str, within: float = WAIT_S) -> 
         await asyncio.sleep(0.05)
 
 
-async def rows(store: SqlStore, key: str, kind: str) -> list[dict[str, Any]]:
-    return [o for o in await store.outbox(key) if o["kind"] == kind]
+async def rows(store: SqlStore, key: str, kind: str) -> list[EffectView]:
+    return [o for o in await store.outbox(key) if o.kind == kind]
 
 
 # ========================================================================= with a FakeClock
@@ -225,10 +226,10 @@ async def test_every_copy_shows_the_schedule_and_loses_each_step_as_it_fires(
     [reminder] = rig.slack.notified
     assert reminder.notice.thread == posted.ref
     assert reminder.notice.user == ""
-    assert reminder.notice.extra == {"kind": "reminder", "mentions": ["slack:U0ALICE"]}
+    assert (reminder.notice.kind, reminder.notice.mentions) == ("reminder", ("slack:U0ALICE",))
     assert reminder.notice.text == "⏰ Reminder: “Run req-1?” is still waiting for an answer."
     [mx_reminder] = rig.matrix.notified
-    assert mx_reminder.notice.extra["mentions"] == ["matrix:@alice:example.org"]
+    assert mx_reminder.notice.mentions == ("matrix:@alice:example.org",)
     [slack_update] = rig.slack.updated
     assert step_kinds(slack_update.view.schedule) == ["escalate", "expire"]
     assert step_kinds(rig.matrix.updated[0].view.schedule) == ["escalate", "expire"]
@@ -250,11 +251,11 @@ async def test_escalation_posts_an_answerable_copy_that_links_the_originals(
     escalation = escalated.view.escalation
     assert escalation is not None
     assert escalation.mentions == ("slack:U0ADMIN",)
-    assert {o.destination: dict(o.ref) for o in escalation.originals} == originals
+    assert {o.destination: o.ref for o in escalation.originals} == originals
     assert escalated.view.link == f"{LINK}{key}"
     assert escalated.view.schedule == ()
     copies = await rig.service.deliveries(key)
-    assert [(c["destination"], c["purpose"], c["state"]) for c in copies] == [
+    assert [(c.destination, c.purpose, c.state) for c in copies] == [
         (SLACK, "primary", "posted"),
         (MATRIX, "primary", "posted"),
         (ONCALL, "escalation", "posted"),
@@ -289,7 +290,7 @@ async def test_a_reminder_fired_just_before_an_answer_is_dropped_not_sent(
     await rig.drain()
 
     assert rig.slack.notified == rig.matrix.notified == []
-    assert {r["state"] for r in await rows(rig.store, key, "notify")} == {"done"}
+    assert {r.state for r in await rows(rig.store, key, "notify")} == {"done"}
     assert all(u.view.status is Status.ANSWERED for u in rig.slack.updated[-1:])
 
 
@@ -350,8 +351,8 @@ async def test_a_claim_on_an_answered_question_is_refused(rig: Rig, clock: FakeC
     assert outcome.claim is None
     assert outcome.refusal is not None
     assert outcome.refusal.code is RefusalCode.ALREADY_ANSWERED
-    audit = [a for a in await rig.store.audit(key) if a["action"] == "refusal"]
-    assert [(a["actor"], a["code"]) for a in audit] == [("slack:U0BOB", "already_answered")]
+    audit = [a for a in await rig.store.audit(key) if a.action == "refusal"]
+    assert [(a.actor, a.code) for a in audit] == [("slack:U0BOB", "already_answered")]
     with pytest.raises(KeyError):
         await rig.service.claim("handup:missing", BOB)
 
@@ -408,14 +409,15 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-async def fired_rows(store: SqlStore, key: str) -> list[dict[str, Any]]:
-    return [d for d in await store.deadlines(key) if d["state"] == "fired"]
+async def fired_rows(store: SqlStore, key: str) -> list[DeadlineView]:
+    return [d for d in await store.deadlines(key) if d.state == "fired"]
 
 
-def on_time(row: dict[str, Any], *, slack: float = 3.0) -> None:
+def on_time(row: DeadlineView, *, slack: float = 3.0) -> None:
     """Fired no earlier than due, and within ``slack`` seconds of it (a shared 2-core box)."""
-    late = (row["fired_at"] - row["due_at"]).total_seconds()
-    assert 0 <= late < slack, f"{row['kind']} fired {late:.3f} s after its due time"
+    assert row.fired_at is not None
+    late = (row.fired_at - row.due_at).total_seconds()
+    assert 0 <= late < slack, f"{row.kind} fired {late:.3f} s after its due time"
 
 
 async def test_live_reminders_escalation_and_an_answer_a_tick_before_its_reminder(
@@ -454,7 +456,7 @@ async def test_live_reminders_escalation_and_an_answer_a_tick_before_its_reminde
     on_time(row)
     # The answer came first: no reminder was written or sent for it.
     assert await rows(store, answered, "notify") == []
-    assert [d["state"] for d in await store.deadlines(answered)] == ["cancelled"]
+    assert [d.state for d in await store.deadlines(answered)] == ["cancelled"]
     # The escalation: an answerable copy in the on-call channel, mentioning its admins.
     assert post.view.elicitation.key == escalated
     assert post.view.escalation is not None
@@ -481,12 +483,14 @@ async def test_live_follow_up_reaches_the_second_destination_after_five_seconds(
     assert post.view.status is Status.PENDING
     first_copy, second_copy = await store.deliveries(key)
     [row] = await fired_rows(store, key)
-    assert row["kind"] == "followup"
+    assert row.kind == "followup"
     # Five seconds after Slack accepted the first copy, not before, and on time.
-    assert row["due_at"] == first_copy["posted_at"] + timedelta(seconds=5)
+    assert first_copy.posted_at is not None
+    assert second_copy.posted_at is not None
+    assert row.due_at == first_copy.posted_at + timedelta(seconds=5)
     on_time(row)
-    assert second_copy["posted_at"] >= row["due_at"]
-    assert (first_copy["state"], second_copy["state"]) == ("posted", "posted")
+    assert second_copy.posted_at >= row.due_at
+    assert (first_copy.state, second_copy.state) == ("posted", "posted")
     assert len(lv.rig.slack.posted) == 2, "the first copy stays; nothing is posted twice"
 
 
@@ -560,9 +564,10 @@ async def test_live_stopped_across_a_deadline_fires_once_late_after_restart(
             await restarted.stop()
 
     [row] = await fired_rows(store, key)
-    late = (row["fired_at"] - row["due_at"]).total_seconds()
+    assert row.fired_at is not None
+    late = (row.fired_at - row.due_at).total_seconds()
     assert late >= 1.4, "it fired late, at restart"
-    assert (row["fired_at"] - started).total_seconds() < 2.0, "and at once after the restart"
+    assert (row.fired_at - started).total_seconds() < 2.0, "and at once after the restart"
     assert len(first.rig.slack.notified) == len(first.rig.matrix.notified) == 1
     assert len(await rows(store, key, "notify")) == 2
 
@@ -624,16 +629,16 @@ async def test_three_processes_sharing_postgresql_fire_each_deadline_exactly_onc
         assert set(notified.values()) == {1}, "each reminder went out exactly once"
         for key in keys:
             [row] = await store.deadlines(key)
-            assert row["state"] == "fired"
+            assert row.state == "fired"
             [notice] = await rows(store, key, "notify")
-            assert notice["state"] == "done"
+            assert notice.state == "done"
         print(f"fired per process: {dict(fired_by)}")  # shown with -s
     finally:
         await store.close()
 
 
 def intake_item(e: Elicitation, route: Route) -> IntakeItem:
-    return IntakeItem("handup", f"in-{e.source_id}", e, route, plan(e, route), display_hash(e))
+    return IntakeItem("handup", f"in-{e.source_id}", e, route, display_hash(e))
 
 
 async def _worker(url: str, claimer: str, stop_at: float) -> dict[str, Any]:
@@ -662,8 +667,8 @@ async def _worker(url: str, claimer: str, stop_at: float) -> dict[str, Any]:
             await asyncio.sleep(0.5)
             if await store.next_deadline_at(clock.now()) is not None:
                 continue
-            notices = [o for o in await store.outbox() if o["kind"] == "notify"]
-            if len(notices) >= DEADLINES and all(o["state"] == "done" for o in notices):
+            notices = [o for o in await store.outbox() if o.kind == "notify"]
+            if len(notices) >= DEADLINES and all(o.state == "done" for o in notices):
                 break
     finally:
         await scheduler.stop()
@@ -674,7 +679,7 @@ async def _worker(url: str, claimer: str, stop_at: float) -> dict[str, Any]:
     return {
         "claimer": claimer,
         "fired": fired,
-        "notified": [n.notice.thread["ts"] if n.notice.thread else "" for n in slack.notified],
+        "notified": [n.notice.thread.key if n.notice.thread else "" for n in slack.notified],
     }
 
 

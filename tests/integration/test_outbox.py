@@ -1,6 +1,7 @@
-"""The outbox end to end: Service -> SqlStore -> Dispatcher -> chat fake and answer sink.
+"""The outbox end to end: Service -> Store -> Dispatcher -> chat fake and answer sink.
 
-Every test runs on SQLite and on PostgreSQL (``db_url``). Time is a FakeClock: a retry is due only
+Every test runs on the in-memory store, SQLite and PostgreSQL: the service and the dispatcher
+depend on the store port only. Time is a FakeClock: a retry is due only
 once the clock passes its backoff, so "not before" is asserted by running the dispatcher early,
 never by sleeping.
 """
@@ -31,8 +32,11 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import AnswerSink, PromptView
+from bot.domain.records import AuditEntry, EffectView
+from bot.domain.store import Store
 from bot.outbox import Dispatcher, writeback_key
 from bot.service import Inbound, Service
+from store.memory import MemoryStore
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeSink, FakeWebhook
@@ -57,14 +61,14 @@ PEOPLE = People(
 
 @dataclass
 class Rig:
-    store: SqlStore
+    store: Store
     clock: FakeClock
     chat: FakeChat
     service: Service
     dispatcher: Dispatcher
 
 
-def make_rig(store: SqlStore, clock: FakeClock, sink: AnswerSink) -> Rig:
+def make_rig(store: Store, clock: FakeClock, sink: AnswerSink) -> Rig:
     chat = FakeChat("slack")
     dispatcher = Dispatcher(
         store,
@@ -77,13 +81,28 @@ def make_rig(store: SqlStore, clock: FakeClock, sink: AnswerSink) -> Rig:
     return Rig(store, clock, chat, service, dispatcher)
 
 
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """Each test here runs on every store behind the port."""
+    if request.param == "memory":
+        s: Store = MemoryStore()
+    else:
+        s = SqlStore.from_url(
+            str(request.getfixturevalue(f"{request.param}_url".replace("postgresql", "pg")))
+        )
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
 @pytest.fixture
 def sink() -> FakeSink:
     return FakeSink()
 
 
 @pytest.fixture
-async def rig(store: SqlStore, clock: FakeClock, sink: FakeSink) -> Rig:
+async def rig(store: Store, clock: FakeClock, sink: FakeSink) -> Rig:
     return make_rig(store, clock, sink)
 
 
@@ -94,9 +113,7 @@ def webhook() -> Iterator[FakeWebhook]:
 
 
 @pytest.fixture
-async def webhook_rig(
-    store: SqlStore, clock: FakeClock, webhook: FakeWebhook
-) -> AsyncIterator[Rig]:
+async def webhook_rig(store: Store, clock: FakeClock, webhook: FakeWebhook) -> AsyncIterator[Rig]:
     async with httpx.AsyncClient() as client:
         yield make_rig(store, clock, SuperPipelineSink(webhook.url, client))
 
@@ -123,12 +140,12 @@ def attempt(who: Identity, *options: str, via: str = C1) -> Attempt:
     return Attempt(respondent=who, option_ids=options, via=via)
 
 
-async def outbox(store: SqlStore, key: str, kind: str) -> list[dict[str, Any]]:
-    return [r for r in await store.outbox(key) if r["kind"] == kind]
+async def outbox(store: Store, key: str, kind: str) -> list[EffectView]:
+    return [r for r in await store.outbox(key) if r.kind == kind]
 
 
-async def audit(store: SqlStore, key: str, action: str) -> list[dict[str, Any]]:
-    return [a for a in await store.audit(key) if a["action"] == action]
+async def audit(store: Store, key: str, action: str) -> list[AuditEntry]:
+    return [a for a in await store.audit(key) if a.action == action]
 
 
 # --------------------------------------------------------------------------- posting
@@ -144,13 +161,13 @@ async def test_intake_posts_to_both_destinations_and_stores_the_refs(rig: Rig) -
     assert all(p.view.elicitation.key == key for p in rig.chat.posted)
     assert not any(p.uncertain for p in rig.chat.posted)
     assert len({p.idempotency_key for p in rig.chat.posted}) == 2
-    deliveries = {d["destination"]: d for d in await rig.store.deliveries(key)}
+    deliveries = {d.destination: d for d in await rig.store.deliveries(key)}
     assert set(deliveries) == {C1, C2}
     for p in rig.chat.posted:
-        assert deliveries[p.destination]["state"] == "posted"
-        assert deliveries[p.destination]["ref"] == p.ref
-        assert deliveries[p.destination]["posted_at"] == rig.clock.now()
-    assert [r["state"] for r in await outbox(rig.store, key, "post")] == ["done", "done"]
+        assert deliveries[p.destination].state == "posted"
+        assert deliveries[p.destination].ref == p.ref
+        assert deliveries[p.destination].posted_at == rig.clock.now()
+    assert [r.state for r in await outbox(rig.store, key, "post")] == ["done", "done"]
 
     rig.clock.advance(3600)
     assert await rig.dispatcher.run_once() == 0
@@ -174,15 +191,15 @@ async def test_transient_failure_is_retried_after_its_delay_and_not_before(
     [failed] = [c for c in rig.chat.calls if c.failed is not None]
     [ok] = rig.chat.posted
     assert failed.destination != ok.destination
-    [row] = [r for r in await outbox(rig.store, key, "post") if r["target"] == failed.destination]
-    assert (row["state"], row["attempts"]) == ("pending", 1)
-    assert "rate limited" in row["last_error"]
+    [row] = [r for r in await outbox(rig.store, key, "post") if r.target == failed.destination]
+    assert (row.state, row.attempts) == ("pending", 1)
+    assert "rate limited" in (row.last_error or "")
     # Backoff without Retry-After: 2 s * (0.5 + jitter/2); with it: Retry-After + jitter.
-    assert start + timedelta(seconds=earliest) <= row["next_attempt_at"]
-    assert row["next_attempt_at"] < start + timedelta(seconds=latest)
-    delivery = next(d for d in await rig.store.deliveries(key) if d["id"] == row["delivery_id"])
-    assert delivery["state"] == "posting"
-    assert delivery["ref"] is None
+    assert start + timedelta(seconds=earliest) <= row.next_attempt_at
+    assert row.next_attempt_at < start + timedelta(seconds=latest)
+    delivery = next(d for d in await rig.store.deliveries(key) if d.id == row.delivery_id)
+    assert delivery.state == "posting"
+    assert delivery.ref is None
 
     rig.clock.advance(earliest - 0.05)
     assert await rig.dispatcher.run_once() == 0
@@ -195,11 +212,11 @@ async def test_transient_failure_is_retried_after_its_delay_and_not_before(
     assert retried.destination == failed.destination
     assert retried.idempotency_key == failed.idempotency_key
     assert retried.uncertain, "a retried post must look for an earlier copy first"
-    [row] = [r for r in await outbox(rig.store, key, "post") if r["target"] == failed.destination]
-    assert (row["state"], row["attempts"]) == ("done", 2)
-    deliveries = {d["destination"]: d for d in await rig.store.deliveries(key)}
-    assert deliveries[failed.destination]["state"] == "posted"
-    assert deliveries[failed.destination]["ref"] == retried.ref
+    [row] = [r for r in await outbox(rig.store, key, "post") if r.target == failed.destination]
+    assert (row.state, row.attempts) == ("done", 2)
+    deliveries = {d.destination: d for d in await rig.store.deliveries(key)}
+    assert deliveries[failed.destination].state == "posted"
+    assert deliveries[failed.destination].ref == retried.ref
 
 
 async def test_a_post_cut_off_by_a_crash_is_redone_with_its_key_and_adopted(rig: Rig) -> None:
@@ -226,11 +243,11 @@ async def test_a_post_cut_off_by_a_crash_is_redone_with_its_key_and_adopted(rig:
     assert len(rig.chat.posted) == 2, "one message per destination, the orphan adopted"
     redone = [c for c in rig.chat.calls if c.idempotency_key == f"elicitbot-{first.id}"]
     assert [c.uncertain for c in redone] == [False, True]
-    deliveries = {d["id"]: d for d in await rig.store.deliveries(key)}
-    assert deliveries[first.delivery_id]["ref"] == orphan
-    assert {d["state"] for d in deliveries.values()} == {"posted"}
+    deliveries = {d.id: d for d in await rig.store.deliveries(key)}
+    assert deliveries[first.delivery_id or -1].ref == orphan
+    assert {d.state for d in deliveries.values()} == {"posted"}
     rows = await outbox(rig.store, key, "post")
-    assert [(r["state"], r["attempts"]) for r in rows] == [("done", 2), ("done", 2)]
+    assert [(r.state, r.attempts) for r in rows] == [("done", 2), ("done", 2)]
 
 
 async def test_permanent_failure_marks_the_delivery_failed_and_audits_it(rig: Rig) -> None:
@@ -240,18 +257,18 @@ async def test_permanent_failure_marks_the_delivery_failed_and_audits_it(rig: Ri
     assert await rig.dispatcher.run_once() == 2
 
     [failed] = [c for c in rig.chat.calls if c.failed is not None]
-    [row] = [r for r in await outbox(rig.store, key, "post") if r["target"] == failed.destination]
-    assert row["state"] == "failed"
-    assert "channel_not_found" in row["last_error"]
-    deliveries = {d["destination"]: d for d in await rig.store.deliveries(key)}
-    assert deliveries[failed.destination]["state"] == "failed"
-    assert "channel_not_found" in deliveries[failed.destination]["error"]
-    assert deliveries[failed.destination]["ref"] is None
+    [row] = [r for r in await outbox(rig.store, key, "post") if r.target == failed.destination]
+    assert row.state == "failed"
+    assert "channel_not_found" in (row.last_error or "")
+    deliveries = {d.destination: d for d in await rig.store.deliveries(key)}
+    assert deliveries[failed.destination].state == "failed"
+    assert "channel_not_found" in (deliveries[failed.destination].error or "")
+    assert deliveries[failed.destination].ref is None
     other = C2 if failed.destination == C1 else C1
-    assert deliveries[other]["state"] == "posted"
+    assert deliveries[other].state == "posted"
     [record] = await audit(rig.store, key, "post_failed")
-    assert record["detail"]["target"] == failed.destination
-    assert "channel_not_found" in record["detail"]["error"]
+    assert (record.detail or {})["target"] == failed.destination
+    assert "channel_not_found" in (record.detail or {})["error"]
 
     rig.clock.advance(86_400)
     assert await rig.dispatcher.run_once() == 0
@@ -282,8 +299,8 @@ async def test_answer_updates_every_copy_once_and_writes_back_once(
     assert delivered.idempotency_key == writeback_key(key)
     assert delivered.view.status is Status.ANSWERED
     assert delivered.view.answer == outcome.result
-    assert [r["state"] for r in await outbox(rig.store, key, "update")] == ["done", "done"]
-    assert [r["state"] for r in await outbox(rig.store, key, "writeback")] == ["done"]
+    assert [r.state for r in await outbox(rig.store, key, "update")] == ["done", "done"]
+    assert [r.state for r in await outbox(rig.store, key, "writeback")] == ["done"]
 
     rig.clock.advance(3600)
     assert await rig.dispatcher.run_once() == 0
@@ -303,7 +320,7 @@ async def test_a_failed_write_back_is_retried_with_the_same_key(rig: Rig, sink: 
     assert sink.attempts == [writeback_key(key)] * 3
     assert len(sink.delivered) == 1
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("done", 3)
+    assert (row.state, row.attempts) == ("done", 3)
 
 
 async def test_two_racing_answers_have_exactly_one_winner(rig: Rig, sink: FakeSink) -> None:
@@ -327,8 +344,8 @@ async def test_two_racing_answers_have_exactly_one_winner(rig: Rig, sink: FakeSi
         assert stored.answer == winner.result
         assert len(await audit(rig.store, key, "answer")) == 1
         [refusal] = await audit(rig.store, key, "refusal")
-        assert refusal["code"] == "already_answered"
-        assert refusal["actor"] == ("slack:U0BOB" if alice.won else "slack:U0ALICE")
+        assert refusal.code == "already_answered"
+        assert refusal.actor == ("slack:U0BOB" if alice.won else "slack:U0ALICE")
         assert len(await outbox(rig.store, key, "writeback")) == 1
 
         before = len(rig.chat.updated)
@@ -350,9 +367,9 @@ async def test_a_refusal_is_audited_and_changes_nothing(rig: Rig, sink: FakeSink
     assert isinstance(outcome.result, Refusal)
     assert outcome.result.code is RefusalCode.NOT_ADMIN
     [refusal] = await audit(rig.store, key, "refusal")
-    assert refusal["actor"] == "slack:U0BOB"
-    assert refusal["code"] == "not_admin"
-    assert refusal["detail"]["options"] == ["allow_always"]
+    assert refusal.actor == "slack:U0BOB"
+    assert refusal.code == "not_admin"
+    assert (refusal.detail or {})["options"] == ["allow_always"]
     assert await rig.store.get(key) == before
     assert await rig.store.outbox(key) == rows_before
     assert await audit(rig.store, key, "answer") == []
@@ -377,7 +394,7 @@ async def test_the_asker_is_refused_and_the_elicitation_stays_pending(rig: Rig) 
     assert stored is not None
     assert (stored.status, stored.answer, stored.version) == (Status.PENDING, None, 1)
     [refusal] = await audit(rig.store, key, "refusal")
-    assert (refusal["actor"], refusal["code"]) == ("slack:U0AGENTUSER", "asker")
+    assert (refusal.actor, refusal.code) == ("slack:U0AGENTUSER", "asker")
     assert await outbox(rig.store, key, "writeback") == []
     assert (await rig.service.answer(key, attempt(ALICE, "allow_once"))).won
 
@@ -422,8 +439,8 @@ async def test_webhook_503_503_200_retries_with_the_same_key_and_body(
     await rig.dispatcher.run_once()
     assert len(webhook.recorded()) == 1
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("pending", 1)
-    assert "503" in row["last_error"]
+    assert (row.state, row.attempts) == ("pending", 1)
+    assert "503" in (row.last_error or "")
 
     rig.clock.advance(2.01)  # backoff(1) < 2 s
     assert await rig.dispatcher.run_once() == 1
@@ -438,7 +455,7 @@ async def test_webhook_503_503_200_retries_with_the_same_key_and_body(
     assert all(r.path == "/hook" for r in requests)
     assert all(r.headers["content-type"].startswith("application/json") for r in requests)
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("done", 3)
+    assert (row.state, row.attempts) == ("done", 3)
     assert requests[0].body == {
         "event": "elicitation.answered",
         "version": 1,
@@ -486,7 +503,7 @@ async def test_webhook_409_is_done_after_one_request(
     [request] = webhook.recorded()
     assert request.status == 409
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("done", 1)
+    assert (row.state, row.attempts) == ("done", 1)
     body = request.body
     assert request.headers["idempotency-key"] == writeback_key(key)
     assert body["elicitationId"] == "eli_1a2b3c4d5e6f7081"
@@ -525,10 +542,10 @@ async def test_webhook_400_fails_the_row_after_one_request(
     [request] = webhook.recorded()
     assert request.status == 400
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("failed", 1)
-    assert "400" in row["last_error"]
+    assert (row.state, row.attempts) == ("failed", 1)
+    assert "400" in (row.last_error or "")
     [record] = await audit(rig.store, key, "writeback_failed")
-    assert "400" in record["detail"]["error"]
+    assert "400" in (record.detail or {})["error"]
     stored = await rig.store.get(key)
     assert stored is not None
     assert stored.status is Status.ANSWERED
