@@ -1,5 +1,7 @@
 """A local fake of the Slack Web API (aiohttp on 127.0.0.1, its own thread and event loop).
 
+Over 500 lines on purpose: one fake server whose handlers share its state and scripts.
+
 Point slack_sdk at it with ``AsyncWebClient(token=fake.token, base_url=fake.api_url)``: it serves
 the same client from the test's event loop and from a subprocess. It
 
@@ -14,7 +16,7 @@ the same client from the test's event loop and from a subprocess. It
 - serves response URLs (:meth:`FakeSlack.issue_response_url`: at most 5 uses in 30 minutes);
 - serves Socket Mode at ``/link``: says ``hello``, pushes the envelopes given to
   :meth:`FakeSlack.socket_send`, records the acks (:meth:`FakeSlack.socket_acks`);
-- enforces the Block Kit limits (reliability.md §1.6) with ``invalid_blocks`` and the violations
+- enforces the Block Kit limits with ``invalid_blocks`` and the violations
   in ``response_metadata.messages`` (:func:`block_kit_problems` is the same check, for unit
   tests), plus an approximation of the undocumented cumulative limit, ``msg_blocks_too_long``
   past :data:`MAX_TOTAL_TEXT` characters of block text;
@@ -22,7 +24,7 @@ the same client from the test's event loop and from a subprocess. It
   headers, what it answered);
 - can be scripted (:meth:`FakeSlack.script`): an HTTP status with ``Retry-After`` (429), a Slack
   error code, ``drop=True``: carry the call out (a post is stored), then drop the connection
-  without answering, the §1.5 double-post experiment, or ``delay=N``: carry it out and answer
+  without answering (the double-post experiment), or ``delay=N``: carry it out and answer
   only N seconds later (a client killed meanwhile never learns its ``ts``);
 - rate limits on demand: :meth:`FakeSlack.storm` (every call of a method answers 429 with a
   ``Retry-After`` for a while) and :meth:`FakeSlack.limit` (a token bucket per channel, like

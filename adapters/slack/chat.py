@@ -8,14 +8,15 @@ the channel's recent history and adopts the message it finds instead of posting 
 
 The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
 connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
-it, posting twice (reliability.md §1.5); the outbox retries instead, as an uncertain post. With a
+it, posting twice; the outbox retries instead, as an uncertain post. With a
 :class:`~adapters.slack.pacing.Pacer`, every call waits for its turn (one post per second per
 channel, an update budget per workspace, nothing on a key during a 429's ``Retry-After``), updates
 of one message still waiting are coalesced, and the client gets the pacer's 429 retry handler
 (a 429 is never carried out, so retrying it cannot double-post).
 
-A posted message's ref is ``{"channel", "ts", "key": "<channel>/<ts>"}``; ``key`` is what
-:meth:`~bot.domain.ports.Elicitations.key_for_message` finds a thread reply's elicitation by.
+A posted message's ref is a :class:`~bot.domain.refs.SlackRef` (channel, ts); its ``key``
+(``<channel>/<ts>``) is what :meth:`~bot.domain.ports.Elicitations.key_for_message` finds a
+thread reply's elicitation by.
 """
 
 from __future__ import annotations
@@ -27,22 +28,20 @@ import structlog
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from adapters.slack.blocks import clip, escape
 from adapters.slack.errors import from_slack
 from adapters.slack.pacing import PacedRetryHandler, Pacer
-from adapters.slack.render import EVENT_TYPE, clip, escape, metadata, render
+from adapters.slack.render import EVENT_TYPE, metadata, render
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
-from bot.domain.ports import MessageRef, Notice, PromptView
+from bot.domain.ports import Notice, PromptView
+from bot.domain.records import NoticeKind
+from bot.domain.refs import MessageRef, SlackRef
 
 log = structlog.get_logger("elicitbot.slack")
 
 HISTORY_LIMIT = 100
 NOTICE_TEXT = 4000
 ANY_WORKSPACE = "*"
-
-
-def ref_key(channel: str, ts: str) -> str:
-    """The indexed key of a posted message (``MessageRef["key"]``)."""
-    return f"{channel}/{ts}"
 
 
 class SlackChat:
@@ -93,7 +92,7 @@ class SlackChat:
 
     async def post(
         self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
-    ) -> MessageRef:
+    ) -> SlackRef:
         channel = await self._channel(destination)
         text, blocks = render(view)
         if uncertain:
@@ -101,7 +100,7 @@ class SlackChat:
             if ts is not None:
                 log.info("slack.post_adopted", channel=channel, ts=ts, key=idempotency_key)
                 await self._refresh(channel, ts, text, blocks)
-                return {"channel": channel, "ts": ts, "key": ref_key(channel, ts)}
+                return SlackRef(channel, ts)
         response = await self._call(
             "chat.postMessage",
             channel,
@@ -120,14 +119,14 @@ class SlackChat:
         posted_in = response.get("channel")
         if isinstance(posted_in, str) and posted_in:
             channel = posted_in
-        return {"channel": channel, "ts": ts, "key": ref_key(channel, ts)}
+        return SlackRef(channel, ts)
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
-        channel, ts = ref.get("channel"), ref.get("ts")
-        if not isinstance(channel, str) or not isinstance(ts, str):
+        if not isinstance(ref, SlackRef):
             raise PermanentDeliveryError(f"slack chat.update: {ref!r} is not a Slack message ref")
+        channel, ts = ref.channel, ref.ts
         text, blocks = render(view)
         await self._call(
             "chat.update",
@@ -137,33 +136,25 @@ class SlackChat:
         )
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
-        if notice.extra.get("kind") == "reminder" or not notice.user:
+        if notice.kind is NoticeKind.REMINDER or not notice.user:
             await self._remind(destination, notice)
             return
         platform, _, user = notice.user.partition(":")
         if platform != "slack" or not user:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
         channel = await self._channel(destination)
-        thread_ts = (notice.thread or {}).get("ts")
-        await self.ephemeral(
-            channel,
-            user,
-            notice.text,
-            thread_ts=thread_ts if isinstance(thread_ts, str) and thread_ts else None,
-        )
+        await self.ephemeral(channel, user, notice.text, thread_ts=_thread_ts(notice))
 
     async def _remind(self, destination: str, notice: Notice) -> None:
         """A reminder: a public reply in the copy's thread that pings the route's Slack people."""
         channel = await self._channel(destination)
-        thread_ts = (notice.thread or {}).get("ts")
-        if not isinstance(thread_ts, str) or not thread_ts:
+        thread_ts = _thread_ts(notice)
+        if thread_ts is None:
             raise PermanentDeliveryError("slack reminder: the copy has no message to reply under")
         mentions = " ".join(
             f"<@{ident.partition(':')[2]}>"
-            for ident in notice.extra.get("mentions") or ()
-            if isinstance(ident, str)
-            and ident.startswith("slack:")
-            and ident.partition(":")[2][:1] in ("U", "W")
+            for ident in notice.mentions
+            if ident.startswith("slack:") and ident.partition(":")[2][:1] in ("U", "W")
         )
         text = escape(notice.text) + (f" {mentions}" if mentions else "")
         await self.say(channel, text, thread_ts=thread_ts)
@@ -285,6 +276,12 @@ class SlackChat:
             )
         except PermanentDeliveryError as exc:
             log.warning("slack.adopted_not_updated", channel=channel, ts=ts, error=str(exc))
+
+
+def _thread_ts(notice: Notice) -> str | None:
+    """The ts of the Slack message whose thread a notice goes in (None: not a Slack message)."""
+    thread = notice.thread
+    return thread.ts if isinstance(thread, SlackRef) and thread.ts else None
 
 
 def _text(value: Any) -> str | None:

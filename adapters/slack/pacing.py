@@ -1,4 +1,4 @@
-"""Slack's rate limits, kept on our side before Slack has to say so (reliability.md §1.4, §8.6).
+"""Slack's rate limits, kept on our side before Slack has to say so.
 
 - ``chat.postMessage``: one message per second per channel ("generally allows posting one message
   per second per channel"), optionally a small burst;

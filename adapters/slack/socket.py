@@ -7,7 +7,7 @@ reconnects by itself. Envelope retries arrive as ``x-slack-retry-num`` headers; 
 deduplicated by ``event_id`` in the database either way.
 
 Socket Mode suits one replica: Slack sends each envelope to one random open connection and drops
-clicks routed to a dead one (reliability.md §1.3); for several replicas use HTTP mode.
+clicks routed to a dead one; for several replicas use HTTP mode.
 """
 
 from __future__ import annotations

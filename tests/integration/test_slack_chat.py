@@ -1,9 +1,9 @@
 """The real SlackChat and slack_sdk's AsyncWebClient against the fake Slack Web API.
 
 What is asserted is what the fake recorded (method, parameters, headers) and stored (messages with
-their metadata), never only a return value: reliability.md §1.5 and §8 test 4 (an uncertain post
-adopts the message an earlier attempt left), §1.4 (429 ``Retry-After``), §1.6 (Block Kit limits,
-checked by the fake on every post and update).
+their metadata), never only a return value: a post whose connection dropped after Slack took it
+is not posted twice (an uncertain post adopts the message an earlier attempt left), a 429's
+``Retry-After`` is kept, and Block Kit's limits are checked by the fake on every post and update.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from bot.config import AppConfig, parse_config
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, Attempt, Elicitation, Identity, People, Route, Status
 from bot.domain.ports import Notice, PromptView
+from bot.domain.records import EffectView, NoticeKind
+from bot.domain.refs import MatrixRef, SlackRef
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
 from bot.wiring import Elicitbot
@@ -106,7 +108,7 @@ async def test_post_sends_blocks_fallback_text_and_metadata(
         "event_payload": {"elicitation": "superpipeline:eli_1a2b3c4d5e6f7081", "post": KEY},
     }
     [message] = fake.messages("C1")
-    assert ref == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
+    assert ref.to_json() == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
     assert message["metadata"] == call.params["metadata"]
     assert has_actions(message)
     values = [
@@ -124,7 +126,7 @@ async def test_each_post_gets_its_own_increasing_ts(fake: FakeSlack, chat: Slack
         for i in range(3)
     ]
 
-    assert [r["ts"] for r in refs] == sorted({r["ts"] for r in refs})
+    assert [r.ts for r in refs] == sorted({r.ts for r in refs})
 
 
 async def test_update_rewrites_the_message_to_the_result_without_buttons(
@@ -139,8 +141,8 @@ async def test_update_rewrites_the_message_to_the_result_without_buttons(
     )
 
     call = fake.calls_to("chat.update")[0]
-    assert (call.params["channel"], call.params["ts"]) == (ref["channel"], ref["ts"])
-    message = fake.message("C1", ref["ts"])
+    assert (call.params["channel"], call.params["ts"]) == (ref.channel, ref.ts)
+    message = fake.message("C1", ref.ts)
     assert message is not None
     assert not has_actions(message)
     assert message["blocks"][-1]["text"]["text"] == (
@@ -154,7 +156,7 @@ async def test_notify_posts_an_ephemeral_in_the_thread(fake: FakeSlack, chat: Sl
     notice = Notice(
         user="slack:U0BOB",
         text="Only a workspace admin can choose “<!channel> Always”.",
-        thread={"channel": "C1", "ts": "1700000000.000042"},
+        thread=SlackRef("C1", "1700000000.000042"),
     )
 
     await chat.notify("slack:C1", notice, idempotency_key="elicitbot-19")
@@ -181,8 +183,9 @@ async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
     notice = Notice(
         user="",
         text="Still waiting: <!here> May I run the migration?",
-        thread={"channel": "C1", "ts": "1700000000.000042"},
-        extra={"kind": "reminder", "mentions": ["slack:U0ALICE", "matrix:@alice:example.org"]},
+        thread=SlackRef("C1", "1700000000.000042"),
+        kind=NoticeKind.REMINDER,
+        mentions=("slack:U0ALICE", "matrix:@alice:example.org"),
     )
 
     await chat.notify("slack:C1", notice, idempotency_key="elicitbot-20")
@@ -205,7 +208,7 @@ async def test_a_user_destination_is_a_dm_opened_once(fake: FakeSlack, chat: Sla
         "chat.postMessage",
     ]
     assert fake.calls()[0].params["users"] == "U0ALICE"
-    assert first["channel"] == second["channel"] == "DU0ALICE"
+    assert first.channel == second.channel == "DU0ALICE"
     assert len(fake.messages("DU0ALICE")) == 2
 
 
@@ -250,9 +253,16 @@ async def test_channel_not_found_is_permanent(fake: FakeSlack, chat: SlackChat) 
 
 async def test_updating_a_message_slack_does_not_have_is_permanent(chat: SlackChat) -> None:
     with pytest.raises(PermanentDeliveryError, match="message_not_found"):
-        await chat.update(
-            "slack:C1", {"channel": "C1", "ts": "1.000001"}, view(), idempotency_key=KEY
-        )
+        await chat.update("slack:C1", SlackRef("C1", "1.000001"), view(), idempotency_key=KEY)
+
+
+async def test_updating_another_platforms_message_is_permanent(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    with pytest.raises(PermanentDeliveryError, match="not a Slack message ref"):
+        await chat.update("slack:C1", MatrixRef("!r:x", "$e"), view(), idempotency_key=KEY)
+
+    assert fake.calls() == []
 
 
 @pytest.mark.parametrize(
@@ -297,7 +307,7 @@ async def test_a_refused_connection_is_transient() -> None:
 async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
-    """§1.5: Slack took the post, the connection dropped before the answer. The retry (the
+    """Slack took the post, the connection dropped before the answer. The retry (the
     outbox's, flagged uncertain) finds the message by its metadata instead of posting again."""
     fake.script("chat.postMessage", drop=True)
 
@@ -307,7 +317,7 @@ async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
 
     ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=True)
 
-    assert ref == {"channel": "C1", "ts": orphan["ts"], "key": f"C1/{orphan['ts']}"}
+    assert ref.to_json() == {"channel": "C1", "ts": orphan["ts"], "key": f"C1/{orphan['ts']}"}
     assert len(fake.calls_to("chat.postMessage")) == 1
     assert len(fake.messages("C1")) == 1
     [history] = fake.calls_to("conversations.history")
@@ -328,11 +338,12 @@ async def test_an_uncertain_post_that_never_arrived_is_posted(
         "conversations.history",
         "chat.postMessage",
     ]
-    assert ref["ts"] == fake.messages("C1")[-1]["ts"]
+    assert ref.ts == fake.messages("C1")[-1]["ts"]
 
 
 async def test_the_sdk_default_connection_retry_would_post_twice(fake: FakeSlack) -> None:
-    """Why the client has ``retry_handlers=[]``: the §1.5 experiment, reproduced."""
+    """Why the client has ``retry_handlers=[]``: slack_sdk's connection-error retry resends a
+    post Slack already took (the double-post experiment, reproduced)."""
     default = AsyncWebClient(token=fake.token, base_url=fake.api_url)
     fake.script("chat.postMessage", drop=True)
 
@@ -375,8 +386,8 @@ class Rig:
         assert outcome.result == "accepted"
         return outcome.key
 
-    async def post_rows(self, key: str) -> list[dict[str, Any]]:
-        return [r for r in await self.store.outbox(key) if r["kind"] == "post"]
+    async def post_rows(self, key: str) -> list[EffectView]:
+        return [r for r in await self.store.outbox(key) if r.kind == "post"]
 
 
 @pytest.fixture
@@ -406,8 +417,13 @@ async def test_the_dispatcher_posts_then_updates_after_the_answer(rig: Rig) -> N
     [message] = rig.fake.messages("C1")
     assert message["metadata"]["event_payload"]["elicitation"] == key
     [delivery] = await rig.store.deliveries(key)
-    assert delivery["state"] == "posted"
-    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
+    assert delivery.state == "posted"
+    assert delivery.ref is not None
+    assert delivery.ref.to_json() == {
+        "channel": "C1",
+        "ts": message["ts"],
+        "key": f"C1/{message['ts']}",
+    }
     assert has_actions(message)
 
     rig.clock.advance(60)
@@ -434,17 +450,22 @@ async def test_a_dropped_post_is_retried_as_uncertain_and_posted_once(rig: Rig) 
 
     assert await rig.dispatcher.run_once() == 1
     [row] = await rig.post_rows(key)
-    assert (row["state"], row["attempts"]) == ("pending", 1)
+    assert (row.state, row.attempts) == ("pending", 1)
     assert len(rig.fake.messages("C1")) == 1, "Slack has it; we do not know"
 
     rig.clock.advance(5)
     assert await rig.dispatcher.run_once() == 1
 
     [row] = await rig.post_rows(key)
-    assert (row["state"], row["attempts"]) == ("done", 2)
+    assert (row.state, row.attempts) == ("done", 2)
     [message] = rig.fake.messages("C1")
     [delivery] = await rig.store.deliveries(key)
-    assert delivery["ref"] == {"channel": "C1", "ts": message["ts"], "key": f"C1/{message['ts']}"}
+    assert delivery.ref is not None
+    assert delivery.ref.to_json() == {
+        "channel": "C1",
+        "ts": message["ts"],
+        "key": f"C1/{message['ts']}",
+    }
     assert posts_by_elicitation(rig.fake.calls()) == {key: 1}
     assert len(rig.fake.calls_to("conversations.history")) == 1
 
@@ -457,9 +478,10 @@ async def test_a_429_delays_the_retry_by_retry_after(rig: Rig) -> None:
     assert await rig.dispatcher.run_once() == 1
 
     [row] = await rig.post_rows(key)
-    assert row["state"] == "pending"
-    assert "ratelimited" in row["last_error"]
-    assert start + timedelta(seconds=30) <= row["next_attempt_at"] < start + timedelta(seconds=31)
+    assert row.state == "pending"
+    assert row.last_error is not None
+    assert "ratelimited" in row.last_error
+    assert start + timedelta(seconds=30) <= row.next_attempt_at < start + timedelta(seconds=31)
     rig.clock.advance(29)
     assert await rig.dispatcher.run_once() == 0
     rig.clock.advance(2)

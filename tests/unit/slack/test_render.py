@@ -14,15 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.render import (
-    MAX_TOTAL_TEXT,
-    OPTION_ACTION,
-    SELECT_ACTION,
-    escape,
-    link,
-    render,
-    shorten_digest,
-)
+from adapters.slack.blocks import escape, link, shorten_digest
+from adapters.slack.render import MAX_TOTAL_TEXT, OPTION_ACTION, SELECT_ACTION, render
 from bot.domain.model import (
     Answer,
     AnswerMode,
@@ -468,11 +461,12 @@ def test_a_pending_message_shows_what_happens_next_and_who_is_on_it() -> None:
     from dataclasses import replace
 
     from bot.domain.deadlines import Claim, ScheduleStep
+    from bot.domain.records import DeadlineKind
 
     steps = (
-        ScheduleStep("remind", NOW + timedelta(hours=1)),
-        ScheduleStep("escalate", NOW + timedelta(hours=2), targets=("slack:C0ONCALL",)),
-        ScheduleStep("expire", NOW + timedelta(hours=8), outcome="deny"),
+        ScheduleStep(DeadlineKind.REMIND, NOW + timedelta(hours=1)),
+        ScheduleStep(DeadlineKind.ESCALATE, NOW + timedelta(hours=2), targets=("slack:C0ONCALL",)),
+        ScheduleStep(DeadlineKind.EXPIRE, NOW + timedelta(hours=8), outcome="deny"),
     )
     pending = replace(
         view(sp_options()),

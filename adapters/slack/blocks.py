@@ -1,0 +1,169 @@
+"""Block Kit pieces shared by the message and the reply modal: mrkdwn escaping, cutting text to
+Block Kit's limits, text objects, buttons and static selects. Pure: no I/O.
+
+Agent text is escaped for mrkdwn (``&``, ``<``, ``>``) and every mrkdwn text object is
+``verbatim`` so Slack neither parses ``<!channel>``/``<@U…>``/``<url|label>`` nor auto-expands bare
+``@here``. Every length is counted in code points; long text is cut with a link to the web
+inbox's full text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from bot.domain.rules import OfferedOption
+
+Block = dict[str, Any]
+
+# Block Kit's published limits.
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELD_TEXT = 2000
+MAX_FIELDS = 10
+MAX_HEADER_TEXT = 150
+MAX_BUTTON_TEXT = 75
+MAX_BUTTON_VALUE = 2000
+MAX_ID = 255
+MAX_ACTIONS_ELEMENTS = 25
+MAX_CONTEXT_ELEMENTS = 10
+MAX_OPTION_TEXT = 75
+MAX_OPTION_VALUE = 150
+MAX_SELECT_OPTIONS = 100
+MAX_PLACEHOLDER = 150
+MAX_MESSAGE_TEXT = 40_000
+
+SELECT_BUDGET = 2400
+"""The labels of one select share this many code points."""
+
+_UNSAFE_URL = re.compile(r"[\s<>|\"]")
+
+
+# --------------------------------------------------------------------------- text
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn escaping: ``&``, ``<``, ``>``; nothing else is a control character."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` code points, ending with ``…`` when cut (plain text)."""
+    if len(text) <= limit:
+        return text
+    return safe_head(text, limit - 1) + "…"
+
+
+def safe_head(text: str, n: int) -> str:
+    """The first ``n`` code points, not ending inside an ``&…;`` entity or on a joiner."""
+    head = text[: max(n, 0)]
+    amp = head.rfind("&")
+    if amp != -1 and ";" not in head[amp:]:
+        head = head[:amp]
+    return head.rstrip("\u200d\ufe0f")
+
+
+def link(url: str) -> str:
+    """A URL as mrkdwn: ``<url>`` (shown as itself, never a label) when it is a plain http(s)
+    URL, else the escaped text, which cannot form a link."""
+    if url.startswith(("https://", "http://")) and not _UNSAFE_URL.search(url):
+        return f"<{url.replace('&', '&amp;')}>"
+    return escape(url)
+
+
+def cut(text: str, limit: int, full_text: str) -> str:
+    """Escaped mrkdwn ``text`` in at most ``limit`` code points; when cut it ends with
+    ``… (full text: <link>)``."""
+    if len(text) <= limit:
+        return text
+    note = f"… (full text: {link(full_text)})" if full_text else "… (cut; full text in the inbox)"
+    if len(note) > limit // 2:
+        return safe_head(text, limit - 1) + "…"
+    return safe_head(text, limit - len(note)) + note
+
+
+def shorten_digest(digest: str) -> str:
+    """``sha256:4f2a0c1e9b8d…`` -> ``sha256:4f2a0c1e…``."""
+    algorithm, sep, value = digest.partition(":")
+    if sep and len(value) > 8:  # noqa: PLR2004 - eight hex digits identify it to a person
+        return f"{algorithm}:{value[:8]}…"
+    return clip(digest, 20)
+
+
+# --------------------------------------------------------------------------- text objects, blocks
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+def plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": True}
+
+
+def section_block(text: str) -> Block:
+    return {"type": "section", "text": mrkdwn(text)}
+
+
+def context_block(text: str) -> Block:
+    return {"type": "context", "elements": [mrkdwn(text)]}
+
+
+# ------------------------------------------------------------------- values, buttons, selects
+
+
+def value_json(payload: dict[str, Any]) -> str:
+    """A button's, an option's or a modal's value: compact JSON."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def select_value(option_id: str, index: int, revision: int | None) -> str:
+    """A select option's value (``≤ 150``): the option id and subject revision, or its index."""
+    value = value_json({"o": option_id, "r": revision})
+    return value if len(value) <= MAX_OPTION_VALUE else value_json({"i": index, "r": revision})
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "button",
+        "text": plain(clip(text, MAX_BUTTON_TEXT)),
+        "action_id": action_id,
+        "value": value,
+    }
+    if style is not None:
+        element["style"] = style
+    return element
+
+
+def option_text(label: str, admin_only: bool, limit: int) -> str:
+    label = " ".join(label.split()) or "(no label)"
+    if not admin_only:
+        return clip(label, limit)
+    mark = " (admin)"
+    return clip(label, limit - len(mark)) + mark
+
+
+def static_select(
+    kind: str,
+    action_id: str,
+    placeholder: str,
+    offered: Sequence[tuple[int, OfferedOption]],
+    revision: int | None,
+) -> dict[str, Any]:
+    """A (multi) static select of the first 100 offered options; labels share a text budget."""
+    shown = offered[:MAX_SELECT_OPTIONS]
+    limit = max(20, min(MAX_OPTION_TEXT, SELECT_BUDGET // max(len(shown), 1)))
+    return {
+        "type": kind,
+        "action_id": action_id,
+        "placeholder": plain(placeholder),
+        "options": [
+            {
+                "text": plain(option_text(o.option.label, o.admin_only, limit)),
+                "value": select_value(o.option.id, i, revision),
+            }
+            for i, o in shown
+        ],
+    }

@@ -1,0 +1,456 @@
+"""Slack payloads as the core's actions, and the core's outcomes in Slack's words. Pure: no I/O.
+
+- **Who.** A person is ``team_id`` + ``user.id`` (:class:`~bot.domain.model.Identity`), never a
+  display name. A bot's reply (``bot_id``) is a bot's identity: the core refuses it, and nobody
+  tells it (bots read no ephemerals).
+- **Which elicitation.** A button carries its elicitation key in its value (``{"e", "o", "r"}``),
+  so a click on any copy, however old, resolves; otherwise the block id or the message metadata
+  names it (:func:`payload_key`). Without any, the app asks for the message's ref key
+  (``<channel>/<ts>``); a thread reply is found by its thread root's.
+- **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
+  :class:`~bot.domain.actions.Submit`, a thread reply :class:`~bot.domain.actions.Reply` (the core
+  reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` and ``/elicitbot …``
+  :class:`~bot.domain.actions.Command`. An option value naming the option by index (ids too long
+  for the value) is read back against the elicitation's options.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.slack.modal import CHOICE_BLOCK, CHOICES_BLOCK, INPUT_ACTION, SECRET_BLOCK, TEXT_BLOCK
+from adapters.slack.render import (
+    ACK_ACTION,
+    MULTI_ACTION,
+    OPTION_ACTION,
+    SELECT_ACTION,
+    SUBMIT_ACTION,
+)
+from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, Outcome, Reply, Submit
+from bot.domain.model import Elicitation, Identity
+from bot.domain.rules import format_time
+
+EVENT_CHANNEL = "slack"
+"""``first_time`` namespace of Slack ``event_id``s."""
+MESSAGE_CHANNEL = "slack:message"
+"""``first_time`` namespace of Slack messages (``<channel>/<ts>``)."""
+REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message", "bot_message"})
+
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+_MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
+
+
+# --------------------------------------------------------------------------- reading payloads
+
+
+def slack_text(text: str) -> str:
+    """What a person typed, from Slack's message markup: mentions (``<@U…>``) dropped, links and
+    channel names shown as written, ``&amp;``/``&lt;``/``&gt;`` unescaped."""
+
+    def plain(match: re.Match[str]) -> str:
+        target, label = match.group(1), match.group(2)
+        if target.startswith("#"):
+            return f"#{label or target[1:]}"
+        if target.startswith("!"):
+            return label or f"@{target[1:].split('^')[0]}"
+        return label or target
+
+    return html.unescape(_MARKUP.sub(plain, _MENTION.sub("", text))).strip()
+
+
+def decode_value(value: Any) -> dict[str, Any]:
+    """A button or option value (our JSON); {} for anything else."""
+    if not isinstance(value, str):
+        return {}
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def chosen_id(e: Elicitation, value: Mapping[str, Any]) -> str:
+    """The option a value names: its id, or its index (``"i"``) when the ids were too long.
+
+    An index out of range gives an id no option has, which the rules refuse as not offered."""
+    option = value.get("o")
+    if isinstance(option, str):
+        return option
+    index = value.get("i")
+    if isinstance(index, int) and 0 <= index < len(e.options):
+        return e.options[index].id
+    return f"#{index}"
+
+
+def revision_of(value: Mapping[str, Any]) -> int | None:
+    revision = value.get("r")
+    return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where an attempt happened: the channel, the message's thread root, and the thread the
+    person wrote in (None for a click on a top-level message)."""
+
+    channel: str
+    root_ts: str | None
+    thread_ts: str | None = None
+
+    @property
+    def via(self) -> str:
+        return f"slack:{self.channel}"
+
+
+def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) -> Identity | None:
+    user_id = _str(user)
+    if user_id is None:
+        return None
+    return Identity(
+        platform="slack", user=user_id, team=_str(team), is_bot=is_bot, display_name=_str(name)
+    )
+
+
+def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The action of a ``block_actions`` payload (Slack sends one per payload)."""
+    actions = body.get("actions")
+    return _map(actions[0]) if isinstance(actions, list) and actions else {}
+
+
+def _person(body: Mapping[str, Any]) -> Identity | None:
+    """The person behind an interaction payload (a click, a modal)."""
+    user = _map(body.get("user"))
+    return identity(
+        user.get("id"),
+        user.get("team_id") or _map(body.get("team")).get("id"),
+        name=user.get("name"),
+    )
+
+
+def payload_key(value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]) -> str | None:
+    """The elicitation a click names itself: the value's key, the block id's, or the message
+    metadata's (None: only the message's ref key can tell)."""
+    key = _str(value.get("e"))
+    if key is not None:
+        return key
+    prefix, sep, suffix = str(block_id or "").partition(":")
+    if sep and prefix.startswith("elicitbot.") and suffix:
+        return suffix
+    meta = _map(message.get("metadata"))
+    return _str(_map(meta.get("event_payload")).get("elicitation"))
+
+
+# --------------------------------------------------------------------------- clicks
+
+
+@dataclass(frozen=True)
+class Click:
+    """A click (or a select) on one of our messages, as Slack sent it."""
+
+    who: Identity
+    where: Where
+    action_id: str
+    value: Mapping[str, Any]
+    key: str | None
+    """The elicitation the payload names (:func:`payload_key`)."""
+    message_ts: str | None
+    trigger_id: str | None
+    selection: tuple[Mapping[str, Any], ...] = ()
+    """The option values chosen in the message's multi-select."""
+
+
+def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | None:
+    container = _map(body.get("container"))
+    message = _map(body.get("message"))
+    channel = _str(_map(body.get("channel")).get("id")) or _str(container.get("channel_id"))
+    who = _person(body)
+    if channel is None or who is None:
+        return None
+    message_ts = _str(container.get("message_ts")) or _str(message.get("ts"))
+    thread = _str(message.get("thread_ts"))
+    in_thread = thread if thread is not None and thread != message_ts else None
+    raw = action.get("value")
+    if raw is None:
+        raw = _map(action.get("selected_option")).get("value")
+    value = decode_value(raw)
+    return Click(
+        who=who,
+        where=Where(channel, in_thread or message_ts, in_thread),
+        action_id=str(action.get("action_id", "")),
+        value=value,
+        key=payload_key(value, action.get("block_id"), message),
+        message_ts=message_ts,
+        trigger_id=_str(body.get("trigger_id")),
+        selection=tuple(_multi_selection(body)),
+    )
+
+
+def picked_option(click: Click, e: Elicitation) -> str | None:
+    """The one option a button or a select names (None for other clicks)."""
+    if click.action_id.startswith(OPTION_ACTION) or click.action_id == SELECT_ACTION:
+        return chosen_id(e, click.value)
+    return None
+
+
+def choice(click: Click, key: str, e: Elicitation) -> Choose | None:
+    """The choice a click makes: a button or select (one option), the multi-select's Submit
+    (its options), Acknowledge (none). None: the click answers nothing."""
+    revision = revision_of(click.value)
+    if click.action_id == SUBMIT_ACTION:
+        ids = tuple(chosen_id(e, v) for v in click.selection)
+    elif (option_id := picked_option(click, e)) is not None:
+        ids = (option_id,)
+    elif click.action_id == ACK_ACTION:
+        ids = ()
+    else:
+        return None
+    return Choose(key, click.who, click.where.via, ids, revision)
+
+
+def claim_it(click: Click, key: str) -> ClaimIt:
+    return ClaimIt(key, click.who, click.where.via)
+
+
+def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The option values chosen in a message's multi-select, from the click's state."""
+    values = _map(_map(body.get("state")).get("values"))
+    for block in values.values():
+        element = _map(_map(block).get(MULTI_ACTION))
+        if element:
+            return [
+                decode_value(_map(o).get("value")) for o in element.get("selected_options") or []
+            ]
+    return []
+
+
+# --------------------------------------------------------------------------- the reply modal
+
+
+def _state_value(values: Mapping[str, Any], block_id: str) -> Mapping[str, Any]:
+    return _map(_map(values.get(block_id)).get(INPUT_ACTION))
+
+
+def parse_submission(
+    view: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None, list[dict[str, Any]]]:
+    """(private metadata, text, chosen option values) of a reply-modal submission."""
+    meta = decode_value(view.get("private_metadata"))
+    values = _map(_map(view.get("state")).get("values"))
+    text: str | None = None
+    for block in (SECRET_BLOCK, TEXT_BLOCK):
+        typed = _state_value(values, block).get("value")
+        if isinstance(typed, str) and typed:
+            text = typed
+    selected = _state_value(values, CHOICE_BLOCK).get("selected_option")
+    chosen = [selected] if selected else []
+    chosen += list(_state_value(values, CHOICES_BLOCK).get("selected_options") or [])
+    return meta, text, [decode_value(_map(o).get("value")) for o in chosen]
+
+
+def submission_errors(meta: Mapping[str, Any], text: str | None) -> dict[str, str]:
+    """The checks a submission gets before its ack (pure): over the limit it was shown."""
+    limit = meta.get("l")
+    block = SECRET_BLOCK if meta.get("s") else TEXT_BLOCK
+    if text is not None and isinstance(limit, int) and len(text) > limit:
+        return {block: f"Your answer is {len(text):,} characters; the limit is {limit:,}."}
+    return {}
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A reply-modal submission: who, where the message is, and what was written and chosen."""
+
+    who: Identity
+    where: Where
+    key: str | None
+    """The elicitation the modal names (None when it did not fit: the message's ref key tells)."""
+    message_ts: str | None
+    text: str | None
+    chosen: tuple[Mapping[str, Any], ...]
+    fixed: str | None
+    """The option the modal was opened for (one that needs a comment)."""
+    secret: bool
+    revision: int | None
+
+
+def read_submission(
+    body: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    text: str | None,
+    chosen: list[dict[str, Any]],
+) -> Submission | None:
+    who = _person(body)
+    channel = _str(meta.get("c"))
+    if who is None or channel is None:
+        return None
+    message_ts = _str(meta.get("m"))
+    thread = _str(meta.get("t"))
+    return Submission(
+        who=who,
+        where=Where(channel, thread or message_ts, thread),
+        key=_str(meta.get("e")),
+        message_ts=message_ts,
+        text=text,
+        chosen=tuple(chosen),
+        fixed=_str(meta.get("o")),
+        secret=bool(meta.get("s")),
+        revision=revision_of(meta),
+    )
+
+
+def submit(submission: Submission, key: str, e: Elicitation) -> Submit:
+    s = submission
+    ids = (s.fixed,) if s.fixed else tuple(chosen_id(e, v) for v in s.chosen)
+    return Submit(
+        key,
+        s.who,
+        s.where.via,
+        option_ids=ids,
+        text=s.text,
+        secret=s.secret,
+        revision=s.revision,
+    )
+
+
+# --------------------------------------------------------------------------- thread replies
+
+
+@dataclass(frozen=True)
+class ThreadReply:
+    """A message in a thread (not the root) by someone other than elicitbot."""
+
+    who: Identity
+    channel: str
+    ts: str
+    root_ts: str
+    event_id: str | None
+    text: str
+    """What the person typed (:func:`slack_text`)."""
+
+    @property
+    def where(self) -> Where:
+        return Where(self.channel, self.root_ts, self.root_ts)
+
+    def reply(self, key: str) -> Reply:
+        return Reply(key, self.who, self.where.via, self.text)
+
+
+def read_reply(
+    body: Mapping[str, Any],
+    event: Mapping[str, Any],
+    *,
+    bot_id: str | None,
+    bot_user_id: str | None,
+    agents: frozenset[str],
+) -> ThreadReply | None:
+    """A thread reply to judge; None for anything else (a top-level message, an edit's
+    bookkeeping, elicitbot's own message). A configured agent's bot is known by its ``bot_id``."""
+    subtype = event.get("subtype")
+    channel = _str(event.get("channel"))
+    ts = _str(event.get("ts"))
+    root = _str(event.get("thread_ts"))
+    if subtype not in REPLY_SUBTYPES or channel is None or ts is None:
+        return None
+    if root is None or root == ts:
+        return None  # not a reply in a thread
+    sender_bot = _str(event.get("bot_id"))
+    user = _str(event.get("user"))
+    if (sender_bot is not None and sender_bot == bot_id) or user == bot_user_id:
+        return None  # our own
+    is_bot = sender_bot is not None or subtype == "bot_message"
+    if is_bot and sender_bot is not None and (f"slack:{sender_bot}" in agents or user is None):
+        user = sender_bot
+    team = event.get("user_team") or event.get("team") or body.get("team_id")
+    who = identity(user, team, is_bot=is_bot)
+    if who is None:
+        return None
+    return ThreadReply(
+        who=who,
+        channel=channel,
+        ts=ts,
+        root_ts=root,
+        event_id=_str(body.get("event_id")),
+        text=slack_text(str(event.get("text") or "")),
+    )
+
+
+# --------------------------------------------------------------------------- /elicitbot
+
+
+def read_command(body: Mapping[str, Any]) -> tuple[Command, str] | None:
+    """The command and the channel it was typed in."""
+    user = _str(body.get("user_id"))
+    channel = _str(body.get("channel_id"))
+    if user is None or channel is None:
+        return None
+    who = Identity(platform="slack", user=user, team=_str(body.get("team_id")))
+    return Command(who, f"slack:{channel}", str(body.get("text") or "")), channel
+
+
+def command_reply_to(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """Where a command's reply goes: (its ``response_url``, else an ephemeral to the user in the
+    channel)."""
+    return _str(body.get("response_url")), _str(body.get("user_id")), _str(body.get("channel_id"))
+
+
+# --------------------------------------------------------------------------- in Slack's words
+
+REFUSED_COMMAND = "Only elicitbot admins (`people.admins` in the config) can use /elicitbot."
+USAGE = (
+    "Usage, in the channel to route to:\n"
+    "• `/elicitbot subscribe <workspace> [board <id>]`: post that workspace's (or board's) "
+    "requests here\n"
+    "• `/elicitbot unsubscribe <workspace> [board <id>]`: stop\n"
+    "• `/elicitbot routes`: every route, from the config and from chat"
+)
+NOT_DELIVERED = (
+    "Your answer could not be passed on upstream; nothing was recorded. Please try again."
+)
+MODAL_NOT_OPENED = "The form could not be opened; click again, or reply in the thread."
+
+
+def command_text(result: CommandResult, channel: str) -> str:
+    """What a ``/elicitbot`` command did, for the one who ran it."""
+    if result.refused:
+        return REFUSED_COMMAND
+    if result.problem is not None or result.verb not in ("routes", "subscribe", "unsubscribe"):
+        return USAGE
+    if result.verb == "routes":
+        shown = "\n".join(result.routes) if result.routes else "(no routes)"
+        return f"Routes, first match wins:\n```{shown}```"
+    what = f"workspace `{result.workspace}`" + (f", board `{result.board}`" if result.board else "")
+    if result.verb == "subscribe":
+        return (
+            f"Subscribed: requests of {what} now come to <#{channel}>."
+            if result.changed
+            else f"Already subscribed: {what} comes to <#{channel}>."
+        )
+    return (
+        f"Unsubscribed: {what} no longer comes to <#{channel}>."
+        if result.changed
+        else f"Nothing to remove: {what} was not subscribed here from chat."
+    )
+
+
+def claim_text(outcome: Outcome) -> str:
+    """ "I'm on it", answered: until when, or why not."""
+    if outcome.claim is not None:
+        until = format_time(outcome.claim.until)
+        return f"You're on it until {until}: escalation and follow-ups wait for you."
+    return refusal_text(outcome) or "Nothing to claim."
+
+
+def refusal_text(outcome: Outcome) -> str:
+    return outcome.refusal.message if outcome.refusal is not None else outcome.message

@@ -1,0 +1,344 @@
+"""The rig for Slack interactivity end to end (clicks, thread replies, the reply modal, commands).
+
+The real Bolt ``AsyncApp`` (:mod:`adapters.slack.app`) is mounted with
+:func:`adapters.slack.routes.slack_router` on the one FastAPI app (:func:`bot.http.create_app`)
+and reached over HTTP (httpx's ASGI transport) with requests signed like Slack signs them. Behind
+it: the real Service, SqlStore (SQLite file) and outbox Dispatcher, and SlackChat on slack_sdk's
+AsyncWebClient against the fake Web API (:mod:`tests.slack_fake`), which checks every message
+and modal against Block Kit's limits. Assertions are on what the fake recorded and the store
+holds, never on a status code alone (a 200 ack does not mean the work succeeded).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import httpx
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.app import SlackInteractivity, build_app
+from adapters.slack.chat import SlackChat
+from adapters.slack.pacing import Pacer, Rate
+from adapters.slack.routes import slack_router
+from adapters.sources.superpipeline.parse import parse_body
+from bot.domain.model import (
+    Elicitation,
+    People,
+    Route,
+    Status,
+)
+from bot.domain.ports import PromptView
+from bot.http import Runtime, create_app
+from bot.outbox import Dispatcher
+from bot.service import Inbound, Service
+from store.sql import SqlStore
+from tests.conftest import FakeClock
+from tests.fakes import FakeSink
+from tests.slack_fake import BOT_USER, TEAM_ID, FakeSlack
+from tests.unit.sources.superpipeline_fixtures import VALID
+
+SIGNING_SECRET = "test-signing-secret-8f3a1c"
+AGENT = "agt_9e8d7c6b5a493827"
+C1, C2 = "C0APPROVALS", "C0ONCALL"
+ALICE, BOB, ADMIN, ASKER, AGENT_USER = "U0ALICE", "U0BOB", "U0ADMIN", "U0ASKER", "U0AGENTUSER"
+PEOPLE = People(
+    admins=frozenset({f"slack:{ADMIN}"}),
+    agents=frozenset({"slack:B0AGENTBOT", f"slack:{AGENT_USER}"}),
+    principals={f"slack:{ALICE}": "usr_alice", f"slack:{ASKER}": AGENT},
+    bot_identities=frozenset({f"slack:{BOT_USER}"}),
+)
+FAST = {"chat.postMessage": Rate(1000.0, 100), "chat.update": Rate(1000.0, 100)}
+
+
+def sign(secret: str, timestamp: str, body: str) -> str:
+    """``v0=`` HMAC-SHA256 over ``v0:<timestamp>:<body>``, as Slack signs its requests."""
+    signature = SignatureVerifier(secret).generate_signature(timestamp=timestamp, body=body)
+    assert signature is not None
+    return signature
+
+
+class SecretRecorder:
+    """The upstream secret route (a SecretSink): records what it was given."""
+
+    def __init__(self) -> None:
+        self.secrets: list[tuple[str, str, str]] = []
+
+    async def deliver_secret(self, view: PromptView, secret: str, *, idempotency_key: str) -> None:
+        self.secrets.append((view.elicitation.key, secret, idempotency_key))
+
+
+class Rig:
+    def __init__(self, db: Path, store: SqlStore, clock: FakeClock, fake: FakeSlack) -> None:
+        self.db = db
+        self.store = store
+        self.clock = clock
+        self.fake = fake
+        self.sink = FakeSink()
+        self.secret_sink = SecretRecorder()
+        self.pacer = Pacer(FAST)
+        self.chat = SlackChat(
+            AsyncWebClient(token=fake.token, base_url=fake.api_url, retry_handlers=[]),
+            pacer=self.pacer,
+        )
+        self.dispatcher = Dispatcher(
+            store,
+            clock,
+            {"slack": self.chat},
+            {"superpipeline": self.sink, "pinework": self.sink},
+            lambda key: f"http://127.0.0.1:8787/#{key}",
+        )
+        self.service = Service(
+            store,
+            clock,
+            PEOPLE,
+            [Route(destinations=(f"slack:{C1}",))],
+            on_change=self.dispatcher.wake,
+            secret_sinks={"pinework": self.secret_sink},
+        )
+        self.slack: SlackInteractivity
+        self.http: httpx.AsyncClient
+
+    async def start(self) -> None:
+        await self.chat.verify()
+        self.slack = build_app(self.chat, self.service, signing_secret=SIGNING_SECRET)
+        app = create_app(
+            Runtime(store=self.store, service=self.service, routers=[slack_router(self.slack.app)])
+        )
+        self.http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://elicitbot.test"
+        )
+
+    async def close(self) -> None:
+        await self.slack.aclose()
+        await self.http.aclose()
+
+    # ------------------------------------------------------------------ elicitations
+
+    async def intake(self, e: Elicitation, route: Route | None = None) -> str:
+        [outcome] = await self.service.intake([Inbound("test", f"in-{e.key}", e, {}, route=route)])
+        assert outcome.result == "accepted"
+        return outcome.key
+
+    async def intake_fixture(self, case: str, **changes: Any) -> str:
+        data = copy.deepcopy(VALID[case])
+        data.update(changes)
+        return await self.intake(parse_body(data, workspace="acme"))
+
+    async def drain(self) -> None:
+        """Let every interaction finish, then carry out the outbox until it is empty."""
+        await self.slack.idle()
+        for _ in range(20):
+            if await self.dispatcher.run_once() == 0:
+                return
+        raise AssertionError("the outbox did not drain")
+
+    def message(self, key: str, channel: str = C1) -> dict[str, Any]:
+        found = [
+            m
+            for m in self.fake.messages(channel)
+            if m.get("metadata", {}).get("event_payload", {}).get("elicitation") == key
+        ]
+        assert len(found) == 1, f"{len(found)} messages for {key} in {channel}"
+        return found[0]
+
+    async def status(self, key: str) -> Status:
+        view = await self.service.view(key)
+        assert view is not None
+        return view.status
+
+    # ------------------------------------------------------------------ Slack's requests
+
+    def headers(self, body: str, *, ts: int | None = None, **extra: str) -> dict[str, str]:
+        stamp = str(int(time.time()) if ts is None else ts)
+        signature = sign(SIGNING_SECRET, stamp, body)
+        return {"x-slack-request-timestamp": stamp, "x-slack-signature": signature, **extra}
+
+    async def send_form(self, form: dict[str, str], **headers: str) -> httpx.Response:
+        body = urllib.parse.urlencode(form)
+        return await self.http.post(
+            "/slack/events",
+            content=body.encode(),
+            headers={
+                **self.headers(body),
+                "content-type": "application/x-www-form-urlencoded",
+                **headers,
+            },
+        )
+
+    async def send_interaction(self, payload: dict[str, Any]) -> httpx.Response:
+        return await self.send_form({"payload": json.dumps(payload)})
+
+    async def send_event(
+        self, event: dict[str, Any], event_id: str, **headers: str
+    ) -> httpx.Response:
+        body = json.dumps(
+            {
+                "token": "legacy-verification-token",
+                "team_id": TEAM_ID,
+                "api_app_id": "A0ELICITBOT",
+                "event": event,
+                "type": "event_callback",
+                "event_id": event_id,
+                "event_time": int(time.time()),
+                "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER, "is_bot": True}],
+            }
+        )
+        return await self.http.post(
+            "/slack/events",
+            content=body.encode(),
+            headers={**self.headers(body), "content-type": "application/json", **headers},
+        )
+
+    async def click(
+        self,
+        message: dict[str, Any],
+        action: dict[str, Any],
+        *,
+        user: str = ALICE,
+        channel: str = C1,
+        state: dict[str, Any] | None = None,
+        action_ts: str = "1700000100.000001",
+    ) -> httpx.Response:
+        shown = {k: v for k, v in message.items() if k != "edited"}
+        payload = {
+            "type": "block_actions",
+            "team": {"id": TEAM_ID, "domain": "acme"},
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": "A0ELICITBOT",
+            "token": "legacy-verification-token",
+            "container": {
+                "type": "message",
+                "message_ts": message["ts"],
+                "channel_id": channel,
+                "is_ephemeral": False,
+            },
+            "trigger_id": self.fake.issue_trigger(),
+            "channel": {"id": channel, "name": "approvals"},
+            "message": shown,
+            "state": {"values": state or {}},
+            "response_url": self.fake.issue_response_url(),
+            "actions": [{**action, "action_ts": action_ts}],
+        }
+        return await self.send_interaction(payload)
+
+    async def reply(
+        self,
+        message: dict[str, Any],
+        text: str,
+        *,
+        user: str | None = ALICE,
+        ts: str = "1700000200.000001",
+        event_id: str = "Ev0REPLY1",
+        channel: str = C1,
+        **extra: Any,
+    ) -> httpx.Response:
+        event = {
+            "type": "message",
+            "channel": channel,
+            "text": text,
+            "ts": ts,
+            "thread_ts": message["ts"],
+            "parent_user_id": BOT_USER,
+            "channel_type": "channel",
+            "event_ts": ts,
+            **({"user": user, "team": TEAM_ID} if user else {}),
+            **extra,
+        }
+        return await self.send_event(event, event_id)
+
+    async def submit(self, view: dict[str, Any], values: dict[str, Any], *, user: str = ALICE):
+        payload = {
+            "type": "view_submission",
+            "team": {"id": TEAM_ID, "domain": "acme"},
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": "A0ELICITBOT",
+            "token": "legacy-verification-token",
+            "trigger_id": self.fake.issue_trigger(),
+            "view": {
+                "id": view["id"],
+                "type": "modal",
+                "callback_id": view["callback_id"],
+                "private_metadata": view["private_metadata"],
+                "title": view["title"],
+                "blocks": view["blocks"],
+                "state": {"values": values},
+                "hash": "1700000300.abc",
+            },
+            "response_urls": [],
+        }
+        return await self.send_interaction(payload)
+
+    async def command(self, text: str, *, user: str = ADMIN, channel: str = C2) -> httpx.Response:
+        return await self.send_form(
+            {
+                "token": "legacy-verification-token",
+                "team_id": TEAM_ID,
+                "team_domain": "acme",
+                "channel_id": channel,
+                "channel_name": "oncall",
+                "user_id": user,
+                "user_name": user.lower(),
+                "command": "/elicitbot",
+                "text": text,
+                "api_app_id": "A0ELICITBOT",
+                "response_url": self.fake.issue_response_url(),
+                "trigger_id": self.fake.issue_trigger(),
+            }
+        )
+
+    # ------------------------------------------------------------------ what Slack shows
+
+    def ephemerals(self, user: str) -> list[dict[str, Any]]:
+        return [e for e in self.fake.ephemerals() if e["user"] == user]
+
+    def thread(self, message: dict[str, Any], channel: str = C1) -> list[dict[str, Any]]:
+        return [m for m in self.fake.messages(channel) if m.get("thread_ts") == message["ts"]]
+
+
+def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a posted message, as a click names them (action_id, block_id, value)."""
+    return [
+        {**el, "block_id": b.get("block_id")}
+        for b in message["blocks"]
+        if b["type"] == "actions" and b["block_id"] != "elicitbot.claim"
+        for el in b["elements"]
+        if el["type"] == "button"
+    ]
+
+
+def button(message: dict[str, Any], option_id: str) -> dict[str, Any]:
+    [found] = [b for b in buttons(message) if json.loads(b["value"]).get("o") == option_id]
+    return found
+
+
+def action_button(message: dict[str, Any], action_id: str) -> dict[str, Any]:
+    [found] = [b for b in buttons(message) if b["action_id"] == action_id]
+    return found
+
+
+def text_value(text: str) -> dict[str, Any]:
+    return {"type": "plain_text_input", "value": text}
+
+
+def has_actions(message: dict[str, Any]) -> bool:
+    return any(b["type"] == "actions" for b in message["blocks"])
+
+
+def last_text(message: dict[str, Any]) -> str:
+    return str(message["blocks"][-1]["text"]["text"])
