@@ -43,18 +43,13 @@ from nio import (
 )
 
 from adapters.matrix.errors import DUPLICATE_ANNOTATION, errcode, from_exception, from_response
-from adapters.matrix.render import (
-    MARKER,
-    edit_content,
-    matrix_users,
-    message_content,
-    notice_content,
-    reaction_content,
-    reaction_keys,
-    txn_digest,
-)
+from adapters.matrix.markup import matrix_users, txn_digest
+from adapters.matrix.notices import notice_content
+from adapters.matrix.reactions import reaction_content, reaction_keys
+from adapters.matrix.render import MARKER, edit_content, message_content
 from bot.domain.errors import DeliveryError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.ports import MessageRef, Notice, PromptView
+from bot.domain.refs import MatrixRef
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -174,7 +169,7 @@ class MatrixChat:
 
     async def post(
         self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
-    ) -> MessageRef:
+    ) -> MatrixRef:
         room_id = room_of(destination)
         await self._refuse_encrypted(room_id)
         txn = post_txn(idempotency_key, view.elicitation.key)
@@ -184,37 +179,29 @@ class MatrixChat:
             # An earlier attempt may have made this event with an older version of the prompt.
             await self._refresh(room_id, event_id, view)
         await self._seed(room_id, event_id, view)
-        return {"room_id": room_id, "event_id": event_id, "key": event_id}
+        return MatrixRef(room_id, event_id)
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
-        room_id, event_id = ref.get("room_id"), ref.get("event_id")
-        if not isinstance(room_id, str) or not isinstance(event_id, str):
+        if not isinstance(ref, MatrixRef):
             raise PermanentDeliveryError(f"matrix edit: {ref!r} is not a Matrix message ref")
-        await self._edit(room_id, event_id, view)
-        await self._seed(room_id, event_id, view)
+        await self._edit(ref.room_id, ref.event_id, view)
+        await self._seed(ref.room_id, ref.event_id, view)
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
         """A threaded ``m.notice`` in the thread of ``notice.thread`` naming (and, unless
-        ``notice.extra["mention"]`` is False, mentioning) ``notice.user`` and the identities in
-        ``notice.extra["mentions"]`` (a reminder's people); other platforms' are left out."""
-        thread = notice.thread or {}
-        room_id = thread.get("room_id")
-        if not isinstance(room_id, str) or not room_id:
-            room_id = room_of(destination)
-        root = thread.get("event_id")
-        reply_to = notice.extra.get("reply_to")
-        mentions = notice.extra.get("mentions") or ()
-        users = matrix_users(
-            [notice.user, *(mentions if isinstance(mentions, list | tuple) else ())]
-        )
+        ``notice.mention`` is False, mentioning) ``notice.user`` and the identities in
+        ``notice.mentions`` (a reminder's people); other platforms' are left out. Without a
+        Matrix thread it goes to the destination room unthreaded."""
+        thread = notice.thread if isinstance(notice.thread, MatrixRef) else None
+        room_id = thread.room_id if thread is not None and thread.room_id else room_of(destination)
         content = notice_content(
             notice.text,
-            users=users,
-            mention=bool(notice.extra.get("mention", True)),
-            thread_root=root if isinstance(root, str) and root else None,
-            reply_to=reply_to if isinstance(reply_to, str) and reply_to else None,
+            users=matrix_users([notice.user, *notice.mentions]),
+            mention=notice.mention,
+            thread_root=thread.event_id if thread is not None and thread.event_id else None,
+            reply_to=notice.reply_to or None,
         )
         await self.send(room_id, "m.room.message", content, idempotency_key, "notice")
 

@@ -1,20 +1,21 @@
-"""Matrix events as answer attempts: pure translation, no I/O.
+"""Matrix events as what people do: pure translation, no I/O.
 
 :func:`classify` reads one event's raw JSON (as ``/sync`` or ``/messages`` give it) and says what it
 is to elicitbot, or None:
 
-- :class:`Reaction`: an ``m.annotation`` (a keycap or ✅) on some event;
+- :class:`Reaction`: an ``m.annotation`` (a keycap, ✅ or 🙋) on some event;
 - :class:`Reply`: an ``m.text`` in a thread (``m.thread``) or a rich reply (``m.in_reply_to``);
-  the body keeps its rich-reply fallback, which :func:`~bot.domain.replies.parse_reply` strips;
+  the body keeps its rich-reply fallback, which the core strips when it reads the reply;
 - :class:`Edit`: an ``m.replace`` with ``m.new_content``;
 - :class:`CommandMessage`: a top-level ``!elicitbot …``;
 - :class:`Encrypted`: an encrypted event or the state that turns encryption on.
 
 elicitbot's own events, redacted events, ``m.notice`` messages (what bots send, never answers)
-and anything malformed are None. Which elicitation an event belongs to, and whether the person may
-answer, is decided elsewhere (the listener asks the store; the answer rules judge); here
-:func:`reaction_choice` and :func:`reply_attempt` only turn a reaction key or a reply body into
-what the person chose.
+and anything malformed are None. Which elicitation an event belongs to is found by the listener
+(the store's delivery refs); whether the person may answer, and what a reply means, is the
+core's (``Elicitations.act``). Here :func:`on_reaction`, :func:`on_reply` and :func:`on_command`
+only turn an event into the core's action: keycap *n* chooses option *n*, 🙋 or
+``!elicitbot claim`` claims, a thread reply (or its edit) is a reply.
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from adapters.matrix.render import ACK_KEY, key_index
-from bot.domain.model import AnswerMode, Attempt, Elicitation, Identity
-from bot.domain.replies import (
-    ChoiceReply,
-    HelpReply,
-    MultiChoiceReply,
-    TextReply,
-    parse_reply,
-)
+from adapters.matrix.markup import txn_digest
+from adapters.matrix.reactions import ACK_KEY, key_index
+from bot.domain.actions import Choose, ClaimIt, Command
+from bot.domain.actions import Reply as ReplyAction
+from bot.domain.model import AnswerMode, Elicitation, Identity
 
 COMMAND_PREFIX = "!elicitbot"
+CLAIM_REACTION = "🙋"
+"""A reaction starting with this (any skin tone or gender) claims the question."""
+CLAIM_COMMANDS = frozenset({"!elicitbot claim", "!elicitbot i'm on it", "i'm on it"})
+"""A thread reply saying one of these (any case and spacing) claims the question."""
 
 
 @dataclass(frozen=True)
@@ -165,13 +166,61 @@ def reaction_choice(e: Elicitation, key: str) -> tuple[str, ...] | None:
     return None
 
 
-def reply_attempt(e: Elicitation, body: str, who: Identity, via: str) -> Attempt | HelpReply:
-    """A thread reply's attempt, or how to answer when it names nothing."""
-    parsed = parse_reply(e, body)
-    if isinstance(parsed, ChoiceReply):
-        return Attempt(respondent=who, option_ids=(parsed.option_id,), via=via)
-    if isinstance(parsed, MultiChoiceReply):
-        return Attempt(respondent=who, option_ids=parsed.option_ids, via=via)
-    if isinstance(parsed, TextReply):
-        return Attempt(respondent=who, text=parsed.text, via=via)
-    return parsed
+def claim_id(item: InboundEvent) -> str:
+    """What dedupes an event in the store: its event id, except a reaction, which counts once per
+    sender, message and key (a reaction taken back and made again is not a new attempt)."""
+    if isinstance(item, Reaction):
+        return f"reaction:{txn_digest(item.target, item.sender, item.key)}"
+    return item.event_id
+
+
+def via(room_id: str) -> str:
+    return f"matrix:{room_id}"
+
+
+def on_reaction(
+    key: str, e: Elicitation, r: Reaction, room_id: str, *, bots: frozenset[str] = frozenset()
+) -> Choose | ClaimIt | None:
+    """A reaction on a prompt of ``e``: 🙋 claims it, a keycap (or ✅) chooses; None: any other
+    reaction."""
+    who = identity(r.sender, bots=bots)
+    if r.key.startswith(CLAIM_REACTION):
+        return ClaimIt(key, who, via(room_id))
+    chosen = reaction_choice(e, r.key)
+    if chosen is None:
+        return None
+    return Choose(key, who, via(room_id), chosen)
+
+
+def on_reply(
+    key: str, sender: str, body: str, room_id: str, *, bots: frozenset[str] = frozenset()
+) -> ReplyAction | ClaimIt:
+    """A thread reply (or an edit of one) under a prompt: a claim, or a reply for the core."""
+    who = identity(sender, bots=bots)
+    if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
+        return ClaimIt(key, who, via(room_id))
+    return ReplyAction(key, who, via(room_id), body)
+
+
+def command_words(body: str) -> str | None:
+    """The words of a ``!elicitbot …`` message after the prefix; None when it is not addressed
+    to elicitbot (``!elicitbotx``, plain text)."""
+    words = body.split()
+    if not words or words[0].lower() != COMMAND_PREFIX:
+        return None
+    return " ".join(words[1:])
+
+
+def on_command(
+    message: CommandMessage,
+    room_id: str,
+    *,
+    elevated: bool,
+    bots: frozenset[str] = frozenset(),
+) -> Command | None:
+    """A room command; ``elevated``: the sender moderates the room (the platform's grant)."""
+    words = command_words(message.body)
+    if words is None:
+        return None
+    who = identity(message.sender, bots=bots)
+    return Command(who, via(room_id), words, elevated=elevated)

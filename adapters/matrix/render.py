@@ -1,14 +1,15 @@
 """A :class:`~bot.domain.ports.PromptView` as Matrix event content: a plain ``body`` and an HTML
-``formatted_body`` built by us, never copied from the asking agent.
+``formatted_body`` built by us, never copied from the asking agent; and the reactions seeded on it.
 
-Pure: no I/O. What keeps agent text harmless:
+Pure: no I/O. What keeps agent text harmless (the escaping itself is in
+:mod:`adapters.matrix.markup`):
 
 - every piece of agent text is HTML-escaped, so it cannot add tags, attributes or links; the only
   links are ours (the web inbox) and a preview item's ``http(s)`` URL, shown as its own text so
   a label cannot disguise where it points;
-- every message carries ``m.mentions`` (empty, or naming the one person a notice is for), which
-  turns off the legacy body-matching push rules, and ``@room`` is broken with a word joiner for
-  clients that still match text: an agent cannot ping the room or anyone in it;
+- every prompt carries ``m.mentions`` (empty, or an escalation's admins), which turns off the
+  legacy body-matching push rules, and ``@room`` is broken with a word joiner for clients that
+  still match text: an agent cannot ping the room or anyone in it;
 - the complete event stays under Matrix's 65,536-byte limit: long text is cut (in code points)
   with a link to :attr:`PromptView.link`, the web inbox's full text.
 
@@ -20,15 +21,24 @@ what, when and via which platform.
 
 from __future__ import annotations
 
-import hashlib
-import html
-import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
+from adapters.matrix.markup import (
+    anchor,
+    clip,
+    content_bytes,
+    esc,
+    esc_lines,
+    matrix_users,
+    neutralise,
+    one_line,
+    pill,
+    safe_url,
+)
+from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from bot.domain.deadlines import active_claim, claim_line, schedule_line
 from bot.domain.model import (
     AnswerMode,
@@ -39,6 +49,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import PromptView
+from bot.domain.refs import MatrixRef
 from bot.domain.rules import (
     OfferedOption,
     approving_withheld,
@@ -46,22 +57,7 @@ from bot.domain.rules import (
     format_time,
     offered_options,
 )
-
-KEYCAPS: tuple[str, ...] = (
-    "1\ufe0f\u20e3",
-    "2\ufe0f\u20e3",
-    "3\ufe0f\u20e3",
-    "4\ufe0f\u20e3",
-    "5\ufe0f\u20e3",
-    "6\ufe0f\u20e3",
-    "7\ufe0f\u20e3",
-    "8\ufe0f\u20e3",
-    "9\ufe0f\u20e3",
-    "\U0001f51f",
-)
-"""The reaction for option 1 … 10."""
-ACK_KEY = "\u2705"
-"""The reaction that acknowledges a question without options (answer mode ``acknowledge``)."""
+from bot.domain.views import title_of
 
 MARKER = "org.elicitbot"
 """Our content key on every prompt: ``{"key": <elicitation key>, "version": n}``."""
@@ -72,10 +68,6 @@ CONTENT_BUDGET = 60_000
 remaining 5.5 KiB."""
 EDIT_FALLBACK = 600
 """Code points of an edit's ``* …`` fallback body; the full text is in ``m.new_content``."""
-NOTICE_TEXT = 4000
-WORD_JOINER = "\u2060"
-
-_ROOM_PING = re.compile(r"@(room)\b", re.IGNORECASE)
 _PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
 
 
@@ -110,64 +102,12 @@ class Rendered:
 # --------------------------------------------------------------------------- text helpers
 
 
-def neutralise(text: str) -> str:
-    """``@room`` cannot notify the room: a word joiner goes between ``@`` and ``room``."""
-    return _ROOM_PING.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", text)
-
-
-def clip(text: str, limit: int) -> str:
-    """At most ``limit`` code points, ``…`` marking a cut."""
-    if len(text) <= limit:
-        return text
-    if limit <= 1:
-        return "…"[:limit]
-    return text[: limit - 1] + "…"
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _esc(text: str) -> str:
-    return html.escape(neutralise(text), quote=True)
-
-
-def _esc_lines(text: str) -> str:
-    return "<br/>".join(_esc(line) for line in text.split("\n"))
-
-
-def safe_url(url: str | None) -> str | None:
-    """An ``http(s)`` URL with a host, or None (``javascript:``, ``data:``, relative...)."""
-    if not url:
-        return None
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-        return None
-    return url.strip()
-
-
-def _link(url: str, limit: int = 500) -> str:
-    """A link whose text is its own address: what it shows is where it goes."""
-    return f'<a href="{html.escape(url, quote=True)}">{_esc(clip(url, limit))}</a>'
-
-
 def shorten_digest(digest: str) -> str:
     """``sha256:4f2a0c1e9b8d…`` -> ``sha256:4f2a0c1e…``."""
     algorithm, sep, value = digest.partition(":")
     if sep and len(value) > 8:  # noqa: PLR2004 - eight hex digits identify it to a person
         return f"{algorithm}:{value[:8]}…"
     return clip(digest, 20)
-
-
-def title_of(e: Elicitation) -> str:
-    c = e.context
-    title = e.title or c.card_title or c.board_name
-    if title and title.strip():
-        return one_line(title)
-    return "Approval request" if e.kind is Kind.APPROVAL else "Question"
 
 
 def who(respondent: str, display_name: str | None) -> str:
@@ -205,7 +145,7 @@ class _Doc:
 
 
 def _cut_note(link: str) -> tuple[str, str]:
-    return (f" (cut: full text at {link})", f" <i>(cut: {_link(link)} has the full text)</i>")
+    return (f" (cut: full text at {link})", f" <i>(cut: {anchor(link)} has the full text)</i>")
 
 
 def _text_block(doc: _Doc, text: str, limit: int, link: str) -> None:
@@ -214,11 +154,11 @@ def _text_block(doc: _Doc, text: str, limit: int, link: str) -> None:
     if not text:
         return
     if len(text) <= limit:
-        doc.add(neutralise(text), f"<p>{_esc_lines(text)}</p>")
+        doc.add(neutralise(text), f"<p>{esc_lines(text)}</p>")
         return
     head = text[: max(1, limit - 1)] + "…"
     note_plain, note_html = _cut_note(link)
-    doc.add(neutralise(head) + note_plain, f"<p>{_esc_lines(head)}{note_html}</p>")
+    doc.add(neutralise(head) + note_plain, f"<p>{esc_lines(head)}{note_html}</p>")
 
 
 def _context_line(e: Elicitation, limit: int) -> str:
@@ -234,9 +174,9 @@ def _subject(doc: _Doc, s: ApprovalSubject, limits: Limits, link: str) -> None:
         f"digest {shorten_digest(s.digest)}",
     ]
     markup = [
-        f"Subject <code>{_esc(clip(s.id, 80))}</code>",
+        f"Subject <code>{esc(clip(s.id, 80))}</code>",
         f"revision {s.revision}",
-        f"digest <code>{_esc(shorten_digest(s.digest))}</code>",
+        f"digest <code>{esc(shorten_digest(s.digest))}</code>",
     ]
     if s.expires_at is not None:
         plain.append(f"expires {format_time(s.expires_at)}")
@@ -256,7 +196,7 @@ def _subject(doc: _Doc, s: ApprovalSubject, limits: Limits, link: str) -> None:
 def _preview_item(item: PreviewItem, limit: int, link: str) -> tuple[str, str]:
     label = clip(one_line(item.label), 150) if item.label else ""
     head_plain = f"{label}: " if label else ""
-    head_html = f"<b>{_esc(label)}</b>: " if label else ""
+    head_html = f"<b>{esc(label)}</b>: " if label else ""
     url = safe_url(item.url)
     text = item.text if item.text is not None else item.value
     parts_plain: list[str] = []
@@ -267,17 +207,17 @@ def _preview_item(item: PreviewItem, limit: int, link: str) -> tuple[str, str]:
         note_plain, note_html = _cut_note(link) if cut else ("", "")
         if item.type in ("code", "diff", "command", "json"):
             parts_plain.append(neutralise(shown) + note_plain)
-            parts_html.append(f"<pre><code>{_esc(shown)}</code></pre>{note_html}")
+            parts_html.append(f"<pre><code>{esc(shown)}</code></pre>{note_html}")
         else:
             parts_plain.append(neutralise(shown) + note_plain)
-            parts_html.append(_esc_lines(shown) + note_html)
+            parts_html.append(esc_lines(shown) + note_html)
     if url is not None:
         parts_plain.append(clip(url, 500))
-        parts_html.append(_link(url))
+        parts_html.append(anchor(url))
     elif item.url:
         shown_url = clip(item.url, 200)
         parts_plain.append(f"{neutralise(shown_url)} (not a web link)")
-        parts_html.append(f"<code>{_esc(shown_url)}</code> (not a web link)")
+        parts_html.append(f"<code>{esc(shown_url)}</code> (not a web link)")
     return head_plain + " ".join(parts_plain), head_html + " ".join(parts_html)
 
 
@@ -286,7 +226,7 @@ def _option_line(number: int, offered: OfferedOption, limits: Limits) -> tuple[s
     mark = KEYCAPS[number - 1] if number <= len(KEYCAPS) else f"{number}."
     label = clip(one_line(o.label), limits.option)
     plain = f"{mark} {neutralise(label)}"
-    markup = f"{mark} <b>{_esc(label)}</b>"
+    markup = f"{mark} <b>{esc(label)}</b>"
     if offered.admin_only:
         plain += " (workspace admins only)"
         markup += " <i>(workspace admins only)</i>"
@@ -299,7 +239,7 @@ def _option_line(number: int, offered: OfferedOption, limits: Limits) -> tuple[s
     if o.description and limits.description > 0:
         description = clip(one_line(o.description), limits.description)
         plain += f" — {neutralise(description)}"
-        markup += f" — {_esc(description)}"
+        markup += f" — {esc(description)}"
     return plain, markup
 
 
@@ -362,13 +302,22 @@ def _originals(view: PromptView) -> list[str]:
     escalation = getattr(view, "escalation", None)
     links = []
     for original in getattr(escalation, "originals", None) or ():
-        ref = getattr(original, "ref", None) or {}
+        ref = _matrix_ref(getattr(original, "ref", None))
+        if ref is not None:
+            room, event = quote(ref.room_id, safe="!:"), quote(ref.event_id, safe="$:")
+            links.append(f"https://matrix.to/#/{room}/{event}")
+    return links
+
+
+def _matrix_ref(ref: Any) -> MatrixRef | None:
+    """A Matrix copy's ref, typed or as its stored JSON; None for another platform's."""
+    if isinstance(ref, MatrixRef):
+        return ref
+    if isinstance(ref, Mapping):
         room_id, event_id = ref.get("room_id"), ref.get("event_id")
         if isinstance(room_id, str) and isinstance(event_id, str):
-            links.append(
-                f"https://matrix.to/#/{quote(room_id, safe='!:')}/{quote(event_id, safe='$:')}"
-            )
-    return links
+            return MatrixRef(room_id, event_id)
+    return None
 
 
 def _escalation(doc: _Doc, view: PromptView) -> None:
@@ -377,14 +326,14 @@ def _escalation(doc: _Doc, view: PromptView) -> None:
         return
     users = escalated_to(view)
     plain = "🚨 Escalated: nobody has answered yet."
-    markup = _esc(plain)
+    markup = esc(plain)
     if users:
         plain += " " + ", ".join(users)
-        markup += " " + ", ".join(_pill(u) for u in users)
+        markup += " " + ", ".join(pill(u) for u in users)
     originals = _originals(view)
     if originals:
         plain += "\nOriginal: " + " ".join(originals)
-        markup += "<br/>Original: " + " ".join(_link(u) for u in originals)
+        markup += "<br/>Original: " + " ".join(anchor(u) for u in originals)
     doc.add(plain, f"<p><b>{markup}</b></p>")
 
 
@@ -395,23 +344,23 @@ def _render(view: PromptView, limits: Limits) -> Rendered:
     doc = _Doc()
     icon = "🔐" if e.kind is Kind.APPROVAL else "❓"
     title = clip(title_of(e), 200)
-    doc.add(f"{icon} {neutralise(title)}", f"<h4>{icon} {_esc(title)}</h4>")
+    doc.add(f"{icon} {neutralise(title)}", f"<h4>{icon} {esc(title)}</h4>")
     if pending:
         _escalation(doc, view)
     if not pending:
         result = _result(view, limits)
-        doc.add(neutralise(result), f"<p><b>{_esc(result)}</b></p>")
+        doc.add(neutralise(result), f"<p><b>{esc(result)}</b></p>")
     _text_block(doc, e.question, limits.question if pending else limits.question // 4, link)
     context = _context_line(e, limits.context_part)
     if context:
-        doc.add(neutralise(context), f"<p><i>{_esc(context)}</i></p>")
+        doc.add(neutralise(context), f"<p><i>{esc(context)}</i></p>")
     if e.subject is not None:
         _subject(doc, e.subject, limits, link)
     if pending:
         reason = approving_withheld(e, view.now)
         if reason is not None and any(o.approving for o in e.options):
             note = f"⚠️ {reason} Approving options are not offered now; the other options work."
-            doc.add(note, f"<p>{_esc(note)}</p>")
+            doc.add(note, f"<p>{esc(note)}</p>")
         lines = [
             _option_line(number, offered, limits)
             for number, offered in enumerate(offered_options(e, view.now), start=1)
@@ -421,11 +370,11 @@ def _render(view: PromptView, limits: Limits) -> Rendered:
                 "\n".join(p for p, _ in lines), "<p>" + "<br/>".join(h for _, h in lines) + "</p>"
             )
         how = _how_to(e)
-        doc.add(how, f"<p><i>{_esc(how)}</i></p>")
+        doc.add(how, f"<p><i>{esc(how)}</i></p>")
         timeline = _timeline(view)
         if timeline:
-            doc.add(neutralise(timeline), f"<p><i>{_esc(timeline)}</i></p>")
-    doc.add(f"Web inbox: {link}", f"<p>{_link(link)}</p>")
+            doc.add(neutralise(timeline), f"<p><i>{esc(timeline)}</i></p>")
+    doc.add(f"Web inbox: {link}", f"<p>{anchor(link)}</p>")
     return doc.result()
 
 
@@ -461,16 +410,11 @@ def _minimal(view: PromptView) -> Rendered:
     else:
         text += " — too long to show here; answer it in the web inbox."
     return Rendered(
-        f"{neutralise(text)}\n{view.link}", f"<p>{_esc(text)}</p><p>{_link(view.link)}</p>"
+        f"{neutralise(text)}\n{view.link}", f"<p>{esc(text)}</p><p>{anchor(view.link)}</p>"
     )
 
 
 # --------------------------------------------------------------------------- event contents
-
-
-def content_bytes(content: dict[str, Any]) -> int:
-    """The content's size as the homeserver counts it (UTF-8 JSON, not ``\\u`` escapes)."""
-    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def _content(rendered: Rendered, view: PromptView) -> dict[str, Any]:
@@ -502,108 +446,8 @@ def edit_content(event_id: str, view: PromptView) -> dict[str, Any]:
         "msgtype": "m.text",
         "body": f"* {fallback}",
         "format": "org.matrix.custom.html",
-        "formatted_body": f"* {_esc(fallback)}",
+        "formatted_body": f"* {esc(fallback)}",
         "m.new_content": new,
         "m.mentions": {},
         "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
     }
-
-
-def reaction_content(event_id: str, key: str) -> dict[str, Any]:
-    return {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
-
-
-def matrix_users(identities: Iterable[str]) -> list[str]:
-    """The Matrix IDs among identity keys (``matrix:@…``), in order, once each."""
-    users: list[str] = []
-    for identity in identities:
-        platform, _, user = str(identity).partition(":")
-        if platform == "matrix" and user.startswith("@") and user not in users:
-            users.append(user)
-    return users
-
-
-def _pill(user: str) -> str:
-    href = f"https://matrix.to/#/{quote(user, safe='@:')}"
-    return f'<a href="{html.escape(href, quote=True)}">{_esc(user)}</a>'
-
-
-def notice_content(
-    text: str,
-    *,
-    users: Sequence[str],
-    mention: bool,
-    thread_root: str | None,
-    reply_to: str | None = None,
-) -> dict[str, Any]:
-    """An ``m.notice`` for ``users`` (MXIDs), named first and pinged only if ``mention``; in the
-    thread of ``thread_root`` (replying to ``reply_to``, default the root) when given."""
-    text = clip(text.strip(), NOTICE_TEXT)
-    if users:
-        body = f"{', '.join(users)}: {neutralise(text)}"
-        markup = f"{', '.join(_pill(u) for u in users)}: {_esc_lines(text)}"
-    else:
-        body, markup = neutralise(text), _esc_lines(text)
-    content: dict[str, Any] = {
-        "msgtype": "m.notice",
-        "body": body,
-        "format": "org.matrix.custom.html",
-        "formatted_body": markup,
-        "m.mentions": {"user_ids": list(users)} if users and mention else {},
-    }
-    if thread_root:
-        target = reply_to or thread_root
-        content["m.relates_to"] = {
-            "rel_type": "m.thread",
-            "event_id": thread_root,
-            "is_falling_back": target == thread_root,
-            "m.in_reply_to": {"event_id": target},
-        }
-    return content
-
-
-def reply_content(text: str, reply_to: str) -> dict[str, Any]:
-    """An ``m.notice`` answering a room message (a command) as a rich reply."""
-    text = clip(text.strip(), NOTICE_TEXT)
-    return {
-        "msgtype": "m.notice",
-        "body": neutralise(text),
-        "format": "org.matrix.custom.html",
-        "formatted_body": _esc_lines(text),
-        "m.mentions": {},
-        "m.relates_to": {"m.in_reply_to": {"event_id": reply_to}},
-    }
-
-
-# --------------------------------------------------------------------------- reactions
-
-
-def reaction_keys(view: PromptView) -> tuple[str, ...]:
-    """The reactions to seed on a pending prompt: one keycap per offered option (the first ten),
-    or ✅ on a question that is acknowledged without options. None once it is closed."""
-    e = view.elicitation
-    if view.status is not Status.PENDING or e.answer_mode is AnswerMode.SECRET:
-        return ()
-    if e.answer_mode is AnswerMode.FREE_TEXT:
-        return ()
-    if not e.options:
-        return (ACK_KEY,) if e.answer_mode is AnswerMode.ACKNOWLEDGE else ()
-    return tuple(
-        KEYCAPS[n]
-        for n, offered in enumerate(offered_options(e, view.now)[: len(KEYCAPS)])
-        if offered.offered
-    )
-
-
-def key_index(key: str) -> int | None:
-    """The 0-based option index a keycap reaction names (tolerating a missing VS16), or None."""
-    normal = key.strip()
-    for index, cap in enumerate(KEYCAPS):
-        if normal in (cap, cap.replace("\ufe0f", "")):
-            return index
-    return None
-
-
-def txn_digest(*parts: str) -> str:
-    """A short stable hex name for ids in transaction ids (event ids hold ``$``, ``/``, ``+``)."""
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]

@@ -4,7 +4,8 @@
 a new login would make a new device and lose the homeserver's transaction-id dedupe). Each
 ``/sync`` batch is handled first and its ``next_batch`` saved through the
 :class:`~bot.domain.ports.KeyValue` port afterwards, so a crash replays the batch rather than
-losing it (nio's own ``store_sync_tokens`` saves before its callbacks run, reliability.md §2.2).
+losing it (nio's own ``store_sync_tokens`` saves before its callbacks run, which would lose a
+batch to a crash between the save and the handling).
 Replayed events are recognised by event id in the store (``Elicitations.first_time``), which also
 keeps two replicas syncing the same account from handling one event twice.
 
@@ -17,57 +18,31 @@ are skipped; only its invites are acted on. Synapse may answer that first sync f
 to two minutes, so the next batches can still carry older events: they are matched only to
 prompts this database posted (or is posting), never by the elicitation key alone.
 
-Invites are accepted from configured workspace admins only; any other invite is declined.
-Encrypted rooms are not supported: the bot says so once, in the room (unencrypted) and in the
-log, and refuses to post there.
-
-Refusals, help and confirmations go back as threaded notices (sent in the background, so a slow
-homeserver never holds up the next answer). Stopping cancels the long poll at once.
+Each event is handed to :class:`~adapters.matrix.handlers.RoomEvents` (reactions, replies,
+edits, commands, invites, encrypted rooms). Stopping cancels the long poll at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from nio import (
-    ErrorResponse,
-    JoinResponse,
-    RoomLeaveResponse,
-    SyncResponse,
-    WhoamiResponse,
-)
+from nio import ErrorResponse, SyncResponse, WhoamiResponse
 
 from adapters.matrix import inbound
 from adapters.matrix.chat import MatrixChat, call
-from adapters.matrix.commands import parse_command, run_command
 from adapters.matrix.errors import from_exception, from_response
-from adapters.matrix.render import MARKER, reply_content, txn_digest
+from adapters.matrix.handlers import RoomEvents
 from bot.domain.errors import (
     ConfigError,
     DeliveryError,
     PermanentDeliveryError,
     TransientDeliveryError,
 )
-from bot.domain.model import (
-    Answer,
-    AnswerMode,
-    Attempt,
-    Elicitation,
-    RefusalCode,
-    Status,
-)
-from bot.domain.ports import AnswerOutcome, Elicitations, KeyValue, Notice
-from bot.domain.replies import HelpReply
-from bot.domain.rules import describe_answer, format_time, judge
-
-CLAIM_REACTION = "🙋"
-"""A reaction starting with this (any skin tone or gender) claims the question."""
-CLAIM_COMMANDS = frozenset({"!elicitbot claim", "!elicitbot i'm on it", "i'm on it"})
+from bot.domain.ports import Elicitations, KeyValue
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -78,42 +53,11 @@ BACKFILL_PAGE = 100
 MAX_BACKOFF = 5.0
 MAX_EVENT_FAILURES = 5
 STOP_GRACE = 2.0
-REMEMBERED = 4096
-
-ENCRYPTED_NOTICE = (
-    "This room is end-to-end encrypted. elicitbot does not support encryption, so it cannot "
-    "read answers or post questions here. Route elicitbot to an unencrypted room instead."
-)
-REDACTION_REASON = "A secret answer is never taken from a chat message."
-_IDENTITY_REFUSALS = frozenset({RefusalCode.ASKER, RefusalCode.AGENT, RefusalCode.BOT})
-
-
-def claim_id(item: inbound.InboundEvent) -> str:
-    """What dedupes an event in the store: its event id, except a reaction, which counts once per
-    sender, message and key (a reaction taken back and made again is not a new attempt)."""
-    if isinstance(item, inbound.Reaction):
-        return f"reaction:{txn_digest(item.target, item.sender, item.key)}"
-    return item.event_id
 
 
 def token_key(user_id: str, device_id: str) -> str:
     """Where the sync token lives in the KeyValue store."""
     return f"matrix.next_batch:{user_id}:{device_id}"
-
-
-class _Lru:
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self._items: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, item: str) -> bool:
-        return item in self._items
-
-    def add(self, item: str) -> None:
-        self._items[item] = None
-        self._items.move_to_end(item)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 class MatrixListener:
@@ -156,25 +100,26 @@ class MatrixListener:
             "presence": {"not_types": ["*"]},
             "account_data": {"not_types": ["*"]},
         }
+        self.events = RoomEvents(chat, elicitations, bots=self.bots)
         self.since: str | None = None
         self.ready = False
-        self.handled = 0
-        """Events acted on (an answer attempt, a command, an edit), for tests and metrics."""
         self.backfilled = 0
         self.last_event_id: str | None = None
         """The last timeline event this listener went through (handled or not)."""
         self._loaded = False
         self._connected = False
         self._task: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
-        self._unfinished: set[str] = set()
         self._failures: dict[str, int] = {}
-        self._not_ours = _Lru()
-        self._warned: set[str] = set()
 
     @property
     def key(self) -> str:
         return token_key(self.user_id, self.device_id)
+
+    @property
+    def handled(self) -> int:
+        """Events acted on (an answer attempt, a claim, a command, an edit), for tests and
+        metrics."""
+        return self.events.handled
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -215,16 +160,16 @@ class MatrixListener:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._background:
-            _, pending = await asyncio.wait(self._background, timeout=STOP_GRACE)
+        if self.events.background:
+            _, pending = await asyncio.wait(self.events.background, timeout=STOP_GRACE)
             for left in pending:
                 left.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
     async def drain(self) -> None:
         """Wait for the notices sent in the background (tests, benchmarks)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        while self.events.background:
+            await asyncio.gather(*list(self.events.background), return_exceptions=True)
 
     async def run(self) -> None:
         """Sync until cancelled; failures back off (the homeserver's delay, else 0.5 s doubling
@@ -273,7 +218,7 @@ class MatrixListener:
 
     async def _handle(self, response: SyncResponse, *, first: bool) -> None:
         for room_id, invite in response.rooms.invite.items():
-            await self._on_invite(room_id, [_source(e) for e in invite.invite_state])
+            await self.events.on_invite(room_id, [_source(e) for e in invite.invite_state])
         for room_id, room in response.rooms.join.items():
             for state in room.state:
                 await self._on_event(room_id, _source(state))
@@ -303,9 +248,9 @@ class MatrixListener:
         item = inbound.classify(event, own_user_id=self.user_id)
         if item is None:
             return
-        claimed = claim_id(item)
+        claimed = inbound.claim_id(item)
         try:
-            await self._dispatch(room_id, item)
+            await self.events.handle(room_id, item)
         except PermanentDeliveryError as exc:
             log.warning(
                 "matrix.event_failed", room_id=room_id, event_id=item.event_id, error=str(exc)
@@ -315,350 +260,11 @@ class MatrixListener:
             self._failures[claimed] = count
             if count >= MAX_EVENT_FAILURES:
                 log.exception("matrix.event_given_up", room_id=room_id, event_id=item.event_id)
-                self._unfinished.discard(claimed)
+                self.events.finished(claimed)
                 return
             raise
         self._failures.pop(claimed, None)
-        self._unfinished.discard(claimed)
-
-    async def _dispatch(self, room_id: str, item: inbound.InboundEvent) -> None:
-        if isinstance(item, inbound.Encrypted):
-            await self._encrypted_room(room_id)
-        elif isinstance(item, inbound.Reaction):
-            await self._on_reaction(room_id, item)
-        elif isinstance(item, inbound.Reply):
-            await self._on_reply(room_id, item)
-        elif isinstance(item, inbound.Edit):
-            await self._on_edit(room_id, item)
-        else:
-            await self._on_command(room_id, item)
-
-    async def _claim(self, claimed: str) -> bool:
-        """First sight of this event (store-deduped by :func:`claim_id`); one whose handling
-        failed here before is ours to finish."""
-        if claimed in self._unfinished:
-            return True
-        if not await self.elicitations.first_time("matrix", claimed):
-            return False
-        self._unfinished.add(claimed)
-        return True
-
-    # ------------------------------------------------------------------ answers
-
-    async def _on_reaction(self, room_id: str, r: inbound.Reaction) -> None:
-        key = await self._key_for(room_id, r.target)
-        if key is None:
-            return
-        view = await self.elicitations.view(key)
-        if view is None:
-            return
-        if r.key.startswith(CLAIM_REACTION):
-            if await self._claim(claim_id(r)):
-                self.handled += 1
-                await self._on_im_on_it(room_id, key, r.target, r.sender, trigger=r.event_id)
-            return
-        chosen = inbound.reaction_choice(view.elicitation, r.key)
-        if chosen is None or not await self._claim(claim_id(r)):
-            return
-        self.handled += 1
-        who = inbound.identity(r.sender, bots=self.bots)
-        attempt = Attempt(respondent=who, option_ids=chosen, via=f"matrix:{room_id}")
-        outcome = await self.elicitations.answer(key, attempt)
-        # A notice cannot reply to a reaction: it goes in the prompt's thread.
-        self._tell(
-            room_id,
-            r.target,
-            view.elicitation,
-            outcome,
-            r.sender,
-            trigger=r.event_id,
-            reply_to=r.target,
-        )
-
-    async def _on_reply(self, room_id: str, reply: inbound.Reply) -> None:
-        key = await self._key_for(room_id, reply.root)
-        if key is None or not await self._claim(reply.event_id):
-            return
-        self.handled += 1
-        if " ".join(reply.body.split()).casefold() in CLAIM_COMMANDS:
-            await self._on_im_on_it(room_id, key, reply.root, reply.sender, trigger=reply.event_id)
-            return
-        await self._attempt_text(
-            room_id,
-            key,
-            reply.root,
-            reply.sender,
-            reply.body,
-            trigger=reply.event_id,
-            reply_to=reply.event_id,
-        )
-
-    async def _on_edit(self, room_id: str, edit: inbound.Edit) -> None:
-        """An edited reply is a new attempt while nobody has answered; it never changes a
-        recorded answer, and an edit by anyone but the reply's sender is ignored."""
-        original = await self.chat.get_event(room_id, edit.original)
-        if original is None or original.get("sender") != edit.sender:
-            return
-        root = inbound.reply_root(original)
-        key = None if root is None else await self._key_for(room_id, root)
-        if key is None or root is None:
-            return
-        view = await self.elicitations.view(key)
-        if view is None or view.status is not Status.PENDING:
-            return
-        if not await self._claim(edit.event_id):
-            return
-        self.handled += 1
-        await self._attempt_text(
-            room_id,
-            key,
-            root,
-            edit.sender,
-            edit.body,
-            trigger=edit.event_id,
-            reply_to=edit.original,
-        )
-
-    async def _attempt_text(
-        self,
-        room_id: str,
-        key: str,
-        root: str,
-        sender: str,
-        body: str,
-        *,
-        trigger: str,
-        reply_to: str,
-    ) -> None:
-        view = await self.elicitations.view(key)
-        if view is None:
-            return
-        e = view.elicitation
-        if e.answer_mode is AnswerMode.SECRET:
-            # A secret typed in a room is not taken (rule 7): it is taken out of the room too.
-            for event_id in {trigger, reply_to}:
-                self._spawn(
-                    self.chat.redact(room_id, event_id, REDACTION_REASON), what="redact a secret"
-                )
-        who = inbound.identity(sender, bots=self.bots)
-        via = f"matrix:{room_id}"
-        attempt = inbound.reply_attempt(e, body, who, via)
-        if isinstance(attempt, HelpReply):
-            empty = Attempt(respondent=who, via=via)
-            if view.status is Status.PENDING and not self._refused_as_person(e, empty, view.now):
-                self._notify(
-                    room_id,
-                    root,
-                    sender,
-                    attempt.message,
-                    trigger=trigger,
-                    reply_to=reply_to,
-                    mention=True,
-                )
-                return
-            attempt = empty  # the rules say who answered, or that this person may not
-        outcome = await self.elicitations.answer(key, attempt)
-        self._tell(room_id, root, e, outcome, sender, trigger=trigger, reply_to=reply_to)
-
-    def _refused_as_person(self, e: Elicitation, attempt: Attempt, now: Any) -> bool:
-        result = judge(e, attempt, self.elicitations.people, now)
-        return getattr(result, "code", None) in _IDENTITY_REFUSALS
-
-    async def _on_im_on_it(
-        self, room_id: str, key: str, root: str, sender: str, *, trigger: str
-    ) -> None:
-        """ "I'm on it" (🙋 on the prompt, or ``!elicitbot claim`` in its thread): escalation and
-        follow-ups wait; every copy shows who (the outbox edits them)."""
-        who = inbound.identity(sender, bots=self.bots)
-        outcome = await self.elicitations.claim(key, who)
-        if outcome.claim is not None:
-            text = (
-                f"🙋 {sender} is on it until {format_time(outcome.claim.until)}: "
-                "escalation and follow-ups wait."
-            )
-            mention = False
-        else:
-            text = outcome.refusal.message if outcome.refusal else "Nothing to claim."
-            mention = True
-        self._notify(
-            room_id, root, sender, text, trigger=trigger, reply_to=trigger, mention=mention
-        )
-
-    def _tell(
-        self,
-        room_id: str,
-        root: str,
-        e: Elicitation,
-        outcome: AnswerOutcome,
-        sender: str,
-        *,
-        trigger: str,
-        reply_to: str,
-    ) -> None:
-        """The thread hears the result: a confirmation, or the refusal, naming (and for a
-        refusal mentioning) the person."""
-        result = outcome.result
-        if isinstance(result, Answer):
-            text = f"✅ Recorded: {describe_answer(e, result)}. Thank you."
-            mention = False
-        else:
-            text, mention = result.message, True
-        self._notify(
-            room_id, root, sender, text, trigger=trigger, reply_to=reply_to, mention=mention
-        )
-
-    def _notify(
-        self,
-        room_id: str,
-        root: str,
-        sender: str,
-        text: str,
-        *,
-        trigger: str,
-        reply_to: str,
-        mention: bool,
-    ) -> None:
-        """A threaded notice; its transaction id follows from the event that caused it, so a
-        replayed event cannot notify twice."""
-        notice = Notice(
-            user=f"matrix:{sender}",
-            text=text,
-            thread={"room_id": room_id, "event_id": root},
-            extra={"mention": mention, "reply_to": reply_to},
-        )
-        self._spawn(
-            self.chat.notify(
-                f"matrix:{room_id}",
-                notice,
-                idempotency_key=f"elicitbot-notice-{txn_digest(trigger)}",
-            ),
-            what="notice",
-        )
-
-    async def _key_for(self, room_id: str, event_id: str) -> str | None:
-        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
-        just posted, or our own prompt whose post is still in flight elsewhere (another replica
-        posted it and has not stored its ref yet), known by its content marker."""
-        key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
-        if key is not None or event_id in self._not_ours:
-            return key
-        event = await self.chat.get_event(room_id, event_id)
-        content = (event or {}).get("content")
-        marker = content.get(MARKER) if isinstance(content, Mapping) else None
-        claimed = marker.get("key") if isinstance(marker, Mapping) else None
-        if (
-            event is not None
-            and event.get("sender") == self.user_id
-            and isinstance(claimed, str)
-            and await self._in_flight(claimed, room_id)
-        ):
-            return claimed
-        self._not_ours.add(event_id)
-        return None
-
-    async def _in_flight(self, key: str, room_id: str) -> bool:
-        """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
-        same key (left from an earlier database) does not pass: its delivery has another ref."""
-        return any(
-            d.get("destination") == f"matrix:{room_id}" and d.get("state") in ("planned", "posting")
-            for d in await self.elicitations.deliveries(key)
-        )
-
-    # ------------------------------------------------------------------ rooms
-
-    async def _on_command(self, room_id: str, message: inbound.CommandMessage) -> None:
-        command = parse_command(message.body)
-        if command is None or not await self._claim(message.event_id):
-            return
-        self.handled += 1
-        reply = await run_command(
-            command,
-            elicitations=self.elicitations,
-            room_id=room_id,
-            sender=message.sender,
-            power_level=lambda: self.chat.power_level(room_id, message.sender),
-        )
-        log.info("matrix.command", room_id=room_id, sender=message.sender, verb=command.verb)
-        self._spawn(
-            self.chat.send(
-                room_id,
-                "m.room.message",
-                reply_content(reply, message.event_id),
-                f"elicitbot-cmd-{txn_digest(message.event_id)}",
-                "command reply",
-            ),
-            what="command reply",
-        )
-
-    async def _on_invite(self, room_id: str, invite_state: list[dict[str, Any]]) -> None:
-        inviter = None
-        encrypted = False
-        for event in invite_state:
-            raw = event.get("content")
-            content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-            if (
-                event.get("type") == "m.room.member"
-                and event.get("state_key") == self.user_id
-                and content.get("membership") == "invite"
-            ):
-                inviter = event.get("sender")
-            if event.get("type") == "m.room.encryption" and content:
-                encrypted = True
-        if not isinstance(inviter, str):
-            log.warning("matrix.invite_unreadable", room_id=room_id)
-            return
-        if f"matrix:{inviter}" not in self.elicitations.people.admins:
-            if await self.chat.membership(room_id, self.user_id) == "join":
-                return  # a stale invite of a room the bot is in: declining would leave it
-            log.info("matrix.invite_declined", room_id=room_id, inviter=inviter)
-            await self._quietly(
-                call("decline invite", lambda: self.client.room_leave(room_id), RoomLeaveResponse)
-            )
-            return
-        await call("join", lambda: self.client.join(room_id), JoinResponse)
-        log.info("matrix.joined", room_id=room_id, inviter=inviter)
-        if encrypted or await self.chat.is_encrypted(room_id):
-            await self._encrypted_room(room_id)
-
-    async def _encrypted_room(self, room_id: str) -> None:
-        self.chat.mark_encrypted(room_id)
-        if room_id in self._warned:
-            return
-        self._warned.add(room_id)
-        log.warning(
-            "matrix.encrypted_room",
-            room_id=room_id,
-            problem="end-to-end encrypted: elicitbot cannot read or post questions here",
-        )
-        content = {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}}
-        await self._quietly(
-            self.chat.send(
-                room_id,
-                "m.room.message",
-                content,
-                f"elicitbot-e2ee-{txn_digest(room_id)}",
-                "e2ee notice",
-            )
-        )
-
-    # ------------------------------------------------------------------ background work
-
-    async def _quietly(self, work: Coroutine[Any, Any, Any]) -> None:
-        try:
-            await work
-        except DeliveryError as exc:
-            log.warning("matrix.call_failed", error=str(exc))
-
-    def _spawn(self, work: Coroutine[Any, Any, Any], *, what: str) -> None:
-        async def run() -> None:
-            try:
-                await work
-            except DeliveryError as exc:
-                log.warning("matrix.send_failed", what=what, error=str(exc))
-
-        task = asyncio.create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.events.finished(claimed)
 
 
 def _source(event: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The real Synapse homeserver and the shared accounts, for every Matrix integration test."""
+"""The per-test rig for every Matrix integration test (fresh rooms, a fresh database, one bot
+process); the real Synapse and its shared accounts are session fixtures of tests/conftest.py."""
 
-from tests.synapse import cast, homeserver, synapse
+from tests.integration.matrix.rig import rig
 
-__all__ = ["cast", "homeserver", "synapse"]
+__all__ = ["rig"]

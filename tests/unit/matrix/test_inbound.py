@@ -1,4 +1,4 @@
-"""adapters/matrix/inbound.py (and the pure half of commands.py): Matrix events as attempts.
+"""adapters/matrix/inbound.py (and commands.py's wording): Matrix events as the core's actions.
 
 Events are raw JSON shaped as Synapse 1.163 delivers them through ``/sync`` (recorded in the
 integration runs): reactions, Element-style thread replies with ``is_falling_back``, old-style rich
@@ -8,27 +8,34 @@ replies with a ``> quoted`` fallback, edits, redacted events, encryption.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from adapters.matrix.commands import Command, parse_command
+from adapters.matrix.commands import NOT_ALLOWED, USAGE, problem_text, reply_text
 from adapters.matrix.inbound import (
     CommandMessage,
     Edit,
     Encrypted,
     Reaction,
     Reply,
+    claim_id,
     classify,
+    command_words,
     identity,
+    on_command,
+    on_reaction,
+    on_reply,
     reaction_choice,
-    reply_attempt,
     reply_root,
 )
-from adapters.matrix.render import ACK_KEY, KEYCAPS
+from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from adapters.sources.superpipeline.parse import parse_body
+from bot.domain import actions
+from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, parse_command
 from bot.domain.model import AnswerMode, Attempt, Elicitation, People, Refusal, RefusalCode
-from bot.domain.replies import HelpReply
+from bot.domain.replies import HelpReply, reply_attempt
 from bot.domain.rules import judge
 from tests.unit.domain.builders import NOW, elicitation, sp_bare
 from tests.unit.sources.superpipeline_fixtures import VALID
@@ -237,32 +244,117 @@ def test_the_agents_mapped_mxid_is_refused_by_the_rules() -> None:
 # --------------------------------------------------------------------------- commands
 
 
+SUBSCRIBE_USAGE = "Usage: !elicitbot subscribe <workspace> [board <id>]"
+
+
+def read_command(body: str) -> CommandResult | None:
+    words = command_words(body)
+    if words is None:
+        return None
+    result = parse_command(words)
+    return replace(result, problem=problem_text(result))
+
+
 @pytest.mark.parametrize(
     ("body", "command"),
     [
-        ("!elicitbot subscribe acme", Command("subscribe", "acme")),
-        ("!elicitbot SUBSCRIBE acme board brd_1", Command("subscribe", "acme", "brd_1")),
-        ("!elicitbot unsubscribe acme board brd_1", Command("unsubscribe", "acme", "brd_1")),
-        ("!elicitbot routes", Command("routes")),
-        ("!elicitbot", Command("help")),
-        ("!elicitbot help", Command("help")),
-        ("!elicitbot frobnicate", Command("help", problem="Unknown command 'frobnicate'.")),
+        ("!elicitbot subscribe acme", CommandResult("subscribe", "acme")),
+        ("!elicitbot SUBSCRIBE acme board brd_1", CommandResult("subscribe", "acme", "brd_1")),
+        ("!elicitbot unsubscribe acme board brd_1", CommandResult("unsubscribe", "acme", "brd_1")),
+        ("!elicitbot routes", CommandResult("routes")),
+        ("!elicitbot", CommandResult("help")),
+        ("!elicitbot help", CommandResult("help")),
+        ("!elicitbot frobnicate", CommandResult("help", problem="Unknown command 'frobnicate'.")),
         (
             "!elicitbot subscribe",
-            Command("subscribe", problem="Usage: !elicitbot subscribe <workspace> [board <id>]"),
+            CommandResult("subscribe", problem=SUBSCRIBE_USAGE),
         ),
         (
             "!elicitbot subscribe acme brd_1",
-            Command("subscribe", problem="Usage: !elicitbot subscribe <workspace> [board <id>]"),
+            CommandResult("subscribe", problem=SUBSCRIBE_USAGE),
         ),
         (
             "!elicitbot subscribe <b>x</b>",
-            Command("subscribe", problem="'<b>x</b>' is not a workspace or board id."),
+            CommandResult("subscribe", problem="'<b>x</b>' is not a workspace or board id."),
         ),
-        ("!elicitbot routes now", Command("routes", problem="`routes` takes no arguments.")),
+        ("!elicitbot routes now", CommandResult("routes", problem="`routes` takes no arguments.")),
         ("!elicitbotx routes", None),
         ("hello", None),
     ],
 )
-def test_commands_are_parsed(body: str, command: Command | None) -> None:
-    assert parse_command(body) == command
+def test_commands_are_parsed(body: str, command: CommandResult | None) -> None:
+    """The core's grammar, its usage in the room's words (with the ``!elicitbot`` prefix)."""
+    assert read_command(body) == command
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_a_keycap_chooses_and_a_raised_hand_claims() -> None:
+    e = fixture("options")
+    who = identity(ALICE)
+    r = Reaction("$r", ALICE, Q, KEYCAPS[2])
+    assert on_reaction("k", e, r, "!room:localhost") == Choose("k", who, VIA, ("deny",))
+    for hand in ("🙋", "🙋🏽‍♀️"):
+        claim = on_reaction("k", e, Reaction("$r", ALICE, Q, hand), "!room:localhost")
+        assert claim == ClaimIt("k", who, VIA)
+    assert on_reaction("k", e, Reaction("$r", ALICE, Q, "👍"), "!room:localhost") is None
+
+
+def test_a_reply_is_the_cores_to_read_unless_it_claims() -> None:
+    who = identity(ALICE)
+    body = "> <@elicitbot:localhost> May I?\n\n3"
+    assert on_reply("k", ALICE, body, "!room:localhost") == actions.Reply("k", who, VIA, body)
+    for claim in ("!elicitbot claim", "  I'm   ON it ", "!elicitbot i'm on it"):
+        assert on_reply("k", ALICE, claim, "!room:localhost") == ClaimIt("k", who, VIA)
+
+
+def test_a_command_carries_its_words_and_whether_the_room_elevates_the_sender() -> None:
+    message = CommandMessage("$c", ALICE, "!elicitbot  subscribe acme")
+    assert on_command(message, "!room:localhost", elevated=True) == Command(
+        identity(ALICE), VIA, "subscribe acme", elevated=True
+    )
+    assert on_command(CommandMessage("$c", ALICE, "!elicitbotx"), "!r", elevated=False) is None
+    assert command_words("!elicitbot") == ""
+
+
+def test_a_reaction_dedupes_per_sender_message_and_key() -> None:
+    one = claim_id(Reaction("$r1", ALICE, Q, KEYCAPS[0]))
+    assert one == claim_id(Reaction("$r2", ALICE, Q, KEYCAPS[0])), "made again"
+    assert one != claim_id(Reaction("$r1", "@bob:localhost", Q, KEYCAPS[0]))
+    assert claim_id(CommandMessage("$c", ALICE, "!elicitbot")) == "$c"
+
+
+# --------------------------------------------------------------------------- command replies
+
+
+def test_command_replies_in_the_rooms_words() -> None:
+    done = CommandResult("subscribe", "acme", "brd_1", changed=1)
+    assert reply_text(done) == (
+        "Subscribed: questions from workspace acme board brd_1 now come to this room."
+    )
+    assert reply_text(replace(done, changed=0)) == (
+        "Already subscribed: questions from workspace acme board brd_1 come to this room."
+    )
+    assert reply_text(CommandResult("unsubscribe", "acme", changed=2)) == (
+        "Unsubscribed: questions from workspace acme no longer come to this room."
+    )
+    assert reply_text(CommandResult("unsubscribe", "acme")) == (
+        "No route made from chat sends workspace acme to this room "
+        "(routes in the config file are changed there)."
+    )
+    assert reply_text(CommandResult("routes")) == "No routes: questions go to the web inbox only."
+    assert reply_text(CommandResult("routes", routes=("a -> b", "c -> d"))) == (
+        "Routes (first match wins):\n• a -> b\n• c -> d"
+    )
+    assert reply_text(CommandResult("subscribe", "acme", refused=True)) == NOT_ALLOWED
+    assert NOT_ALLOWED == (
+        "Only workspace admins or room moderators (power level 50 or more) can run elicitbot "
+        "commands."
+    )
+    assert reply_text(CommandResult("help")) == USAGE
+    assert reply_text(CommandResult("help", refused=True)) == USAGE, "help is for everyone"
+    unknown = parse_command("frob")
+    assert reply_text(unknown) == f"Unknown command 'frob'.\n{USAGE}"
+    usage = parse_command("subscribe")
+    assert reply_text(usage) == f"Usage: !elicitbot subscribe <workspace> [board <id>]\n{USAGE}"

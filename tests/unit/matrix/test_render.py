@@ -1,4 +1,5 @@
-"""adapters/matrix/render.py: what a prompt looks like, what agent text cannot do, event sizes.
+"""adapters/matrix/render.py (and markup, reactions, notices): what a prompt looks like, what
+agent text cannot do, event sizes.
 
 The HTML is checked with a real parser (stdlib ``html.parser``): only our tags, only our
 attributes, and every link's text is its own address.
@@ -14,23 +15,16 @@ from typing import Any
 
 import pytest
 
+from adapters.matrix.markup import WORD_JOINER, content_bytes, matrix_users, safe_url
+from adapters.matrix.notices import notice_content, reply_content
+from adapters.matrix.reactions import ACK_KEY, KEYCAPS, key_index, reaction_keys
 from adapters.matrix.render import (
-    ACK_KEY,
     CONTENT_BUDGET,
-    KEYCAPS,
     MARKER,
     MAX_EVENT_BYTES,
-    WORD_JOINER,
-    content_bytes,
     edit_content,
-    key_index,
-    matrix_users,
     message_content,
-    notice_content,
-    reaction_keys,
     render,
-    reply_content,
-    safe_url,
     shorten_digest,
 )
 from adapters.sources.superpipeline.parse import parse_body
@@ -464,10 +458,11 @@ def test_a_pending_prompt_shows_what_happens_next_and_who_is_on_it() -> None:
     from dataclasses import replace
 
     from bot.domain.deadlines import Claim, ScheduleStep
+    from bot.domain.records import DeadlineKind
 
     steps = (
-        ScheduleStep("remind", NOW + timedelta(hours=1)),
-        ScheduleStep("expire", NOW + timedelta(hours=8), outcome="deny"),
+        ScheduleStep(DeadlineKind.REMIND, NOW + timedelta(hours=1)),
+        ScheduleStep(DeadlineKind.EXPIRE, NOW + timedelta(hours=8), outcome="deny"),
     )
     pending = replace(
         view(fixture("options")),

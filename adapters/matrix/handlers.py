@@ -1,0 +1,374 @@
+"""What people do in rooms, handed to the core: one classified event at a time.
+
+:class:`RoomEvents` finds the elicitation an event is about, dedupes the event, turns it into the
+core's action (:mod:`adapters.matrix.inbound`), calls ``Elicitations.act`` (the one entry for
+what people do: every answer rule, reply reading, claim and command permission is the core's)
+and shows the outcome: a threaded notice (a confirmation, a refusal mentioning the person, how
+to answer, a claim) or a rich reply to a command (:mod:`adapters.matrix.commands`).
+
+What stays here is Matrix's own: which prompt an event is under (the store's delivery refs, a
+prompt just posted, or our own prompt whose post is still in flight, known by its content
+marker); an edit counting only while the question is open and only from the reply's sender; a
+secret typed in a room redacted again; invites (accepted from workspace admins only) and the
+notice an end-to-end encrypted room gets.
+
+Notices go out in the background, so a slow homeserver never holds up the next answer; each
+one's transaction id follows from the event that caused it, so a replayed event cannot notify
+twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import structlog
+from nio import JoinResponse, RoomLeaveResponse
+
+from adapters.matrix import inbound
+from adapters.matrix.chat import MatrixChat, call
+from adapters.matrix.commands import reply_text
+from adapters.matrix.markup import txn_digest
+from adapters.matrix.notices import REDACTION_REASON, encrypted_content, reply_content, said
+from adapters.matrix.render import MARKER
+from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Reply
+from bot.domain.errors import DeliveryError
+from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.ports import Elicitations, Notice
+from bot.domain.records import DeliveryState
+from bot.domain.refs import MatrixRef
+
+log = structlog.get_logger("elicitbot.matrix")
+
+REMEMBERED = 4096
+_IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
+
+
+class _Lru:
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.size = size
+        self._items: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, item: str) -> bool:
+        return item in self._items
+
+    def add(self, item: str) -> None:
+        self._items[item] = None
+        self._items.move_to_end(item)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class RoomEvents:
+    """Acts on classified room events and invites for one bot account."""
+
+    def __init__(
+        self, chat: MatrixChat, elicitations: Elicitations, *, bots: frozenset[str]
+    ) -> None:
+        self.chat = chat
+        self.elicitations = elicitations
+        self.user_id = chat.user_id
+        self.bots = bots
+        self.handled = 0
+        """Events acted on (an answer attempt, a claim, a command, an edit)."""
+        self.background: set[asyncio.Task[None]] = set()
+        self._unfinished: set[str] = set()
+        self._not_ours = _Lru()
+        self._warned: set[str] = set()
+
+    async def handle(self, room_id: str, item: inbound.InboundEvent) -> None:
+        if isinstance(item, inbound.Encrypted):
+            await self.encrypted_room(room_id)
+        elif isinstance(item, inbound.Reaction):
+            await self._on_reaction(room_id, item)
+        elif isinstance(item, inbound.Reply):
+            await self._on_reply(room_id, item)
+        elif isinstance(item, inbound.Edit):
+            await self._on_edit(room_id, item)
+        else:
+            await self._on_command(room_id, item)
+
+    def finished(self, claimed: str) -> None:
+        """The event deduped as ``claimed`` is done with (handled, or given up on)."""
+        self._unfinished.discard(claimed)
+
+    async def _first_time(self, claimed: str) -> bool:
+        """First sight of this event (store-deduped by :func:`inbound.claim_id`); one whose
+        handling failed here before is ours to finish."""
+        if claimed in self._unfinished:
+            return True
+        if not await self.elicitations.first_time("matrix", claimed):
+            return False
+        self._unfinished.add(claimed)
+        return True
+
+    # ------------------------------------------------------------------ answers
+
+    async def _on_reaction(self, room_id: str, r: inbound.Reaction) -> None:
+        key = await self.key_for(room_id, r.target)
+        view = None if key is None else await self.elicitations.view(key)
+        if key is None or view is None:
+            return
+        action = inbound.on_reaction(key, view.elicitation, r, room_id, bots=self.bots)
+        if action is None or not await self._first_time(inbound.claim_id(r)):
+            return
+        self.handled += 1
+        # A notice cannot reply to a reaction: it goes in the prompt's thread (a claim's names
+        # the reaction itself).
+        reply_to = r.event_id if isinstance(action, ClaimIt) else r.target
+        await self._act(
+            action,
+            view.elicitation,
+            room_id=room_id,
+            root=r.target,
+            sender=r.sender,
+            trigger=r.event_id,
+            reply_to=reply_to,
+        )
+
+    async def _on_reply(self, room_id: str, reply: inbound.Reply) -> None:
+        key = await self.key_for(room_id, reply.root)
+        if key is None or not await self._first_time(reply.event_id):
+            return
+        self.handled += 1
+        await self._text(
+            room_id,
+            key,
+            reply.root,
+            reply.sender,
+            reply.body,
+            trigger=reply.event_id,
+            reply_to=reply.event_id,
+        )
+
+    async def _on_edit(self, room_id: str, edit: inbound.Edit) -> None:
+        """An edited reply is a new attempt while nobody has answered; it never changes a
+        recorded answer, and an edit by anyone but the reply's sender is ignored."""
+        original = await self.chat.get_event(room_id, edit.original)
+        if original is None or original.get("sender") != edit.sender:
+            return
+        root = inbound.reply_root(original)
+        key = None if root is None else await self.key_for(room_id, root)
+        if key is None or root is None:
+            return
+        view = await self.elicitations.view(key)
+        if view is None or view.status is not Status.PENDING:
+            return
+        if not await self._first_time(edit.event_id):
+            return
+        self.handled += 1
+        await self._text(
+            room_id,
+            key,
+            root,
+            edit.sender,
+            edit.body,
+            trigger=edit.event_id,
+            reply_to=edit.original,
+        )
+
+    async def _text(
+        self,
+        room_id: str,
+        key: str,
+        root: str,
+        sender: str,
+        body: str,
+        *,
+        trigger: str,
+        reply_to: str,
+    ) -> None:
+        """A thread reply or its edit: a claim, or a reply the core reads."""
+        view = await self.elicitations.view(key)
+        if view is None:
+            return
+        action = inbound.on_reply(key, sender, body, room_id, bots=self.bots)
+        if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
+            # A secret typed in a room is never taken, and it is taken out of the room too.
+            for event_id in {trigger, reply_to}:
+                self._spawn(
+                    self.chat.redact(room_id, event_id, REDACTION_REASON), what="redact a secret"
+                )
+        if isinstance(action, ClaimIt):
+            reply_to = trigger
+        await self._act(
+            action,
+            view.elicitation,
+            room_id=room_id,
+            root=root,
+            sender=sender,
+            trigger=trigger,
+            reply_to=reply_to,
+        )
+
+    async def _act(
+        self,
+        action: Action,
+        e: Elicitation,
+        *,
+        room_id: str,
+        root: str,
+        sender: str,
+        trigger: str,
+        reply_to: str,
+    ) -> None:
+        """The core decides; the thread hears the outcome, naming (and for a refusal or how to
+        answer, mentioning) the person."""
+        outcome = await self.elicitations.act(action)
+        words = said(outcome, e, sender)
+        if words is None:
+            return
+        notice = Notice(
+            user=f"matrix:{sender}",
+            text=words.text,
+            thread=MatrixRef(room_id, root),
+            kind=words.kind,
+            mention=words.mention,
+            reply_to=reply_to,
+        )
+        self._spawn(
+            self.chat.notify(
+                f"matrix:{room_id}",
+                notice,
+                idempotency_key=f"elicitbot-notice-{txn_digest(trigger)}",
+            ),
+            what="notice",
+        )
+
+    async def key_for(self, room_id: str, event_id: str) -> str | None:
+        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
+        just posted, or our own prompt whose post is still in flight elsewhere (another replica
+        posted it and has not stored its ref yet), known by its content marker."""
+        key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
+        if key is not None or event_id in self._not_ours:
+            return key
+        event = await self.chat.get_event(room_id, event_id)
+        content = (event or {}).get("content")
+        marker = content.get(MARKER) if isinstance(content, Mapping) else None
+        claimed = marker.get("key") if isinstance(marker, Mapping) else None
+        if (
+            event is not None
+            and event.get("sender") == self.user_id
+            and isinstance(claimed, str)
+            and await self._in_flight(claimed, room_id)
+        ):
+            return claimed
+        self._not_ours.add(event_id)
+        return None
+
+    async def _in_flight(self, key: str, room_id: str) -> bool:
+        """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
+        same key (left from an earlier database) does not pass: its delivery has another ref."""
+        return any(
+            d.destination == f"matrix:{room_id}" and d.state in _IN_FLIGHT
+            for d in await self.elicitations.deliveries(key)
+        )
+
+    # ------------------------------------------------------------------ rooms
+
+    async def _on_command(self, room_id: str, message: inbound.CommandMessage) -> None:
+        if inbound.command_words(message.body) is None:
+            return
+        if not await self._first_time(message.event_id):
+            return
+        self.handled += 1
+        level = await self.chat.power_level(room_id, message.sender)
+        command = inbound.on_command(
+            message, room_id, elevated=level >= MODERATOR_LEVEL, bots=self.bots
+        )
+        if command is None:
+            return
+        outcome = await self.elicitations.act(command)
+        if outcome.command is None:
+            return
+        log.info(
+            "matrix.command", room_id=room_id, sender=message.sender, verb=outcome.command.verb
+        )
+        self._spawn(
+            self.chat.send(
+                room_id,
+                "m.room.message",
+                reply_content(reply_text(outcome.command), message.event_id),
+                f"elicitbot-cmd-{txn_digest(message.event_id)}",
+                "command reply",
+            ),
+            what="command reply",
+        )
+
+    async def on_invite(self, room_id: str, invite_state: list[dict[str, Any]]) -> None:
+        """Join when a configured workspace admin invites; decline anyone else's invite."""
+        inviter = None
+        encrypted = False
+        for event in invite_state:
+            raw = event.get("content")
+            content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+            if (
+                event.get("type") == "m.room.member"
+                and event.get("state_key") == self.user_id
+                and content.get("membership") == "invite"
+            ):
+                inviter = event.get("sender")
+            if event.get("type") == "m.room.encryption" and content:
+                encrypted = True
+        if not isinstance(inviter, str):
+            log.warning("matrix.invite_unreadable", room_id=room_id)
+            return
+        if f"matrix:{inviter}" not in self.elicitations.people.admins:
+            if await self.chat.membership(room_id, self.user_id) == "join":
+                return  # a stale invite of a room the bot is in: declining would leave it
+            log.info("matrix.invite_declined", room_id=room_id, inviter=inviter)
+            await self._quietly(
+                call(
+                    "decline invite",
+                    lambda: self.chat.client.room_leave(room_id),
+                    RoomLeaveResponse,
+                )
+            )
+            return
+        await call("join", lambda: self.chat.client.join(room_id), JoinResponse)
+        log.info("matrix.joined", room_id=room_id, inviter=inviter)
+        if encrypted or await self.chat.is_encrypted(room_id):
+            await self.encrypted_room(room_id)
+
+    async def encrypted_room(self, room_id: str) -> None:
+        """Say once, in the room (unencrypted) and in the log, that elicitbot cannot work here;
+        posts to it are refused from now on."""
+        self.chat.mark_encrypted(room_id)
+        if room_id in self._warned:
+            return
+        self._warned.add(room_id)
+        log.warning(
+            "matrix.encrypted_room",
+            room_id=room_id,
+            problem="end-to-end encrypted: elicitbot cannot read or post questions here",
+        )
+        await self._quietly(
+            self.chat.send(
+                room_id,
+                "m.room.message",
+                encrypted_content(),
+                f"elicitbot-e2ee-{txn_digest(room_id)}",
+                "e2ee notice",
+            )
+        )
+
+    # ------------------------------------------------------------------ background work
+
+    async def _quietly(self, work: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await work
+        except DeliveryError as exc:
+            log.warning("matrix.call_failed", error=str(exc))
+
+    def _spawn(self, work: Coroutine[Any, Any, Any], *, what: str) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except DeliveryError as exc:
+                log.warning("matrix.send_failed", what=what, error=str(exc))
+
+        task = asyncio.create_task(run())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)

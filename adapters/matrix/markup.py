@@ -1,0 +1,94 @@
+"""Pure pieces of every Matrix event elicitbot sends: safe text and HTML, mentions, sizes and the
+digests in transaction ids. No I/O.
+
+- Agent text is HTML-escaped (:func:`esc`), so it cannot add tags, attributes or links; the only
+  links are built here (:func:`anchor` shows its own address as its text, :func:`pill` names a
+  Matrix ID).
+- ``@room`` is broken with a word joiner (:func:`neutralise`) for clients that still match text.
+- :func:`content_bytes` is the size the homeserver counts against its 65,536-byte event limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+WORD_JOINER = "\u2060"
+
+_ROOM_PING = re.compile(r"@(room)\b", re.IGNORECASE)
+
+
+def neutralise(text: str) -> str:
+    """``@room`` cannot notify the room: a word joiner goes between ``@`` and ``room``."""
+    return _ROOM_PING.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", text)
+
+
+def clip(text: str, limit: int) -> str:
+    """At most ``limit`` code points, ``…`` marking a cut."""
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return "…"[:limit]
+    return text[: limit - 1] + "…"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def esc(text: str) -> str:
+    """Agent text as HTML: escaped, ``@room`` neutralised."""
+    return html.escape(neutralise(text), quote=True)
+
+
+def esc_lines(text: str) -> str:
+    return "<br/>".join(esc(line) for line in text.split("\n"))
+
+
+def safe_url(url: str | None) -> str | None:
+    """An ``http(s)`` URL with a host, or None (``javascript:``, ``data:``, relative...)."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return url.strip()
+
+
+def anchor(url: str, limit: int = 500) -> str:
+    """A link whose text is its own address: what it shows is where it goes."""
+    return f'<a href="{html.escape(url, quote=True)}">{esc(clip(url, limit))}</a>'
+
+
+def pill(user: str) -> str:
+    """A Matrix ID as the link clients show as a mention pill."""
+    href = f"https://matrix.to/#/{quote(user, safe='@:')}"
+    return f'<a href="{html.escape(href, quote=True)}">{esc(user)}</a>'
+
+
+def matrix_users(identities: Iterable[str]) -> list[str]:
+    """The Matrix IDs among identity keys (``matrix:@…``), in order, once each."""
+    users: list[str] = []
+    for identity in identities:
+        platform, _, user = str(identity).partition(":")
+        if platform == "matrix" and user.startswith("@") and user not in users:
+            users.append(user)
+    return users
+
+
+def content_bytes(content: dict[str, Any]) -> int:
+    """The content's size as the homeserver counts it (UTF-8 JSON, not ``\\u`` escapes)."""
+    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def txn_digest(*parts: str) -> str:
+    """A short stable hex name for ids in transaction ids (event ids hold ``$``, ``/``, ``+``)."""
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
