@@ -1,36 +1,31 @@
-"""The one HTTP server: intake, read-back, health and metrics (FastAPI; OpenAPI at /docs).
+"""The one HTTP server's shell: read-back, health, metrics, the body limit and the error handlers
+(FastAPI; OpenAPI at /docs). The edges' routes (each source's intake, Slack events, the web inbox)
+come in as routers from the composition root.
 
-Errors are ``application/problem+json`` with an ``errors`` list naming each bad field.
+The shell reads through the store port (``bot.domain.store.Store``) only. Errors are
+``application/problem+json`` with an ``errors`` list naming each bad field.
 """
 
 from __future__ import annotations
 
 import hmac
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.problem import problem
-from adapters.sources import cloudevents
-from adapters.sources.superpipeline import parse as superpipeline
+from adapters.shared.problem import problem
 from bot.domain.errors import FieldProblem, IntakeError, PayloadRejected
-from bot.domain.ports import Inbound
-from bot.service import Service
-from store.sql import SqlStore, StoredElicitation
+from bot.domain.ports import Elicitations
+from bot.domain.records import DeadlineView, DeliveryView, StoredElicitation
+from bot.domain.refs import ref_json
+from bot.domain.store import Store
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -39,14 +34,24 @@ MAX_BODY_BYTES = 1024 * 1024
 class Runtime:
     """What the routes need; built by bot.wiring."""
 
-    store: SqlStore
-    service: Service
+    store: Store
+    elicitations: Elicitations | None = None
+    """The core, for whoever builds routers beside the shell; the shell's own routes only read,
+    through ``store``."""
     intake_token: str | None = None
     adapters_ready: Callable[[], Mapping[str, bool]] = dict
     draining: bool = False
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    """What ``/metrics`` serves; routers register their metrics on it."""
     routers: list[APIRouter] = field(default_factory=list)
-    """Routes of the edges (Slack events, web inbox, other sources), included as they are."""
+    """Routes of the edges (each source's intake, Slack events, the web inbox), included as
+    they are."""
+    service: InitVar[Elicitations | None] = None
+    """The former name of ``elicitations``, accepted until every caller says ``elicitations``."""
+
+    def __post_init__(self, service: Elicitations | None) -> None:
+        if self.elicitations is None:
+            self.elicitations = service
 
 
 class BodyLimit:
@@ -94,7 +99,6 @@ def create_app(rt: Runtime) -> FastAPI:
     app = FastAPI(title="elicitbot", version="0.1.0")
     app.add_middleware(BodyLimit)
     _add_error_handlers(app)
-    _add_intake_routes(app, rt)
     _add_read_routes(app, rt)
     _add_health_routes(app, rt)
     for router in rt.routers:
@@ -131,51 +135,6 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return problem(exc.status_code, str(exc.detail), str(exc.detail))
-
-
-def _add_intake_routes(app: FastAPI, rt: Runtime) -> None:
-    intake_counter = Counter(
-        "elicitbot_intake_total",
-        "Inbound events by result",
-        ["source", "result"],
-        registry=rt.registry,
-    )
-    intake_latency = Histogram(
-        "elicitbot_intake_seconds", "Time to accept an intake request", registry=rt.registry
-    )
-
-    @app.post(
-        "/v1/events", status_code=202, summary="CloudEvents intake (structured, binary, batch)"
-    )
-    async def post_events(request: Request) -> Response:
-        if (denied := authorised(rt, request)) is not None:
-            return denied
-        if rt.draining:
-            return problem(503, "Shutting down", "elicitbot is stopping; send it again shortly.")
-        started = time.perf_counter()
-        events, is_batch = cloudevents.parse_http(request.headers, await request.body())
-        batch = []
-        problems: list[FieldProblem] = []
-        for index, event in enumerate(events):
-            try:
-                e = superpipeline.to_elicitation(event)
-            except PayloadRejected as exc:
-                problems += exc.prefixed(f"[{index}]." if is_batch else "").problems
-                continue
-            audit = {"ce_source": event.source, "ce_id": event.id, "ce_type": event.type}
-            batch.append(Inbound(f"ce:{event.source}", event.id, e, audit))
-        if problems:
-            raise PayloadRejected(problems)
-        outcomes = await rt.service.intake(batch)
-        results = []
-        for event, outcome in zip(events, outcomes, strict=True):
-            result = "duplicate" if outcome.result == "duplicate" else "accepted"
-            intake_counter.labels("superpipeline", result).inc()
-            results.append({"id": event.id, "elicitation": outcome.key, "result": result})
-        intake_latency.observe(time.perf_counter() - started)
-        all_duplicates = not is_batch and results[0]["result"] == "duplicate"
-        body = {"results": results} if is_batch else results[0]
-        return JSONResponse(body, status_code=200 if all_duplicates else 202)
 
 
 def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
@@ -268,22 +227,22 @@ def summary_json(stored: StoredElicitation) -> dict[str, Any]:
     }
 
 
-def delivery_json(d: Mapping[str, Any]) -> dict[str, Any]:
+def delivery_json(d: DeliveryView) -> dict[str, Any]:
     return {
-        "destination": d["destination"],
-        "position": d["position"],
-        "purpose": d["purpose"],
-        "state": d["state"],
-        "ref": d["ref"],
-        "postedAt": d["posted_at"].isoformat() if d["posted_at"] else None,
-        "error": d["error"],
+        "destination": d.destination,
+        "position": d.position,
+        "purpose": str(d.purpose),
+        "state": str(d.state),
+        "ref": ref_json(d.ref),
+        "postedAt": d.posted_at.isoformat() if d.posted_at else None,
+        "error": d.error,
     }
 
 
-def deadline_json(d: Mapping[str, Any]) -> dict[str, Any]:
+def deadline_json(d: DeadlineView) -> dict[str, Any]:
     return {
-        "kind": d["kind"],
-        "dueAt": d["due_at"].isoformat(),
-        "state": d["state"],
-        "firedAt": d["fired_at"].isoformat() if d["fired_at"] else None,
+        "kind": str(d.kind),
+        "dueAt": d.due_at.isoformat(),
+        "state": str(d.state),
+        "firedAt": d.fired_at.isoformat() if d.fired_at else None,
     }

@@ -84,7 +84,7 @@ async def make_rig(store: SqlStore, clock: FakeClock, wait_seconds: float) -> As
         on_change=dispatcher.wake,
         link_for=lambda key: f"http://inbox/#{key}",
     )
-    runtime = Runtime(store=store, service=service, intake_token=TOKEN)
+    runtime = Runtime(store=store, elicitations=service, intake_token=TOKEN)
     runtime.routers.append(
         engine_router(
             service,
@@ -139,7 +139,7 @@ async def test_the_reply_comes_after_the_first_platform_accepted_with_its_ref(ri
     # The follow-ups wait their turn; the config's route is not used.
     assert rig.matrix.posted == []
     rows = await rig.store.deliveries("engine:dlv_question_01")
-    assert [(r["destination"], r["state"]) for r in rows] == [
+    assert [(r.destination, r.state) for r in rows] == [
         (SLACK, "posted"),
         (MATRIX, "waiting"),
         ("web", "waiting"),
@@ -174,7 +174,7 @@ async def test_without_follow_up_every_destination_is_posted_and_listed(rig: Rig
 
     assert response.status_code == 200
     assert response.json()["deliveries"] == [
-        {"destination": MATRIX, "ref": {"channel": "!room:example.org", "ts": "1700000000.000001"}},
+        {"destination": MATRIX, "ref": {"room_id": "!room:example.org", "event_id": "$fake000001"}},
         {"destination": SLACK, "ref": {"channel": "C0ASK", "ts": "1700000000.000001"}},
     ]
     assert len(rig.matrix.posted) == len(rig.slack.posted) == 1
@@ -197,7 +197,7 @@ async def test_no_destinations_keep_the_ask_in_the_web_inbox_only(rig: Rig) -> N
         ],
     }
     rows = await rig.store.deliveries("engine:dlv_task_01")
-    assert [(r["destination"], r["state"]) for r in rows] == [("web", "posted")]
+    assert [(r.destination, r.state) for r in rows] == [("web", "posted")]
     assert rig.slack.posted == rig.matrix.posted == []
 
 
@@ -244,10 +244,10 @@ async def test_with_follow_up_a_failed_first_destination_falls_back_at_once(rig:
 
     assert response.status_code == 200
     assert response.json()["deliveries"] == [
-        {"destination": MATRIX, "ref": {"channel": "!room:example.org", "ts": "1700000000.000001"}}
+        {"destination": MATRIX, "ref": {"room_id": "!room:example.org", "event_id": "$fake000001"}}
     ]
     rows = await rig.store.deliveries("engine:dlv_question_01")
-    assert [(r["destination"], r["state"]) for r in rows] == [
+    assert [(r.destination, r.state) for r in rows] == [
         (SLACK, "failed"),
         (MATRIX, "posted"),
         ("web", "waiting"),
@@ -395,7 +395,7 @@ async def test_expiry_defaults_are_the_stored_deadlines(rig: Rig) -> None:
     assert ordinary.status_code == bound.status_code == 200
 
     async def expiries(key: str) -> list[Any]:
-        return [d["due_at"] for d in await rig.store.deadlines(key) if d["kind"] == "expire"]
+        return [d.due_at for d in await rig.store.deadlines(key) if d.kind == "expire"]
 
     assert await expiries("engine:dlv_question_01") == []  # 9999-01-01: no deadline
     assert await expiries("engine:dlv_action_01") == [rig.clock.now() + timedelta(days=7)]

@@ -72,7 +72,7 @@ def make_rig(
         [Route(destinations=(C1, C2))],
         on_change=dispatcher.wake,
     )
-    runtime = Runtime(store=store, service=service, intake_token=INTAKE_TOKEN)
+    runtime = Runtime(store=store, elicitations=service, intake_token=INTAKE_TOKEN)
     extra: dict[str, Any] = {} if ids is None else {"new_id": lambda: next(ids)}
     runtime.routers.append(
         handup_router(
@@ -149,7 +149,7 @@ async def test_a_request_is_stored_and_comes_back_with_id_status_and_hash(rig: R
     assert await rig.dispatcher.run_once() == 2
     assert sorted(p.destination for p in rig.chat.posted) == [C1, C2]
     [deadline] = await rig.store.deadlines("handup:req_cmd_0001")
-    assert deadline["kind"] == "expire"
+    assert deadline.kind == "expire"
 
 
 async def test_the_same_id_again_is_the_same_request(rig: Rig) -> None:
@@ -295,8 +295,8 @@ async def test_5xx_is_retried_with_the_same_key_and_409_is_done(rig: Rig) -> Non
     rig.hook.script([503, 409])
     await choose(rig, "req_cmd_0001", "run")
     await rig.dispatcher.run_once()
-    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r["kind"] == "writeback"]
-    assert (row["state"], row["attempts"]) == ("pending", 1)
+    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r.kind == "writeback"]
+    assert (row.state, row.attempts) == ("pending", 1)
     rig.clock.advance(5)
     await rig.dispatcher.run_once()
     rig.clock.advance(3600)
@@ -306,8 +306,8 @@ async def test_5xx_is_retried_with_the_same_key_and_409_is_done(rig: Rig) -> Non
     assert (first.status, second.status) == (503, 409)
     assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     assert first.body == second.body
-    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r["kind"] == "writeback"]
-    assert row["state"] == "done"
+    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r.kind == "writeback"]
+    assert row.state == "done"
 
 
 async def test_a_restart_between_the_decision_and_the_callback_calls_back_once(

@@ -20,6 +20,7 @@ import pytest
 from adapters.sources.superpipeline import CE_TYPE
 from bot.config import AppConfig, ServerConfig, StoreConfig
 from bot.domain.model import Status
+from bot.domain.records import EffectView
 from bot.outbox import Dispatcher
 from bot.wiring import Elicitbot
 from tests.conftest import FakeClock
@@ -161,8 +162,8 @@ async def assert_nothing_stored(bot: Elicitbot) -> None:
     assert await counts(bot) == dict.fromkeys(TABLES, 0)
 
 
-async def posted_outbox(bot: Elicitbot, kind: str) -> list[dict[str, Any]]:
-    return [row for row in await bot.store.outbox() if row["kind"] == kind]
+async def posted_outbox(bot: Elicitbot, kind: str) -> list[EffectView]:
+    return [row for row in await bot.store.outbox() if row.kind == kind]
 
 
 async def inbox_copies(bot: Elicitbot) -> list[str]:
@@ -170,7 +171,7 @@ async def inbox_copies(bot: Elicitbot) -> list[str]:
     rows = [
         await bot.store.deliveries(s.elicitation.key) for s in await bot.store.list_elicitations()
     ]
-    return [d["state"] for ds in rows for d in ds if d["destination"] == "web"]
+    return [d.state for ds in rows for d in ds if d.destination == "web"]
 
 
 async def wait_until_posted(client: httpx.AsyncClient, ident: str) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from adapters.sources.pinework.poller import NOT_FOUND_TEXT
 from bot import logs
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Answer, Attempt, Identity, People, Route, Status
+from bot.domain.records import EffectView
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore
@@ -331,8 +332,8 @@ async def posted(rig: Rig, case: str, **changes: Any) -> str:
     return f"pinework:{q['id']}"
 
 
-async def outbox(store: SqlStore, key: str, kind: str) -> list[dict[str, Any]]:
-    return [r for r in await store.outbox(key) if r["kind"] == kind]
+async def outbox(store: SqlStore, key: str, kind: str) -> list[EffectView]:
+    return [r for r in await store.outbox(key) if r.kind == kind]
 
 
 # --- polling -----------------------------------------------------------------------------------
@@ -365,7 +366,7 @@ async def test_paging_lists_every_open_question_with_exact_requests(
             assert all(s.headers["authorization"] == f"Bearer {TOKEN}" for s in fake.seen)
             assert all(s.status == 200 for s in fake.seen)
             assert await store.count("elicitation") == 130
-            assert len([r for r in await store.outbox() if r["kind"] == "post"]) == 260
+            assert len([r for r in await store.outbox() if r.kind == "post"]) == 260
             inbound = await store.count("inbound")
 
             again = await rig.poller.poll_once()
@@ -426,9 +427,9 @@ async def test_an_answer_given_in_pinework_closes_every_copy_and_is_not_written_
     )
     assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
     assert all(u.view.status is Status.ANSWERED for u in rig.chat.updated)
-    assert [r["state"] for r in await outbox(rig.store, key, "writeback")] == ["done"]
+    assert [r.state for r in await outbox(rig.store, key, "writeback")] == ["done"]
     assert rig.fake.requests("POST") == [], "Pinework has this answer already"
-    assert [a["action"] for a in await rig.store.audit(key)][-1] == "answered"
+    assert [a.action for a in await rig.store.audit(key)][-1] == "answered"
 
     assert (await rig.poller.poll_once())["closed"] == 0
     assert len(rig.fake.requests("GET", "/qst_Multi00000000001")) == 1, "read once, then dropped"
@@ -478,7 +479,7 @@ async def test_a_question_resolved_while_elicitbot_was_down_is_closed_after_rest
             assert stored.status is Status.CANCELLED
             assert stored.answer is not None
             assert stored.answer.text == "[system:hitl_timeout]"
-            assert len([r for r in await store.outbox(key) if r["kind"] == "update"]) == 2
+            assert len([r for r in await store.outbox(key) if r.kind == "update"]) == 2
     finally:
         await store.close()
 
@@ -547,7 +548,7 @@ async def test_an_answer_is_written_back_once_with_its_idempotency_key(rig: Rig)
     assert sent.headers["authorization"] == f"Bearer {TOKEN}"
     assert sent.status == 200
     assert rig.fake.questions["qst_Single0000000001"]["status"] == "resolved"
-    assert [r["state"] for r in await outbox(rig.store, key, "writeback")] == ["done"]
+    assert [r.state for r in await outbox(rig.store, key, "writeback")] == ["done"]
 
     assert (await rig.poller.poll_once())["closed"] == 0
     assert rig.fake.requests("GET", "/qst_Single0000000001") == [], "ours is closed: no read"
@@ -573,8 +574,8 @@ async def test_a_5xx_is_retried_with_the_same_key_and_lands_once(rig: Rig) -> No
     await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
     await rig.dispatcher.run_once()
     [row] = await outbox(rig.store, key, "writeback")
-    assert (row["state"], row["attempts"]) == ("pending", 1)
-    assert "HTTP 502" in row["last_error"]
+    assert (row.state, row.attempts) == ("pending", 1)
+    assert "HTTP 502" in (row.last_error or "")
 
     rig.clock.advance(5)
     await rig.dispatcher.run_once()
@@ -583,7 +584,7 @@ async def test_a_5xx_is_retried_with_the_same_key_and_lands_once(rig: Rig) -> No
     assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     assert second.body == {"answer": {"text": "Next one", "selected": None}}
     [row] = await outbox(rig.store, key, "writeback")
-    assert row["state"] == "done"
+    assert row.state == "done"
 
 
 async def test_a_lost_reply_then_question_resolved_with_our_answer_is_done(rig: Rig) -> None:
@@ -600,7 +601,7 @@ async def test_a_lost_reply_then_question_resolved_with_our_answer_is_done(rig: 
     assert [s.status for s in rig.fake.requests("POST")] == [500, 409]
     assert [s.method for s in rig.fake.requests(suffix="/qst_AbCdEfGh12345678")] == ["GET"]
     [row] = await outbox(rig.store, key, "writeback")
-    assert row["state"] == "done"
+    assert row.state == "done"
     assert rig.fake.questions["qst_AbCdEfGh12345678"]["answer"]["text"] == "Next one"
 
 
@@ -625,7 +626,7 @@ async def test_a_restart_between_the_answer_and_the_write_back_writes_it_once(
             await rig.dispatcher.run_once()
         [sent] = fake.requests("POST")
         assert sent.headers["idempotency-key"] == f"elicitbot:{key}:closed"
-        assert [r["state"] for r in await outbox(store, key, "writeback")] == ["done"]
+        assert [r.state for r in await outbox(store, key, "writeback")] == ["done"]
     finally:
         await store.close()
 
@@ -662,9 +663,9 @@ async def test_each_refusal_fails_the_write_back_once_with_a_sentence(
 
     assert len(rig.fake.requests("POST")) == 1
     [row] = await outbox(rig.store, key, "writeback")
-    assert row["state"] == "failed"
-    assert code in row["last_error"]
-    assert words in row["last_error"]
+    assert row.state == "failed"
+    assert code in (row.last_error or "")
+    assert words in (row.last_error or "")
 
 
 async def test_question_resolved_by_someone_else_first_is_recorded_as_such(rig: Rig) -> None:
@@ -678,9 +679,9 @@ async def test_question_resolved_by_someone_else_first_is_recorded_as_such(rig: 
     )
     await rig.dispatcher.run_once()
     [row] = await outbox(rig.store, key, "writeback")
-    assert row["state"] == "failed"
-    assert "resolved in Pinework by usr_bob" in row["last_error"]
-    assert "“This one”" in row["last_error"]
+    assert row.state == "failed"
+    assert "resolved in Pinework by usr_bob" in (row.last_error or "")
+    assert "“This one”" in (row.last_error or "")
 
 
 # --- secrets -----------------------------------------------------------------------------------
@@ -762,7 +763,7 @@ async def test_a_secret_goes_only_to_the_secret_route(
     assert rig.fake.questions["qst_Secret000000001"]["status"] == "resolved"
     assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
     assert all(u.view.answer is not None and u.view.answer.secret for u in rig.chat.updated)
-    assert [r["state"] for r in await outbox(rig.store, key, "writeback")] == ["done"]
+    assert [r.state for r in await outbox(rig.store, key, "writeback")] == ["done"]
 
     printed = printed_logs()
     assert "answer.recorded" in printed, "the log capture works"

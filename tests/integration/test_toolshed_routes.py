@@ -63,7 +63,7 @@ async def make_rig(
     chat = FakeChat("slack")
     dispatcher = Dispatcher(store, clock, {"slack": chat}, {}, lambda key: f"http://inbox/#{key}")
     service = Service(store, clock, people or People(), [ROUTE], on_change=dispatcher.wake)
-    runtime = Runtime(store=store, service=service, intake_token=TOKEN)
+    runtime = Runtime(store=store, elicitations=service, intake_token=TOKEN)
     runtime.routers.append(
         toolshed_router(service, lambda request: authorised(runtime, request), clock=clock)
     )
@@ -348,8 +348,8 @@ async def test_resolving_through_the_route_can_be_turned_off_by_listing_it_as_an
         record = await rig.store.get(f"toolshed:{execution_id}")
         assert record is not None
         assert record.status is Status.PENDING
-        [refusal] = [r for r in await rig.store.audit(record.elicitation.key) if r["code"]]
-        assert (refusal["actor"], refusal["code"]) == ("toolshed:api", RefusalCode.AGENT.value)
+        [refusal] = [r for r in await rig.store.audit(record.elicitation.key) if r.code]
+        assert (refusal.actor, refusal.code) == ("toolshed:api", RefusalCode.AGENT.value)
         # A person in chat still answers.
         won = await rig.service.answer(
             record.elicitation.key, Attempt(respondent=ALICE, option_ids=("approve",), via=C1)

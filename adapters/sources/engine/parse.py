@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.sources.cloudevents import parse_rfc3339
+from adapters.shared.timestamps import parse_rfc3339
 from adapters.sources.engine.route import delivery_route, destination_problem, mention_identity
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,16 +30,16 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.problem import problem
-from adapters.sources.cloudevents import load_json
+from adapters.shared.jsonbody import read_json
+from adapters.shared.problem import problem
 from adapters.sources.engine import parse
-from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.errors import FieldProblem
 from bot.domain.ports import Clock, Elicitations, Inbound
+from bot.domain.records import DeliveryState, DeliveryView, Purpose
 
-PRIMARY = "primary"
 WEB = "web"
-IN_FLIGHT = frozenset({"planned", "posting"})
-PASSED_OVER = frozenset({"failed", "skipped"})
+IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
+PASSED_OVER = frozenset({DeliveryState.FAILED, DeliveryState.SKIPPED})
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
@@ -84,51 +84,40 @@ class _UtcClock:
 class Acceptance:
     state: str
     """``accepted``, ``failed`` (every destination failed permanently) or ``waiting``."""
-    deliveries: tuple[Mapping[str, Any], ...] = ()
+    deliveries: tuple[DeliveryView, ...] = ()
     """The accepted deliveries, or the failed ones."""
 
 
-def acceptance(rows: Sequence[Mapping[str, Any]], followup_seconds: int) -> Acceptance:
-    """Has the first destination's platform accepted the post? Pure, over the delivery rows.
+def acceptance(rows: Sequence[DeliveryView], followup_seconds: int) -> Acceptance:
+    """Has the first destination's platform accepted the post? Pure, over the deliveries.
 
     With a follow-up delay the first destination in preference order that has not failed decides
     (its later fallbacks are not waited for); without one every destination is posted at once
     and all of them are waited for, so that the body lists each accepted copy.
     """
-    primary = sorted((r for r in rows if r["purpose"] == PRIMARY), key=lambda r: r["position"])
-    posted = tuple(r for r in primary if r["state"] == "posted")
-    failed = tuple(r for r in primary if r["state"] == "failed")
+    primary = sorted((r for r in rows if r.purpose == Purpose.PRIMARY), key=lambda r: r.position)
+    posted = tuple(r for r in primary if r.state == DeliveryState.POSTED)
+    failed = tuple(r for r in primary if r.state == DeliveryState.FAILED)
     if followup_seconds == 0:
-        if any(r["state"] in IN_FLIGHT for r in primary):
+        if any(r.state in IN_FLIGHT for r in primary):
             return Acceptance("waiting")
         return Acceptance("accepted", posted) if posted else Acceptance("failed", failed)
     for row in primary:
-        if row["state"] in PASSED_OVER:
+        if row.state in PASSED_OVER:
             continue
-        if row["state"] == "posted":
+        if row.state == DeliveryState.POSTED:
             return Acceptance("accepted", (row,))
         return Acceptance("waiting")  # being posted, or next once the one before failed
     return Acceptance("failed", failed)
 
 
-def delivery_body(row: Mapping[str, Any], link: str) -> dict[str, Any]:
+def delivery_body(row: DeliveryView, link: str) -> dict[str, Any]:
     """``{"destination", "ref"}``: the platform's message id (the store's lookup key left out)."""
-    ref = {k: v for k, v in dict(row["ref"] or {}).items() if k != "key"}
-    if row["destination"] == WEB:
+    stored = row.ref.to_json() if row.ref is not None else {}
+    ref = {k: v for k, v in stored.items() if k != "key"}
+    if row.destination == WEB:
         ref.setdefault("url", link)
-    return {"destination": row["destination"], "ref": ref}
-
-
-async def _read(request: Request, now: datetime) -> parse.DeliveryRequest | JSONResponse:
-    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        return problem(
-            415, "Unsupported Media Type", f"The body must be application/json, not {content_type}."
-        )
-    try:
-        return parse.parse_delivery(load_json(await request.body()), now=now)
-    except PayloadRejected as exc:
-        return problem(400, "Invalid request", str(exc), exc.problems)
+    return {"destination": row.destination, "ref": ref}
 
 
 def engine_router(
@@ -153,7 +142,9 @@ def engine_router(
             if result.state != "waiting" or left <= 0:
                 if result.state == "waiting":
                     posted = tuple(
-                        r for r in rows if r["purpose"] == PRIMARY and r["state"] == "posted"
+                        r
+                        for r in rows
+                        if r.purpose == Purpose.PRIMARY and r.state == DeliveryState.POSTED
                     )
                     return Acceptance("accepted", posted) if posted else result
                 return result
@@ -168,7 +159,8 @@ def engine_router(
     async def deliver(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
-        req = await _read(request, time_source.now())
+        now = time_source.now()
+        req = await read_json(request, lambda data: parse.parse_delivery(data, now=now))
         if isinstance(req, JSONResponse):
             return req
         audit = {"delivery_id": req.id, "destinations": list(req.destinations)}
@@ -185,14 +177,14 @@ def engine_router(
         body: dict[str, Any] = {"id": view.elicitation.source_id, "elicitation": outcome.key}
         if result.state == "failed":
             errors = [
-                FieldProblem(_where(destinations, r["destination"]), str(r["error"] or "failed"))
+                FieldProblem(_where(destinations, r.destination), str(r.error or "failed"))
                 for r in result.deliveries
             ]
             return problem(
                 502,
                 "Bad Gateway",
                 "No destination accepted the ask: "
-                + "; ".join(f"{r['destination']}: {r['error']}" for r in result.deliveries),
+                + "; ".join(f"{r.destination}: {r.error}" for r in result.deliveries),
                 errors,
                 **body,
             )

@@ -1,18 +1,23 @@
 """handup approval requests (spec 004): ``POST /v1/handup/requests`` in, the terminal Request
-POSTed to its allowlisted ``callback_url`` out."""
+POSTed to its allowlisted ``callback_url`` out.
 
-from adapters.sources.handup.parse import (
-    SOURCE,
+- :mod:`.validation`: the Request checked against the schema and the spec's rules;
+- :mod:`.elicitation` (with :mod:`.previews`): a checked Request in, an Elicitation out;
+- :mod:`.document`: the Request as it stands (status and decision), out;
+- :mod:`.routes` and :mod:`.sink`: the HTTP edges.
+"""
+
+from adapters.sources.handup.document import request_document
+from adapters.sources.handup.elicitation import SOURCE, to_elicitation
+from adapters.sources.handup.routes import handup_router
+from adapters.sources.handup.sink import HandupSink
+from adapters.sources.handup.validation import (
     CheckedRequest,
     callback_allowed,
     check,
     parse_timeout,
-    request_document,
     schema,
-    to_elicitation,
 )
-from adapters.sources.handup.routes import handup_router
-from adapters.sources.handup.sink import HandupSink
 
 __all__ = [
     "SOURCE",

@@ -15,18 +15,19 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.sources.handup.parse import (
+from adapters.sources.handup.document import request_document
+from adapters.sources.handup.elicitation import (
     SOURCE,
-    check,
     dedupe_request_id,
     key_of,
     new_request_id,
-    request_document,
     to_elicitation,
 )
+from adapters.sources.handup.validation import check
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
 from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
+from bot.domain.records import IntakeResult
 
 Authorise = Callable[[Request], Response | None]
 """None when the request may go on, else the response to send (401)."""
@@ -76,7 +77,7 @@ def handup_router(
         if view is None:
             msg = f"{outcome.key} was taken in but cannot be read back"
             raise RuntimeError(msg)
-        status = 200 if outcome.result == "duplicate" else 202
+        status = 200 if outcome.result == IntakeResult.DUPLICATE else 202
         return JSONResponse(request_document(view), status_code=status)
 
     @router.get(

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from adapters.sources.cloudevents import parse_rfc3339
+from adapters.shared.timestamps import parse_rfc3339
 from adapters.sources.pinework import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (

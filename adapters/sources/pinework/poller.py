@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import httpx
 import structlog
 
+from adapters.shared.webhook import retry_after
 from adapters.sources.pinework import models as upstream
 from adapters.sources.pinework.parse import (
     PAGE_LIMIT,
@@ -42,7 +43,7 @@ from adapters.sources.pinework.parse import (
     unwrap_question,
     upstream_close,
 )
-from adapters.sources.pinework.sink import reply_code, retry_after
+from adapters.sources.pinework.sink import reply_code
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import Answer, Status
 from bot.domain.ports import Clock, Elicitations, Inbound, KeyValue

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import structlog
 
+from adapters.shared.webhook import Receiver, post_json
 from adapters.sources.pinework import models as upstream
 from adapters.sources.pinework.parse import (
     SECRET_MAX,
@@ -32,20 +33,21 @@ from adapters.sources.pinework.parse import (
     question_url,
     unwrap_question,
 )
-from bot.domain.errors import (
-    PayloadRejected,
-    PermanentDeliveryError,
-    TransientDeliveryError,
-)
+from bot.domain.errors import PayloadRejected, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import AnswerMode
 from bot.domain.ports import PromptView
 
 log = structlog.get_logger("elicitbot.pinework")
 
 TIMEOUT_SECONDS = 10.0
-HTTP_TOO_MANY = 429
-HTTP_SERVER_ERROR = 500
 HTTP_REDIRECT = 300
+ANSWER_ROUTE = Receiver(
+    "Pinework unreachable for the answer: {error}", "Pinework answered HTTP {status} to the answer"
+)
+SECRET_ROUTE = Receiver(
+    "Pinework unreachable for the secret: {error}; try again",
+    "Pinework answered HTTP {status} to the secret",
+)
 
 MESSAGES = {
     "invalid_option_key": "a chosen option is not one of the question's options any more",
@@ -113,29 +115,11 @@ def reply_code(response: httpx.Response) -> str | None:
         return None
 
 
-def retry_after(response: httpx.Response) -> float | None:
-    """The reply's ``Retry-After`` in seconds, if it gave one."""
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _refused(route: str, status: int, code: str | None) -> PermanentDeliveryError:
     reason = MESSAGES.get(code or "", "")
     named = f"{code}, HTTP {status}" if code else f"HTTP {status}"
     sentence = f"Pinework refused the {route} ({named})"
     return PermanentDeliveryError(f"{sentence}: {reason}." if reason else f"{sentence}.")
-
-
-def _transient_or_none(route: str, response: httpx.Response) -> TransientDeliveryError | None:
-    status = response.status_code
-    if status >= HTTP_SERVER_ERROR or status == HTTP_TOO_MANY:
-        return TransientDeliveryError(
-            f"Pinework answered HTTP {status} to the {route}", retry_after=retry_after(response)
-        )
-    return None
 
 
 class PineworkSink(_Client):
@@ -146,21 +130,17 @@ class PineworkSink(_Client):
         if body is None:
             return  # not ours to write: resolved upstream, withdrawn, or a secret already sent
         url, headers = self._target(view)
-        url += "/answer"
-        headers["Idempotency-Key"] = idempotency_key
-        try:
-            response = await self.client.post(
-                url, json=body, headers=headers, timeout=TIMEOUT_SECONDS
-            )
-        except httpx.HTTPError as exc:
-            raise TransientDeliveryError(
-                f"Pinework unreachable for the answer: {type(exc).__name__}"
-            ) from exc
-        if response.status_code < HTTP_REDIRECT:
+        response = await post_json(
+            self.client,
+            url + "/answer",
+            body,
+            idempotency_key=idempotency_key,
+            receiver=ANSWER_ROUTE,
+            headers=headers,
+            read_refusals=True,
+        )
+        if response.is_success:
             return
-        transient = _transient_or_none("answer", response)
-        if transient is not None:
-            raise transient
         code = reply_code(response)
         if code == "question_resolved":
             await self._already_resolved(view, body)
@@ -198,23 +178,19 @@ class PineworkSecretSink(_Client):
                 f"A secret must be 1 to {SECRET_MAX:,} characters; nothing was sent."
             )
         url, headers = self._target(view)
-        url += "/secret"
-        headers["Idempotency-Key"] = idempotency_key
-        try:
-            response = await self.client.post(
-                url, json={"value": secret}, headers=headers, timeout=TIMEOUT_SECONDS
-            )
-        except httpx.HTTPError as exc:
-            # ``from None``: the request (and its body) stays out of any traceback.
-            raise TransientDeliveryError(
-                f"Pinework unreachable for the secret: {type(exc).__name__}; try again"
-            ) from None
-        if response.status_code < HTTP_REDIRECT:
+        response = await post_json(
+            self.client,
+            url + "/secret",
+            {"value": secret},
+            idempotency_key=idempotency_key,
+            receiver=SECRET_ROUTE,
+            headers=headers,
+            read_refusals=True,
+            confidential=True,  # the value stays out of every error and traceback
+        )
+        if response.is_success:
             log.info("pinework.secret_delivered", key=view.elicitation.key)
             return
-        transient = _transient_or_none("secret", response)
-        if transient is not None:
-            raise transient
         code = reply_code(response)
         if code == "question_resolved":
             raise PermanentDeliveryError(

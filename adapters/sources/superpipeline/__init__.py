@@ -8,12 +8,14 @@ from adapters.sources.superpipeline.parse import (
     to_elicitation,
     workspace_from_subject,
 )
+from adapters.sources.superpipeline.routes import superpipeline_router
 
 __all__ = [
     "CE_TYPE",
     "SOURCE",
     "SUBJECT_RE",
     "parse_body",
+    "superpipeline_router",
     "to_elicitation",
     "workspace_from_subject",
 ]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Fiel
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from adapters.sources.cloudevents import parse_rfc3339
+from adapters.shared.timestamps import parse_rfc3339
 
 PREVIEW_TYPES = ("text", "field", "link")
 PREVIEW_TAG_ERROR = "preview_type"

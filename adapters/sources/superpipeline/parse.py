@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from adapters.sources.cloudevents import CloudEvent
+from adapters.shared.cloudevents import CloudEvent
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (

@@ -1,6 +1,6 @@
 """The ``elicitation.answered`` write-back: a JSON document POSTed to the configured webhook.
 
-5xx and connection errors are retried (transient); 409 means SuperPipeline already has it (done);
+5xx, 429 and connection errors are retried (transient); 409 means SuperPipeline has it (done);
 any other 4xx is recorded as failed. The ``Idempotency-Key`` header is stable per answer.
 """
 
@@ -10,15 +10,13 @@ from typing import Any
 
 import httpx
 
-from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
+from adapters.shared.webhook import Receiver, post_json
 from bot.domain.model import Answer
 from bot.domain.ports import PromptView
 
 DOCUMENT_TYPE = "elicitation.answered"
 DOCUMENT_VERSION = 1
-HTTP_CONFLICT = 409
-HTTP_SERVER_ERROR = 500
-HTTP_TOO_MANY = 429
+RECEIVER = Receiver("answer webhook unreachable: {error}", "answer webhook answered {status}")
 
 
 def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
@@ -89,28 +87,11 @@ class SuperPipelineSink:
     async def deliver(self, view: PromptView, *, idempotency_key: str) -> None:
         if self.webhook is None:
             return  # readable at GET /v1/elicitations/{id} for the carrier's sweep
-        body = answered_document(view, idempotency_key)
-        try:
-            response = await self.client.post(
-                self.webhook, json=body, headers={"Idempotency-Key": idempotency_key}, timeout=10.0
-            )
-        except httpx.HTTPError as exc:
-            raise TransientDeliveryError(
-                f"answer webhook unreachable: {type(exc).__name__}"
-            ) from exc
-        status = response.status_code
-        if status < 300 or status == HTTP_CONFLICT:  # noqa: PLR2004
-            return
-        if status >= HTTP_SERVER_ERROR or status == HTTP_TOO_MANY:
-            raise TransientDeliveryError(
-                f"answer webhook answered {status}", retry_after=_retry_after(response)
-            )
-        raise PermanentDeliveryError(f"answer webhook answered {status}: {response.text[:200]}")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+        await post_json(
+            self.client,
+            self.webhook,
+            answered_document(view, idempotency_key),
+            idempotency_key=idempotency_key,
+            receiver=RECEIVER,
+            conflict_is_done=True,
+        )

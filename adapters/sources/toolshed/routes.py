@@ -18,19 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.problem import problem
-from adapters.sources.cloudevents import load_json
+from adapters.shared.jsonbody import read_json
+from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
-from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.errors import FieldProblem
 from bot.domain.model import Attempt, Refusal, RefusalCode
 from bot.domain.ports import Clock, Elicitations, Inbound
 
-T = TypeVar("T")
 _FORBIDDEN = frozenset(
     {RefusalCode.ASKER, RefusalCode.AGENT, RefusalCode.BOT, RefusalCode.NOT_ADMIN}
 )
@@ -66,24 +65,6 @@ class _UtcClock:
         return datetime.now(UTC)
 
 
-def rejected(exc: PayloadRejected) -> JSONResponse:
-    return problem(400, "Invalid request", str(exc), exc.problems)
-
-
-async def read_body(request: Request, parser: Callable[[Any], T]) -> T | JSONResponse:
-    """``parser`` applied to the JSON body, or the problem to send: 415 for a declared non-JSON
-    content type, 400 for a body that is not JSON or that ``parser`` rejects."""
-    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if content_type and content_type != "application/json" and not content_type.endswith("+json"):
-        return problem(
-            415, "Unsupported Media Type", f"The body must be application/json, not {content_type}."
-        )
-    try:
-        return parser(load_json(await request.body()))
-    except PayloadRejected as exc:
-        return rejected(exc)
-
-
 def toolshed_router(
     elicitations: Elicitations,
     authorise: Callable[[Request], Response | None],
@@ -106,7 +87,7 @@ def toolshed_router(
     async def create(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
-        req = await read_body(request, parse.parse_request)
+        req = await read_json(request, parse.parse_request)
         if isinstance(req, JSONResponse):
             return req
         e = parse.to_elicitation(req, now=clock_.now())
@@ -136,7 +117,7 @@ def toolshed_router(
     async def resolve(request: Request, execution_id: str) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
-        resolution = await read_body(request, parse.parse_resolution)
+        resolution = await read_json(request, parse.parse_resolution)
         if isinstance(resolution, JSONResponse):
             return resolution
         key = parse.key_of(execution_id)

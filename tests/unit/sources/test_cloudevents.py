@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.sources.cloudevents import (
+from adapters.shared.cloudevents import (
     CloudEvent,
     is_json_media_type,
     parse_http,
     parse_nats,
-    parse_rfc3339,
 )
+from adapters.shared.timestamps import parse_rfc3339
 from bot.domain.errors import (
     IntakeError,
     PayloadRejected,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters.sources.cloudevents import load_json
+from adapters.shared.jsonbody import load_json
 from adapters.sources.engine import (
     MAX_BODY_BYTES,
     NO_DEADLINE_TEXT,
@@ -35,6 +35,8 @@ from bot.domain.model import (
     RefusalCode,
     RouteMatch,
 )
+from bot.domain.records import DeliveryState, DeliveryView, Purpose
+from bot.domain.refs import ref_from_json
 
 NOW = datetime(2026, 11, 10, 9, 30, tzinfo=UTC)
 FIXTURES = json.loads(
@@ -353,15 +355,19 @@ def test_followup_seconds_as_a_whole_float_is_accepted() -> None:
 # --- acceptance ---------------------------------------------------------------------------------
 
 
-def row(position: int, state: str, destination: str = "", **more: Any) -> dict[str, Any]:
-    return {
-        "destination": destination or f"slack:C{position}",
-        "position": position,
-        "purpose": more.pop("purpose", "primary"),
-        "state": state,
-        "ref": more.pop("ref", None),
-        "error": more.pop("error", None),
-    }
+def row(position: int, state: str, destination: str = "", **more: Any) -> DeliveryView:
+    return DeliveryView(
+        id=position,
+        elicitation_key="engine:d",
+        destination=destination or f"slack:C{position}",
+        position=position,
+        purpose=Purpose(more.pop("purpose", "primary")),
+        state=DeliveryState(state),
+        ref=ref_from_json(more.pop("ref", None)),
+        posted_at=None,
+        created_at=NOW,
+        error=more.pop("error", None),
+    )
 
 
 @pytest.mark.parametrize(
@@ -387,7 +393,7 @@ def test_acceptance(states: list[str], followup: int, expected: str, positions: 
     rows.append(row(9, "posted", purpose="escalation"))
     result = acceptance(rows, followup)
     assert result.state == expected
-    assert [r["position"] for r in result.deliveries] == positions
+    assert [r.position for r in result.deliveries] == positions
 
 
 def test_delivery_body_is_the_platform_message_id() -> None:

@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.sources.handup import parse
+from adapters.sources.handup import validation
+from adapters.sources.handup.document import request_document
+from adapters.sources.handup.elicitation import to_elicitation
 from adapters.sources.handup.sink import HandupSink
 from bot.domain.errors import PayloadRejected, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, AnswerMode, Elicitation, Kind, Meaning, Status
@@ -37,8 +39,8 @@ def request(case: str, **changes: Any) -> dict[str, Any]:
 
 
 def elicitation(case: str, request_id: str = "req_x", **changes: Any) -> Elicitation:
-    checked = parse.check(request(case, **changes), ALLOW)
-    return parse.to_elicitation(checked, request_id=checked.id or request_id, now=NOW)
+    checked = validation.check(request(case, **changes), ALLOW)
+    return to_elicitation(checked, request_id=checked.id or request_id, now=NOW)
 
 
 def view(e: Elicitation, status: Status, answer: Answer | None = None) -> PromptView:
@@ -64,13 +66,13 @@ def test_the_shipped_schema_is_the_specs_request_schema() -> None:
     spec = shared_path("spec", "004_6f1b0a8dc60b7789.txt").read_text(encoding="utf-8")
     marker = "JSON Schema\n\ndocs/public/schema/request.schema.json\n\n"
     published = json.loads(spec[spec.index(marker) + len(marker) :])
-    assert parse.schema() == published
-    assert parse.schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert validation.schema() == published
+    assert validation.schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
 @pytest.mark.parametrize("case", sorted(VALID))
 def test_every_valid_fixture_passes(case: str) -> None:
-    checked = parse.check(request(case), ALLOW)
+    checked = validation.check(request(case), ALLOW)
     assert checked.document["title"] == VALID[case]["title"]
 
 
@@ -78,14 +80,14 @@ def test_every_valid_fixture_passes(case: str) -> None:
 def test_every_refused_fixture_is_refused_naming_its_field(reason: str) -> None:
     case = REFUSED[reason]
     with pytest.raises(PayloadRejected) as exc:
-        parse.check(case["request"], ALLOW)
+        validation.check(case["request"], ALLOW)
     assert case["field"] in [p.loc for p in exc.value.problems], exc.value.problems
 
 
 def test_every_problem_is_named_at_once() -> None:
     bad = {"kind": "nope", "risk": "extreme", "options": [{"id": 1}], "extra": True}
     with pytest.raises(PayloadRejected) as exc:
-        parse.check(bad, ALLOW)
+        validation.check(bad, ALLOW)
     locs = {p.loc for p in exc.value.problems}
     assert {
         "title",
@@ -114,7 +116,7 @@ def test_every_problem_is_named_at_once() -> None:
     ],
 )
 def test_schema_problems_say_what_is_wrong(data: Any, loc: str, message: str) -> None:
-    problems = parse.schema_problems(data)
+    problems = validation.schema_problems(data)
     assert (loc, message) in [(p.loc, p.message) for p in problems], problems
 
 
@@ -134,18 +136,18 @@ def test_schema_problems_say_what_is_wrong(data: Any, loc: str, message: str) ->
     ],
 )
 def test_timeouts_parse(text: str, seconds: int) -> None:
-    assert parse.parse_timeout(text) == timedelta(seconds=seconds)
+    assert validation.parse_timeout(text) == timedelta(seconds=seconds)
 
 
 def test_none_disables_the_timeout() -> None:
-    assert parse.parse_timeout("none") is None
-    assert parse.parse_timeout("None") is None
+    assert validation.parse_timeout("none") is None
+    assert validation.parse_timeout("None") is None
 
 
 @pytest.mark.parametrize("text", ["0s", "366d", "90", "-5m", "1.5h", "15 minutes", "", "1y", "m"])
 def test_bad_timeouts_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="positive duration"):
-        parse.parse_timeout(text)
+        validation.parse_timeout(text)
 
 
 @pytest.mark.parametrize(
@@ -167,13 +169,13 @@ def test_bad_timeouts_are_refused(text: str) -> None:
     ],
 )
 def test_callback_allowlist_matches_origin_and_whole_path_segments(url: str, allowed: bool) -> None:
-    assert parse.callback_allowed(url, ALLOW) is allowed
+    assert validation.callback_allowed(url, ALLOW) is allowed
 
 
 def test_an_allowlist_entry_of_a_bare_origin_allows_every_path() -> None:
-    assert parse.callback_allowed("https://h.example/a/b", ["https://h.example/"])
-    assert parse.callback_allowed("https://h.example/a/b", ["https://h.example"])
-    assert not parse.callback_allowed("https://h.example/a", [])
+    assert validation.callback_allowed("https://h.example/a/b", ["https://h.example/"])
+    assert validation.callback_allowed("https://h.example/a/b", ["https://h.example"])
+    assert not validation.callback_allowed("https://h.example/a", [])
 
 
 # --- mapping -----------------------------------------------------------------------------------
@@ -259,13 +261,13 @@ def test_without_timeout_the_given_expires_at_is_kept_and_none_disables() -> Non
 
 
 def test_an_absent_timeout_uses_the_configured_default() -> None:
-    checked = parse.check(request("minimal"), ALLOW)
-    e = parse.to_elicitation(checked, request_id="r", now=NOW, default_timeout=timedelta(hours=2))
+    checked = validation.check(request("minimal"), ALLOW)
+    e = to_elicitation(checked, request_id="r", now=NOW, default_timeout=timedelta(hours=2))
     assert e.deadlines.expires_at == NOW + timedelta(hours=2)
     assert e.extra["request"]["expires_at"] == NOW_MS + 7_200_000
-    assert parse.to_elicitation(checked, request_id="r", now=NOW).deadlines.expires_at is None
-    disabled = parse.check(request("minimal", timeout="none"), ALLOW)
-    e = parse.to_elicitation(disabled, request_id="r", now=NOW, default_timeout=timedelta(hours=2))
+    assert to_elicitation(checked, request_id="r", now=NOW).deadlines.expires_at is None
+    disabled = validation.check(request("minimal", timeout="none"), ALLOW)
+    e = to_elicitation(disabled, request_id="r", now=NOW, default_timeout=timedelta(hours=2))
     assert e.deadlines.expires_at is None
 
 
@@ -367,7 +369,7 @@ def test_one_question_becomes_options_with_descriptions_and_the_recommended_one(
 def test_one_questions_answer_mode(changes: dict[str, Any], mode: AnswerMode) -> None:
     data = request("question")
     data["input"]["questions"][0].update(changes)
-    e = parse.to_elicitation(parse.check(data, ALLOW), request_id="r", now=NOW)
+    e = to_elicitation(validation.check(data, ALLOW), request_id="r", now=NOW)
     assert e.answer_mode is mode
 
 
@@ -389,7 +391,7 @@ def test_questions_on_other_kinds_pass_through_unused() -> None:
     data = request(
         "minimal", input={"questions": [{"id": "q", "question": "?"}], "tool_args": {"a": 1}}
     )
-    e = parse.to_elicitation(parse.check(data, ALLOW), request_id="r", now=NOW)
+    e = to_elicitation(validation.check(data, ALLOW), request_id="r", now=NOW)
     assert "form" not in e.extra
     assert e.extra["request"]["input"]["tool_args"] == {"a": 1}
 
@@ -398,15 +400,15 @@ def test_questions_on_other_kinds_pass_through_unused() -> None:
 
 
 def test_pending_has_no_decision() -> None:
-    document = parse.request_document(view(elicitation("command"), Status.PENDING))
+    document = request_document(view(elicitation("command"), Status.PENDING))
     assert (document["status"], document["decision"]) == ("pending", None)
-    assert parse.schema_problems(document) == []
+    assert validation.schema_problems(document) == []
 
 
 def test_an_approval_decision_carries_option_outcome_hash_who_and_when() -> None:
     e = elicitation("command")
     answer = person("run", subject_digest=e.subject.digest if e.subject else None)
-    document = parse.request_document(view(e, Status.ANSWERED, answer))
+    document = request_document(view(e, Status.ANSWERED, answer))
     assert document["status"] == "approved"
     assert document["decision"] == {
         "content_hash": e.extra["request"]["content_hash"],
@@ -420,7 +422,7 @@ def test_an_approval_decision_carries_option_outcome_hash_who_and_when() -> None
         "scope": None,
     }
     assert document["id"] == "req_cmd_0001"
-    assert parse.schema_problems(document) == []
+    assert validation.schema_problems(document) == []
 
 
 def test_a_deny_carries_the_feedback_and_the_identity_when_no_principal() -> None:
@@ -432,7 +434,7 @@ def test_a_deny_carries_the_feedback_and_the_identity_when_no_principal() -> Non
         via="matrix:!r",
         at=NOW,
     )
-    document = parse.request_document(view(e, Status.ANSWERED, answer))
+    document = request_document(view(e, Status.ANSWERED, answer))
     assert document["status"] == "denied"
     assert document["decision"]["feedback"] == "Not during business hours"
     assert document["decision"]["decided_by"] == "matrix:@bob:x"
@@ -441,20 +443,20 @@ def test_a_deny_carries_the_feedback_and_the_identity_when_no_principal() -> Non
 
 def test_one_question_answer_is_in_fields_answers_by_question_id() -> None:
     e = elicitation("question")
-    document = parse.request_document(view(e, Status.ANSWERED, person("SQLite", text="small")))
+    document = request_document(view(e, Status.ANSWERED, person("SQLite", text="small")))
     assert document["status"] == "answered"
     decision = document["decision"]
     assert decision["fields"] == {"answers": {"db": {"selected": ["SQLite"], "text": None}}}
     assert decision["feedback"] == "small", "no free text on this question: the text is feedback"
     assert (decision["option"], decision["outcome"]) == ("approve", "approve")
-    assert parse.schema_problems(document) == []
+    assert validation.schema_problems(document) == []
 
 
 def test_a_free_text_question_answer_is_its_text() -> None:
     data = request("question")
     data["input"]["questions"][0]["allow_free_text"] = True
-    e = parse.to_elicitation(parse.check(data, ALLOW), request_id="r", now=NOW)
-    document = parse.request_document(view(e, Status.ANSWERED, person(text="MariaDB")))
+    e = to_elicitation(validation.check(data, ALLOW), request_id="r", now=NOW)
+    document = request_document(view(e, Status.ANSWERED, person(text="MariaDB")))
     assert document["decision"]["fields"] == {
         "answers": {"db": {"selected": [], "text": "MariaDB"}}
     }
@@ -469,10 +471,10 @@ def test_a_forms_own_answers_are_passed_on() -> None:
         "notes": {"selected": [], "text": "First beta."},
     }
     answer = person(fields={"answers": answers})
-    document = parse.request_document(view(e, Status.ANSWERED, answer))
+    document = request_document(view(e, Status.ANSWERED, answer))
     assert document["decision"]["fields"] == {"answers": answers}
-    assert parse.schema_problems(document) == []
-    written = parse.request_document(view(e, Status.ANSWERED, person(text="beta, all")))
+    assert validation.schema_problems(document) == []
+    written = request_document(view(e, Status.ANSWERED, person(text="beta, all")))
     assert written["decision"]["fields"] == {"answers": {}}
     assert written["decision"]["feedback"] == "beta, all"
 
@@ -483,7 +485,7 @@ def test_a_forms_own_answers_are_passed_on() -> None:
 )
 def test_expiry_decides_by_on_timeout(on_timeout: str, status: str, option: str | None) -> None:
     e = elicitation("minimal", timeout="15m", on_timeout=on_timeout)
-    document = parse.request_document(view(e, Status.EXPIRED))
+    document = request_document(view(e, Status.EXPIRED))
     assert document["status"] == status
     if option is None:
         assert document["decision"] is None
@@ -492,19 +494,19 @@ def test_expiry_decides_by_on_timeout(on_timeout: str, status: str, option: str 
         assert document["decision"]["decided_by"] == "timeout"
         assert document["decision"]["decided_at"] == NOW_MS + 15 * 60_000
         assert document["decision"]["content_hash"] == document["content_hash"]
-    assert parse.schema_problems(document) == []
+    assert validation.schema_problems(document) == []
 
 
 def test_a_system_decision_recorded_at_expiry_names_its_option() -> None:
     e = elicitation("command")
     system = Answer(option_ids=("skip",), respondent="system", via="system", at=NOW)
-    document = parse.request_document(view(e, Status.EXPIRED, system))
+    document = request_document(view(e, Status.EXPIRED, system))
     assert (document["status"], document["decision"]["option"]) == ("denied", "skip")
     assert document["decision"]["decided_by"] == "timeout"
 
 
 def test_cancelled_has_no_decision() -> None:
-    document = parse.request_document(view(elicitation("command"), Status.CANCELLED))
+    document = request_document(view(elicitation("command"), Status.CANCELLED))
     assert (document["status"], document["decision"]) == ("cancelled", None)
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.sources.cloudevents import CloudEvent, parse_http, parse_nats
+from adapters.shared.cloudevents import CloudEvent, parse_http, parse_nats
 from adapters.sources.superpipeline import (
     CE_TYPE,
     SOURCE,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters.sources.cloudevents import load_json
+from adapters.shared.jsonbody import load_json
 from adapters.sources.toolshed import (
     ASKER,
     SOURCE,

@@ -1,7 +1,8 @@
 """CloudEvents 1.0 over HTTP (structured, binary, batch) and NATS, parsed strictly.
 
 Written here rather than taken from the ``cloudevents`` SDK, which invents missing ids, accepts
-empty or integer ids and picks the mode from stray ``ce-`` headers (notes/reliability.md §4).
+empty or integer ids and picks the mode from stray ``ce-`` headers: an event without an id cannot
+be deduplicated, so it is refused, and the mode comes from ``Content-Type`` alone.
 Pure: no I/O. Every refusal is an ``IntakeError``; ``PayloadRejected`` names every bad attribute.
 """
 
@@ -9,14 +10,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
+from adapters.shared.jsonbody import read_strict
+from adapters.shared.timestamps import parse_rfc3339
 from bot.domain.errors import (
     FieldProblem,
     PayloadRejected,
@@ -24,9 +26,21 @@ from bot.domain.errors import (
     UnsupportedMediaType,
 )
 
+__all__ = [
+    "BATCH",
+    "MAX_BODY_BYTES",
+    "SPECVERSION",
+    "STRUCTURED",
+    "CloudEvent",
+    "event_from_attributes",
+    "is_json_media_type",
+    "parse_http",
+    "parse_nats",
+]
+
 SPECVERSION = "1.0"
 MAX_BODY_BYTES = 1024 * 1024
-"""The intake limit (DESIGN.md: 413 over 1 MiB)."""
+"""The intake limit: a body over 1 MiB is refused (413)."""
 
 STRUCTURED = "application/cloudevents"
 BATCH = "application/cloudevents-batch"
@@ -39,12 +53,6 @@ _OPTIONAL = ("subject", "datacontenttype", "dataschema")
 _CONTEXT = frozenset({*_REQUIRED, *_OPTIONAL, "time"})
 _NAME = re.compile(r"[a-z0-9]+")
 _QUOTED_PAIR = re.compile(r"\\(.)", re.DOTALL)
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-_RFC3339 = re.compile(
-    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})[Tt ]"
-    r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?"
-    r"(?:(?P<utc>[Zz])|(?P<sign>[+-])(?P<offset_hour>[0-9]{2}):(?P<offset_minute>[0-9]{2}))"
-)
 
 
 @dataclass(frozen=True)
@@ -61,39 +69,6 @@ class CloudEvent:
     dataschema: str | None
     data: Any
     extensions: dict[str, str]
-
-
-def parse_rfc3339(value: str) -> datetime:
-    """An RFC 3339 date-time (seconds and an offset or Z required) as an aware UTC datetime."""
-    match = _RFC3339.fullmatch(value)
-    if match is None:
-        msg = "must be an RFC 3339 date-time such as 2026-11-10T09:30:00Z"
-        raise ValueError(msg)
-    part = match.groupdict()
-    try:
-        if part["utc"]:
-            tz = UTC
-        else:
-            hours, minutes = int(part["offset_hour"]), int(part["offset_minute"])
-            if hours > 23 or minutes > 59:  # noqa: PLR2004 - RFC 3339 time-numoffset bounds
-                raise ValueError  # noqa: TRY301 - one message for every out-of-range part
-            sign = -1 if part["sign"] == "-" else 1
-            tz = timezone(sign * timedelta(hours=hours, minutes=minutes))
-        fraction = (part["fraction"] or "")[:6].ljust(6, "0")
-        moment = datetime(
-            int(part["year"]),
-            int(part["month"]),
-            int(part["day"]),
-            int(part["hour"]),
-            int(part["minute"]),
-            int(part["second"]),
-            int(fraction),
-            tzinfo=tz,
-        )
-        return moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        msg = "is not a valid date-time (a part is out of range)"
-        raise ValueError(msg) from None
 
 
 def parse_http(
@@ -177,7 +152,7 @@ def _structured(media: str, body: bytes) -> CloudEvent:
         raise UnsupportedMediaType(
             f"{media} is not a supported event format: use {STRUCTURED}+json"
         )
-    document, problem = _load_json(body, "body")
+    document, problem = read_strict(body, "body")
     if problem is not None:
         raise PayloadRejected([problem])
     if not isinstance(document, dict):
@@ -188,7 +163,7 @@ def _structured(media: str, body: bytes) -> CloudEvent:
 def _batch(media: str, body: bytes) -> list[CloudEvent]:
     if media not in _BATCH_TYPES:
         raise UnsupportedMediaType(f"{media} is not a supported batch format: use {BATCH}+json")
-    document, problem = _load_json(body, "body")
+    document, problem = read_strict(body, "body")
     if problem is not None:
         raise PayloadRejected([problem])
     if not isinstance(document, list):
@@ -229,7 +204,7 @@ def _binary(
     attributes["datacontenttype"] = content_type
     data: Any = None
     if body.strip():
-        data, problem = _load_json(body, "data")
+        data, problem = read_strict(body, "data")
         if problem is not None:
             found.append(problem)
     return event_from_attributes(attributes, data, found)
@@ -289,56 +264,11 @@ def _split_headers(
 
 
 def _decode_header_value(raw: str) -> str:
-    """CloudEvents HTTP binding §3.1.3.2: unquote a quoted-string, then one percent-decoding."""
+    """A ``ce-`` header value: a quoted-string is unquoted, then percent-decoded exactly once."""
     value = raw.strip(" \t")
     if len(value) >= 2 and value[0] == value[-1] == '"':  # noqa: PLR2004 - the two quotes
         value = _QUOTED_PAIR.sub(r"\1", value[1:-1])
     return unquote(value, encoding="utf-8", errors="strict")
-
-
-def load_json(raw: bytes, loc: str = "body") -> Any:
-    """A request body as strict JSON, or PayloadRejected naming ``loc``: not UTF-8, not JSON,
-    NaN/Infinity, nested too deeply, or a lone UTF-16 surrogate escape."""
-    document, problem = _load_json(raw, loc)
-    if problem is not None:
-        raise PayloadRejected([problem])
-    return document
-
-
-def _load_json(raw: bytes, loc: str) -> tuple[Any, FieldProblem | None]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, FieldProblem(loc, "is not valid UTF-8")
-    try:
-        document = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        return None, FieldProblem(loc, "is nested too deeply")
-    except ValueError as exc:
-        return None, FieldProblem(loc, f"is not valid JSON ({exc})")
-    if _has_lone_surrogate(document):
-        return None, FieldProblem(loc, "holds a lone UTF-16 surrogate escape: not valid Unicode")
-    return document, None
-
-
-def _has_lone_surrogate(document: Any) -> bool:
-    """``"\\ud800"`` is valid JSON but no Unicode text: nothing downstream could encode it."""
-    stack = [document]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                return True
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            stack.extend(item)
-            stack.extend(item.values())
-    return False
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
 
 
 def _decode_base64_json(encoded: str, problems: list[FieldProblem]) -> Any:
@@ -347,7 +277,7 @@ def _decode_base64_json(encoded: str, problems: list[FieldProblem]) -> Any:
     except (binascii.Error, ValueError):
         problems.append(FieldProblem("data_base64", "is not valid base64"))
         return None
-    data, problem = _load_json(raw, "data")
+    data, problem = read_strict(raw, "data")
     if problem is not None:
         problems.append(problem)
     return data

@@ -1,0 +1,127 @@
+"""The handup Request as it stands: its terminal ``status`` and ``decision`` (spec 004). Pure.
+
+:func:`request_document` is what the intake response, ``GET /v1/handup/requests/{id}`` and the
+callback send: the stored Request with the decision a person (or the timeout) made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adapters.sources.handup.elicitation import to_millis
+from bot.domain.model import Status
+from bot.domain.ports import PromptView
+
+TIMEOUT_ACTOR = "timeout"
+"""``decision.decided_by`` of a decision taken at timeout (``on_timeout``)."""
+
+
+def request_document(view: PromptView) -> dict[str, Any]:
+    """The stored Request with its current ``status`` and ``decision``."""
+    document = dict(view.elicitation.extra["request"])
+    status, decision = _decision(view, document)
+    document["status"] = status
+    document["decision"] = decision
+    return document
+
+
+def _option_of(document: Mapping[str, Any], option_id: str) -> Mapping[str, Any] | None:
+    return next((o for o in document["options"] if o["id"] == option_id), None)
+
+
+def _decision(view: PromptView, document: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    answer = view.answer
+    if view.status is Status.PENDING:
+        return "pending", None
+    if view.status is Status.CANCELLED:
+        return "cancelled", None
+    content = (answer.subject_digest if answer else None) or document["content_hash"]
+    if view.status is Status.EXPIRED:
+        return _timeout_decision(view, document, content)
+    if answer is None:
+        return "cancelled", None
+    decided_by = (
+        TIMEOUT_ACTOR if answer.respondent == "system" else answer.principal or answer.respondent
+    )
+    decision: dict[str, Any] = {
+        "content_hash": content,
+        "decided_at": to_millis(answer.at),
+        "decided_by": decided_by,
+        "feedback": None,
+        "fields": None,
+        "option": "",
+        "outcome": None,
+        "rule_id": None,
+        "scope": None,
+    }
+    questions = view.elicitation.extra.get("form")
+    if questions is not None:
+        answers, feedback = form_answers(questions, answer.option_ids, answer.text, answer.fields)
+        submit = next((o for o in document["options"] if o["outcome"] == "approve"), None)
+        decision.update(
+            option=submit["id"] if submit else "answer",
+            outcome="approve" if submit else None,
+            feedback=feedback,
+            fields={"answers": answers},
+        )
+        return "answered", decision
+    option = _option_of(document, answer.option_ids[0]) if answer.option_ids else None
+    if option is None:
+        return "cancelled", None
+    decision.update(
+        option=option["id"],
+        outcome=option["outcome"],
+        feedback=answer.text,
+        fields=dict(answer.fields) or None,
+    )
+    return ("approved" if option["outcome"] == "approve" else "denied"), decision
+
+
+def _timeout_decision(
+    view: PromptView, document: Mapping[str, Any], content: str
+) -> tuple[str, dict[str, Any] | None]:
+    """Expired: ``on_timeout`` decides (deny / approve), or it simply expired (``expire``)."""
+    answer = view.answer
+    chosen = _option_of(document, answer.option_ids[0]) if answer and answer.option_ids else None
+    outcome = chosen["outcome"] if chosen else document["on_timeout"]
+    if outcome not in ("approve", "deny"):
+        return "expired", None
+    option = chosen or next((o for o in document["options"] if o["outcome"] == outcome), None)
+    expired_at = view.elicitation.deadlines.expires_at
+    at = answer.at if answer else expired_at
+    decision = {
+        "content_hash": content,
+        "decided_at": to_millis(at) if at else None,
+        "decided_by": TIMEOUT_ACTOR,
+        "feedback": None,
+        "fields": None,
+        "option": option["id"] if option else outcome,
+        "outcome": outcome,
+        "rule_id": None,
+        "scope": None,
+    }
+    return ("approved" if outcome == "approve" else "denied"), decision
+
+
+def form_answers(
+    questions: Sequence[Mapping[str, Any]],
+    option_ids: Sequence[str],
+    text: str | None,
+    fields: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None]:
+    """``decision.fields.answers`` (by question id) and ``decision.feedback`` of an answer.
+
+    A form's own answers (``fields["answers"]``) are taken as given. Otherwise, for one
+    question, the chosen option labels are its ``selected`` and the text its ``text`` when it
+    takes free text (else the text is feedback); for several, a written answer is feedback.
+    """
+    given = fields.get("answers")
+    if isinstance(given, Mapping):
+        return dict(given), text
+    if len(questions) != 1:
+        return {}, text
+    only = questions[0]
+    takes_text = bool(only["allow_free_text"]) or not only["options"]
+    answer = {"selected": list(option_ids), "text": text if takes_text else None}
+    return {str(only["id"]): answer}, None if takes_text else text

@@ -1,0 +1,239 @@
+"""A checked handup Request in, a normalised Elicitation out (spec 004). Pure.
+
+Times in a Request are Unix milliseconds. elicitbot stands in for the handup daemon: it assigns
+``id`` (when absent), ``created_at``, ``expires_at`` (from ``timeout``), ``content_hash`` and
+``status``; ``source.integration`` is server-verified, so a caller's value is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.sources.handup.previews import context_items, preview_items
+from adapters.sources.handup.validation import CheckedRequest, parse_timeout
+from bot.domain.model import (
+    AnswerMode,
+    ApprovalSubject,
+    Context,
+    Deadlines,
+    Elicitation,
+    Kind,
+    Meaning,
+    Option,
+)
+
+SOURCE = "handup"
+SUBJECT_SCHEMA = "handup.request"
+CONTENT_FIELDS = (
+    "kind",
+    "title",
+    "summary",
+    "tool",
+    "risk",
+    "source",
+    "previews",
+    "options",
+    "input",
+)
+"""What a person decides on: ``content_hash`` is the SHA-256 of these, canonical JSON."""
+
+
+# --- ids --------------------------------------------------------------------------------------
+
+
+def new_request_id() -> str:
+    return f"hr_{uuid.uuid4().hex}"
+
+
+def dedupe_request_id(dedupe_key: str, generation: int) -> str:
+    """The id of the ``generation``-th request of a ``dedupe_key`` sent without an id: retries
+    of a pending request land on its id; once it is decided, the next generation is new."""
+    digest = hashlib.sha256(f"{generation}:{dedupe_key}".encode()).hexdigest()
+    return f"hr_{digest[:32]}"
+
+
+def key_of(request_id: str) -> str:
+    return f"{SOURCE}:{request_id}"
+
+
+# --- mapping ----------------------------------------------------------------------------------
+
+
+def to_elicitation(
+    checked: CheckedRequest,
+    *,
+    request_id: str,
+    now: datetime,
+    default_timeout: timedelta | None = None,
+) -> Elicitation:
+    """The elicitation of a checked Request under ``request_id``, taken in at ``now``.
+
+    Expiry: ``timeout`` when present (``none``/null: never); else ``expires_at`` as given; else
+    ``default_timeout`` (the config's, "absent uses config"), if any."""
+    document = dict(checked.document)
+    source = dict(document["source"] or {})
+    source["integration"] = None  # server-verified in handup; elicitbot verifies none
+    document["source"] = source
+    document["id"] = request_id
+    document["status"] = "pending"
+    document["created_at"] = to_millis(now)
+    expires = _expiry(checked, now, default_timeout)
+    document["expires_at"] = to_millis(expires) if expires is not None else None
+    document["content_hash"] = content_hash(document)
+    kind = document["kind"]
+    questions = _questions(document)
+    mode, options = _answers_offered(document, questions)
+    summary = document["summary"] or ""
+    return Elicitation(
+        source=SOURCE,
+        source_id=request_id,
+        context=Context(conversation_id=source.get("session")),
+        asker=source.get("agent") or f"{SOURCE}:agent",
+        kind=Kind.QUESTION if kind == "question" else Kind.APPROVAL,
+        title=document["title"],
+        question=_question_text(summary, questions),
+        answer_mode=mode,
+        options=options,
+        subject=ApprovalSubject(
+            id=request_id,
+            digest=document["content_hash"],
+            schema_=SUBJECT_SCHEMA,
+            revision=0,
+            preview=tuple(context_items(document))
+            + tuple(item for p in document["previews"] for item in preview_items(p)),
+        ),
+        deadlines=Deadlines(
+            expires_at=expires, on_timeout=document["on_timeout"] if expires else None
+        ),
+        created_at=now,
+        extra={"request": document, **({"form": questions} if questions is not None else {})},
+    )
+
+
+def to_millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def from_millis(millis: int) -> datetime:
+    return datetime.fromtimestamp(millis / 1000, UTC)
+
+
+def _expiry(
+    checked: CheckedRequest, now: datetime, default_timeout: timedelta | None
+) -> datetime | None:
+    document = checked.document
+    if checked.has_timeout:
+        timeout = document["timeout"]
+        duration = parse_timeout(timeout) if timeout is not None else None
+        return now + duration if duration is not None else None
+    given = document["expires_at"]
+    if given:
+        return from_millis(given)
+    return now + default_timeout if default_timeout is not None else None
+
+
+def content_hash(document: Mapping[str, Any]) -> str:
+    canonical = json.dumps(
+        {name: document.get(name) for name in CONTENT_FIELDS},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _questions(document: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """A question request's questions, each with its defaults; None for other kinds."""
+    if document["kind"] != "question":
+        return None
+    out = []
+    for question in (document["input"] or {}).get("questions") or []:
+        out.append(
+            {
+                "id": question["id"],
+                "header": question.get("header"),
+                "question": question["question"],
+                "multi": bool(question.get("multi", False)),
+                "allow_free_text": bool(question.get("allow_free_text", False)),
+                "recommended": question.get("recommended"),
+                "options": [
+                    {
+                        "label": o["label"],
+                        "description": o.get("description"),
+                        "preview": o.get("preview"),
+                    }
+                    for o in question.get("options") or []
+                ],
+            }
+        )
+    return out
+
+
+def _answers_offered(
+    document: Mapping[str, Any], questions: list[dict[str, Any]] | None
+) -> tuple[AnswerMode, tuple[Option, ...]]:
+    """How a person answers. An approval: one of its options (a deny option needs a comment
+    under ``feedback: required_on_deny``). One question: its options (ids are the labels), or
+    a text. Several questions: a form (``extra["form"]``); in chat, a written answer."""
+    if questions is None:
+        required = ((document["input"] or {}).get("feedback")) == "required_on_deny"
+        return AnswerMode.SINGLE_CHOICE, tuple(
+            Option(
+                id=o["id"],
+                label=o["label"],
+                meaning=Meaning.APPROVE if o["outcome"] == "approve" else Meaning.REJECT,
+                outcome=o["outcome"],
+                style=o.get("style"),
+                requires_text=required and o["outcome"] == "deny",
+            )
+            for o in document["options"]
+        )
+    if len(questions) != 1 or not questions[0]["options"]:
+        return AnswerMode.FREE_TEXT, ()
+    only = questions[0]
+    options = tuple(
+        Option(
+            id=o["label"],
+            label=o["label"],
+            description=o["description"],
+            recommended=index == only["recommended"],
+        )
+        for index, o in enumerate(only["options"])
+    )
+    if only["multi"]:
+        return AnswerMode.MULTI_CHOICE, options
+    if only["allow_free_text"]:
+        return AnswerMode.CHOICE_OR_TEXT, options
+    return AnswerMode.SINGLE_CHOICE, options
+
+
+def _question_text(summary: str, questions: list[dict[str, Any]] | None) -> str:
+    parts = [summary.strip()] if summary.strip() else []
+    if questions is None:
+        return "\n\n".join(parts)
+    if len(questions) == 1:
+        only = questions[0]
+        head = f"**{only['header']}** — " if only["header"] else ""
+        parts.append(head + only["question"])
+        return "\n\n".join(parts)
+    for number, q in enumerate(questions, start=1):
+        head = f"{number}. **{q['header']}** — " if q["header"] else f"{number}. "
+        lines = [head + q["question"]]
+        for index, o in enumerate(q["options"]):
+            line = f"   - {o['label']}"
+            if index == q["recommended"]:
+                line += " (recommended)"
+            if o["description"]:
+                line += f" — {o['description']}"
+            lines.append(line)
+        if q["multi"]:
+            lines.append("   (choose one or more)")
+        if q["allow_free_text"] or not q["options"]:
+            lines.append("   (a written answer works)")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)

@@ -1,0 +1,290 @@
+"""handup Request validation (spec 004): the JSON Schema and the rules it cannot say. Pure.
+
+:func:`check` validates a Request against the spec's JSON Schema (shipped as
+``schema/request.schema.json``, checked with ``jsonschema``) and the rules the schema cannot say
+(daemon-managed fields, ids, options, questions, the timeout, the feedback mode and the callback
+allowlist), reporting every problem at once, each naming its field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from bot.domain.errors import FieldProblem, PayloadRejected
+
+MAX_TIMEOUT = timedelta(days=365)
+MAX_QUESTIONS = 10
+MAX_ID_LENGTH = 200
+ID_RE = re.compile(r"[A-Za-z0-9._:@+~-]{1,200}")
+_DURATION_RE = re.compile(r"(?:[0-9]+[smhd])+")
+_DURATION_PART = re.compile(r"([0-9]+)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_HELP = (
+    'must be a positive duration such as "90s", "15m", "2h" or "7d" (at most one year), or "none"'
+)
+FEEDBACK_VALUES = (None, "optional", "required_on_deny")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The Request JSON Schema (draft 2020-12) as spec 004 publishes it."""
+    text = (
+        resources.files("adapters.sources.handup")
+        .joinpath("schema/request.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(schema())
+
+
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A valid Request with every default filled in; ``id`` may still be empty."""
+
+    document: dict[str, Any]
+    has_timeout: bool
+    """``timeout`` was present (a string or null); absent, ``expires_at`` is used as given."""
+
+    @property
+    def id(self) -> str:
+        return str(self.document["id"])
+
+    @property
+    def dedupe_key(self) -> str | None:
+        key = self.document.get("dedupe_key")
+        return key if isinstance(key, str) and key else None
+
+
+def check(data: Any, allowlist: Sequence[str]) -> CheckedRequest:
+    """The Request, validated against the schema and the spec's rules; PayloadRejected names
+    every bad field (``options[1].outcome``, ``input.questions[0].recommended``…)."""
+    problems = schema_problems(data)
+    if problems:
+        raise PayloadRejected(problems)
+    document = with_defaults(data)
+    problems = _rule_problems(document, allowlist)
+    if problems:
+        raise PayloadRejected(problems)
+    return CheckedRequest(document, has_timeout="timeout" in data)
+
+
+def schema_problems(data: Any) -> list[FieldProblem]:
+    """Each way ``data`` breaks the Request schema, one problem per field."""
+    problems: list[FieldProblem] = []
+    for error in sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path))):
+        problems.extend(_problems(error))
+    return _unique(problems)
+
+
+def _unique(problems: Iterable[FieldProblem]) -> list[FieldProblem]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in problems:
+        if (p.loc, p.message) not in seen:
+            seen.add((p.loc, p.message))
+            out.append(p)
+    return out
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base}.{name}" if base else name
+
+
+def _problems(error: ValidationError) -> list[FieldProblem]:
+    loc = _path(error.absolute_path)
+    instance = error.instance
+    value: Any = error.validator_value
+    rule_schema: Any = error.schema
+    if error.validator == "required" and isinstance(instance, dict):
+        return [
+            FieldProblem(_join(loc, name), "is required") for name in value if name not in instance
+        ]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        known = set((rule_schema.get("properties") or {}).keys())
+        return [
+            FieldProblem(_join(loc, name), "is not a field of a handup Request")
+            for name in instance
+            if name not in known
+        ]
+    if error.validator == "anyOf" and error.context:
+        if instance is not None and not isinstance(instance, dict):
+            return [FieldProblem(loc or "(body)", "must be an object or null")]
+        # An object that fails the object branch: report that branch's problems, not "null".
+        inner = [e for e in error.context if e.validator != "type" or e.relative_path]
+        if not inner:
+            return _problems(best_match(error.context))
+        return [problem for e in inner for problem in _problems(e)]
+    if error.validator == "type":
+        names = value if isinstance(value, list) else [value]
+        wanted = " or ".join("null" if n == "null" else f"{_article(str(n))} {n}" for n in names)
+        return [FieldProblem(loc or "(body)", f"must be {wanted}")]
+    if error.validator == "enum":
+        choices = ", ".join(json.dumps(v) for v in value)
+        return [FieldProblem(loc, f"must be one of {choices}")]
+    if error.validator == "minimum":
+        return [FieldProblem(loc, f"must be at least {value}")]
+    return [FieldProblem(loc or "(body)", error.message)]
+
+
+def _article(name: str) -> str:
+    return "an" if name[:1] in "aeiou" else "a"
+
+
+def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The Request with the schema's top-level defaults filled in; absent optionals are null."""
+    document: dict[str, Any] = {}
+    for name, spec in schema()["properties"].items():
+        if name in data:
+            document[name] = data[name]
+        else:
+            document[name] = json.loads(json.dumps(spec.get("default")))
+    return document
+
+
+def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[FieldProblem]:
+    """What the schema cannot say: daemon-managed fields, ids, options, questions, the timeout,
+    the feedback mode and the callback allowlist."""
+    problems: list[FieldProblem] = []
+    request_id = document["id"]
+    if request_id and not ID_RE.fullmatch(request_id):
+        problems.append(
+            FieldProblem("id", f"must be 1 to {MAX_ID_LENGTH} of A-Z a-z 0-9 . _ : @ + ~ -")
+        )
+    if document["status"] != "pending":
+        problems.append(FieldProblem("status", 'must be "pending" (or absent) for a new request'))
+    for managed in ("decision", "run"):
+        if document[managed] is not None:
+            problems.append(
+                FieldProblem(managed, "is set by the daemon: send null or leave it out")
+            )
+    timeout = document["timeout"]
+    if timeout is not None:
+        try:
+            parse_timeout(timeout)
+        except ValueError:
+            problems.append(FieldProblem("timeout", DURATION_HELP))
+    problems.extend(_option_problems(document))
+    request_input = document["input"] or {}
+    if request_input.get("feedback") not in FEEDBACK_VALUES:
+        problems.append(
+            FieldProblem("input.feedback", 'must be "optional", "required_on_deny" or null')
+        )
+    if document["kind"] == "question":
+        problems.extend(_question_problems(request_input.get("questions")))
+    callback = document["callback_url"]
+    if callback is not None and not callback_allowed(callback, allowlist):
+        problems.append(
+            FieldProblem(
+                "callback_url",
+                "is not on the callback allowlist (sources.handup.callback_allowlist)",
+            )
+        )
+    return problems
+
+
+def _option_problems(document: dict[str, Any]) -> list[FieldProblem]:
+    options = document["options"]
+    if document["kind"] != "question" and not options:
+        return [FieldProblem("options", "a request needs at least one option to choose")]
+    problems = []
+    seen: set[str] = set()
+    for index, option in enumerate(options):
+        if option["id"] in seen:
+            problems.append(FieldProblem(f"options[{index}].id", "duplicates another option id"))
+        seen.add(option["id"])
+    return problems
+
+
+def _question_problems(questions: Any) -> list[FieldProblem]:
+    if not questions or len(questions) > MAX_QUESTIONS:
+        return [
+            FieldProblem(
+                "input.questions", f"a question request needs 1 to {MAX_QUESTIONS} questions"
+            )
+        ]
+    problems = []
+    ids: set[str] = set()
+    for index, question in enumerate(questions):
+        where = f"input.questions[{index}]"
+        if question["id"] in ids:
+            problems.append(FieldProblem(f"{where}.id", "duplicates another question id"))
+        ids.add(question["id"])
+        labels: set[str] = set()
+        options = question.get("options") or []
+        for position, option in enumerate(options):
+            if option["label"] in labels:
+                problems.append(
+                    FieldProblem(f"{where}.options[{position}].label", "duplicates another label")
+                )
+            labels.add(option["label"])
+        recommended = question.get("recommended")
+        if recommended is not None and recommended >= len(options):
+            problems.append(FieldProblem(f"{where}.recommended", "must index one of its options"))
+    return problems
+
+
+def parse_timeout(text: str) -> timedelta | None:
+    """``"90s"``, ``"15m"``, ``"2h"``, ``"7d"`` (or a sum like ``"1h30m"``); ``"none"``: None.
+    ValueError unless positive and at most a year."""
+    value = text.strip().lower()
+    if value == "none":
+        return None
+    if not _DURATION_RE.fullmatch(value):
+        raise ValueError(DURATION_HELP)
+    seconds = sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+    if seconds <= 0 or timedelta(seconds=seconds) > MAX_TIMEOUT:
+        raise ValueError(DURATION_HELP)
+    return timedelta(seconds=seconds)
+
+
+def callback_allowed(url: str, allowlist: Iterable[str]) -> bool:
+    """Whether ``url`` is under an allowlist entry: same scheme, host and port, and a path at or
+    below the entry's (whole segments: ``/hooks`` allows ``/hooks/x``, not ``/hooksx``)."""
+    target = _url_parts(url)
+    if target is None:
+        return False
+    for entry in allowlist:
+        allowed = _url_parts(entry)
+        if allowed is None or allowed[:3] != target[:3]:
+            continue
+        prefix = allowed[3].rstrip("/")
+        path = target[3]
+        if not prefix or path == prefix or path.startswith(prefix + "/"):
+            return True
+    return False
+
+
+def _url_parts(url: str) -> tuple[str, str, int, str] | None:
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname or parts.username is not None:
+        return None
+    default = 443 if scheme == "https" else 80
+    return scheme, parts.hostname.lower(), port or default, parts.path or "/"

@@ -1,0 +1,51 @@
+"""The NATS connection both SuperPipeline NATS parts use: connect (bounded), and small helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NatsClient
+
+
+async def connect(url: str, *, name: str, give_up_after: float, **callbacks: Any) -> Any:
+    """A NATS client that reconnects forever once connected, but gives up connecting at first
+    after ``give_up_after`` seconds (nats-py alone would retry that forever too)."""
+    nc = NatsClient()
+    try:
+        await asyncio.wait_for(
+            nc.connect(
+                url,
+                name=name,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=2,
+                connect_timeout=max(1, min(int(give_up_after), 5)),
+                **callbacks,
+            ),
+            give_up_after,
+        )
+    except BaseException:
+        with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
+            await nc.close()
+        raise
+    return nc
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def stream_of(js: Any, subject: str) -> str | None:
+    """The stream that stores ``subject``, or None (none does, or JetStream is not enabled).
+
+    Asked of the JetStream API: a JetStream publish cannot tell, because a core subscriber on the
+    subject takes the request (no "no responders"), never replies, and the publish times out.
+    """
+    try:
+        return str(await js.find_stream_name_by_subject(subject))
+    except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError):
+        return None

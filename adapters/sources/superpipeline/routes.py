@@ -1,0 +1,96 @@
+"""``POST /v1/events``: SuperPipeline's ``elicitation.pending`` CloudEvents over HTTP.
+
+Structured, binary and batch mode (the mode comes from ``Content-Type``). A batch is all or
+nothing: one bad event refuses the lot, and the 400 names each bad field with its index
+(``[1].data.options``). Accepted events are stored in one call, deduplicated by the CloudEvents
+``source`` and ``id`` (the same key NATS intake uses, so an event sent both ways is one
+elicitation):
+
+- one event: 202 ``{"id", "elicitation", "result": "accepted"}``, 200 with ``"duplicate"`` when
+  it was seen before;
+- a batch: 202 ``{"results": [...]}``, one result per event in order.
+
+Refusals are problem+json: 400 (each bad attribute or field), 401 (``authorise``), 413 (over
+1 MiB), 415 (not a CloudEvent). Mounted through ``Runtime.routers``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from adapters.shared import cloudevents
+from adapters.sources.superpipeline.parse import to_elicitation
+from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.ports import Elicitations, Inbound
+from bot.domain.records import IntakeResult
+
+Authorise = Callable[[Request], Response | None]
+"""None when the request may go on, else the response to send (401, or 503 while stopping)."""
+
+METRICS_SOURCE = "superpipeline"
+
+
+def channel_of(event: cloudevents.CloudEvent) -> str:
+    """The dedupe namespace of an event's id: its CloudEvents ``source``."""
+    return f"ce:{event.source}"
+
+
+def superpipeline_router(
+    elicitations: Elicitations,
+    authorise: Authorise,
+    *,
+    registry: CollectorRegistry | None = None,
+) -> APIRouter:
+    """``POST /v1/events``, to include in the app. Its intake counter and latency histogram are
+    registered on ``registry`` (the one ``/metrics`` serves)."""
+    router = APIRouter(tags=["superpipeline"])
+    metrics = registry if registry is not None else CollectorRegistry()
+    intake_counter = Counter(
+        "elicitbot_intake_total",
+        "Inbound events by result",
+        ["source", "result"],
+        registry=metrics,
+    )
+    intake_latency = Histogram(
+        "elicitbot_intake_seconds", "Time to accept an intake request", registry=metrics
+    )
+
+    @router.post(
+        "/v1/events", status_code=202, summary="CloudEvents intake (structured, binary, batch)"
+    )
+    async def post_events(request: Request) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        started = time.perf_counter()
+        events, is_batch = cloudevents.parse_http(request.headers, await request.body())
+        batch = []
+        problems: list[FieldProblem] = []
+        for index, event in enumerate(events):
+            try:
+                e = to_elicitation(event)
+            except PayloadRejected as exc:
+                problems += exc.prefixed(f"[{index}]." if is_batch else "").problems
+                continue
+            audit = {"ce_source": event.source, "ce_id": event.id, "ce_type": event.type}
+            batch.append(Inbound(channel_of(event), event.id, e, audit))
+        if problems:
+            raise PayloadRejected(problems)
+        outcomes = await elicitations.intake(batch)
+        results: list[dict[str, Any]] = []
+        for event, outcome in zip(events, outcomes, strict=True):
+            duplicate = outcome.result == IntakeResult.DUPLICATE
+            result = "duplicate" if duplicate else "accepted"
+            intake_counter.labels(METRICS_SOURCE, result).inc()
+            results.append({"id": event.id, "elicitation": outcome.key, "result": result})
+        intake_latency.observe(time.perf_counter() - started)
+        all_duplicates = not is_batch and results[0]["result"] == "duplicate"
+        body = {"results": results} if is_batch else results[0]
+        return JSONResponse(body, status_code=200 if all_duplicates else 202)
+
+    return router
