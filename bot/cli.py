@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import logs
-from bot.config import AppConfig, check_environment, load_config
+from bot.config import AppConfig, load_config, preflight
 from bot.domain.errors import ConfigError
 
 
@@ -43,9 +43,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logs.configure(os.environ.get("ELICITBOT_LOG_LEVEL", "INFO"))
+    level = os.environ.get("ELICITBOT_LOG_LEVEL", "INFO")
+    logs.configure(level)  # before the config is read, so its errors are logged too
     try:
         config, origin = load_config(args.config)
+        logs.configure(level, config.server.log_format)
         if args.command == "check-config":
             _check(config)
             print(f"{origin or 'embedded default'}: ok")
@@ -56,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(serve(config))
             return 0
         if args.command == "db":
-            from store.db import upgrade  # noqa: PLC0415
+            from bot.wiring import upgrade_store  # noqa: PLC0415
 
-            upgrade(config.store.url)
+            upgrade_store(config.store.url)
             print("database is at the latest revision")
             return 0
         return asyncio.run(_inspect(args, config))
@@ -71,16 +73,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check(config: AppConfig) -> None:
-    problems = check_environment(config, os.environ)
+    """Every check ``serve`` runs before it listens (the same function)."""
+    problems = preflight(config, os.environ)
     if problems:
         raise ConfigError("\n".join(problems))
 
 
 async def _inspect(args: argparse.Namespace, config: AppConfig) -> int:
     from bot.http import deadline_json, delivery_json, summary_json  # noqa: PLC0415
-    from store.sql import SqlStore  # noqa: PLC0415
+    from bot.wiring import open_store  # noqa: PLC0415 - the store's imports only for list/show
 
-    store = SqlStore.from_url(config.store.url)
+    store = open_store(config.store.url)
     try:
         if args.command == "list":
             rows = await store.list_elicitations(status=args.status, limit=args.limit)
@@ -99,11 +102,11 @@ async def _inspect(args: argparse.Namespace, config: AppConfig) -> int:
         body["deadlines"] = [deadline_json(d) for d in await store.deadlines(key)]
         body["audit"] = [
             {
-                "at": a["at"].isoformat(),
-                "action": a["action"],
-                "actor": a["actor"],
-                "code": a["code"],
-                "detail": a["detail"],
+                "at": a.at.isoformat(),
+                "action": a.action,
+                "actor": a.actor,
+                "code": a.code,
+                "detail": a.detail,
             }
             for a in await store.audit(key)
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.domain.ports import MessageRef, Notice, PromptView
+from bot.domain.refs import InboxRef
 
 
 class WebChat:
@@ -11,7 +12,7 @@ class WebChat:
     async def post(
         self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
     ) -> MessageRef:
-        return {"url": view.link}
+        return InboxRef(view.elicitation.key)
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str

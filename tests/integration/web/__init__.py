@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from adapters.sources.superpipeline import superpipeline_router
 from adapters.sources.superpipeline.parse import parse_body
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
@@ -74,7 +75,9 @@ def make_rig(
     sinks: dict[str, SecretSink] = {"vault": secrets}
     service = Service(store, clock, PEOPLE, routes, on_change=dispatcher.wake, secret_sinks=sinks)
     router = inbox_router(service, store, identity or IdentityPolicy(), clock=clock)
-    app = create_app(Runtime(store=store, service=service, routers=[router]))
+    runtime = Runtime(store=store, service=service)
+    runtime.routers += [router, superpipeline_router(service, lambda request: None)]
+    app = create_app(runtime)
     return Rig(store, clock, chat, service, dispatcher, app, secrets)
 
 

@@ -35,7 +35,8 @@ from adapters.sources.superpipeline import CE_TYPE
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.identity import IdentityPolicy
 from bot.domain.model import Attempt, Identity, Status
-from store.sql import SqlStore, StoredElicitation
+from bot.domain.records import StoredElicitation
+from store.sql import SqlStore
 from tests.conftest import REPO, FakeClock
 from tests.fakes import FakeChat, FakeWebhook
 from tests.integration.web import EXAMPLES, SLACK, Rig, example, make_rig

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from adapters.web import routes
+from adapters.web import reads
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import CSRF_COOKIE
 from bot.domain.model import (
@@ -407,8 +407,8 @@ async def test_a_stale_click_is_refused_with_who_answered(
     assert stored is not None
     assert stored.answer is not None
     assert stored.answer.respondent == "slack:U0ALICE"
-    refusals = [a for a in await rig.store.audit(key) if a["action"] == "refusal"]
-    assert [(a["actor"], a["code"]) for a in refusals] == [("web:local", "already_answered")] * 2
+    refusals = [a for a in await rig.store.audit(key) if a.action == "refusal"]
+    assert [(a.actor, a.code) for a in refusals] == [("web:local", "already_answered")] * 2
 
 
 async def test_a_double_click_records_one_answer_and_one_write_back(
@@ -874,7 +874,7 @@ async def test_the_audit_log_exports_as_json_lines(rig: Rig, client: httpx.Async
 async def test_an_answer_given_elsewhere_changes_the_version_and_the_live_part(
     rig: Rig, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(routes, "VERSION_CACHE_SECONDS", 0.0)
+    monkeypatch.setattr(reads, "VERSION_CACHE_SECONDS", 0.0)
     key = await intake(rig, "options")
     page = (await client.get("/")).text
     first = (await client.get("/inbox/version")).json()["version"]
@@ -900,7 +900,7 @@ async def test_the_version_is_computed_once_for_many_pages(
     rig: Rig, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await intake(rig, "options")
-    monkeypatch.setattr(routes, "VERSION_CACHE_SECONDS", timedelta(hours=1).total_seconds())
+    monkeypatch.setattr(reads, "VERSION_CACHE_SECONDS", timedelta(hours=1).total_seconds())
     calls = 0
     real = rig.store.list_elicitations
 

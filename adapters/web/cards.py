@@ -1,0 +1,330 @@
+"""One elicitation as the inbox shows it: a card's view model, built from a
+:class:`~bot.domain.ports.PromptView` (what Slack shows, plus the full text and the form).
+
+Links are made only from ``http(s)`` URLs; everything else is escaped by the templates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from bot.domain.deadlines import (
+    ESCALATE,
+    EXPIRE,
+    FOLLOWUP,
+    REMIND,
+    ScheduleStep,
+    active_claim,
+    claim_line,
+    destination_name,
+)
+from bot.domain.model import Answer, AnswerMode, Elicitation, Meaning, PreviewItem, Status
+from bot.domain.ports import PromptView
+from bot.domain.rules import (
+    MAX_FREE_TEXT,
+    approving_withheld,
+    describe_answer,
+    format_time,
+    offered_options,
+)
+from bot.domain.views import title_of
+
+LONG_TEXT = 1500
+"""Code points past which a text sits in a scrolling box."""
+PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox", "system": "elicitbot"}
+_BLOCK_TYPES = frozenset({"code", "command", "json"})
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message shown in a card or at the top: ``done``, ``refused`` or ``error``."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class OptionView:
+    id: str
+    label: str
+    tone: str
+    """approve, reject or neutral (the button's colour)."""
+    admin_only: bool
+    offered: bool
+    recommended: bool
+    description: str | None
+    requires_text: bool
+    scope: str | None
+
+
+@dataclass(frozen=True)
+class TextBox:
+    label: str
+    max_length: int
+    required: bool
+    secret: bool
+    draft: str = ""
+    comment: bool = False
+    """A comment that goes with an option button (no Send button of its own)."""
+
+
+@dataclass(frozen=True)
+class PreviewView:
+    kind: str
+    """text, field, link, block (code, command, json) or diff."""
+    type: str
+    label: str | None
+    text: str
+    url: str | None
+    """Only a plain http(s) URL: anything else is shown as text, never linked."""
+    language: str | None = None
+    lines: tuple[tuple[str, str], ...] = ()
+    """A diff's lines with their class: add, del, hunk or ctx."""
+
+
+@dataclass(frozen=True)
+class SubjectView:
+    id: str
+    digest: str
+    schema: str
+    revision: int
+    expires_at: datetime | None
+    preview_complete: bool
+
+
+@dataclass(frozen=True)
+class ResultView:
+    status: str
+    who: str
+    what: str
+    when: datetime | None
+    via: str
+    line: str
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+    """One step still to come: ``Escalates to #oncall <time>``, ``Expires <time> → deny``."""
+
+    name: str
+    when: datetime
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CardView:
+    key: str
+    status: str
+    version: int
+    title: str
+    kind: str
+    question: str
+    long_question: bool
+    context: tuple[tuple[str, str], ...]
+    subject: SubjectView | None
+    previews: tuple[PreviewView, ...]
+    options: tuple[OptionView, ...]
+    multi: bool
+    text_box: TextBox | None
+    acknowledge: bool
+    withheld: str | None
+    schedule: tuple[ScheduleItem, ...]
+    """What happens if nobody answers, from the pending deadlines (as every surface shows it)."""
+    result: ResultView | None
+    revision: int | None
+    created_at: datetime
+    source: str
+    workspace: str | None
+    notice: Notice | None = None
+    claimed: str | None = None
+    """Who said "I'm on it", while it holds."""
+
+    @property
+    def pending(self) -> bool:
+        return self.status == Status.PENDING.value
+
+
+def safe_url(url: str | None) -> str | None:
+    if url and url.startswith(("https://", "http://")) and not any(c.isspace() for c in url):
+        return url
+    return None
+
+
+def _tone(meaning: Meaning) -> str:
+    return {Meaning.APPROVE: "approve", Meaning.REJECT: "reject"}.get(meaning, "neutral")
+
+
+def preview_view(item: PreviewItem) -> PreviewView:
+    body = item.text if item.text is not None else (item.value or "")
+    url = safe_url(item.url)
+    if item.type == "link":
+        return PreviewView("link", item.type, item.label, body or (item.url or ""), url)
+    if item.type == "field":
+        return PreviewView("field", item.type, item.label, body, url)
+    if item.type == "diff":
+        return PreviewView("diff", item.type, item.label, body, url, lines=_diff_lines(body))
+    if item.type in _BLOCK_TYPES:
+        if item.type == "json":
+            with contextlib.suppress(ValueError):
+                body = json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+        return PreviewView("block", item.type, item.label, body, url, language=item.language)
+    if body == "" and item.url and url is None:
+        body = item.url
+    return PreviewView("text", item.type, item.label, body, url)
+
+
+def _diff_lines(text: str) -> tuple[tuple[str, str], ...]:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---", "@@")):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "ctx"
+        lines.append((kind, line))
+    return tuple(lines)
+
+
+def _context(e: Elicitation) -> tuple[tuple[str, str], ...]:
+    c = e.context
+    parts = [
+        ("Workspace", e.workspace),
+        ("Board", c.board_name or c.board_id),
+        ("Card", c.card_title or c.card_id),
+        ("Stage", c.stage_key),
+        ("Run", c.run_id),
+        ("Task", c.task_id),
+        ("Conversation", c.conversation_id),
+        ("Asked by", e.asker),
+        ("Source", e.source),
+    ]
+    return tuple((name, " ".join(value.split())) for name, value in parts if value)
+
+
+def _text_box(e: Elicitation, draft: str) -> TextBox | None:
+    mode = e.answer_mode
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
+    if mode is AnswerMode.SECRET:
+        return TextBox("Secret answer", limit, required=True, secret=True)
+    if mode is AnswerMode.FREE_TEXT:
+        return TextBox("Your answer", limit, required=True, secret=False, draft=draft)
+    if mode is AnswerMode.CHOICE_OR_TEXT:
+        label = "Or write an answer" if e.options else "Your answer"
+        return TextBox(label, limit, required=False, secret=False, draft=draft)
+    needing = [o.label for o in e.options if o.requires_text]
+    if needing:
+        label = f"Comment (needed for {', '.join(needing)})"
+        return TextBox(label, limit, required=False, secret=False, draft=draft, comment=True)
+    return None
+
+
+def who_answered(answer: Answer) -> str:
+    if answer.respondent == "system":
+        return "the timeout rule"
+    return answer.display_name or answer.respondent
+
+
+def platform_name(via: str) -> str:
+    platform = via.partition(":")[0]
+    return PLATFORMS.get(platform, platform)
+
+
+def result_view(view: PromptView) -> ResultView | None:
+    e = view.elicitation
+    answer = view.answer
+    status = view.status
+    if status is Status.PENDING:
+        return None
+    if answer is not None:
+        what = describe_answer(e, answer)
+        who = who_answered(answer)
+        via = platform_name(answer.via)
+        if status is Status.ANSWERED:
+            line = f"Answered by {who}: {what}, {format_time(answer.at)} via {via}"
+        else:
+            line = f"{status.value.capitalize()}: outcome {what} ({format_time(answer.at)})"
+        return ResultView(status.value, who, what, answer.at, via, line)
+    if status is Status.EXPIRED:
+        when = e.deadlines.expires_at
+        line = "Expired: nobody answered" + (f" by {format_time(when)}" if when else "")
+        return ResultView(status.value, "nobody", "expired", when, "", line)
+    return ResultView(status.value, "", "withdrawn", None, "", "Cancelled: withdrawn by the asker")
+
+
+def schedule_item(step: ScheduleStep) -> ScheduleItem:
+    targets = ", ".join(destination_name(t) for t in step.targets)
+    held = f"(held while {step.held_by} is on it)" if step.held_by else ""
+    if step.kind == FOLLOWUP:
+        return ScheduleItem(f"Next {targets}", step.at, held)
+    if step.kind == ESCALATE:
+        return ScheduleItem(f"Escalates to {targets}", step.at, held)
+    if step.kind == EXPIRE:
+        return ScheduleItem("Expires", step.at, f"→ {step.outcome}" if step.outcome else "")
+    name = "Reminder" if step.kind == REMIND else step.kind.capitalize()
+    return ScheduleItem(name, step.at)
+
+
+def card_view(
+    view: PromptView,
+    *,
+    draft: str = "",
+    notice: Notice | None = None,
+) -> CardView:
+    """One elicitation as the page shows it: what Slack shows, plus the full text."""
+    e = view.elicitation
+    now = view.now
+    pending = view.status is Status.PENDING
+    mode = e.answer_mode
+    choosing = mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
+    options = tuple(
+        OptionView(
+            id=o.option.id,
+            label=" ".join(o.option.label.split()) or o.option.id,
+            tone=_tone(o.option.meaning),
+            admin_only=o.admin_only,
+            offered=o.offered,
+            recommended=o.option.recommended,
+            description=o.option.description,
+            requires_text=o.option.requires_text,
+            scope=o.option.scope.value if o.option.scope else None,
+        )
+        for o in offered_options(e, now)
+        if choosing
+    )
+    withheld = approving_withheld(e, now) if any(o.approving for o in e.options) else None
+    s = e.subject
+    schedule = tuple(schedule_item(step) for step in view.schedule)
+    claim = active_claim(view.claim, now)
+    return CardView(
+        claimed=claim_line(claim, now) if claim is not None else None,
+        key=e.key,
+        status=view.status.value,
+        version=view.version,
+        title=title_of(e),
+        kind=e.kind.value,
+        question=e.question.strip(),
+        long_question=len(e.question) > LONG_TEXT,
+        context=_context(e),
+        subject=None
+        if s is None
+        else SubjectView(s.id, s.digest, s.schema_, s.revision, s.expires_at, s.preview_complete),
+        previews=tuple(preview_view(p) for p in s.preview) if s is not None else (),
+        options=options,
+        multi=mode is AnswerMode.MULTI_CHOICE,
+        text_box=_text_box(e, draft) if pending else None,
+        acknowledge=pending and mode is AnswerMode.ACKNOWLEDGE and not e.options,
+        withheld=withheld if pending else None,
+        schedule=schedule,
+        result=result_view(view),
+        revision=s.revision if s is not None else None,
+        created_at=e.created_at,
+        source=e.source,
+        workspace=e.workspace,
+        notice=notice,
+    )

@@ -1,0 +1,245 @@
+"""The inbox page, its live updates, and what people do on it (answer, "I'm on it").
+
+An answer or a claim is a :class:`~bot.domain.actions.Submit` or
+:class:`~bot.domain.actions.ClaimIt` passed to :meth:`Elicitations.act`, with the same rules and
+the same atomic first answer as chat; the page shows the outcome. A refusal is shown in the card,
+the typed text kept (never a secret's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import urlencode
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from adapters.web import cards, pages
+from adapters.web.cards import Notice
+from adapters.web.identity import Denied
+from adapters.web.pages import InboxPage, Viewer
+from adapters.web.reads import PAGE_LIMIT, RECENT_SCAN, Reads
+from adapters.web.session import (
+    FORM,
+    SECURITY_HEADERS,
+    Session,
+    filters_of,
+    first,
+    parse_form,
+)
+from bot.domain.actions import ClaimIt, OutcomeKind, Submit
+from bot.domain.errors import DeliveryError
+from bot.domain.model import Answer, RefusalCode, Status
+from bot.domain.ports import Elicitations
+from bot.domain.records import StoredElicitation
+from bot.domain.rules import describe_answer, format_time
+from bot.domain.views import title_of
+
+HISTORY_LIMIT = 50
+NOT_FOUND = "No such elicitation."
+UPSTREAM = "The answer could not be passed on to the system that asked: try again."
+REFUSAL_STATUS = {
+    RefusalCode.ALREADY_ANSWERED: 409,
+    RefusalCode.EXPIRED: 409,
+    RefusalCode.CLOSED: 409,
+    RefusalCode.ASKER: 403,
+    RefusalCode.AGENT: 403,
+    RefusalCode.BOT: 403,
+    RefusalCode.NOT_ADMIN: 403,
+}
+"""Any other refusal is 422: the answer itself is not acceptable."""
+
+
+class InboxRoutes:
+    """``GET /``, ``/inbox/live``, ``/inbox/version`` and ``POST /inbox/answer``."""
+
+    def __init__(self, elicitations: Elicitations, reads: Reads, session: Session) -> None:
+        self.elicitations = elicitations
+        self.reads = reads
+        self.session = session
+
+    async def page(
+        self,
+        request: Request,
+        viewer: Viewer,
+        *,
+        key: str = "",
+        card_notice: Notice | None = None,
+        draft: str = "",
+    ) -> InboxPage:
+        filters = filters_of(request)
+        reads = self.reads
+        version = await reads.fingerprint.get()
+        if key:
+            stored = await reads.one(key)
+            shown = []
+            if stored is not None:
+                view = await reads.view(stored)
+                shown = [cards.card_view(view, draft=draft, notice=card_notice)]
+            waiting = [c for c in shown if c.pending]
+            closed = [c for c in shown if not c.pending]
+            return InboxPage(viewer, filters, waiting, closed, version, key=key)
+        after = request.query_params.get("after") or None
+        recent = await reads.store.list_elicitations(limit=RECENT_SCAN)
+        pending: list[StoredElicitation] = []
+        history: list[StoredElicitation] = []
+        more = None
+        if filters.status in ("", "pending"):
+            pending, more = await reads.scan("pending", filters, after, PAGE_LIMIT)
+        if filters.status == "":
+            done = [s for s in recent if s.status is not Status.PENDING]
+            done.sort(key=lambda s: s.updated_at, reverse=True)
+            history = [s for s in done if filters.matches(s.elicitation)][:HISTORY_LIMIT]
+        elif filters.status != "pending":
+            history, more = await reads.scan(filters.status, filters, after, PAGE_LIMIT)
+        views = await reads.views([*pending, *history])
+        return InboxPage(
+            viewer,
+            filters,
+            [cards.card_view(v) for v in views[: len(pending)]],
+            [cards.card_view(v) for v in views[len(pending) :]],
+            version,
+            choices=pages.filter_choices(s.elicitation for s in recent),
+            more=filters.query(after=more) if more else None,
+        )
+
+    async def inbox(self, request: Request) -> Response:
+        found = self.session.viewer_of(request)
+        if isinstance(found, Denied):
+            return self.session.problem(found.status, found.message)
+        viewer, fresh = found
+        page = await self.page(request, viewer, key=request.query_params.get("key", ""))
+        done = await self.reads.one(request.query_params.get("done", ""))
+        answer = done.answer if done is not None else None
+        if done is not None and answer is not None and answer.respondent == viewer.identity.key:
+            page.notice = Notice("done", recorded(done, answer))
+        body = pages.render_inbox(page, self.session.links)
+        return self.session.html(body, cookie=viewer if fresh else None)
+
+    async def live(self, request: Request) -> Response:
+        found = self.session.viewer_of(request)
+        if isinstance(found, Denied):
+            return self.session.problem(found.status, found.message)
+        viewer, fresh = found
+        page = await self.page(request, viewer, key=request.query_params.get("key", ""))
+        response = self.session.html(pages.render_live(page), cookie=viewer if fresh else None)
+        response.headers["X-Inbox-Version"] = page.version
+        return response
+
+    async def version(self, request: Request) -> Response:
+        found = self.session.viewer_of(request)
+        if isinstance(found, Denied):
+            return self.session.problem(found.status, found.message, as_json=True)
+        version = await self.reads.fingerprint.get()
+        return JSONResponse({"version": version}, headers=SECURITY_HEADERS)
+
+    async def answer(self, request: Request) -> Response:
+        as_json = "application/json" in request.headers.get("accept", "")
+        session = self.session
+        found = session.viewer_of(request)
+        if isinstance(found, Denied):
+            return session.problem(found.status, found.message, as_json=as_json)
+        viewer = found[0]
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != FORM:
+            return session.problem(415, f"Send the answer as {FORM}.", as_json=as_json)
+        try:
+            form = parse_form(await request.body())
+        except ValueError:
+            return session.problem(400, "The form could not be read.", as_json=as_json)
+        refused = session.csrf_refusal(request, form)
+        if refused is not None:
+            return session.problem(403, refused, as_json=as_json)
+        key = first(form, "key")
+        if first(form, "claim") == "1":
+            return await self.claim(request, viewer, key, as_json=as_json)
+        submit = submit_of(viewer, key, form)
+        try:
+            outcome = await self.elicitations.act(submit)
+        except DeliveryError:
+            return await self.refused(request, viewer, key, 502, ("upstream", UPSTREAM), submit)
+        if outcome.kind is OutcomeKind.NOT_FOUND:
+            return session.problem(404, NOT_FOUND, as_json=as_json)
+        done = outcome.key or key
+        if outcome.kind is OutcomeKind.ANSWERED and outcome.answer is not None:
+            if not as_json:
+                target = f"/?{urlencode({'done': done})}#{done}"
+                return RedirectResponse(target, status_code=303)
+            stored = await self.reads.store.get(done)
+            message = recorded(stored, outcome.answer) if stored else "Your answer was recorded."
+            body = {"ok": True, "key": done, "message": message}
+            return JSONResponse(body, headers=SECURITY_HEADERS)
+        refusal = outcome.refusal
+        code = refusal.code.value if refusal is not None else outcome.kind.value
+        message = refusal.message if refusal is not None else outcome.message
+        status = REFUSAL_STATUS.get(refusal.code, 422) if refusal is not None else 422
+        return await self.refused(request, viewer, done, status, (code, message), submit)
+
+    async def claim(self, request: Request, viewer: Viewer, key: str, *, as_json: bool) -> Response:
+        """ "I'm on it": escalation and follow-ups wait; every copy shows who."""
+        outcome = await self.elicitations.act(ClaimIt(key, viewer.identity, "web"))
+        if outcome.kind is OutcomeKind.NOT_FOUND:
+            return self.session.problem(404, NOT_FOUND, as_json=as_json)
+        if outcome.kind is not OutcomeKind.CLAIMED or outcome.claim is None:
+            message = outcome.refusal.message if outcome.refusal else "Nothing to claim."
+            if as_json:
+                body = {"ok": False, "code": "claim", "message": message}
+                return JSONResponse(body, status_code=409, headers=SECURITY_HEADERS)
+            page = await self.page(request, viewer, key=key, card_notice=Notice("refused", message))
+            return self.session.html(pages.render_inbox(page, self.session.links), status=409)
+        message = (
+            f"You're on it until {format_time(outcome.claim.until)}: "
+            "escalation and follow-ups wait for you."
+        )
+        if as_json:
+            return JSONResponse(
+                {"ok": True, "key": key, "message": message}, headers=SECURITY_HEADERS
+            )
+        return RedirectResponse(f"/?{urlencode({'done': key})}#{key}", status_code=303)
+
+    async def refused(
+        self,
+        request: Request,
+        viewer: Viewer,
+        key: str,
+        status: int,
+        why: tuple[str, str],
+        submit: Submit,
+    ) -> Response:
+        """The refusal: JSON for the script, else the one card again with the message and the
+        typed text (never a secret's)."""
+        code, message = why
+        if "application/json" in request.headers.get("accept", ""):
+            body = {"ok": False, "code": code, "message": message}
+            return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+        page = await self.page(
+            request,
+            viewer,
+            key=key,
+            card_notice=Notice("refused", message),
+            draft="" if submit.secret else (submit.text or ""),
+        )
+        return self.session.html(pages.render_inbox(page, self.session.links), status)
+
+
+def submit_of(viewer: Viewer, key: str, form: Mapping[str, list[str]]) -> Submit:
+    """The answer a form carries. Text keeps what was typed (CRLF as LF), except a secret's,
+    which passes exactly as typed."""
+    secret = first(form, "secret") == "1"
+    raw = first(form, "text")
+    text = raw if secret else raw.replace("\r\n", "\n")
+    revision = first(form, "revision")
+    return Submit(
+        key=key,
+        who=viewer.identity,
+        via="web",
+        option_ids=tuple(form.get("option", [])),
+        text=text if text.strip() else None,
+        secret=secret,
+        revision=int(revision) if revision.isdigit() else None,
+    )
+
+
+def recorded(stored: StoredElicitation, answer: Answer) -> str:
+    title = title_of(stored.elicitation)
+    return f"Recorded: {describe_answer(stored.elicitation, answer)} (on “{title}”)."
