@@ -13,6 +13,9 @@ import pytest
 
 from store.db import upgrade
 from store.sql import SqlStore
+from tests.synapse import cast, homeserver, synapse
+
+__all__ = ["cast", "homeserver", "synapse"]  # one session Synapse for every Matrix test
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -1,8 +1,9 @@
 """Recording fakes for the outbound ports, and a real local webhook server.
 
-- :class:`FakeChat` is a :class:`~bot.domain.ports.ChatAdapter`: it records every post, update and
-  notice, and a post is idempotent by its key (like a Matrix txn id: the same key returns the same
-  ref and records nothing new). ``fail_next(n, exc)`` makes the next ``n`` calls raise.
+- :class:`FakeChat` is a :class:`~bot.domain.ports.ChatAdapter` returning typed refs: it records
+  every post, update and notice, and a post is idempotent by its key (like a Matrix txn id: the
+  same key returns the same ref and records nothing new). ``fail_next(n, exc)`` makes the next
+  ``n`` calls raise. ``tests/contract/test_chat_contract.py`` holds it to what the real adapters do.
 - :class:`FakeSink` is an :class:`~bot.domain.ports.AnswerSink` recording each ``deliver``.
 - :class:`FakeWebhook` is an HTTP server on 127.0.0.1 (its own thread, so it serves a subprocess
   as well as the test's event loop) that records each request and answers with scripted statuses.
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bot.domain.errors import DeliveryError
-from bot.domain.ports import MessageRef, Notice, PromptView
+from bot.domain.errors import DeliveryError, PermanentDeliveryError
+from bot.domain.ports import Notice, PromptView
+from bot.domain.refs import MatrixRef, MessageRef, SlackRef
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,30 @@ class _Failures:
 
 
 class FakeChat:
-    """A recording chat platform. Refs look like Slack's ``{"channel", "ts"}``."""
+    """A recording chat platform speaking the typed port, like the real adapters.
+
+    - ``post`` returns the platform's ref: a :class:`~bot.domain.refs.SlackRef` (``ts``
+      ``1700000000.NNNNNN``) for ``slack``, a :class:`~bot.domain.refs.MatrixRef` (event id
+      ``$fakeNNNNNN``) for ``matrix``; the ref's channel or room is the destination's.
+    - A post is idempotent by (destination, idempotency key): posting the same key again returns
+      the same ref and records nothing new in ``posted`` (Matrix's transaction ids do this; Slack
+      finds the first message by its metadata when the repeat is ``uncertain``), but the message
+      then shows the later view, as both real adapters bring an adopted message up to date.
+    - Posting to a destination, or updating a ref, of another platform is a
+      PermanentDeliveryError, as for the real ones.
+    - ``current(ref)`` is the view a posted message shows now (after its latest post or update).
+    """
 
     def __init__(self, platform: str = "slack") -> None:
+        if platform not in ("slack", "matrix"):
+            raise ValueError(f"FakeChat: no refs for platform {platform!r}")
         self.platform = platform
         self.posted: list[Post] = []
         self.updated: list[Update] = []
         self.notified: list[Notified] = []
         self.calls: list[Call] = []
-        self._refs: dict[str, MessageRef] = {}
+        self._refs: dict[tuple[str, str], MessageRef] = {}
+        self._shown: dict[MessageRef, PromptView] = {}
         self._failures = _Failures()
         self._counter = 0
 
@@ -102,6 +119,10 @@ class FakeChat:
     def pending_failures(self) -> int:
         return len(self._failures)
 
+    def current(self, ref: MessageRef) -> PromptView | None:
+        """What the message ``ref`` shows now; None when this fake never posted it."""
+        return self._shown.get(ref)
+
     def _call(
         self, method: str, destination: str, idempotency_key: str, uncertain: bool | None = None
     ) -> None:
@@ -110,27 +131,44 @@ class FakeChat:
         if exc is not None:
             raise exc
 
+    def _target(self, destination: str) -> str:
+        platform, _, target = destination.partition(":")
+        if platform != self.platform or not target:
+            raise PermanentDeliveryError(f"{destination!r} is not a {self.platform} destination")
+        return target
+
+    def _new_ref(self, target: str) -> MessageRef:
+        self._counter += 1
+        if self.platform == "matrix":
+            return MatrixRef(room_id=target, event_id=f"$fake{self._counter:06d}")
+        return SlackRef(channel=target, ts=f"1700000000.{self._counter:06d}")
+
+    def _own(self, ref: MessageRef) -> bool:
+        return isinstance(ref, MatrixRef if self.platform == "matrix" else SlackRef)
+
     async def post(
         self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
     ) -> MessageRef:
         self._call("post", destination, idempotency_key, uncertain)
-        known = self._refs.get(idempotency_key)
+        target = self._target(destination)
+        known = self._refs.get((destination, idempotency_key))
         if known is not None:
-            return dict(known)
-        self._counter += 1
-        ref: MessageRef = {
-            "channel": destination.split(":", 1)[1],
-            "ts": f"1700000000.{self._counter:06d}",
-        }
-        self._refs[idempotency_key] = ref
-        self.posted.append(Post(destination, view, idempotency_key, uncertain, dict(ref)))
-        return dict(ref)
+            self._shown[known] = view
+            return known
+        ref = self._new_ref(target)
+        self._refs[(destination, idempotency_key)] = ref
+        self._shown[ref] = view
+        self.posted.append(Post(destination, view, idempotency_key, uncertain, ref))
+        return ref
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         self._call("update", destination, idempotency_key)
-        self.updated.append(Update(destination, dict(ref), view, idempotency_key))
+        if not self._own(ref):
+            raise PermanentDeliveryError(f"{self.platform} update: {ref!r} is not its message ref")
+        self._shown[ref] = view
+        self.updated.append(Update(destination, ref, view, idempotency_key))
 
     async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
         self._call("notify", destination, idempotency_key)
