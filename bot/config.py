@@ -6,16 +6,18 @@ default: SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AnyHttpUrl,
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     ValidationError,
     field_validator,
     model_validator,
@@ -32,6 +34,27 @@ from bot.domain.model import (
 
 DEFAULT_FILE = Path("elicitbot.toml")
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+LogFormat = Literal["auto", "json", "console"]
+
+
+def _network(value: object) -> Network:
+    """An address (``10.0.0.5``, ``::1``) or a network (``10.0.0.0/8``), by the stdlib."""
+    if not isinstance(value, str):
+        msg = "must be a string: an address like 10.0.0.5 or a network like 10.0.0.0/8"
+        raise ValueError(msg)  # noqa: TRY004 - pydantic reports a ValueError by its key
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        if "host bits set" in str(exc):
+            network = ipaddress.ip_network(value, strict=False)
+            msg = f"{value!r} has host bits set: write the network {network} or one address"
+        else:
+            msg = f"{value!r} is not an address like 10.0.0.5 or a network like 10.0.0.0/8"
+        raise ValueError(msg) from None
+
+
+ProxyNetwork = Annotated[Network, PlainValidator(_network)]
 
 
 class Section(BaseModel):
@@ -42,6 +65,11 @@ class ServerConfig(Section):
     listen: str = "127.0.0.1:8787"
     intake_token_env: EnvName | None = None
     public_url: AnyHttpUrl | None = None
+    trusted_proxies: tuple[ProxyNetwork, ...] = ()
+    """The reverse proxies' addresses or networks: only their requests may set ``X-Forwarded-*``
+    and ``[web] user_header``. Empty: no peer is trusted."""
+    log_format: LogFormat = "auto"
+    """auto: readable lines on a terminal, JSON lines otherwise; json or console force one."""
 
     @field_validator("listen")
     @classmethod
@@ -59,6 +87,23 @@ class ServerConfig(Section):
     @property
     def port(self) -> int:
         return int(self.listen.rpartition(":")[2])
+
+    def trusts(self, peer: str | None) -> bool:
+        """Whether a request from ``peer`` (the socket's address) comes from a trusted proxy."""
+        if not peer or not self.trusted_proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(peer.strip("[]"))
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.trusted_proxies)
+
+    @property
+    def forwarded_allow_ips(self) -> list[str]:
+        """For uvicorn's ``forwarded_allow_ips`` (with ``proxy_headers`` only when non-empty)."""
+        return [str(network) for network in self.trusted_proxies]
 
     @property
     def base_url(self) -> str:
@@ -266,6 +311,24 @@ def check_environment(config: AppConfig, environ: Mapping[str, str]) -> list[str
         for key, env in config.secret_envs().items()
         if not environ.get(env)
     ]
+
+
+def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
+    """Every check ``serve`` makes before it listens, as ``key: problem`` lines (``[]``: ok).
+
+    ``check-config`` prints the same list, so the two can never disagree.
+    """
+    problems = check_environment(config, environ)
+    if config.server.intake_token_env is None and not is_loopback(config.server.host):
+        problems.append(
+            "server.intake_token_env: required when server.listen is not a loopback address"
+        )
+    if config.web.user_header is not None and not config.server.trusted_proxies:
+        problems.append(
+            "web.user_header: needs server.trusted_proxies, the sign-in proxy's addresses: "
+            "a user header is believed only from them, or anyone reaching the port could be anyone"
+        )
+    return problems
 
 
 def secret(environ: Mapping[str, str], env: str | None) -> str | None:

@@ -1,7 +1,9 @@
-"""Structured logs (JSON lines on stderr) that never carry a secret.
+"""Logs on stderr that never carry a secret: readable lines for a person, JSON lines otherwise.
 
 Every secret the process reads (tokens, signing secrets) is registered here; a processor replaces
-any occurrence of one in any log field with ``[redacted]``, as a last line of defence.
+any occurrence of one in any log field with ``[redacted]``, as a last line of defence, before
+either renderer sees the event. ``[server] log_format``: ``auto`` (readable on a terminal, JSON
+when stderr is not one), ``json`` or ``console``; colours only on a terminal.
 """
 
 from __future__ import annotations
@@ -9,9 +11,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import structlog
+
+if TYPE_CHECKING:
+    from bot.config import AppConfig
 
 _SECRETS: set[str] = set()
 MIN_SECRET_LENGTH = 6
@@ -28,21 +34,58 @@ def _scrub(value: Any) -> Any:
                 value = value.replace(secret, "[redacted]")
         return value
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(_scrub(v) for v in value)
-    return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    # Anything else (bytes, an exception, an object) is shown by its repr in both renderers.
+    text = repr(value)
+    return _scrub(text) if any(secret in text for secret in _SECRETS) else value
 
 
 def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     if not _SECRETS:
         return event
     for key, value in list(event.items()):
-        event[key] = _scrub(value)
+        clean = _scrub(key)
+        if clean != key:
+            del event[key]
+        event[clean] = _scrub(value)
     return event
 
 
-def configure(level: str = "INFO") -> None:
+def is_tty(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except ValueError:  # a closed stream
+        return False
+
+
+def wants_json(log_format: str, stream: IO[str]) -> bool:
+    """JSON lines for ``json``, and for ``auto`` when the stream is not a terminal."""
+    if log_format == "json":
+        return True
+    if log_format == "console":
+        return False
+    return not is_tty(stream)
+
+
+def renderer(log_format: str, stream: IO[str]) -> Any:
+    """The last processor: JSON, or structlog's console renderer (colours only on a terminal).
+
+    Exceptions are formatted to plain text before redaction either way, so the console renderer
+    never prints a traceback (or its locals) that the redaction did not see.
+    """
+    if wants_json(log_format, stream):
+        return structlog.processors.JSONRenderer()
+    return structlog.dev.ConsoleRenderer(colors=is_tty(stream))
+
+
+def configure(level: str = "INFO", log_format: str = "auto", stream: IO[str] | None = None) -> None:
+    """Route structlog and stdlib logging to ``stream`` (default stderr) in ``log_format``."""
+    out = sys.stderr if stream is None else stream
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -61,13 +104,73 @@ def configure(level: str = "INFO") -> None:
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
             redact,
-            structlog.processors.JSONRenderer(),
+            renderer(log_format, out),
         ],
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
     for noisy in ("uvicorn.access", "httpx", "httpcore", "alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# --- the line serve prints once it is ready ------------------------------------------------------
+
+_SECRET_PARAMS = ("pass", "secret", "token", "key")
+
+
+def without_password(url: str) -> str:
+    """``url`` with no password in its user info and no password-like query parameter."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    query = urlencode(
+        [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if not any(word in k.lower() for word in _SECRET_PARAMS)
+        ]
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def store_text(url: str) -> str:
+    """``SQLite ./elicitbot.db``, ``SQLite in memory`` or ``PostgreSQL <url without password>``."""
+    if url.startswith("sqlite"):
+        path = url.split("://", 1)[1] if "://" in url else ""
+        path = path.removeprefix("/")
+        path = path.split("?", 1)[0]
+        if not path or path == ":memory:":
+            return "SQLite in memory"
+        return f"SQLite {path if path.startswith(('/', './', '../')) else './' + path}"
+    return f"PostgreSQL {without_password(url)}"
+
+
+def ready_line(config: AppConfig) -> str:
+    """The one line ``serve`` prints once it listens: where the inbox is and what is on.
+
+    ``elicitbot ready — web inbox http://127.0.0.1:8787/ · SQLite ./elicitbot.db · Slack off ·
+    Matrix off``, then NATS and each Pinework workspace when configured. Never a secret: URLs lose
+    their passwords, and any registered secret is redacted.
+    """
+    parts = [f"web inbox {config.server.base_url}/", store_text(config.store.url)]
+    slack = config.slack
+    if slack is None:
+        parts.append("Slack off")
+    elif slack.app_token_env is not None:
+        parts.append("Slack on (Socket Mode)")
+    else:
+        parts.append("Slack on (HTTP, POST /slack/events)")
+    matrix = config.matrix
+    parts.append("Matrix off" if matrix is None else f"Matrix {matrix.user_id}")
+    if config.nats is not None:
+        parts.append(f"NATS {without_password(config.nats.url)}")
+    for pinework in config.sources.pinework:
+        base = without_password(str(pinework.base_url)).rstrip("/")
+        parts.append(f"Pinework {base} ({pinework.workspace})")
+    line: str = _scrub("elicitbot ready — " + " · ".join(parts))
+    return line

@@ -1,7 +1,11 @@
-"""The TOML config: the example file documents every key; bad keys are refused by name."""
+"""The TOML config: the example file documents every key; bad keys are refused by name.
+
+Over 500 lines: it is tables of config cases, section by section, and preflight's refusals.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 import types
 import typing
@@ -11,13 +15,27 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot.config import AppConfig, ServerConfig, StoreConfig, load_config, parse_config
+from bot.config import (
+    AppConfig,
+    ServerConfig,
+    StoreConfig,
+    load_config,
+    parse_config,
+    preflight,
+)
 from bot.domain.errors import ConfigError
 from bot.domain.model import Route
-from bot.wiring import Elicitbot
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
+
+
+def _elicitbot() -> Any:
+    """``bot.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
+    do not build it run without the adapters)."""
+    from bot.wiring import Elicitbot
+
+    return Elicitbot
 
 
 def example_data() -> dict[str, Any]:
@@ -279,7 +297,7 @@ def test_elicitbot_refuses_a_public_listen_without_a_token(tmp_path: Path, liste
         store=StoreConfig(url=f"sqlite:///{tmp_path / 'x.db'}"),
     )
     with pytest.raises(ConfigError, match=r"server\.intake_token_env"):
-        Elicitbot(config, environ={})
+        _elicitbot()(config, environ={})
 
 
 async def test_elicitbot_takes_a_public_listen_with_a_token(tmp_path: Path) -> None:
@@ -287,7 +305,7 @@ async def test_elicitbot_takes_a_public_listen_with_a_token(tmp_path: Path) -> N
         server=ServerConfig(listen="0.0.0.0:8787", intake_token_env="TEST_INTAKE_TOKEN"),
         store=StoreConfig(url=f"sqlite:///{tmp_path / 'x.db'}"),
     )
-    bot = Elicitbot(config, environ={"TEST_INTAKE_TOKEN": "token-123456"})
+    bot = _elicitbot()(config, environ={"TEST_INTAKE_TOKEN": "token-123456"})
     try:
         assert bot.runtime.intake_token == "token-123456"
     finally:
@@ -303,7 +321,7 @@ async def test_elicitbot_takes_a_loopback_listen_without_a_token(
         server=ServerConfig(listen=listen),
         store=StoreConfig(url=f"sqlite:///{tmp_path / 'x.db'}"),
     )
-    bot = Elicitbot(config, environ={})
+    bot = _elicitbot()(config, environ={})
     try:
         assert bot.runtime.intake_token is None
     finally:
@@ -317,6 +335,221 @@ def test_elicitbot_refuses_a_named_secret_that_is_not_set(tmp_path: Path) -> Non
         store=StoreConfig(url=f"sqlite:///{tmp_path / 'x.db'}"),
     )
     with pytest.raises(ConfigError, match=r"server\.intake_token_env.*TEST_INTAKE_TOKEN"):
-        Elicitbot(config, environ={})
+        _elicitbot()(config, environ={})
     with pytest.raises(ConfigError, match=r"server\.intake_token_env"):
-        Elicitbot(config, environ={"TEST_INTAKE_TOKEN": ""})
+        _elicitbot()(config, environ={"TEST_INTAKE_TOKEN": ""})
+
+
+# --- proxies and log format --------------------------------------------------------------------
+
+
+def test_trusted_proxies_take_addresses_and_networks() -> None:
+    config = parse_config(
+        {"server": {"trusted_proxies": ["10.0.0.5", "192.168.0.0/16", "::1", "fd00::/8"]}}
+    )
+    assert config.server.trusted_proxies == (
+        ipaddress.ip_network("10.0.0.5/32"),
+        ipaddress.ip_network("192.168.0.0/16"),
+        ipaddress.ip_network("::1/128"),
+        ipaddress.ip_network("fd00::/8"),
+    )
+    assert config.server.forwarded_allow_ips == [
+        "10.0.0.5/32",
+        "192.168.0.0/16",
+        "::1/128",
+        "fd00::/8",
+    ]
+
+
+def test_no_proxy_is_trusted_by_default() -> None:
+    server = AppConfig().server
+    assert server.trusted_proxies == ()
+    assert server.forwarded_allow_ips == []
+    assert not server.trusts("127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    ("peer", "trusted"),
+    [
+        ("10.0.0.5", True),
+        ("10.0.0.6", False),
+        ("192.168.3.4", True),
+        ("::ffff:192.168.3.4", True),
+        ("[fd00::1]", True),
+        ("127.0.0.1", False),
+        ("not-an-address", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_a_peer_is_trusted_only_inside_trusted_proxies(peer: str | None, trusted: bool) -> None:
+    server = ServerConfig(trusted_proxies=("10.0.0.5", "192.168.0.0/16", "fd00::/8"))
+    assert server.trusts(peer) is trusted
+
+
+@pytest.mark.parametrize(
+    ("proxies", "key"),
+    [
+        (["10.0.0.5", "10.0.0.300"], "server.trusted_proxies[1]"),
+        (["proxy.example.org"], "server.trusted_proxies[0]"),
+        (["10.0.0.5/8"], "server.trusted_proxies[0]"),
+        (["10.0.0.5", "", "::1"], "server.trusted_proxies[1]"),
+        ([" 10.0.0.5"], "server.trusted_proxies[0]"),
+        (["10.0.0.5", 7], "server.trusted_proxies[1]"),
+        ("10.0.0.5", "server.trusted_proxies"),
+    ],
+)
+def test_a_bad_trusted_proxy_is_refused_by_its_index(proxies: Any, key: str) -> None:
+    message = refused({"server": {"trusted_proxies": proxies}})
+    assert problem_keys(message) == [key], message
+
+
+def test_host_bits_say_which_network_was_meant() -> None:
+    assert "10.0.0.0/8" in refused({"server": {"trusted_proxies": ["10.0.0.5/8"]}})
+
+
+@pytest.mark.parametrize("log_format", ["auto", "json", "console"])
+def test_log_format_takes_its_three_values(log_format: str) -> None:
+    assert parse_config({"server": {"log_format": log_format}}).server.log_format == log_format
+
+
+@pytest.mark.parametrize("log_format", ["text", "JSON", "", 1])
+def test_another_log_format_is_refused(log_format: Any) -> None:
+    assert problem_keys(refused({"server": {"log_format": log_format}})) == ["server.log_format"]
+
+
+def test_log_format_defaults_to_auto() -> None:
+    assert AppConfig().server.log_format == "auto"
+
+
+# --- preflight: every check serve makes before it listens ----------------------------------------
+
+TOKEN = {"TEST_INTAKE_TOKEN": "token-123456"}
+SLACK_ENV = {"SLACK_BOT_TOKEN": "xoxb-123456", "SLACK_SIGNING_SECRET": "signing-123456"}
+
+BAD_CONFIGS: list[tuple[str, dict[str, Any], dict[str, str], list[str]]] = [
+    (
+        "public listen, no token",
+        {"server": {"listen": "0.0.0.0:8787"}},
+        {},
+        ["server.intake_token_env"],
+    ),
+    (
+        "public v6 listen, no token",
+        {"server": {"listen": "[::]:8787"}},
+        {},
+        ["server.intake_token_env"],
+    ),
+    (
+        "LAN listen, no token",
+        {"server": {"listen": "192.0.2.10:8787"}},
+        {},
+        ["server.intake_token_env"],
+    ),
+    (
+        "token named, not set",
+        {"server": {"intake_token_env": "TEST_INTAKE_TOKEN"}},
+        {},
+        ["server.intake_token_env"],
+    ),
+    (
+        "token named, empty",
+        {"server": {"intake_token_env": "TEST_INTAKE_TOKEN"}},
+        {"TEST_INTAKE_TOKEN": ""},
+        ["server.intake_token_env"],
+    ),
+    (
+        "user header without trusted proxies",
+        {"web": {"user_header": "X-Forwarded-User"}},
+        {},
+        ["web.user_header"],
+    ),
+    (
+        "user header, public listen, nothing else",
+        {"server": {"listen": "0.0.0.0:8787"}, "web": {"user_header": "X-Forwarded-User"}},
+        {},
+        ["server.intake_token_env", "web.user_header"],
+    ),
+    (
+        "slack without its secrets",
+        {"slack": {}},
+        {},
+        [
+            "slack.bot_token_env",
+            "slack.signing_secret_env",
+        ],
+    ),
+    (
+        "pinework without its token",
+        {
+            "sources": {
+                "pinework": [
+                    {"base_url": "https://p.example", "token_env": "PW_TOKEN", "workspace": "w"}
+                ]
+            }
+        },
+        {},
+        ["sources.pinework[0].token_env"],
+    ),
+]
+
+GOOD_CONFIGS: list[tuple[str, dict[str, Any], dict[str, str]]] = [
+    ("the embedded default", {}, {}),
+    ("loopback by name", {"server": {"listen": "localhost:8787"}}, {}),
+    ("loopback v6", {"server": {"listen": "[::1]:8787"}}, {}),
+    (
+        "public listen with a token",
+        {"server": {"listen": "0.0.0.0:8787", "intake_token_env": "TEST_INTAKE_TOKEN"}},
+        TOKEN,
+    ),
+    (
+        "behind a sign-in proxy",
+        {
+            "server": {
+                "listen": "0.0.0.0:8787",
+                "intake_token_env": "TEST_INTAKE_TOKEN",
+                "trusted_proxies": ["10.0.0.5"],
+            },
+            "web": {"user_header": "X-Forwarded-User"},
+        },
+        TOKEN,
+    ),
+    ("trusted proxies alone", {"server": {"trusted_proxies": ["10.0.0.0/8"]}}, {}),
+    ("slack with its secrets", {"slack": {}}, SLACK_ENV),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "environ", "keys"),
+    [pytest.param(d, e, k, id=name) for name, d, e, k in BAD_CONFIGS],
+)
+def test_preflight_refuses_each_bad_config_by_key(
+    data: dict[str, Any], environ: dict[str, str], keys: list[str]
+) -> None:
+    assert sorted(problem_keys("\n".join(preflight(parse_config(data), environ)))) == keys
+
+
+@pytest.mark.parametrize(
+    ("data", "environ"), [pytest.param(d, e, id=name) for name, d, e in GOOD_CONFIGS]
+)
+def test_preflight_passes_each_good_config(data: dict[str, Any], environ: dict[str, str]) -> None:
+    assert preflight(parse_config(data), environ) == []
+
+
+def test_preflight_passes_the_example_with_its_secrets() -> None:
+    environ = dict.fromkeys(parse_config(example_data()).secret_envs().values(), "secret-123456")
+    assert preflight(parse_config(example_data()), environ) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "environ", "keys"),
+    [pytest.param(d, e, k, id=name) for name, d, e, k in BAD_CONFIGS],
+)
+def test_elicitbot_refuses_what_preflight_refuses(
+    tmp_path: Path, data: dict[str, Any], environ: dict[str, str], keys: list[str]
+) -> None:
+    """serve builds Elicitbot: it must refuse exactly what check-config (preflight) refuses."""
+    config = parse_config({**data, "store": {"url": f"sqlite:///{tmp_path / 'x.db'}"}})
+    with pytest.raises(ConfigError) as exc:
+        _elicitbot()(config, environ=environ)
+    assert sorted(problem_keys(str(exc.value))) == keys

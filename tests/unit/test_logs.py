@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -12,10 +13,17 @@ import pytest
 import structlog
 
 from bot import logs
-from bot.config import AppConfig, ServerConfig, StoreConfig
-from bot.wiring import Elicitbot
+from bot.config import AppConfig, ServerConfig, StoreConfig, parse_config
 
 CANARY = "xoxb-canary-123456"
+
+
+def _elicitbot() -> Any:
+    """``bot.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
+    do not build it run without the adapters)."""
+    from bot.wiring import Elicitbot
+
+    return Elicitbot
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +138,7 @@ async def test_elicitbot_registers_the_secrets_it_reads(
         server=ServerConfig(intake_token_env="TEST_INTAKE_TOKEN"),
         store=StoreConfig(url=f"sqlite:///{tmp_path / 'x.db'}"),
     )
-    bot = Elicitbot(config, environ={"TEST_INTAKE_TOKEN": CANARY})
+    bot = _elicitbot()(config, environ={"TEST_INTAKE_TOKEN": CANARY})
     try:
         structlog.get_logger("test.logs").info("request", authorization=f"Bearer {CANARY}")
     finally:
@@ -139,3 +147,181 @@ async def test_elicitbot_registers_the_secrets_it_reads(
     err = capsys.readouterr().err
     assert CANARY not in err
     assert lines(err)[-1]["authorization"] == "Bearer [redacted]"
+
+
+# --- renderers: readable on a terminal, JSON otherwise ------------------------------------------
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _log_everything() -> None:
+    log = structlog.get_logger("test.logs")
+    log.info(f"sending with token {CANARY} now", token=CANARY, nested={"auth": [CANARY]})
+    logging.getLogger("some.library").warning("connecting with %s", CANARY)
+    try:
+        _call_upstream()
+    except RuntimeError:
+        log.exception("call.failed", raw=CANARY.encode(), error=RuntimeError(CANARY))
+
+
+@pytest.mark.parametrize("stream_kind", ["terminal", "pipe"])
+def test_the_console_renderer_redacts_too(stream_kind: str) -> None:
+    stream: io.StringIO = Terminal() if stream_kind == "terminal" else io.StringIO()
+    logs.configure(log_format="console", stream=stream)
+    logs.register_secrets([CANARY])
+    _log_everything()
+    out = stream.getvalue()
+    assert CANARY not in out
+    assert "sending with token [redacted] now" in out
+    assert "connecting with [redacted]" in out
+    assert "RuntimeError: upstream refused token [redacted]" in out
+    assert not out.lstrip().startswith("{")
+
+
+def test_a_terminal_gets_readable_coloured_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = Terminal()
+    logs.configure(stream=stream)
+    structlog.get_logger("test.logs").info("elicitbot.started", listen="127.0.0.1:8787")
+    out = stream.getvalue()
+    assert "elicitbot.started" in out
+    assert "listen" in out
+    assert "127.0.0.1:8787" in out
+    assert "\x1b[" in out  # colours
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out.splitlines()[0])
+
+
+def test_console_on_a_pipe_has_no_colours() -> None:
+    stream = io.StringIO()
+    logs.configure(log_format="console", stream=stream)
+    structlog.get_logger("test.logs").info("plain", value=1)
+    out = stream.getvalue()
+    assert "plain" in out
+    assert "\x1b[" not in out
+
+
+def test_not_a_terminal_gets_json_lines() -> None:
+    stream = io.StringIO()
+    logs.configure(stream=stream)
+    structlog.get_logger("test.logs").info("plain", value=1)
+    (line,) = lines(stream.getvalue())
+    assert (line["event"], line["value"]) == ("plain", 1)
+
+
+def test_json_is_forced_on_a_terminal_too() -> None:
+    stream = Terminal()
+    logs.configure(log_format="json", stream=stream)
+    structlog.get_logger("test.logs").info("plain", value=1)
+    (line,) = lines(stream.getvalue())
+    assert line["event"] == "plain"
+
+
+@pytest.mark.parametrize(
+    ("log_format", "tty", "expected"),
+    [
+        ("auto", True, False),
+        ("auto", False, True),
+        ("json", True, True),
+        ("json", False, True),
+        ("console", True, False),
+        ("console", False, False),
+    ],
+)
+def test_which_renderer(log_format: str, tty: bool, expected: bool) -> None:
+    assert logs.wants_json(log_format, Terminal() if tty else io.StringIO()) is expected
+
+
+def test_bytes_and_objects_are_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure()
+    logs.register_secrets([CANARY])
+    structlog.get_logger("test.logs").info(
+        "odd values", raw=CANARY.encode(), error=ValueError(CANARY), **{CANARY: "as a key"}
+    )
+    err = capsys.readouterr().err
+    assert CANARY not in err
+    (line,) = lines(err)
+    assert line["raw"] == "b'[redacted]'"
+    assert line["error"] == "ValueError('[redacted]')"
+
+
+# --- the ready line ----------------------------------------------------------------------------
+
+
+def test_the_ready_line_of_the_embedded_default() -> None:
+    assert logs.ready_line(AppConfig()) == (
+        "elicitbot ready — web inbox http://127.0.0.1:8787/ · SQLite ./elicitbot.db"
+        " · Slack off · Matrix off"
+    )
+
+
+def test_the_ready_line_names_every_part_and_no_secret() -> None:
+    config = parse_config(
+        {
+            "server": {"public_url": "https://elicitbot.example.org"},
+            "store": {"url": "postgresql+psycopg://bot:hunter2-pw@db.example:5432/elicit"},
+            "slack": {"app_token_env": "SLACK_APP_TOKEN"},
+            "matrix": {
+                "homeserver": "https://matrix.example.org",
+                "user_id": "@elicitbot:example.org",
+                "device_id": "ELICITBOT",
+            },
+            "nats": {"url": "nats://relay:nats-pw-123@nats.example:4222"},
+            "sources": {
+                "pinework": [
+                    {
+                        "base_url": "https://pinework.example.org",
+                        "token_env": "PINEWORK_TOKEN",
+                        "workspace": "ws_main",
+                    }
+                ]
+            },
+        }
+    )
+    line = logs.ready_line(config)
+    assert line == (
+        "elicitbot ready — web inbox https://elicitbot.example.org/"
+        " · PostgreSQL postgresql+psycopg://bot@db.example:5432/elicit"
+        " · Slack on (Socket Mode) · Matrix @elicitbot:example.org"
+        " · NATS nats://relay@nats.example:4222"
+        " · Pinework https://pinework.example.org (ws_main)"
+    )
+    assert "hunter2" not in line
+    assert "nats-pw" not in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("sqlite:///elicitbot.db", "SQLite ./elicitbot.db"),
+        ("sqlite:///data/x.db", "SQLite ./data/x.db"),
+        ("sqlite:////var/lib/elicitbot/x.db", "SQLite /var/lib/elicitbot/x.db"),
+        ("sqlite+pysqlite:///x.db?timeout=5", "SQLite ./x.db"),
+        ("sqlite://", "SQLite in memory"),
+        ("sqlite:///:memory:", "SQLite in memory"),
+        ("postgresql://u@h/db", "PostgreSQL postgresql://u@h/db"),
+        ("postgresql://u:pw-secret@h/db", "PostgreSQL postgresql://u@h/db"),
+        (
+            "postgresql://h/db?sslmode=require&password=pw-secret",
+            "PostgreSQL postgresql://h/db?sslmode=require",
+        ),
+    ],
+)
+def test_the_store_as_the_ready_line_shows_it(url: str, text: str) -> None:
+    assert logs.store_text(url) == text
+
+
+def test_the_ready_line_shows_slack_http_mode() -> None:
+    line = logs.ready_line(parse_config({"slack": {}}))
+    assert "Slack on (HTTP, POST /slack/events)" in line
+
+
+def test_the_ready_line_redacts_a_registered_secret() -> None:
+    logs.register_secrets([CANARY])
+    config = parse_config({"store": {"url": f"postgresql://h/{CANARY}"}})
+    assert CANARY not in logs.ready_line(config)
