@@ -52,8 +52,9 @@ async def populate(url: str, rows: int, batch: int) -> float:
     from sqlalchemy import update
 
     from bot.domain.model import AnswerMode, Deadlines, Elicitation, Option, Route
-    from bot.domain.planning import display_hash, plan
-    from store.sql import DELIVERY, OUTBOX, IntakeItem, SqlStore
+    from bot.domain.planning import display_hash
+    from bot.domain.records import IntakeItem
+    from store.sql import DELIVERY, OUTBOX, SqlStore
 
     route = Route(destinations=("slack:C0BENCH",), mention=("slack:U0ALICE",))
     store = SqlStore.from_url(url)
@@ -74,9 +75,7 @@ async def populate(url: str, rows: int, batch: int) -> float:
                     deadlines=Deadlines(remind_at=FAR),
                     created_at=now,
                 )
-                items.append(
-                    IntakeItem("bench", e.source_id, e, route, plan(e, route), display_hash(e))
-                )
+                items.append(IntakeItem("bench", e.source_id, e, route, display_hash(e)))
             outcomes = await store.intake(items, now)
             assert all(o.result == "accepted" for o in outcomes)
 

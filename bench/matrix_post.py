@@ -47,6 +47,7 @@ from bot import logs  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.domain.model import People, Route, Status  # noqa: E402
 from bot.domain.ports import PromptView  # noqa: E402
+from bot.domain.records import DeliveryView  # noqa: E402
 from bot.outbox import Dispatcher  # noqa: E402
 from bot.service import Inbound, Service  # noqa: E402
 from store.db import upgrade  # noqa: E402
@@ -104,14 +105,14 @@ class Answers:
 async def until_done(store: SqlStore) -> None:
     """Every outbox row done (or failed); polled every 20 ms."""
     while True:
-        if all(r["state"] in ("done", "failed") for r in await store.outbox()):
+        if all(r.state in ("done", "failed") for r in await store.outbox()):
             return
         await asyncio.sleep(0.02)
 
 
 async def post_all(
     service: Service, store: SqlStore, n: int, case: str
-) -> tuple[float, list[dict[str, Any]]]:
+) -> tuple[float, list[DeliveryView]]:
     """Take N elicitations of fixture ``case`` in and wait until the dispatcher posted them."""
     inbound = []
     for i in range(n):
@@ -142,7 +143,7 @@ async def reply_latencies(
     base: str,
     person: Any,
     room: str,
-    deliveries: list[dict[str, Any]],
+    deliveries: list[DeliveryView],
     answers: Answers,
     settle: Any,
 ) -> list[float]:
@@ -160,7 +161,9 @@ async def reply_latencies(
             before = len(answers.times)
             sent = time.perf_counter()
             await client.room_send(
-                room, "m.room.message", thread_reply(delivery["ref"]["event_id"], "deny")
+                room,
+                "m.room.message",
+                thread_reply((delivery.ref.key if delivery.ref else None) or "", "deny"),
             )
             await asyncio.wait_for(answers.event.wait(), timeout=10)
             latencies.append((answers.times[before] - sent) * 1000)
@@ -239,7 +242,7 @@ async def run(n: int, workdir: Path) -> dict[str, Any]:
     return {
         "bench": "matrix_post",
         "n": n,
-        "posted": sum(1 for d in options + texts if d["state"] == "posted"),
+        "posted": sum(1 for d in options + texts if d.state == "posted"),
         "bare_per_second": round(bare_rate, 1),
         "bare_seconds": [round(b, 3) for b in bare],
         "elicitbot_per_second": round(options_rate, 1),

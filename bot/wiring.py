@@ -1,4 +1,12 @@
-"""The composition root: the only module that sees bot, adapters and store together."""
+"""The composition root: the only module that sees bot, adapters and store together.
+
+(A little over 500 lines on purpose: the whole service is assembled here, read top to bottom.)
+
+``Elicitbot`` is built from a list of parts: the core (store, service, dispatcher, timekeeper) and
+one small factory per optional part (Slack, Matrix, NATS, each Pinework poller, the sources'
+routes, the web inbox), each returning what it adds — a chat adapter, answer sinks, HTTP routers,
+background tasks, readiness — so the constructor reads as a list, not a tree of conditionals.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +15,19 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import structlog
 import uvicorn
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
-from adapters.problem import problem
+from adapters.shared.problem import problem
 from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer
@@ -32,6 +41,7 @@ from adapters.sources.pinework import (
     PineworkSink,
     account_key,
 )
+from adapters.sources.superpipeline import superpipeline_router
 from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublisher, NatsIntake
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.sources.toolshed import toolshed_router
@@ -40,10 +50,11 @@ from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
 from bot import logs
 from bot.clock import SystemClock
-from bot.config import AppConfig, check_environment, is_loopback, secret
+from bot.config import AppConfig, PineworkConfig, preflight, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
 from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
+from bot.domain.store import Store
 from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.scheduler import Scheduler
@@ -54,6 +65,53 @@ from store.sql import SqlStore
 
 log = structlog.get_logger("elicitbot")
 SHUTDOWN_GRACE_SECONDS = 10.0
+
+Task = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def open_store(url: str) -> Store:
+    """The store a URL names (SQLite file or PostgreSQL), for commands that only read or migrate."""
+    return SqlStore.from_url(url)
+
+
+def upgrade_store(url: str) -> None:
+    """Apply the database migrations (``elicitbot db upgrade``; ``serve`` does it at start)."""
+    upgrade(url)
+
+
+@dataclass
+class Part:
+    """What one optional part adds to the running service."""
+
+    name: str
+    chats: dict[str, ChatAdapter] = field(default_factory=dict)
+    """Outbound chat by platform."""
+    routers: list[APIRouter] = field(default_factory=list)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    """Background loops, run until the stop event is set."""
+    ready: Callable[[], dict[str, bool]] = dict
+    prepare: Callable[[], Awaitable[None]] | None = None
+    """What must work before we listen (a token check); a ConfigError stops the start."""
+    start: Callable[[], Awaitable[None]] | None = None
+    stop: Callable[[], Awaitable[None]] | None = None
+    """Stops intake (before the outbox drains)."""
+    close: Callable[[], Awaitable[None]] | None = None
+    """Releases connections (after the outbox drained)."""
+
+
+@dataclass
+class Context:
+    """What every factory may use."""
+
+    config: AppConfig
+    environ: Mapping[str, str]
+    clock: Clock
+    store: Store
+    http_client: httpx.AsyncClient
+    elicitations: Elicitations
+    authorise: Callable[[Request], Response | None]
+    learn_identities: Callable[[set[str]], None]
+    """Add elicitbot's own identity keys on a platform (bots never answer)."""
 
 
 class Elicitbot:
@@ -67,153 +125,75 @@ class Elicitbot:
     ) -> None:
         self.config = config
         self.environ = dict(os.environ if environ is None else environ)
-        problems = check_environment(config, self.environ)
-        if problems:
-            raise ConfigError("\n".join(problems))
-        if config.server.intake_token_env is None and not is_loopback(config.server.host):
-            raise ConfigError(
-                "server.intake_token_env: required when server.listen is not a loopback address"
-            )
+        _check_startable(config, self.environ)
         logs.register_secrets(self.environ.get(env) for env in config.secret_envs().values())
         self.clock: Clock = clock or SystemClock()
-        self.store = SqlStore.from_url(config.store.url)
+        self.store: Store = open_store(config.store.url)
         self.http_client = httpx.AsyncClient()
-        self._build_chats()
-        self.pinework_tokens = {
-            account_key(str(p.base_url), p.workspace): self.environ[p.token_env]
-            for p in config.sources.pinework
-        }
-        allowlist = [str(u) for u in config.sources.handup.callback_allowlist]
-        self._build_sinks(allowlist)
         base = config.server.base_url
-        self.dispatcher = Dispatcher(
-            self.store, self.clock, self.chats, self.sinks, lambda key: f"{base}/#{key}"
-        )
+        link_for: Callable[[str], str] = lambda key: f"{base}/#{key}"  # noqa: E731
         self.web_identity = IdentityPolicy.from_config(
             listen_host=config.server.host,
             user_header=config.web.user_header,
             admins=config.web.admins,
         )
-        people = self._people()
+        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
+        self.sinks: dict[str, AnswerSink] = {}
+        self.dispatcher = Dispatcher(self.store, self.clock, self.chats, self.sinks, link_for)
         self.service = Service(
             self.store,
             self.clock,
-            people,
+            self._people(),
             config.route_list(),
             on_change=self.dispatcher.wake,
-            link_for=lambda key: f"{base}/#{key}",
-            secret_sinks={"pinework": PineworkSecretSink(self.http_client, self.pinework_tokens)},
+            link_for=link_for,
             claim_minutes=config.deadlines.claim_minutes,
         )
-        self.timekeeper = Timekeeper(self.store, self.clock, people, on_change=self.dispatcher.wake)
-        self.scheduler = Scheduler(self.timekeeper, sweep_seconds=config.deadlines.sweep_seconds)
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
-        self.matrix: MatrixListener | None = None
-        if self.matrix_chat is not None and config.matrix is not None:
-            self.matrix = MatrixListener(
-                self.matrix_chat, self.service, self.store, device_id=config.matrix.device_id
-            )
+        # The timekeeper reads the service's people at each firing: identities learnt at start
+        # (the Slack bot's own) reach it too.
+        self.timekeeper = Timekeeper(
+            self.store, self.clock, lambda: self.service.people, on_change=self.dispatcher.wake
+        )
+        self.scheduler = Scheduler(self.timekeeper, sweep_seconds=config.deadlines.sweep_seconds)
         self.runtime = Runtime(
             store=self.store,
-            service=self.service,
+            elicitations=self.service,
             intake_token=secret(self.environ, config.server.intake_token_env),
         )
-        self.slack_app: SlackInteractivity | None = None
-        self.slack_socket: SlackSocket | None = None
-        if self.slack is not None and config.slack is not None:
-            self.slack_app = build_app(
-                self.slack,
-                self.elicitations,
-                signing_secret=secret(self.environ, config.slack.signing_secret_env),
-            )
-            if config.slack.app_token_env:
-                self.slack_socket = SlackSocket(
-                    self.slack_app.app, self.environ[config.slack.app_token_env]
-                )
-            else:
-                self.runtime.routers.append(slack_router(self.slack_app.app))
-        self.nats_intake: NatsIntake | None = None
-        if config.nats is not None:
-            self.nats_intake = NatsIntake(
-                config.nats.url, config.nats.subjects, config.nats.durable, self.service.intake
-            )
-        self.pinework_pollers = [
-            PineworkPoller(
-                base_url=str(p.base_url),
-                workspace=p.workspace,
-                poll_seconds=p.poll_seconds,
-                client=self.http_client,
-                elicitations=self.service,
-                token=self.environ[p.token_env],
-                state=self.store,
-                clock=self.clock,
-            )
-            for p in config.sources.pinework
+        context = Context(
+            config=config,
+            environ=self.environ,
+            clock=self.clock,
+            store=self.store,
+            http_client=self.http_client,
+            elicitations=self.service,
+            authorise=self.authorise,
+            learn_identities=self._learn_identities,
+        )
+        self.parts: list[Part] = [
+            *_sources(context, self),
+            _web(context, self.web_identity),
+            *_slack(context, self),
+            *_matrix(context, self),
         ]
+        for part in self.parts:
+            self.chats.update(part.chats)
+            self.runtime.routers += part.routers
         self.runtime.adapters_ready = self.adapters_ready
-        self.runtime.routers += [
-            inbox_router(
-                self.service,
-                self.store,
-                self.web_identity,
-                clock=self.clock,
-                secure_cookies=base.startswith("https://"),
-            ),
-            toolshed_router(self.elicitations, self.authorise, clock=self.clock),
-            handup_router(self.elicitations, self.authorise, allowlist, clock=self.clock),
-            engine_router(self.elicitations, self.authorise, clock=self.clock),
-        ]
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._prepared = False
 
-    def _build_chats(self) -> None:
-        config = self.config
-        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
-        self.slack: SlackChat | None = None
-        if config.slack is not None:
-            # No SDK retries: the outbox retries, and the SDK's connection-error retry can post a
-            # message twice (reliability.md §1.5); a retried post looks for its message first.
-            self.slack = SlackChat(
-                AsyncWebClient(
-                    token=self.environ[config.slack.bot_token_env],
-                    base_url=str(config.slack.api_url),
-                    retry_handlers=[],
-                ),
-                pacer=Pacer(),
-            )
-            self.chats["slack"] = self.slack
-        self.matrix_chat: MatrixChat | None = None
-        if config.matrix is not None:
-            m = config.matrix
-            self.matrix_chat = MatrixChat(
-                make_client(
-                    str(m.homeserver), m.user_id, m.device_id, self.environ[m.access_token_env]
-                )
-            )
-            self.chats["matrix"] = self.matrix_chat
+    # -- parts' views, kept as attributes for the operators' tools and the tests ---------------
 
-    def _build_sinks(self, allowlist: list[str]) -> None:
-        """Where each source's outcome goes back (by elicitation source)."""
-        config = self.config
-        superpipeline: AnswerSink = SuperPipelineSink(
-            str(config.sources.superpipeline.answer_webhook)
-            if config.sources.superpipeline.answer_webhook
-            else None,
-            self.http_client,
-        )
-        self.nats_publisher: NatsAnswerPublisher | None = None
-        if config.nats is not None:
-            # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
-            self.nats_publisher = NatsAnswerPublisher(
-                config.nats.url, config.sources.superpipeline.answer_subject
-            )
-            superpipeline = CompositeSink([superpipeline, self.nats_publisher])
-        self.sinks: dict[str, AnswerSink] = {
-            "superpipeline": superpipeline,
-            "pinework": PineworkSink(self.http_client, self.pinework_tokens),
-            "handup": HandupSink(self.http_client, allowlist),
-        }
+    slack: SlackChat | None = None
+    slack_app: SlackInteractivity | None = None
+    slack_socket: SlackSocket | None = None
+    matrix: MatrixListener | None = None
+    matrix_chat: MatrixChat | None = None
+    nats_intake: NatsIntake | None = None
+    nats_publisher: NatsAnswerPublisher | None = None
 
     def _people(self) -> People:
         """``[people]``, plus the web inbox's admins and our own identities on each platform."""
@@ -226,19 +206,17 @@ class Elicitbot:
             people = people.model_copy(update={"bot_identities": people.bot_identities | {own}})
         return people
 
+    def _learn_identities(self, own: set[str]) -> None:
+        people = self.service.people
+        self.service.people = people.model_copy(
+            update={"bot_identities": people.bot_identities | own}
+        )
+
     def adapters_ready(self) -> dict[str, bool]:
         """For /readyz: each configured adapter and whether it is connected."""
         ready: dict[str, bool] = {}
-        if self.slack is not None:
-            ready["slack"] = self.slack.bot_user_id is not None and (
-                self.slack_socket is None or self.slack_socket.connected()
-            )
-        if self.nats_intake is not None:
-            ready["nats"] = self.nats_intake.connected
-        if self.matrix is not None:
-            ready["matrix"] = self.matrix.ready
-        for poller in self.pinework_pollers:
-            ready[f"pinework:{poller.account}"] = poller.connected
+        for part in self.parts:
+            ready.update(part.ready())
         return ready
 
     def authorise(self, request: Request) -> Response | None:
@@ -252,71 +230,37 @@ class Elicitbot:
         if self._prepared:
             return
         await asyncio.to_thread(upgrade, self.config.store.url)
-        if self.slack is not None:
-            await self._verify_slack(self.slack)
-            own = {f"slack:{i}" for i in (self.slack.bot_user_id, self.slack.bot_id) if i}
-            self.service.people = self.service.people.model_copy(
-                update={"bot_identities": self.service.people.bot_identities | own}
-            )
-            if self.slack_socket is not None:
-                await self._start_socket(self.slack_socket)
-        if self.matrix is not None:
-            await self.matrix.connect()
+        for part in self.parts:
+            if part.prepare is not None:
+                await part.prepare()
         self._prepared = True
 
     async def start(self) -> None:
         await self.prepare()
-        if self.store.dialect == "sqlite":
+        if self.store.single_process:
             # One process owns a SQLite file: claims left by a killed predecessor are ours again.
             released = await self.store.release_claims()
             if released:
                 log.info("outbox.released", rows=released)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
         await self.scheduler.start()
-        if self.matrix is not None:
-            await self.matrix.start()
-        for poller in self.pinework_pollers:
-            self._tasks.append(
-                asyncio.create_task(poller.run(self._stop), name=f"pinework:{poller.account}")
-            )
-        if self.nats_intake is not None:
-            self._tasks.append(
-                asyncio.create_task(self.nats_intake.run(self._stop), name="nats-intake")
-            )
-        log.info("elicitbot.started", listen=self.config.server.listen, store=self.store.dialect)
-
-    async def _verify_slack(self, slack: SlackChat) -> None:
-        """``auth.test`` at start, never lazily: a refused token stops the start, named."""
-        env = self.config.slack.bot_token_env if self.config.slack else "?"
-        try:
-            await slack.verify()
-        except PermanentDeliveryError as exc:
-            raise ConfigError(
-                f"slack.bot_token_env: Slack refused the token in {env} ({exc})"
-            ) from None
-        except DeliveryError as exc:
-            raise ConfigError(f"slack.api_url: Slack did not answer auth.test ({exc})") from None
-
-    async def _start_socket(self, socket: SlackSocket) -> None:
-        env = self.config.slack.app_token_env if self.config.slack else "?"
-        try:
-            await socket.start()
-        except PermanentDeliveryError as exc:
-            raise ConfigError(
-                f"slack.app_token_env: Slack refused the app-level token in {env} ({exc})"
-            ) from None
-        except DeliveryError as exc:
-            raise ConfigError(f"slack.api_url: Socket Mode did not connect ({exc})") from None
+        for part in self.parts:
+            if part.start is not None:
+                await part.start()
+            for name, task in part.tasks.items():
+                self._tasks.append(asyncio.create_task(task(self._stop), name=name))
+        log.info(
+            "elicitbot.started",
+            listen=self.config.server.listen,
+            store="sqlite" if self.store.single_process else "postgresql",
+        )
 
     async def stop(self) -> None:
         self.runtime.draining = True
         await self.scheduler.stop()
-        if self.slack_socket is not None:
-            await self.slack_socket.stop()
-        if self.slack_app is not None:
-            await self.slack_app.aclose(grace=5.0)
-        if self.matrix is not None:
-            await self.matrix.stop()
+        for part in self.parts:
+            if part.stop is not None:
+                await part.stop()
         self._stop.set()
         self.dispatcher.wake()
         done, pending = await asyncio.wait(self._tasks, timeout=SHUTDOWN_GRACE_SECONDS)
@@ -327,12 +271,9 @@ class Elicitbot:
         for task in done:
             if (exc := task.exception()) is not None:
                 log.error("task.failed", task=task.get_name(), error=repr(exc))
-        if self.nats_intake is not None:
-            await self.nats_intake.close()
-        if self.nats_publisher is not None:
-            await self.nats_publisher.close()
-        if self.matrix_chat is not None:
-            await self.matrix_chat.client.close()
+        for part in self.parts:
+            if part.close is not None:
+                await part.close()
         await self.http_client.aclose()
         await self.store.close()
         log.info("elicitbot.stopped", unfinished=len(pending))
@@ -343,6 +284,7 @@ class Elicitbot:
         @asynccontextmanager
         async def lifespan(_: FastAPI) -> AsyncIterator[None]:
             await self.start()
+            log.info("elicitbot.ready", line=logs.ready_line(self.config))
             try:
                 yield
             finally:
@@ -350,6 +292,207 @@ class Elicitbot:
 
         app.router.lifespan_context = lifespan
         return app
+
+
+def _check_startable(config: AppConfig, environ: Mapping[str, str]) -> None:
+    """What ``check-config`` checks, the same function: the two can never disagree."""
+    problems = preflight(config, environ)
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+# --------------------------------------------------------------------------- the parts
+
+
+def _sources(ctx: Context, bot: Elicitbot) -> list[Part]:
+    """Every upstream system: its routes, its answer sink, its poller."""
+    config = ctx.config
+    tokens = {
+        account_key(str(p.base_url), p.workspace): ctx.environ[p.token_env]
+        for p in config.sources.pinework
+    }
+    allowlist = [str(u) for u in config.sources.handup.callback_allowlist]
+    webhook = config.sources.superpipeline.answer_webhook
+    superpipeline: AnswerSink = SuperPipelineSink(
+        str(webhook) if webhook else None, ctx.http_client
+    )
+    parts = [
+        Part(
+            "sources",
+            routers=[
+                superpipeline_router(
+                    ctx.elicitations, ctx.authorise, registry=bot.runtime.registry
+                ),
+                toolshed_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
+                handup_router(ctx.elicitations, ctx.authorise, allowlist, clock=ctx.clock),
+                engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
+            ],
+        )
+    ]
+    if config.nats is not None:
+        parts.append(_nats(ctx, bot))
+        # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
+        publisher = NatsAnswerPublisher(
+            config.nats.url, config.sources.superpipeline.answer_subject
+        )
+        bot.nats_publisher = publisher
+        superpipeline = CompositeSink([superpipeline, publisher])
+        parts.append(Part("nats-publisher", close=publisher.close))
+    bot.sinks.update(
+        {
+            "superpipeline": superpipeline,
+            "pinework": PineworkSink(ctx.http_client, tokens),
+            "handup": HandupSink(ctx.http_client, allowlist),
+        }
+    )
+    bot.service.secret_sinks["pinework"] = PineworkSecretSink(ctx.http_client, tokens)
+    parts += [_pinework(ctx, p, tokens) for p in config.sources.pinework]
+    return parts
+
+
+def _nats(ctx: Context, bot: Elicitbot) -> Part:
+    nats = ctx.config.nats
+    if nats is None:
+        msg = "the NATS part needs [nats]"
+        raise ConfigError(msg)
+    intake = NatsIntake(nats.url, nats.subjects, nats.durable, ctx.elicitations.intake)
+    bot.nats_intake = intake
+    return Part(
+        "nats",
+        tasks={"nats-intake": intake.run},
+        ready=lambda: {"nats": intake.connected},
+        close=intake.close,
+    )
+
+
+def _pinework(ctx: Context, p: PineworkConfig, tokens: Mapping[str, str]) -> Part:
+    poller = PineworkPoller(
+        base_url=str(p.base_url),
+        workspace=p.workspace,
+        poll_seconds=p.poll_seconds,
+        client=ctx.http_client,
+        elicitations=ctx.elicitations,
+        token=tokens[account_key(str(p.base_url), p.workspace)],
+        state=ctx.store,
+        clock=ctx.clock,
+    )
+    return Part(
+        f"pinework:{poller.account}",
+        tasks={f"pinework:{poller.account}": poller.run},
+        ready=lambda: {f"pinework:{poller.account}": poller.connected},
+    )
+
+
+def _web(ctx: Context, identity: IdentityPolicy) -> Part:
+    return Part(
+        "web",
+        routers=[
+            inbox_router(
+                ctx.elicitations,
+                ctx.store,
+                identity,
+                clock=ctx.clock,
+                secure_cookies=ctx.config.server.base_url.startswith("https://"),
+            )
+        ],
+    )
+
+
+def _slack(ctx: Context, bot: Elicitbot) -> list[Part]:
+    config = ctx.config.slack
+    if config is None:
+        return []
+    # No SDK retries: the outbox retries, and the SDK's connection-error retry can post a message
+    # twice; a retried post looks for its message first.
+    chat = SlackChat(
+        AsyncWebClient(
+            token=ctx.environ[config.bot_token_env],
+            base_url=str(config.api_url),
+            retry_handlers=[],
+        ),
+        pacer=Pacer(),
+    )
+    app = build_app(
+        chat, ctx.elicitations, signing_secret=secret(ctx.environ, config.signing_secret_env)
+    )
+    socket = (
+        SlackSocket(app.app, ctx.environ[config.app_token_env]) if config.app_token_env else None
+    )
+    bot.slack, bot.slack_app, bot.slack_socket = chat, app, socket
+
+    async def prepare() -> None:
+        await _verify_slack(chat, config.bot_token_env)
+        ctx.learn_identities({f"slack:{i}" for i in (chat.bot_user_id, chat.bot_id) if i})
+        if socket is not None:
+            await _start_socket(socket, config.app_token_env or "?")
+
+    async def stop() -> None:
+        if socket is not None:
+            await socket.stop()
+        await app.aclose(grace=5.0)
+
+    def ready() -> dict[str, bool]:
+        return {"slack": chat.bot_user_id is not None and (socket is None or socket.connected())}
+
+    return [
+        Part(
+            "slack",
+            chats={"slack": chat},
+            routers=[] if socket is not None else [slack_router(app.app)],
+            ready=ready,
+            prepare=prepare,
+            stop=stop,
+        )
+    ]
+
+
+def _matrix(ctx: Context, bot: Elicitbot) -> list[Part]:
+    m = ctx.config.matrix
+    if m is None:
+        return []
+    chat = MatrixChat(
+        make_client(str(m.homeserver), m.user_id, m.device_id, ctx.environ[m.access_token_env])
+    )
+    listener = MatrixListener(chat, ctx.elicitations, ctx.store, device_id=m.device_id)
+    bot.matrix_chat, bot.matrix = chat, listener
+
+    async def close() -> None:
+        await chat.client.close()
+
+    return [
+        Part(
+            "matrix",
+            chats={"matrix": chat},
+            ready=lambda: {"matrix": listener.ready},
+            prepare=listener.connect,
+            start=listener.start,
+            stop=listener.stop,
+            close=close,
+        )
+    ]
+
+
+async def _verify_slack(slack: SlackChat, env: str) -> None:
+    """``auth.test`` at start, never lazily: a refused token stops the start, named."""
+    try:
+        await slack.verify()
+    except PermanentDeliveryError as exc:
+        raise ConfigError(
+            f"slack.bot_token_env: Slack refused the token in {env} ({exc})"
+        ) from None
+    except DeliveryError as exc:
+        raise ConfigError(f"slack.api_url: Slack did not answer auth.test ({exc})") from None
+
+
+async def _start_socket(socket: SlackSocket, env: str) -> None:
+    try:
+        await socket.start()
+    except PermanentDeliveryError as exc:
+        raise ConfigError(
+            f"slack.app_token_env: Slack refused the app-level token in {env} ({exc})"
+        ) from None
+    except DeliveryError as exc:
+        raise ConfigError(f"slack.api_url: Socket Mode did not connect ({exc})") from None
 
 
 async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> None:
@@ -363,6 +506,9 @@ async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> 
             port=config.server.port,
             log_config=None,
             lifespan="on",
+            # Forwarded headers only from the configured proxies (none by default).
+            proxy_headers=bool(config.server.trusted_proxies),
+            forwarded_allow_ips=config.server.forwarded_allow_ips,
             timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
         )
     )

@@ -1,4 +1,4 @@
-"""A real Synapse homeserver for the Matrix tests (shared/notes/matrix-test-homeserver.md §10).
+"""A real Synapse homeserver for the Matrix tests.
 
 One Synapse per test run, started by the session-scoped :func:`synapse` fixture: PyPI
 ``matrix-synapse`` run as a separate process (``SYNAPSE_PYTHON``, default this interpreter) on a
@@ -7,7 +7,8 @@ shared-secret admin API. Tests stay independent through fresh rooms (:meth:`Home
 not by restarting the server; :meth:`Synapse.stop` / :meth:`Synapse.start` exist for the outage
 test, which must leave it running.
 
-Synapse is AGPL: it is only ever run as a separate test process, never imported (§11).
+Synapse is AGPL: it is only ever run as a separate test process, never imported, so none of its
+code becomes part of elicitbot.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ _RATE_LIMITS = [
 
 
 def _rate_limit_yaml() -> str:
-    """``per_second: 0`` does not turn a limiter off (notes §8.2): huge numbers instead."""
+    """``per_second: 0`` does not turn a limiter off in Synapse: huge numbers instead."""
     big = "{per_second: 100000, burst_count: 100000}"
     lines: list[str] = []
     groups: dict[str, list[str]] = {}
