@@ -91,7 +91,14 @@ async def serve(args: argparse.Namespace) -> None:
         on_change=dispatcher.wake,
     )
     slack = build_app(chat, service, signing_secret=SECRET)
-    app = create_app(Runtime(store=store, service=service, routers=[slack_router(slack.app)]))
+    from adapters.sources.superpipeline import superpipeline_router
+
+    runtime = Runtime(store=store, elicitations=service)
+    runtime.routers += [
+        superpipeline_router(service, lambda _request: None, registry=runtime.registry),
+        slack_router(slack.app),
+    ]
+    app = create_app(runtime)
     stop = asyncio.Event()
     outbox = asyncio.create_task(dispatcher.run(stop))
     server = uvicorn.Server(
