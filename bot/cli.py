@@ -12,7 +12,11 @@ from typing import Any
 
 from bot import logs
 from bot.config import AppConfig, load_config, preflight
+from bot.domain.bounds import lookup_problem
 from bot.domain.errors import ConfigError
+
+EXIT_USAGE = 2
+"""argparse's status for a bad argument: ``show`` with an id no elicitation could have."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,6 +84,9 @@ def _check(config: AppConfig) -> None:
 
 
 async def _inspect(args: argparse.Namespace, config: AppConfig) -> int:
+    if args.command == "show" and (found := lookup_problem(args.id)) is not None:
+        print(f"elicitbot show: id: {found}", file=sys.stderr)  # asked of no store
+        return EXIT_USAGE
     from bot.http import deadline_json, delivery_json, summary_json  # noqa: PLC0415
     from bot.wiring import open_store  # noqa: PLC0415 - the store's imports only for list/show
 

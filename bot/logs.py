@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 _SECRETS: set[str] = set()
 MIN_SECRET_LENGTH = 6
+_person: IO[str] | None = None
+"""Where readable log lines go (set by :func:`configure`); None while the logs are JSON."""
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
@@ -85,7 +87,9 @@ def renderer(log_format: str, stream: IO[str]) -> Any:
 
 def configure(level: str = "INFO", log_format: str = "auto", stream: IO[str] | None = None) -> None:
     """Route structlog and stdlib logging to ``stream`` (default stderr) in ``log_format``."""
+    global _person  # noqa: PLW0603 - one process, one log configuration
     out = sys.stderr if stream is None else stream
+    _person = None if wants_json(log_format, out) else out
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -173,4 +177,15 @@ def ready_line(config: AppConfig) -> str:
         base = without_password(str(pinework.base_url)).rstrip("/")
         parts.append(f"Pinework {base} ({pinework.workspace})")
     line: str = _scrub("elicitbot ready — " + " · ".join(parts))
+    return line
+
+
+def announce_ready(config: AppConfig) -> str:
+    """Log ``elicitbot.ready`` with :func:`ready_line`, and, when the logs are for a person
+    (readable, not JSON), print that line on its own as well: the one line a new user looks for
+    among the records. JSON logs get the event only (a bare line would break a JSON stream)."""
+    line = ready_line(config)
+    structlog.get_logger("elicitbot").info("elicitbot.ready", line=line)
+    if _person is not None:
+        print(line, file=_person, flush=True)
     return line

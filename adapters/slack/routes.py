@@ -4,15 +4,41 @@ Mounted on the one FastAPI app (``Runtime.routers``). Bolt's Starlette adapter t
 into an ``AsyncBoltRequest``; Bolt checks the signature first (``v0`` HMAC-SHA256 over the raw
 body with the signing secret, timestamp within 5 minutes) and answers 401 before any listener
 runs. The response goes back as soon as the listener has called ``ack()``.
+
+Before Bolt, the two signature headers must have the only shapes Slack sends: a timestamp of
+ASCII digits and ``v0=`` with 64 lowercase hex digits. Anything else is a 401 here, because the
+SDK's verifier calls ``int()`` on the timestamp and ``hmac.compare_digest`` on the signature
+inside Bolt's middleware, where ``"nan"`` or a non-ASCII signature would raise (a 500).
 """
 
 from __future__ import annotations
+
+import re
 
 from fastapi import APIRouter, Request, Response
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 
+from adapters.shared.problem import problem
+from bot.domain.errors import FieldProblem
+
 EVENTS_PATH = "/slack/events"
+TIMESTAMP_HEADER = "x-slack-request-timestamp"
+SIGNATURE_HEADER = "x-slack-signature"
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+"""Unix seconds, as Slack writes them (12 digits last until the year 33658)."""
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+
+
+def malformed_signature(request: Request) -> str | None:
+    """Which signature header cannot be Slack's (None: both have Slack's shape)."""
+    timestamp = request.headers.get(TIMESTAMP_HEADER)
+    if timestamp is None or not _TIMESTAMP.fullmatch(timestamp):
+        return "X-Slack-Request-Timestamp"
+    signature = request.headers.get(SIGNATURE_HEADER)
+    if signature is None or not _SIGNATURE.fullmatch(signature):
+        return "X-Slack-Signature"
+    return None
 
 
 def slack_router(app: AsyncApp) -> APIRouter:
@@ -27,6 +53,15 @@ def slack_router(app: AsyncApp) -> APIRouter:
         responses={200: {"description": "acknowledged"}, 401: {"description": "bad signature"}},
     )
     async def slack_events(request: Request) -> Response:
+        if (header := malformed_signature(request)) is not None:
+            why = FieldProblem(header, "is missing or not in the shape Slack signs with")
+            return problem(401, "Unauthorized", str(why), [why])
+        try:
+            (await request.body()).decode("utf-8")
+        except UnicodeDecodeError:
+            # Slack signs UTF-8 text; Bolt cannot even read this to check it: not from Slack.
+            why = FieldProblem("body", "is not UTF-8 text, so not a request Slack signed")
+            return problem(401, "Unauthorized", str(why), [why])
         return await handler.handle(request)
 
     return router

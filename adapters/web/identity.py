@@ -6,9 +6,12 @@ Two policies, chosen by the config:
   person at the machine is the local admin ``web:local``. A request from any other address is
   refused, so a server that is later exposed does not hand out admin rights.
 - **Behind a sign-in proxy** (``[web] user_header = "X-Forwarded-User"``): the user is the value of
-  that header, set by the trusted reverse proxy; a request without it is refused. ``[web] admins``
-  names the users (as the proxy sends them) who are workspace admins. Only the proxy may reach the
-  server: anyone who can talk to it directly can claim any name.
+  that header, set by the reverse proxy; a request without it is refused. ``[web] admins`` names
+  the users (as the proxy sends them) who are workspace admins. The header is believed only from
+  the proxy: a request whose direct peer (the socket's address, never an ``X-Forwarded-For``) is
+  not in ``[server] trusted_proxies`` is refused (401) and logged, header value left out, so
+  whoever reaches the port directly cannot claim a name. (Grafana's auth proxy whitelist and
+  Gitea's trusted proxies do the same.)
 
 Identities are ``web:<user>``; :meth:`IdentityPolicy.admin_keys` gives the keys that belong in
 :attr:`~bot.domain.model.People.admins`, which the answer rules (admin-only options) and the admin
@@ -18,8 +21,10 @@ view both read.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+
+import structlog
 
 from bot.domain.model import Identity
 
@@ -28,6 +33,15 @@ LOCAL_NAME = "local admin"
 MAX_USER_LENGTH = 256
 HTTP_UNAUTHORIZED = 401
 HTTP_FORBIDDEN = 403
+log = structlog.get_logger("elicitbot.web")
+
+Trusts = Callable[[str | None], bool]
+"""Whether a direct peer's address is a trusted proxy (``ServerConfig.trusts``)."""
+
+
+def trusts_nobody(_: str | None) -> bool:
+    """The default: no peer is a trusted proxy, so no user header is believed."""
+    return False
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,12 @@ class Denied:
 
     status: int
     message: str
+
+
+def _forwarded(headers: Mapping[str, str]) -> bool:
+    return any(
+        headers.get(name) or headers.get(name.title()) for name in ("x-forwarded-for", "forwarded")
+    )
 
 
 def is_loopback(host: str | None) -> bool:
@@ -58,16 +78,24 @@ class IdentityPolicy:
     """User names (as the proxy sends them) who are workspace admins."""
     local_allowed: bool = True
     """Without a header: the server listens on loopback only, so its user is the local admin."""
+    trusts: Trusts = trusts_nobody
+    """Which direct peers may set ``user_header``: ``[server] trusted_proxies``."""
 
     @classmethod
     def from_config(
-        cls, *, listen_host: str, user_header: str | None, admins: Iterable[str] = ()
+        cls,
+        *,
+        listen_host: str,
+        user_header: str | None,
+        admins: Iterable[str] = (),
+        trusts: Trusts = trusts_nobody,
     ) -> IdentityPolicy:
         header = user_header.strip() if user_header else None
         return cls(
             user_header=header or None,
             admins=frozenset(admins),
             local_allowed=is_loopback(listen_host),
+            trusts=trusts,
         )
 
     @property
@@ -82,7 +110,8 @@ class IdentityPolicy:
         return frozenset(f"web:{name}" for name in self.admins)
 
     def identify(self, headers: Mapping[str, str], client_host: str | None) -> Identity | Denied:
-        """The person behind a request, or why there is none."""
+        """The person behind a request, or why there is none. ``client_host`` is the direct peer:
+        the server must not have replaced it with an ``X-Forwarded-For`` address."""
         if self.user_header is None:
             if not self.local_allowed:
                 return Denied(
@@ -92,8 +121,29 @@ class IdentityPolicy:
                 )
             if not is_loopback(client_host):
                 return Denied(HTTP_FORBIDDEN, "The web inbox answers this machine only.")
+            if self.trusts(client_host) and _forwarded(headers):
+                # A trusted proxy on this machine forwarding someone else: not the person at the
+                # machine. (From any other peer the forwarding headers are not believed.)
+                return Denied(
+                    HTTP_FORBIDDEN,
+                    "The web inbox answers this machine only; behind a proxy, set [web] "
+                    "user_header in the config.",
+                )
             return Identity(platform="web", user=LOCAL_USER, display_name=LOCAL_NAME)
         raw = headers.get(self.user_header.lower(), headers.get(self.user_header, ""))
+        if not self.trusts(client_host):
+            if raw:  # a forged name, or a proxy missing from trusted_proxies: say which peer
+                log.warning(
+                    "web.user_header_untrusted",
+                    peer=client_host,
+                    header=self.user_header,
+                    hint="the header is believed only from [server] trusted_proxies",
+                )
+            return Denied(
+                HTTP_UNAUTHORIZED,
+                "Sign in through the sign-in proxy: this server believes who you are only "
+                "from its trusted proxies.",
+            )
         user = raw.strip()
         if not user:
             return Denied(

@@ -28,6 +28,7 @@ from adapters.web.session import (
     parse_form,
 )
 from bot.domain.actions import ClaimIt, OutcomeKind, Submit
+from bot.domain.bounds import lookup_problem
 from bot.domain.errors import DeliveryError
 from bot.domain.model import Answer, RefusalCode, Status
 from bot.domain.ports import Elicitations
@@ -151,6 +152,9 @@ class InboxRoutes:
         if refused is not None:
             return session.problem(403, refused, as_json=as_json)
         key = first(form, "key")
+        bad_key = lookup_problem(key)
+        if bad_key is not None:
+            return session.problem(400, f"key: {bad_key}", as_json=as_json)
         if first(form, "claim") == "1":
             return await self.claim(request, viewer, key, as_json=as_json)
         submit = submit_of(viewer, key, form)

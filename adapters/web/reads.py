@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from urllib.parse import urlencode
 
 from adapters.web.pages import Filters
+from bot.domain.bounds import lookup_problem
 from bot.domain.ports import Clock, PromptView
 from bot.domain.records import StoredElicitation
 from bot.domain.store import ElicitationReads
@@ -116,5 +117,7 @@ class Reads:
 
     async def one(self, ident: str) -> StoredElicitation | None:
         """``<source>:<id>`` or a bare source id."""
-        key = await self.store.resolve_key(ident) if ident else None
+        if not ident or lookup_problem(ident) is not None:
+            return None  # could name nothing: not asked of the store (a NUL would upset it)
+        key = await self.store.resolve_key(ident)
         return await self.store.get(key) if key is not None else None

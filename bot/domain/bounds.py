@@ -263,7 +263,8 @@ def check_text(loc: str, value: str | None, *, max_length: int = TEXT_MAX) -> li
 def lookup_problem(value: str) -> str | None:
     """Why ``value`` can name no elicitation (a source id or ``<source>:<source id>``), or None.
 
-    For read routes: an id that could never have been accepted is "not found", asked of no store.
+    For read routes: an id that could never have been accepted is refused (400 naming ``id``)
+    without asking any store.
     """
     return id_problem(value, max_length=KEY_MAX, required=True)
 
@@ -293,6 +294,8 @@ def check_elicitation(
 ) -> list[FieldProblem]:
     """Every field of ``e`` out of bounds, each named as its source's document calls it
     (``names``, default :data:`FIELD_NAMES` of ``e.source``); ``[]`` when all are in bounds."""
+    if _in_bounds(e):  # the usual case, told without naming a field
+        return []
     table = FIELD_NAMES.get(e.source, {}) if names is None else names
     problems: list[FieldProblem] = []
     seen: set[tuple[str, str]] = set()
@@ -307,9 +310,48 @@ def check_elicitation(
     return problems
 
 
+def _in_bounds(e: Elicitation) -> bool:
+    """Every field of ``e`` in bounds: :func:`problem` of each is None (and no value in ``extra``
+    breaks the text rule), checked without building a location for any."""
+    id_bad, text_bad = _ID_BAD.search, _TEXT_BAD.search
+    for _, _, value, bound in _located(e):
+        if not value:
+            if bound.required:
+                return False
+            continue
+        if len(value) > bound.max_length:
+            return False
+        if bound.rule is Rule.ID:
+            if id_bad(value) or value[0].isspace() or value[-1].isspace():
+                return False
+        elif text_bad(value):
+            return False
+    return not any(text_bad(value) for value in _string_values(e.extra))
+
+
+_OPTION_FIELDS = tuple(
+    (name, f"options[].{name}", BOUNDS[f"options[].{name}"])
+    for name in ("id", "label", "description", "style", "outcome")
+)
+_PREVIEW_FIELDS = tuple(
+    (name, f"subject.preview[].{name}", BOUNDS[f"subject.preview[].{name}"])
+    for name in ("type", "label", "text", "value", "url", "language")
+)
+
+
 def _fields(e: Elicitation) -> Iterator[tuple[str, str, Bound | None]]:
     """(normalised location, value, bound) of every identifier and text field that is set; the
     bound None: a value in ``extra`` (the text rule, no maximum)."""
+    for template, index, value, bound in _located(e):
+        loc = template if index is None else template.replace("[]", f"[{index}]", 1)
+        yield loc, value, bound
+    for loc, value in _strings(e.extra, "extra"):
+        yield loc, value, None
+
+
+def _located(e: Elicitation) -> Iterator[tuple[str, int | None, str, Bound]]:
+    """(location template, its index, value, bound) of every identifier and text field that is
+    set, ``extra`` aside: the template is a key of :data:`BOUNDS`, its ``[]`` that index."""
     c = e.context
     plain: list[tuple[str, str | None]] = [
         ("source", e.source),
@@ -330,20 +372,26 @@ def _fields(e: Elicitation) -> Iterator[tuple[str, str, Bound | None]]:
     ]
     if e.title not in (c.card_title, c.board_name):
         plain.append(("title", e.title))  # else it is checked (and named) as that field
+    for template, value in plain:
+        if value is not None:
+            yield template, None, value, BOUNDS[template]
     for i, o in enumerate(e.options):
-        for name in ("id", "label", "description", "style", "outcome"):
-            plain.append((f"options[{i}].{name}", getattr(o, name)))
+        for name, template, bound in _OPTION_FIELDS:
+            if (value := getattr(o, name)) is not None:
+                yield template, i, value, bound
     if e.subject is not None:
         s = e.subject
-        plain += [("subject.id", s.id), ("subject.digest", s.digest), ("subject.schema", s.schema_)]
+        for template, value in (
+            ("subject.id", s.id),
+            ("subject.digest", s.digest),
+            ("subject.schema", s.schema_),
+        ):
+            if value is not None:
+                yield template, None, value, BOUNDS[template]
         for i, p in enumerate(s.preview):
-            for name in ("type", "label", "text", "value", "url", "language"):
-                plain.append((f"subject.preview[{i}].{name}", getattr(p, name)))
-    for loc, value in plain:
-        if value is not None:
-            yield loc, value, BOUNDS[_template(loc)]
-    for loc, value in _strings(e.extra, "extra"):
-        yield loc, value, None
+            for name, template, bound in _PREVIEW_FIELDS:
+                if (value := getattr(p, name)) is not None:
+                    yield template, i, value, bound
 
 
 def _strings(value: Any, loc: str) -> Iterator[tuple[str, str]]:
@@ -360,6 +408,22 @@ def _strings(value: Any, loc: str) -> Iterator[tuple[str, str]]:
                 stack.append((f"{here}.{key}", inner))
         elif isinstance(item, list | tuple):
             stack.extend((f"{here}[{i}]", inner) for i, inner in enumerate(item))
+
+
+def _string_values(value: Any) -> Iterator[str]:
+    """The strings :func:`_strings` finds, without their locations."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(key, str):
+                    yield key
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def _template(loc: str) -> str:

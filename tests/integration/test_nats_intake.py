@@ -82,6 +82,12 @@ def envelope(case: str = "options", ce_id: str = "ce-1", workspace: str = "acme"
     return {k: v for k, v in document.items() if v is not ...}
 
 
+def _with(document: dict[str, Any], **data: Any) -> dict[str, Any]:
+    """``document`` with ``data`` members changed."""
+    document["data"].update(data)
+    return document
+
+
 def structured(document: dict[str, Any], *, content_type: bool = True):
     headers = {"Content-Type": "application/cloudevents+json"} if content_type else None
     return headers, json.dumps(document).encode()
@@ -391,6 +397,13 @@ async def test_malformed_messages_are_terminated_logged_and_not_stored(bus: Nats
             ["data", "source", "specversion", "type"],
         ),
         ((None, b"not json"), ["body"]),
+        # Out of the intake bounds (bot.domain.bounds): PostgreSQL would refuse them at commit,
+        # which would nak them until max_deliver; they are terminated at parse instead.
+        (structured(envelope(ce_id="x\x00")), ["id"]),
+        (structured(envelope(ce_id="x" * 201)), ["id"]),
+        (structured(envelope(ce_id="y", source="s" * 256)), ["source"]),
+        (structured(_with(envelope(ce_id="z"), boardId="brd\x00")), ["data.boardId"]),
+        (structured(_with(envelope(ce_id="z2"), elicitationId="eli\n")), ["data.elicitationId"]),
     ]
     valid = structured(envelope("approval-request", ce_id="ok"))
     with capture_logs() as logs:

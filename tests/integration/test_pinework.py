@@ -510,6 +510,39 @@ async def test_a_failed_listing_concludes_nothing(rig: Rig) -> None:
     assert rig.poller.connected
 
 
+async def test_a_question_out_of_the_intake_bounds_is_logged_once_and_skipped(rig: Rig) -> None:
+    """A NUL or an over-long id would be a database error on PostgreSQL: such a question is
+    refused before the store, logged once (not at every poll), and the others are taken in."""
+    rig.fake.add("free_text", id="qst_Nul0000000000001", text="a\x00b")
+    rig.fake.add("free_text", id="q" * 201)
+    rig.fake.add("single_select")
+    with structlog.testing.capture_logs() as events:
+        first = await rig.poller.poll_once()
+        second = await rig.poller.poll_once()
+
+    assert first == {"listed": 1, "taken_in": 1, "closed": 0}
+    assert second == {"listed": 1, "taken_in": 0, "closed": 0}
+    assert await rig.store.count("elicitation") == 1
+    refused = [e for e in events if e["event"] == "pinework.question_refused"]
+    assert sorted(e["question"] for e in refused) == ["q" * 200, "qst_Nul0000000000001"]
+    assert "text: must not contain NUL" in next(
+        e["problems"] for e in refused if e["question"] == "qst_Nul0000000000001"
+    )
+
+
+async def test_a_tracked_question_changed_out_of_bounds_keeps_its_copy_open(rig: Rig) -> None:
+    key = await posted(rig, "free_text")
+    rig.fake.change("qst_AbCdEfGh12345678", text="now with a \x00")
+
+    result = await rig.poller.poll_once()
+
+    assert result["taken_in"] == 0
+    view = await rig.service.view(key)
+    assert view is not None
+    assert view.status is Status.PENDING  # still open upstream: not closed, not rewritten
+    assert view.elicitation.question == "Ship the drop in this PR or the next one?"
+
+
 async def test_a_refused_token_is_a_poll_error_naming_no_token(rig: Rig) -> None:
     rig.poller._token = "wrong-token-value"
     with pytest.raises(PollError) as exc:

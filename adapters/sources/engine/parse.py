@@ -39,7 +39,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.engine.route import delivery_route, destination_problem, mention_identity
+from adapters.sources.engine.route import (
+    DESTINATION_MAX,
+    delivery_route,
+    destination_problem,
+    mention_identity,
+)
+from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     AnswerMode,
@@ -191,6 +197,9 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
         [m for m in (mention_identity(item) for item in mentions) if m is not None],
     )
     e = _elicitation(delivery_id, fields, sender or ask_sender, destinations, route, now)
+    problems = check_elicitation(e)  # the intake bounds, named as the request names them
+    if problems:
+        raise PayloadRejected(problems)
     return DeliveryRequest(
         id=delivery_id,
         elicitation=e,
@@ -338,6 +347,12 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
     for index, item in enumerate(items):
         if not isinstance(item, str | dict):
             ask.fail(f"mentions[{index}]", "must be an identity string or an object")
+            continue
+        identity = mention_identity(item)  # a chat identity is notified: an outbox target
+        bad = None if identity is None else id_problem(identity, max_length=DESTINATION_MAX)
+        if bad is not None:
+            where = f"mentions[{index}]" if isinstance(item, str) else f"mentions[{index}].id"
+            ask.fail(where, bad)
     return tuple(items)
 
 

@@ -12,14 +12,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.domain.bounds import id_problem
 from bot.domain.model import Route, RouteMatch, check_destinations
 
 WEB = "web"
 CHAT_PREFIXES = ("slack:", "matrix:")
+DESTINATION_MAX = 300
+"""A destination is stored as one delivery's ``destination`` (300 characters on both databases);
+``matrix:`` and a Matrix room id (at most 255 bytes) fit."""
 
 
 def destination_problem(destination: str) -> str | None:
-    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` (None: it is)."""
+    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` (None: it is).
+
+    It must also be an identifier (no control character, no whitespace at either end) of at most
+    :data:`DESTINATION_MAX` characters: the intake bounds of ``bot.domain.bounds``."""
+    bad = id_problem(destination, max_length=DESTINATION_MAX, required=True)
+    if bad is not None:
+        return bad
     try:
         check_destinations((destination,))
     except ValueError as exc:

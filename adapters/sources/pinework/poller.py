@@ -44,6 +44,7 @@ from adapters.sources.pinework.parse import (
     upstream_close,
 )
 from adapters.sources.pinework.sink import reply_code
+from bot.domain.bounds import ID_MAX, check_elicitation
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import Answer, Status
 from bot.domain.ports import Clock, Elicitations, Inbound, KeyValue
@@ -163,6 +164,11 @@ class PineworkPoller:
             e = to_elicitation(
                 question, base_url=self.base_url, workspace=self.workspace, now=self.clock.now()
             )
+            if problems := check_elicitation(e):
+                # Out of the intake bounds: logged and skipped, as if not listed (a copy taken
+                # in before stays tracked while Pinework still has the question open).
+                self._refuse(question.id, str(PayloadRejected(problems)))
+                continue
             open_ids.append(question.id)
             ident = inbound_id(e)
             if self._sent.get(question.id) != ident:
@@ -181,12 +187,15 @@ class PineworkPoller:
         try:
             return parse_question(raw)
         except PayloadRejected as exc:
-            ident = raw.get("id") if isinstance(raw, dict) else None
-            problems = str(exc)
-            if self._refused.get(str(ident)) != problems:
-                self._refused[str(ident)] = problems
-                self._log.warning("pinework.question_refused", question=ident, problems=problems)
+            self._refuse(raw.get("id") if isinstance(raw, dict) else None, str(exc))
             return None
+
+    def _refuse(self, ident: object, problems: str) -> None:
+        """Log a refused question once per distinct refusal (not at every poll)."""
+        shown = None if ident is None else str(ident)[:ID_MAX]  # out of bounds: any length
+        if self._refused.get(str(shown)) != problems:
+            self._refused[str(shown)] = problems
+            self._log.warning("pinework.question_refused", question=shown, problems=problems)
 
     # -- listing ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from pydantic_core import ErrorDetails
 
 from adapters.shared.cloudevents import CloudEvent
 from adapters.sources.superpipeline import models as upstream
+from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     AnswerMode,
@@ -41,6 +42,18 @@ _TYPE_MESSAGES = {
     "model_type": "must be an object",
     "model_attributes_type": "must be an object",
 }
+_EVENT_NAMES = FIELD_NAMES[SOURCE]
+"""Bounds problems named relative to the event (``data.boardId``, ``subject``)."""
+_BODY_NAMES = {
+    **{
+        field: name.removeprefix("data.")
+        for field, name in _EVENT_NAMES.items()
+        if isinstance(name, str)
+    },
+    "workspace": "workspace",
+    "extra": "",
+}
+"""... and relative to the body (``boardId``), for :func:`parse_body`."""
 
 
 def workspace_from_subject(subject: str | None) -> str | None:
@@ -54,28 +67,42 @@ def workspace_from_subject(subject: str | None) -> str | None:
 
 
 def to_elicitation(event: CloudEvent) -> Elicitation:
-    """Check the event's type and subject, then its body; every problem is reported at once."""
-    problems: list[FieldProblem] = []
+    """Check the event's envelope (its type, subject and the intake bounds of ``id``, ``source``
+    and ``subject``), then its body and the bounds of what it maps to; every problem is reported
+    at once. HTTP (every mode) and NATS both come through here, so both refuse the same events.
+    """
+    problems = check_cloudevent(event.id, event.source, None, event.subject)
     if event.type != CE_TYPE:
         problems.append(FieldProblem("type", f'must be "{CE_TYPE}"'))
     workspace: str | None = None
-    try:
-        workspace = workspace_from_subject(event.subject)
-    except PayloadRejected as exc:
-        problems.extend(exc.problems)
+    if not any(p.loc == "subject" for p in problems):
+        try:
+            workspace = workspace_from_subject(event.subject)
+        except PayloadRejected as exc:
+            problems.extend(exc.problems)
     body, body_problems = _validate(event.data, prefix="data")
     problems.extend(body_problems)
-    if body is None or problems:
+    if body is None or body_problems:
         raise PayloadRejected(problems)
-    return _elicitation(body, workspace)
+    e = _elicitation(body, workspace)
+    problems += check_elicitation(e, names=_EVENT_NAMES)
+    if problems:
+        raise PayloadRejected(problems)
+    return e
 
 
 def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
-    """The strict body parser; problem locations are relative to the body (``options[2].scope``)."""
+    """The strict body parser; problem locations are relative to the body (``options[2].scope``).
+
+    The intake bounds apply as well (``workspace`` is named as such)."""
     body, problems = _validate(data, prefix="")
     if body is None or problems:
         raise PayloadRejected(problems)
-    return _elicitation(body, workspace)
+    e = _elicitation(body, workspace)
+    problems = check_elicitation(e, names=_BODY_NAMES)
+    if problems:
+        raise PayloadRejected(problems)
+    return e
 
 
 # --- validation --------------------------------------------------------------------------------

@@ -9,7 +9,8 @@
   copy is rewritten). 200 ``{executionId, approved, resolved: true}``; the same decision again is
   200 too, a different one after the first is 409.
 
-Errors are ``application/problem+json``: 400 names each bad field, 401 (``authorise``), 403 (the
+Errors are ``application/problem+json``: 400 names each bad field (an ``executionId`` out of the
+intake bounds of ``bot.domain.bounds`` too, in the body or the path), 401 (``authorise``), 403 (the
 rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolved or closed),
 415 (a non-JSON body).
 """
@@ -23,10 +24,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.shared.jsonbody import read_json
+from adapters.shared.jsonbody import read_json, rejected
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
-from bot.domain.errors import FieldProblem
+from bot.domain.bounds import check_elicitation, id_problem
+from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import Attempt, Refusal, RefusalCode
 from bot.domain.ports import Clock, Elicitations, Inbound
 
@@ -91,6 +93,8 @@ def toolshed_router(
         if isinstance(req, JSONResponse):
             return req
         e = parse.to_elicitation(req, now=clock_.now())
+        if problems := check_elicitation(e):  # the intake bounds, named as the request names them
+            return rejected(PayloadRejected(problems))
         audit = {"executionId": req.execution_id, "toolPath": req.tool_path, "type": req.type}
         await elicitations.intake([Inbound(parse.SOURCE, parse.inbound_id(req), e, audit)])
         return JSONResponse({"stored": True, "executionId": req.execution_id}, status_code=201)
@@ -102,6 +106,10 @@ def toolshed_router(
     async def poll(request: Request, execution_id: str) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
+        if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
+            execution_id += "\n"
+        if (bad := _bad_id(execution_id)) is not None:
+            return bad
         view = await elicitations.view(parse.key_of(execution_id))
         if view is None:
             return _not_found(execution_id)
@@ -117,6 +125,8 @@ def toolshed_router(
     async def resolve(request: Request, execution_id: str) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
+        if (bad := _bad_id(execution_id)) is not None:
+            return bad
         resolution = await read_json(request, parse.parse_resolution)
         if isinstance(resolution, JSONResponse):
             return resolution
@@ -148,6 +158,15 @@ def toolshed_router(
         return problem(400, "Invalid request", message, [FieldProblem("approved", message)])
 
     return router
+
+
+def _bad_id(execution_id: str) -> JSONResponse | None:
+    """The 400 for an ``executionId`` in the path that no request could have been stored under
+    (asked of no store), else None."""
+    found = id_problem(execution_id, required=True)
+    if found is None:
+        return None
+    return rejected(PayloadRejected([FieldProblem("executionId", found)]))
 
 
 def _not_found(execution_id: str) -> JSONResponse:

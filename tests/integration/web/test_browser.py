@@ -34,6 +34,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from adapters.sources.superpipeline import CE_TYPE
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.identity import IdentityPolicy
+from bot.config import ServerConfig
 from bot.domain.model import Attempt, Identity, Status
 from bot.domain.records import StoredElicitation
 from store.sql import SqlStore
@@ -267,7 +268,11 @@ def server(sqlite_url: str, webhook: FakeWebhook) -> Iterator[LiveServer]:
 @pytest.fixture
 def proxied_server(sqlite_url: str, webhook: FakeWebhook) -> Iterator[LiveServer]:
     """Behind a sign-in proxy: alice is an admin, bob is not."""
-    policy = IdentityPolicy(user_header="X-Forwarded-User", admins=frozenset({"alice"}))
+    policy = IdentityPolicy(
+        user_header="X-Forwarded-User",
+        admins=frozenset({"alice"}),
+        trusts=ServerConfig.model_validate({"trusted_proxies": ["127.0.0.1"]}).trusts,
+    )
     live = LiveServer(sqlite_url, webhook.url, policy).start()
     try:
         yield live

@@ -22,6 +22,7 @@ from structlog.testing import capture_logs
 from adapters.web import reads
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import CSRF_COOKIE
+from bot.config import ServerConfig
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -47,6 +48,8 @@ from tests.integration.web import (
 )
 
 HEADER = "X-Forwarded-User"
+PROXY = ServerConfig.model_validate({"trusted_proxies": ["127.0.0.1"]})
+"""The sign-in proxy runs on this machine: only its requests may name a user."""
 ALICE_SLACK = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 CANARY = "s3cr3t-canary-7f1e9a"
 
@@ -75,8 +78,8 @@ def rig(sqlite_store: SqlStore, clock: FakeClock, sink: FakeSink) -> Rig:
 
 @pytest.fixture
 def proxied(sqlite_store: SqlStore, clock: FakeClock, sink: FakeSink) -> Rig:
-    """The same, behind a sign-in proxy: alice is an admin, bob is not."""
-    policy = IdentityPolicy(user_header=HEADER, admins=frozenset({"alice"}))
+    """The same, behind a sign-in proxy on this machine: alice is an admin, bob is not."""
+    policy = IdentityPolicy(user_header=HEADER, admins=frozenset({"alice"}), trusts=PROXY.trusts)
     return make_rig(sqlite_store, clock, sink, identity=policy)
 
 
@@ -771,6 +774,40 @@ async def test_behind_a_proxy_the_user_comes_from_its_header(proxied: Rig) -> No
     assert '<span class="me">alice · admin</span>' in alice_admin.text
 
 
+async def test_a_user_header_from_outside_the_trusted_proxies_is_refused_and_logged(
+    proxied: Rig,
+) -> None:
+    """Whoever reaches the port directly cannot be anyone: a forged header is a 401, logged by
+    peer and header name, never with the name it claimed."""
+    async with (
+        client_for(proxied, user="alice", address="10.0.0.7") as forged,
+        client_for(proxied, address="10.0.0.7") as plain,
+    ):
+        with capture_logs() as events:
+            page = await forged.get("/")
+            admin = await forged.get("/admin")
+            anonymous = await plain.get("/")
+
+    assert (page.status_code, admin.status_code, anonymous.status_code) == (401, 401, 401)
+    assert "alice" not in page.text
+    untrusted = [e for e in events if e["event"] == "web.user_header_untrusted"]
+    assert [(e["peer"], e["header"]) for e in untrusted] == [("10.0.0.7", HEADER)] * 2
+    assert "alice" not in repr(events)
+
+
+async def test_an_ipv4_mapped_proxy_address_is_the_same_proxy(
+    sqlite_store: SqlStore, clock: FakeClock, sink: FakeSink
+) -> None:
+    policy = IdentityPolicy.from_config(
+        listen_host="0.0.0.0", user_header=HEADER, admins=["alice"], trusts=PROXY.trusts
+    )
+    rig = make_rig(sqlite_store, clock, sink, identity=policy)
+    async with client_for(rig, user="alice", address="::ffff:127.0.0.1") as mapped:
+        response = await mapped.get("/admin")
+
+    assert response.status_code == 200
+
+
 async def test_the_embedded_default_answers_this_machine_only(rig: Rig) -> None:
     key = await intake(rig, "options")
     async with client_for(rig, address="10.0.0.7") as remote:
@@ -943,3 +980,41 @@ async def test_im_on_it_from_the_page_claims_the_question_and_the_card_shows_it(
     assert stored.claim is not None
     assert stored.claim.by == "web:local"
     assert "is on it" in card((await client.get("/")).text, key)
+
+
+async def test_a_trusted_proxy_forwarding_someone_is_not_the_person_at_the_machine(
+    sqlite_store: SqlStore, clock: FakeClock, sink: FakeSink
+) -> None:
+    """Local mode behind a proxy on this machine: X-Forwarded-For from the trusted proxy means
+    somebody else is asking, so no local admin; from an untrusted peer the header means nothing
+    (the person at the machine sending it stays the local admin)."""
+    trusting = IdentityPolicy.from_config(
+        listen_host="127.0.0.1", user_header=None, trusts=PROXY.trusts
+    )
+    rig = make_rig(sqlite_store, clock, sink, identity=trusting)
+    async with client_for(rig) as via_proxy:
+        forwarded = await via_proxy.get("/", headers={"X-Forwarded-For": "203.0.113.9"})
+        direct = await via_proxy.get("/")
+    assert forwarded.status_code == 403
+    assert "user_header" in forwarded.text
+    assert direct.status_code == 200
+
+    plain = make_rig(sqlite_store, clock, sink)  # trusts nobody: the header is not believed
+    async with client_for(plain) as local:
+        page = await local.get("/", headers={"X-Forwarded-For": "203.0.113.9"})
+    assert page.status_code == 200
+
+
+async def test_an_impossible_key_is_refused_naming_it_never_a_5xx(
+    client: httpx.AsyncClient, rig: Rig
+) -> None:
+    """A NUL or an over-long key in the page or the answer form: a clear refusal, no store asked
+    (PostgreSQL refuses a NUL in text outright)."""
+    page = await client.get("/", params={"key": "eli\x00x"})
+    post = await client.post(
+        "/inbox/answer",
+        data={"key": "x" * 1000, "option": "deny", "csrf": await token(client)},
+    )
+    assert page.status_code < 500
+    assert post.status_code == 400
+    assert "key" in post.text
