@@ -154,6 +154,27 @@ def _check_text(
     return None
 
 
+TEXT_BYTE_LIMITS = {"engine": 32 * 1024}
+"""Sources whose upstream bounds an answer's text in UTF-8 bytes, not code points: the engine
+(spec 001, "bounded to 32 KiB of UTF-8 bytes"). Checked instead of the code-point bound, so the
+person is told the limit in bytes."""
+
+
+def _check_text_bytes(text: str | None, limit: int) -> Refusal | None:
+    """Rule 4's bound in UTF-8 bytes (``TEXT_BYTE_LIMITS``); a blank text is left to the rest."""
+    if text is None or not text.strip():
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        kib = f" ({limit // 1024} KiB)" if limit % 1024 == 0 else ""
+        return _refuse(
+            RefusalCode.TOO_LONG,
+            f"Your answer is {_count(size)} bytes of UTF-8; "
+            f"the limit is {_count(limit)} bytes{kib}.",
+        )
+    return None
+
+
 def _chosen_options(e: Elicitation, attempt: Attempt) -> tuple[Option, ...] | Refusal:
     """Rule 2 (first half) and rule 4's distinctness: every id offered, none repeated."""
     chosen: list[Option] = []
@@ -267,8 +288,11 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
         if refusal is not None:
             return refusal
 
+    byte_limit = TEXT_BYTE_LIMITS.get(e.source)
     limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
-    refusal = _check_text(
+    refusal = (
+        _check_text_bytes(text, byte_limit) if byte_limit is not None else None
+    ) or _check_text(
         text,
         limit,
         required=e.answer_mode in _TEXT_ONLY_MODES,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.sources.engine import engine_router
+from adapters.sources.engine import NO_DEADLINE_TEXT, EngineSink, engine_router
 from adapters.sources.engine.parse import MAX_BODY_BYTES
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
@@ -33,12 +33,13 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.ports import AnswerSink
 from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore
 from tests.conftest import FakeClock
-from tests.fakes import FakeChat
+from tests.fakes import FakeChat, FakeWebhook
 from tests.unit.sources.test_engine import REFUSED_FIELDS
 
 FIXTURES = json.loads(
@@ -71,10 +72,19 @@ async def rig(store: SqlStore, clock: FakeClock) -> AsyncIterator[Rig]:
         yield r
 
 
-async def make_rig(store: SqlStore, clock: FakeClock, wait_seconds: float) -> AsyncIterator[Rig]:
+async def make_rig(
+    store: SqlStore,
+    clock: FakeClock,
+    wait_seconds: float,
+    sinks: Mapping[str, AnswerSink] | None = None,
+) -> AsyncIterator[Rig]:
     slack, matrix = FakeChat("slack"), FakeChat("matrix")
     dispatcher = Dispatcher(
-        store, clock, {"slack": slack, "matrix": matrix}, {}, lambda key: f"http://inbox/#{key}"
+        store,
+        clock,
+        {"slack": slack, "matrix": matrix},
+        sinks or {},
+        lambda key: f"http://inbox/#{key}",
     )
     service = Service(
         store,
@@ -399,3 +409,176 @@ async def test_expiry_defaults_are_the_stored_deadlines(rig: Rig) -> None:
 
     assert await expiries("engine:dlv_question_01") == []  # 9999-01-01: no deadline
     assert await expiries("engine:dlv_action_01") == [rig.clock.now() + timedelta(days=7)]
+
+
+# --- the read-back and the answer webhook (issue 13) ---------------------------------------------
+
+BOB = Identity(platform="slack", user="U0BOB", display_name="Bob")
+
+
+@pytest.fixture
+def hook() -> Iterator[FakeWebhook]:
+    with FakeWebhook() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+async def hooked(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncIterator[Rig]:
+    """The rig with ``sources.engine.answer_webhook`` set to the fake receiver."""
+    async with httpx.AsyncClient() as client:
+        async for r in make_rig(store, clock, WAIT_S, {"engine": EngineSink(hook.url, client)}):
+            yield r
+
+
+async def settled_writeback(rig: Rig, key: str) -> Any:
+    """The writeback row once the dispatcher is done with it (done or failed)."""
+    rows: list[Any] = []
+    for _ in range(500):
+        rows = [r for r in await rig.store.outbox(key) if r.kind == "writeback"]
+        if rows and rows[0].state in ("done", "failed"):
+            return rows[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the writeback of {key} never settled: {rows}")
+
+
+async def test_no_deadline_reads_back_as_9999_and_a_deadline_as_itself(rig: Rig) -> None:
+    name = "a task taking a written answer, explicit expiry"
+    for body in (delivery(), delivery(name), delivery("a bound action approval")):
+        assert (await rig.client.post("/v1/deliveries", json=body)).status_code == 200
+
+    async def expires(delivery_id: str) -> Any:
+        response = await rig.client.get(f"/v1/deliveries/{delivery_id}")
+        assert response.status_code == 200, response.text
+        return response.json()["expires_at"]
+
+    assert await expires("dlv_question_01") == NO_DEADLINE_TEXT == "9999-01-01T00:00:00Z"
+    assert await expires("dlv_task_01") == "2026-12-01T16:00:00Z"  # given as 17:00+01:00
+    seven_days = (rig.clock.now() + timedelta(days=7)).isoformat().replace("+00:00", "Z")
+    assert await expires("dlv_action_01") == seven_days
+
+
+async def test_the_read_back_has_no_decision_while_pending_then_the_typed_one(rig: Rig) -> None:
+    assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
+
+    pending = (await rig.client.get("/v1/deliveries/dlv_question_01")).json()
+    assert pending["status"] == "pending"
+    assert "decision" not in pending
+    won = await rig.service.answer(
+        "engine:dlv_question_01", Attempt(respondent=BOB, option_ids=("eu-west-1",), via=SLACK)
+    )
+    assert won.won
+
+    answered = (await rig.client.get("/v1/deliveries/dlv_question_01")).json()
+    assert answered["status"] == "answered"
+    assert answered["decision"]["type"] == "choice"
+    assert answered["decision"]["answer"] == "eu-west-1"
+    assert answered["decision"]["responder_id"] == "slack:U0BOB"
+
+
+async def test_the_read_back_of_an_unknown_id_is_a_404_and_the_token_is_required(
+    rig: Rig,
+) -> None:
+    missing = await rig.client.get("/v1/deliveries/dlv_nope")
+    denied = await rig.client.get("/v1/deliveries/dlv_nope", headers={"Authorization": ""})
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith(PROBLEM)
+    assert denied.status_code == 401
+
+
+async def test_an_answer_over_32_kib_of_utf8_is_refused_in_bytes_and_one_at_it_is_kept(
+    rig: Rig,
+) -> None:
+    name = "a task taking a written answer, explicit expiry"
+    assert (await rig.client.post("/v1/deliveries", json=delivery(name))).status_code == 200
+    key = "engine:dlv_task_01"
+    over = "€" * 10_923  # 32,769 bytes in 10,923 characters
+    exact = "€" * 10_922 + "é"  # 32,768 bytes
+
+    refused = await rig.service.answer(key, Attempt(respondent=BOB, text=over, via="web"))
+    kept = await rig.service.answer(key, Attempt(respondent=BOB, text=exact, via="web"))
+
+    assert isinstance(refused.result, Refusal)
+    assert refused.result.code is RefusalCode.TOO_LONG
+    assert "32,769 bytes" in refused.result.message
+    assert "32,768 bytes (32 KiB)" in refused.result.message
+    assert kept.won
+    stored = await rig.store.get(key)
+    assert stored is not None
+    assert stored.answer is not None
+    assert stored.answer.text == exact
+
+
+async def test_the_answer_webhook_gets_the_answer_once_with_a_stable_key(
+    hooked: Rig, hook: FakeWebhook
+) -> None:
+    rig = hooked
+    assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
+    key = "engine:dlv_question_01"
+    hook.script([503])  # the first try is retried with the same key
+    won = await rig.service.answer(
+        key, Attempt(respondent=BOB, option_ids=("us-east-1",), via=SLACK)
+    )
+    assert won.won
+    for _ in range(500):  # the 503 is recorded as a retry (claim given back) before time moves
+        rows = [r for r in await rig.store.outbox(key) if r.kind == "writeback"]
+        if rows and rows[0].last_error and rows[0].claimed_by is None:
+            break
+        await asyncio.sleep(0.02)
+    rig.clock.advance(60)
+    rig.dispatcher.wake()
+    row = await settled_writeback(rig, key)
+    rig.clock.advance(3600)
+    rig.dispatcher.wake()
+    await asyncio.sleep(0.2)  # nothing more is sent
+
+    first, second = hook.recorded()
+    assert (first.status, second.status) == (503, 200)
+    assert row.state == "done"
+    assert first.path == "/hook"
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    assert first.headers["idempotency-key"] == f"elicitbot:{key}:closed"
+    assert first.body == second.body
+    read = await rig.client.get("/v1/deliveries/dlv_question_01")
+    assert second.body == read.json()
+    assert second.body["status"] == "answered"
+    assert second.body["decision"]["answer"] == "us-east-1"
+    assert second.body["expires_at"] == NO_DEADLINE_TEXT
+
+
+async def test_a_4xx_from_the_answer_webhook_fails_the_writeback_for_good(
+    hooked: Rig, hook: FakeWebhook
+) -> None:
+    rig = hooked
+    hook.script([], default=422)
+    assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
+    key = "engine:dlv_question_01"
+    won = await rig.service.answer(
+        key, Attempt(respondent=BOB, option_ids=("us-east-1",), via=SLACK)
+    )
+    assert won.won
+
+    row = await settled_writeback(rig, key)
+
+    assert row.state == "failed"
+    assert "engine answer webhook answered HTTP 422" in (row.last_error or "")
+    assert len(hook.recorded()) == 1
+
+
+async def test_without_an_answer_webhook_nothing_is_posted(
+    store: SqlStore, clock: FakeClock, hook: FakeWebhook
+) -> None:
+    async with httpx.AsyncClient() as client:
+        async for rig in make_rig(store, clock, WAIT_S, {"engine": EngineSink(None, client)}):
+            assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
+            key = "engine:dlv_question_01"
+            won = await rig.service.answer(
+                key, Attempt(respondent=BOB, option_ids=("eu-west-1",), via=SLACK)
+            )
+            assert won.won
+
+            row = await settled_writeback(rig, key)
+
+            assert row.state == "done"
+            assert hook.recorded() == []
+            read = await rig.client.get("/v1/deliveries/dlv_question_01")
+            assert read.json()["decision"]["answer"] == "eu-west-1"

@@ -10,6 +10,7 @@ import copy
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,12 @@ import pytest
 from fastapi import FastAPI
 
 from adapters.sources.handup import HandupSink, handup_router
+from bot.config import parse_config
 from bot.domain.model import Attempt, Identity, People, Refusal, RefusalCode, Route, Status
 from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
+from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeWebhook
@@ -59,6 +62,7 @@ def make_rig(
     hook: FakeWebhook,
     client: httpx.AsyncClient,
     ids: Iterator[str] | None = None,
+    default_timeout: str | None = None,
 ) -> tuple[Service, Dispatcher, FastAPI, FakeChat]:
     allowlist = [f"http://127.0.0.1:{hook.port}/"]
     chat = FakeChat("slack")
@@ -76,7 +80,12 @@ def make_rig(
     extra: dict[str, Any] = {} if ids is None else {"new_id": lambda: next(ids)}
     runtime.routers.append(
         handup_router(
-            service, lambda request: authorised(runtime, request), allowlist, clock=clock, **extra
+            service,
+            lambda request: authorised(runtime, request),
+            allowlist,
+            clock=clock,
+            default_timeout=default_timeout,
+            **extra,
         )
     )
     return service, dispatcher, create_app(runtime), chat
@@ -194,6 +203,119 @@ async def test_every_refused_fixture_is_a_400_naming_its_field(rig: Rig) -> None
         assert case["field"] in [e["field"] for e in response.json()["errors"]], reason
     assert await rig.store.count("elicitation") == 0
     assert await rig.store.count("inbound") == 0
+
+
+# --- timeout: humantime's grammar, at most a year, config for an absent one -------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1h 30m", 5400), ("1h30m", 5400), ("1w", 604_800), ("2days", 172_800), ("1y", 31_557_600)],
+)
+async def test_a_timeout_is_planned_as_an_expiry_deadline(
+    rig: Rig, text: str, seconds: int
+) -> None:
+    body = await taken_in(rig, "minimal", id="req_t", timeout=text)
+    assert body["expires_at"] == NOW_MS + seconds * 1000
+    [deadline] = await rig.store.deadlines("handup:req_t")
+    assert (deadline.kind, deadline.due_at) == (
+        "expire",
+        rig.clock.now() + timedelta(seconds=seconds),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("99999999999999999999d", "has a number too large"),
+        ("9" * 5000 + "s", "has a number too large"),
+        ("18446744073709551615y", "is too large"),
+        ("366d", "longer than a year"),
+        ("1.5h", "has '.'"),
+        ("1H", "unknown unit 'H'"),
+        ("90", "needs a unit"),
+        ("0s", "is zero"),
+        ("", "is empty"),
+        ("1h\u0000", "not allowed"),
+    ],
+)
+async def test_a_bad_timeout_is_a_400_naming_it_never_a_5xx(rig: Rig, text: str, why: str) -> None:
+    response = await post(rig, request(rig, "minimal", timeout=text))
+    assert response.status_code == 400, response.text
+    [error] = response.json()["errors"]
+    assert error["field"] == "timeout"
+    assert error["message"].startswith("must be a positive duration such as"), error
+    assert why in error["message"], error
+    assert await rig.store.count("elicitation") == 0
+
+
+@pytest.mark.parametrize("millis", [253_370_764_800_001, 10**20, 2**64 - 1])
+async def test_an_expires_at_past_any_date_is_a_400_not_a_5xx(rig: Rig, millis: int) -> None:
+    response = await post(rig, request(rig, "minimal", expires_at=millis))
+    assert response.status_code == 400, response.text
+    assert [e["field"] for e in response.json()["errors"]] == ["expires_at"]
+    assert await rig.store.count("elicitation") == 0
+
+
+@pytest.fixture
+async def defaulted(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncIterator[Rig]:
+    """A rig whose config says ``sources.handup.default_timeout = "1h 30m"``."""
+    async with httpx.AsyncClient() as client:
+        service, dispatcher, app, chat = make_rig(store, clock, hook, client, None, "1h 30m")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://elicitbot") as http:
+            yield Rig(store, clock, chat, service, dispatcher, app, http, hook)
+
+
+async def test_an_absent_timeout_uses_the_configured_default(defaulted: Rig) -> None:
+    body = await taken_in(defaulted, "minimal", id="req_absent")
+    assert body["expires_at"] == NOW_MS + 5400 * 1000
+    [deadline] = await defaulted.store.deadlines("handup:req_absent")
+    assert deadline.kind == "expire"
+    assert deadline.due_at == defaulted.clock.now() + timedelta(minutes=90)
+
+    named = await taken_in(defaulted, "minimal", id="req_named", timeout="15m")
+    assert named["expires_at"] == NOW_MS + 15 * 60_000
+
+
+@pytest.mark.parametrize("text", [None, "none"])
+async def test_none_or_null_disables_expiry_despite_the_default(
+    defaulted: Rig, text: str | None
+) -> None:
+    body = await taken_in(defaulted, "minimal", id="req_never", timeout=text)
+    assert body["expires_at"] is None
+    assert [d.kind for d in await defaulted.store.deadlines("handup:req_never")] == []
+
+
+async def test_without_a_configured_default_an_absent_timeout_never_expires(rig: Rig) -> None:
+    body = await taken_in(rig, "minimal", id="req_plain")
+    assert body["expires_at"] is None
+    assert await rig.store.deadlines("handup:req_plain") == []
+
+
+async def test_the_config_key_reaches_the_route(tmp_path: Path) -> None:
+    """``sources.handup.default_timeout`` in the config -> wiring -> the handup route."""
+    config = parse_config(
+        {
+            "store": {"url": f"sqlite:///{tmp_path / 'e.db'}"},
+            "sources": {"handup": {"default_timeout": "1w"}},
+        }
+    )
+    clock = FakeClock()
+    bot = Elicitbot(config, environ={}, clock=clock)
+    await bot.start()
+    try:
+        transport = httpx.ASGITransport(app=bot.asgi())
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.post(
+                "/v1/handup/requests", json={"id": "req_wired", "title": "Deploy?"}
+            )
+        assert response.status_code == 202, response.text
+        assert response.json()["expires_at"] == NOW_MS + 7 * 86_400_000
+        [deadline] = await bot.store.deadlines("handup:req_wired")
+        assert deadline.due_at == clock.now() + timedelta(weeks=1)
+    finally:
+        await bot.stop()
 
 
 async def test_a_callback_off_the_allowlist_is_refused_with_that_reason(rig: Rig) -> None:

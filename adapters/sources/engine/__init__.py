@@ -1,5 +1,6 @@
 """The engine's ask/approval SDK (spec 001): elicitbot is its delivery provider."""
 
+from adapters.sources.engine.document import ask_document
 from adapters.sources.engine.parse import (
     MAX_BODY_BYTES,
     NO_DEADLINE_TEXT,
@@ -9,13 +10,16 @@ from adapters.sources.engine.parse import (
 )
 from adapters.sources.engine.route import delivery_route
 from adapters.sources.engine.routes import acceptance, engine_router
+from adapters.sources.engine.sink import EngineSink
 
 __all__ = [
     "MAX_BODY_BYTES",
     "NO_DEADLINE_TEXT",
     "SOURCE",
     "DeliveryRequest",
+    "EngineSink",
     "acceptance",
+    "ask_document",
     "delivery_route",
     "engine_router",
     "parse_delivery",

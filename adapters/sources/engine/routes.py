@@ -16,6 +16,11 @@ post of the first destination (the outbox posts it; this route only watches the 
 - **502** problem+json when every destination failed permanently (``errors`` names each
   ``destinations[i]`` with the platform's error). The ask stays stored and in the web inbox.
 - 400 (each bad field named), 401 (``authorise``), 415 (a non-JSON body).
+
+``GET /v1/deliveries/{id}`` reads the ask back (:func:`~adapters.sources.engine.document.
+ask_document`): its fields, ``status``, ``expires_at`` as spec 001 writes it (9999-01-01T00:00:00Z
+for no deadline) and the ``decision`` once answered; 404 for an unknown id. The answer webhook
+(``sources.engine.answer_webhook``) posts the same document.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from fastapi.responses import JSONResponse, Response
 from adapters.shared.jsonbody import read_json
 from adapters.shared.problem import problem
 from adapters.sources.engine import parse
+from adapters.sources.engine.document import ask_document
+from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.ports import Clock, Elicitations, Inbound
 from bot.domain.records import DeliveryState, DeliveryView, Purpose
@@ -190,6 +197,23 @@ def engine_router(
             )
         body["deliveries"] = [delivery_body(r, view.link) for r in result.deliveries]
         return JSONResponse(body, status_code=200 if result.state == "accepted" else 202)
+
+    @router.get(
+        "/v1/deliveries/{delivery_id:path}",
+        summary="An engine ask as it stands: expires_at as the spec writes it, and the decision",
+    )
+    async def read_back(request: Request, delivery_id: str) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
+            delivery_id += "\n"
+        if (found := id_problem(delivery_id, required=True)) is not None:
+            # No ask could be stored under it: no store is asked.
+            return problem(400, "Invalid request", f"id: {found}", [FieldProblem("id", found)])
+        view = await elicitations.view(parse.key_of(delivery_id))
+        if view is None:
+            return problem(404, "Not Found", f"No engine delivery {delivery_id!r}.")
+        return JSONResponse(ask_document(view))
 
     return router
 

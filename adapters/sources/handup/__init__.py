@@ -2,12 +2,14 @@
 POSTed to its allowlisted ``callback_url`` out.
 
 - :mod:`.validation`: the Request checked against the schema and the spec's rules;
+- :mod:`.duration`: ``timeout`` as handup (Rust's humantime) reads it;
 - :mod:`.elicitation` (with :mod:`.previews`): a checked Request in, an Elicitation out;
 - :mod:`.document`: the Request as it stands (status and decision), out;
 - :mod:`.routes` and :mod:`.sink`: the HTTP edges.
 """
 
 from adapters.sources.handup.document import request_document
+from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.elicitation import SOURCE, to_elicitation
 from adapters.sources.handup.routes import handup_router
 from adapters.sources.handup.sink import HandupSink
@@ -15,7 +17,6 @@ from adapters.sources.handup.validation import (
     CheckedRequest,
     callback_allowed,
     check,
-    parse_timeout,
     schema,
 )
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.previews import context_items, preview_items
-from adapters.sources.handup.validation import CheckedRequest, parse_timeout
+from adapters.sources.handup.validation import CheckedRequest
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,

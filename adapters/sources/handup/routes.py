@@ -2,8 +2,10 @@
 
 The response is the stored Request (its ``id``, ``status``, ``content_hash``…): 202 when it is
 new, 200 when it was already there (same ``id``, or a pending request with the same
-``dedupe_key``). A bad Request is a 400 naming each field; a ``callback_url`` off the allowlist
-is refused so. Mounted through ``Runtime.routers``; ``authorise`` is the app's bearer check.
+``dedupe_key``). A bad Request is a 400 naming each field (the intake bounds of
+``bot.domain.bounds`` included, and an ``id`` in the path out of them); a ``callback_url`` off
+the allowlist is refused so. Mounted through ``Runtime.routers``; ``authorise`` is the app's
+bearer check.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.sources.handup.document import request_document
+from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.elicitation import (
     SOURCE,
     dedupe_request_id,
@@ -24,6 +27,7 @@ from adapters.sources.handup.elicitation import (
     to_elicitation,
 )
 from adapters.sources.handup.validation import check
+from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
 from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
@@ -45,11 +49,15 @@ def handup_router(
     *,
     clock: Clock | None = None,
     new_id: Callable[[], str] = new_request_id,
-    default_timeout: timedelta | None = None,
+    default_timeout: timedelta | str | None = None,
 ) -> APIRouter:
     """The handup routes. ``default_timeout``: the expiry of a Request that names neither
-    ``timeout`` nor ``expires_at`` (None: it never expires)."""
+    ``timeout`` nor ``expires_at`` ("absent uses config": ``sources.handup.default_timeout``, in
+    the ``timeout`` grammar, e.g. ``"1h 30m"``); None or ``"none"``: it never expires."""
     router = APIRouter(tags=["handup"])
+    fallback = (
+        parse_timeout(default_timeout) if isinstance(default_timeout, str) else default_timeout
+    )
     allowed = tuple(str(entry) for entry in allowlist)
     time: Clock = clock or _SystemClock()
 
@@ -68,9 +76,9 @@ def handup_router(
             if pending is not None:
                 return JSONResponse(request_document(pending), status_code=200)
         request_id = checked.id or derived or new_id()
-        e = to_elicitation(
-            checked, request_id=request_id, now=time.now(), default_timeout=default_timeout
-        )
+        e = to_elicitation(checked, request_id=request_id, now=time.now(), default_timeout=fallback)
+        if problems := check_elicitation(e):  # the intake bounds, named as the Request names them
+            raise PayloadRejected(problems)
         audit = {"handup": request_id, "dedupe_key": checked.dedupe_key}
         [outcome] = await elicitations.intake([Inbound(SOURCE, request_id, e, audit)])
         view = await elicitations.view(outcome.key)
@@ -87,6 +95,10 @@ def handup_router(
     async def get_request(request: Request, request_id: str) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
+        if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
+            request_id += "\n"
+        if (found := id_problem(request_id, required=True)) is not None:
+            raise PayloadRejected([FieldProblem("id", found)])  # no Request was stored so
         view = await elicitations.view(key_of(request_id))
         if view is None:
             raise HTTPException(status_code=404, detail=f"No handup request {request_id!r}.")

@@ -120,34 +120,10 @@ def test_schema_problems_say_what_is_wrong(data: Any, loc: str, message: str) ->
     assert (loc, message) in [(p.loc, p.message) for p in problems], problems
 
 
-# --- durations and the allowlist ---------------------------------------------------------------
+# --- the allowlist -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("90s", 90),
-        ("15m", 900),
-        ("2h", 7200),
-        ("7d", 604_800),
-        ("1h30m", 5400),
-        ("365d", 31_536_000),
-        (" 15M ", 900),
-    ],
-)
-def test_timeouts_parse(text: str, seconds: int) -> None:
-    assert validation.parse_timeout(text) == timedelta(seconds=seconds)
-
-
-def test_none_disables_the_timeout() -> None:
-    assert validation.parse_timeout("none") is None
-    assert validation.parse_timeout("None") is None
-
-
-@pytest.mark.parametrize("text", ["0s", "366d", "90", "-5m", "1.5h", "15 minutes", "", "1y", "m"])
-def test_bad_timeouts_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="positive duration"):
-        validation.parse_timeout(text)
+# The timeout grammar (humantime) is tested in test_handup_duration.py.
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,128 @@
+"""The engine ask as it stands (spec 001): the read-back, and the answer webhook's body.
+
+Spec 001 defines no webhook document, so the answer webhook posts exactly what
+``GET /v1/deliveries/{id}`` reads back (as handup's callback posts its read-back Request). Pure.
+
+The ask's fields come back as the SDK declares them, among them ``expires_at`` as the spec
+writes it: ``9999-01-01T00:00:00Z`` for an ask with no deadline ("ordinary communication has no
+implicit deadline"), else the deadline in RFC 3339 UTC (a bound action approval's default seven
+days included). Beside them: ``elicitation`` (elicitbot's key), ``status`` (``pending``,
+``answered``, ``expired`` or ``cancelled``), ``destinations`` and ``followup_seconds`` as given.
+
+``decision`` is the recorded final typed decision, absent while pending (and absent when the ask
+closed unanswered)::
+
+    {"type": "choice" | "approval" | "text",
+     "answer": "<the exact offered string>" | "approve" | "deny" | "<the written answer>",
+     "approved": true | false,           # type approval only
+     "comment": "<text given with a choice>" | null,   # choice and approval only
+     "responder_id": "<principal, else the chat identity key>",
+     "responder_name": "<display name>" | null,
+     "via": "<destination it was answered on>",
+     "decided_at": "<RFC 3339 UTC>"}
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.sources.engine.parse import NO_DEADLINE_TEXT
+from bot.domain.model import Answer, Elicitation, Meaning
+from bot.domain.ports import PromptView
+
+ASK_FIELDS = (
+    "choices",
+    "conversation_id",
+    "shared_key",
+    "blocking",
+    "reuse_direct",
+    "attachment_ids",
+    "target",
+    "mentions",
+    "sender_id",
+)
+"""Kept in ``extra`` at intake (``parse._elicitation``), read back when they were given."""
+
+
+def rfc3339(when: datetime) -> str:
+    """``2026-12-01T16:00:00Z``: UTC, ``Z``, fractions only when there are any."""
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def expires_text(e: Elicitation) -> str:
+    """``expires_at`` as spec 001 writes it: the deadline, or 9999-01-01T00:00:00Z for none."""
+    stored = e.extra.get("expires_at")
+    if isinstance(stored, str) and stored:
+        return stored
+    expires_at = e.deadlines.expires_at
+    return NO_DEADLINE_TEXT if expires_at is None else rfc3339(expires_at)
+
+
+def _action(e: Elicitation) -> Any:
+    """The bound action, back from its preview (its JSON, kept whole at intake)."""
+    if e.subject is None:
+        return None
+    for item in e.subject.preview:
+        if item.label == "Action" and item.text:
+            try:
+                return json.loads(item.text)
+            except ValueError:  # pragma: no cover - intake wrote it from json.dumps
+                return None
+    return None
+
+
+def decision(e: Elicitation, answer: Answer) -> dict[str, Any]:
+    """The typed decision: which offered string (or approve/deny), or the written answer."""
+    base: dict[str, Any]
+    if answer.option_ids:
+        option_id = answer.option_ids[0]
+        option = e.option(option_id)
+        if option is not None and option.meaning in (Meaning.APPROVE, Meaning.REJECT):
+            base = {
+                "type": "approval",
+                "answer": option_id,
+                "approved": option.meaning is Meaning.APPROVE,
+            }
+        else:
+            base = {"type": "choice", "answer": option_id}
+        base["comment"] = None if answer.secret else answer.text
+    else:
+        base = {"type": "text", "answer": None if answer.secret else answer.text}
+    return {
+        **base,
+        "responder_id": answer.principal or answer.respondent,
+        "responder_name": answer.display_name,
+        "via": answer.via,
+        "decided_at": rfc3339(answer.at),
+    }
+
+
+def ask_document(view: PromptView) -> dict[str, Any]:
+    """The ask as it stands: its fields as given, ``expires_at`` as the spec writes it, the
+    status, and the ``decision`` once there is one."""
+    e = view.elicitation
+    extra = e.extra
+    document: dict[str, Any] = {
+        "id": e.source_id,
+        "elicitation": e.key,
+        "status": view.status.value,
+        "kind": extra.get("kind", e.kind.value),
+    }
+    if e.title:
+        document["title"] = e.title
+    if e.question:
+        document["body"] = e.question
+    for name in ASK_FIELDS:
+        if extra.get(name) is not None:
+            document[name] = extra[name]
+    action = _action(e)
+    if action is not None:
+        document["action"] = action
+    document["expires_at"] = expires_text(e)
+    document["destinations"] = list(extra.get("destinations", ()))
+    document["followup_seconds"] = extra.get("followup_seconds", 0)
+    if view.answer is not None:
+        document["decision"] = decision(e, view.answer)
+    return document

@@ -1,0 +1,151 @@
+"""handup durations (spec 004 ``timeout``): the grammar of Rust's ``humantime``. Pure.
+
+handup's schema is generated from Rust types and its daemon reads ``timeout`` the way
+``humantime::parse_duration`` does, so elicitbot takes exactly what handup takes: one or more
+spans, each a whole number and a unit, with spaces optional between spans and between a number
+and its unit (``90s``, ``15m``, ``1h 30m``, ``1h30m``, ``2days``, ``15 minutes``, ``1w``,
+``1y``). Units are case-sensitive (``m`` is minutes, ``M`` months)::
+
+    nanos nsec ns | usec us | millis msec ms | seconds second secs sec s
+    minutes minute mins min m | hours hour hrs hr h | days day d | weeks week w
+    months month M (30.44 days) | years year y (365.25 days)
+
+No fractions (``1.5h``), signs, ``:`` clocks or commas. A ``timeout`` is a positive duration of at
+most one year (``1y``, 365.25 days); ``none`` (any case, spaces around it allowed) or JSON null
+disables expiry.
+
+No maintained Python library reads this grammar exactly (pytimeparse2 takes fractions, ``4:13``
+and case-insensitive units with a 365-day year; humanfriendly and durations differ likewise),
+hence this small port, tested against humantime's own cases.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+NANOS_PER_SECOND = 1_000_000_000
+YEAR_SECONDS = 31_557_600
+"""humantime's year: 365.25 days."""
+MAX_TIMEOUT = timedelta(seconds=YEAR_SECONDS)
+"""The spec's "at most one year", as ``1y`` reads."""
+_MAX_NANOS = YEAR_SECONDS * NANOS_PER_SECOND
+_U64_MAX = 2**64 - 1
+
+_UNIT_NANOS: dict[str, int] = {
+    **dict.fromkeys(("nanos", "nsec", "ns"), 1),
+    **dict.fromkeys(("usec", "us"), 1_000),
+    **dict.fromkeys(("millis", "msec", "ms"), 1_000_000),
+    **dict.fromkeys(("seconds", "second", "secs", "sec", "s"), NANOS_PER_SECOND),
+    **dict.fromkeys(("minutes", "minute", "mins", "min", "m"), 60 * NANOS_PER_SECOND),
+    **dict.fromkeys(("hours", "hour", "hrs", "hr", "h"), 3_600 * NANOS_PER_SECOND),
+    **dict.fromkeys(("days", "day", "d"), 86_400 * NANOS_PER_SECOND),
+    **dict.fromkeys(("weeks", "week", "w"), 604_800 * NANOS_PER_SECOND),
+    **dict.fromkeys(("months", "month", "M"), 2_630_016 * NANOS_PER_SECOND),
+    **dict.fromkeys(("years", "year", "y"), YEAR_SECONDS * NANOS_PER_SECOND),
+}
+_DIGITS = frozenset("0123456789")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_WHITESPACE = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Rust's ``char::is_whitespace`` (Unicode White_Space); ``str.isspace`` differs slightly."""
+
+DURATION_HELP = (
+    'must be a positive duration such as "90s", "15m", "1h 30m", "2days", "1w" or "1y" '
+    '(at most one year), or "none"'
+)
+
+
+_NOT_ALLOWED = "which is not allowed (whole numbers and units only)"
+_SHOWN = 20
+"""At most this many characters of the text are echoed in a reason."""
+
+
+class DurationError(ValueError):
+    """The text is not a humantime duration; the message says why, in words."""
+
+
+def parse_nanos(text: str) -> int:
+    """The duration ``text`` names, in nanoseconds, read as ``humantime::parse_duration`` reads
+    it (a sum of spans). DurationError says what is wrong; a number or sum past what a Rust
+    ``u64`` holds is refused as humantime refuses it."""
+    length = len(text)
+    at = _skip_space(text, 0)
+    if at == length:
+        raise DurationError("is empty")
+    total = 0
+    while True:
+        if text[at] not in _DIGITS:
+            raise DurationError(f"needs a number before {_shown(text, at)}")
+        number, at = _number(text, at)
+        start = at
+        while at < length and text[at] in _LETTERS:
+            at += 1
+        if at < length and text[at] not in _DIGITS and text[at] not in _WHITESPACE:
+            raise DurationError(f"has {text[at]!r}, {_NOT_ALLOWED}")
+        total += number * _unit(text[start:at], number)
+        if total > _U64_MAX * NANOS_PER_SECOND:
+            raise DurationError("is too large")
+        if at < length and text[at] in _DIGITS:
+            continue  # "1h30m": the next span starts right after the unit
+        at = _skip_space(text, at)
+        if at == length:
+            return total
+
+
+def _number(text: str, at: int) -> tuple[int, int]:
+    """The whole number at ``at`` (humantime lets spaces run inside it) and where it ends."""
+    number = 0
+    while at < len(text):
+        char = text[at]
+        if char in _DIGITS:
+            number = number * 10 + ord(char) - 48
+            if number > _U64_MAX:
+                raise DurationError("has a number too large")
+        elif char in _LETTERS:
+            break
+        elif char not in _WHITESPACE:
+            raise DurationError(f"has {char!r}, {_NOT_ALLOWED}")
+        at += 1
+    return number, at
+
+
+def _unit(unit: str, number: int) -> int:
+    if not unit:
+        raise DurationError(f"needs a unit after {number}, for example {number}s or {number}m")
+    try:
+        return _UNIT_NANOS[unit]
+    except KeyError:
+        shown = unit if len(unit) <= _SHOWN else unit[:_SHOWN] + "…"
+        raise DurationError(
+            f"has an unknown unit {shown!r} (units: ns, us, ms, s, m, h, d, w, M for months, "
+            "y, and their long names)"
+        ) from None
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
+def _shown(text: str, at: int) -> str:
+    rest = text[at:]
+    return repr(rest if len(rest) <= _SHOWN else rest[:_SHOWN] + "…")
+
+
+def parse_timeout(text: str) -> timedelta | None:
+    """A handup ``timeout``: ``"none"``: None (no expiry); else the positive duration, at most
+    one year. ValueError (a DurationError) with :data:`DURATION_HELP` and the reason."""
+    if text.strip(" \t\n\r").lower() == "none":
+        return None
+    try:
+        nanos = parse_nanos(text)
+    except DurationError as exc:
+        raise DurationError(f"{DURATION_HELP}; this one {exc}") from None
+    if nanos == 0:
+        raise DurationError(f"{DURATION_HELP}; this one is zero")
+    if nanos > _MAX_NANOS:
+        raise DurationError(f"{DURATION_HELP}; this one is longer than a year")
+    return timedelta(microseconds=-(-nanos // 1_000))  # a positive nanosecond stays positive
