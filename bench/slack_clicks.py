@@ -90,7 +90,7 @@ async def serve(args: argparse.Namespace) -> None:
         [Route(destinations=("web",))],
         on_change=dispatcher.wake,
     )
-    slack = build_app(chat, service, signing_secret=SECRET)
+    slack = build_app(chat, service, signing_secret=SECRET, raw=store, clock=clock)
     from adapters.sources.superpipeline import superpipeline_router
 
     runtime = Runtime(store=store, elicitations=service)

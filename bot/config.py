@@ -225,12 +225,32 @@ class PineworkConfig(Section):
 
 class HandupConfig(Section):
     callback_allowlist: tuple[AnyHttpUrl, ...] = ()
+    default_timeout: str | None = None
+    """The expiry of a Request with no ``timeout`` (spec 004: "absent uses config"), in the
+    ``timeout`` grammar (``"15m"``, ``"1h 30m"``, ``"1w"``; at most one year); None or
+    ``"none"``: such a Request never expires."""
+
+    @field_validator("default_timeout")
+    @classmethod
+    def _handup_duration(cls, value: str | None) -> str | None:
+        # The Request's own grammar; imported here so loading a config stays light.
+        from adapters.sources.handup.duration import parse_timeout  # noqa: PLC0415
+
+        if value is not None:
+            parse_timeout(value)  # ValueError: pydantic names sources.handup.default_timeout
+        return value
+
+
+class EngineConfig(Section):
+    answer_webhook: AnyHttpUrl | None = None
+    """Where a closed engine ask is POSTed (the read-back document); None: only read back."""
 
 
 class SourcesConfig(Section):
     superpipeline: SuperPipelineConfig = SuperPipelineConfig()
     pinework: tuple[PineworkConfig, ...] = ()
     handup: HandupConfig = HandupConfig()
+    engine: EngineConfig = EngineConfig()
 
 
 class AppConfig(Section):

@@ -3,31 +3,40 @@
 come in as routers from the composition root.
 
 The shell reads through the store port (``bot.domain.store.Store``) only. Errors are
-``application/problem+json`` with an ``errors`` list naming each bad field.
+``application/problem+json`` with an ``errors`` list naming each bad field; an error nobody
+expected is a 500 of the same shape carrying a correlation id that is also in the log (never a
+traceback, never a plain-text body).
 """
 
 from __future__ import annotations
 
 import hmac
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Any
 
+import structlog
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.shared.problem import problem
+from bot.domain.bounds import lookup_problem
 from bot.domain.errors import FieldProblem, IntakeError, PayloadRejected
 from bot.domain.ports import Elicitations
 from bot.domain.records import DeadlineView, DeliveryView, StoredElicitation
 from bot.domain.refs import ref_json
 from bot.domain.store import Store
+from bot.metrics import StoreMetrics
 
 MAX_BODY_BYTES = 1024 * 1024
+CORRELATION_HEADER = "X-Correlation-Id"
+log = structlog.get_logger("elicitbot.http")
 
 
 @dataclass
@@ -95,15 +104,84 @@ class _TooLargeError(Exception):
     pass
 
 
+class LastResort:
+    """Any exception no handler took becomes a 500 ``application/problem+json`` with a correlation
+    id, logged (with the traceback) under that id: the body says what to quote, never what broke.
+
+    Outermost of our middleware, inside Starlette's own error middleware, which would otherwise
+    answer in plain text. Once a response has started it can only be cut short: re-raised.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception:
+            correlation = uuid.uuid4().hex
+            log.exception(
+                "http.unhandled",
+                correlation_id=correlation,
+                method=scope.get("method"),
+                path=scope.get("path"),
+                response_started=started,
+            )
+            if started:
+                raise
+            response = problem(
+                500,
+                "Internal Server Error",
+                f"Something went wrong on our side; it is logged as {correlation}.",
+                correlationId=correlation,
+            )
+            response.headers[CORRELATION_HEADER] = correlation
+            await response(scope, receive, send)
+
+
 def create_app(rt: Runtime) -> FastAPI:
     app = FastAPI(title="elicitbot", version="0.1.0")
     app.add_middleware(BodyLimit)
+    app.add_middleware(LastResort)  # added last: outermost, so it sees every route's error
     _add_error_handlers(app)
     _add_read_routes(app, rt)
     _add_health_routes(app, rt)
     for router in rt.routers:
         app.include_router(router)
+    app.router.routes[:0] = plain_routes(rt.routers)
     return app
+
+
+def plain_routes(routers: list[APIRouter]) -> list[Route]:
+    """The edges' plain Starlette routes (an endpoint that takes the Request and returns a
+    Response), to serve ahead of every other route.
+
+    Matched first, a request for one of them never reaches FastAPI's routing, which on every
+    request walks each included router's routes (``_get_routes_version``) before matching, and
+    solves the endpoint's dependencies; such an endpoint has none. Their routers are included as
+    well: the same request through them gets the same answer, only slower."""
+    return [
+        Route(
+            router.prefix + route.path,
+            route.endpoint,
+            methods=sorted(route.methods or ()),
+            name=route.name,
+            include_in_schema=False,
+        )
+        for router in routers
+        for route in router.routes
+        if type(route) is Route  # an APIRoute is a Route too: only the plain ones
+    ]
 
 
 def authorised(rt: Runtime, request: Request) -> JSONResponse | None:
@@ -147,6 +225,8 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
     ) -> Response:
         if (denied := authorised(rt, request)) is not None:
             return denied
+        if cursor is not None and (found := lookup_problem(cursor)) is not None:
+            return _bad("cursor", found)
         rows = await rt.store.list_elicitations(status=status, after=cursor, limit=limit + 1)
         page = rows[:limit]
         nxt = page[-1].elicitation.key if len(rows) > limit else None
@@ -156,6 +236,9 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
     async def get_elicitation(request: Request, ident: str) -> Response:
         if (denied := authorised(rt, request)) is not None:
             return denied
+        ident = last_path_param(request, ident)
+        if (found := lookup_problem(ident)) is not None:
+            return _bad("id", found)  # no elicitation could be stored so: no store is asked
         key = await rt.store.resolve_key(ident)
         stored = await rt.store.get(key) if key else None
         if key is None or stored is None:
@@ -167,6 +250,16 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
             mode="json", by_alias=True, exclude={"extra"}
         )
         return JSONResponse(body)
+
+
+def last_path_param(request: Request, value: str) -> str:
+    """A route's last path parameter as the client sent it: a route pattern ends in ``$``, which
+    also matches before one final newline, so Starlette hands ``eli\\n`` over as ``eli``."""
+    return value + "\n" if request.scope["path"].endswith("\n") else value
+
+
+def _bad(loc: str, message: str) -> JSONResponse:
+    return problem(400, "Invalid request", f"{loc}: {message}", [FieldProblem(loc, message)])
 
 
 def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
@@ -188,8 +281,12 @@ def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready"})
 
+    # Lanes, write-backs and leases come from the store: read once per scrape, just before it.
+    store_metrics = StoreMetrics(rt.store, rt.registry)
+
     @app.get("/metrics", summary="Prometheus metrics")
     async def metrics() -> Response:
+        await store_metrics.refresh()
         return Response(generate_latest(rt.registry), media_type=CONTENT_TYPE_LATEST)
 
 

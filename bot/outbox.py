@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 
-from bot.domain import deadlines
+from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Status
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
@@ -37,6 +36,7 @@ from bot.domain.records import (
 from bot.domain.refs import MessageRef, ref_from_json
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
+from bot.lease import owner_id
 
 log = structlog.get_logger("elicitbot.outbox")
 
@@ -51,11 +51,43 @@ def backoff(attempts: int, retry_after: float | None, jitter: Callable[[], float
     return min(MAX_BACKOFF_SECONDS, 2.0 ** min(attempts, 12)) * (0.5 + jitter() / 2)
 
 
+BLOCKED_LOOK_SECONDS = 0.25
+"""How soon to look again when due rows wait for room another replica holds in their lane."""
+
+
+class _Reads:
+    """What the rows claimed together render, read once for all of them on first use."""
+
+    def __init__(self, store: Store, items: list[OutboxItem]) -> None:
+        self.store = store
+        self.items = items
+        self._got: asyncio.Future[tuple[dict[str, StoredElicitation], dict[str, Timeline]]] | None
+        self._got = None
+
+    async def get(self) -> tuple[dict[str, StoredElicitation], dict[str, Timeline]]:
+        if self._got is None:
+            self._got = asyncio.ensure_future(self._read())
+        return await asyncio.shield(self._got)
+
+    async def _read(self) -> tuple[dict[str, StoredElicitation], dict[str, Timeline]]:
+        keys = [i.elicitation_key for i in self.items]
+        rendering = [i.elicitation_key for i in self.items if i.kind in RENDERED]
+        stored = await self.store.get_many(keys)
+        timelines = await self.store.timelines(rendering) if rendering else {}
+        return stored, timelines
+
+
+RENDERED = (EffectKind.POST, EffectKind.UPDATE)
+
+
 def platform_of(destination: str) -> str:
     return destination.split(":", 1)[0]
 
 
 class Dispatcher:
+    """Claims due rows lane by lane and carries each out as its own task, completing it the
+    moment it is done; claims are renewed by a heartbeat while their effects run."""
+
     def __init__(
         self,
         store: Store,
@@ -65,55 +97,118 @@ class Dispatcher:
         link_for: Callable[[str], str],
         *,
         claimer: str | None = None,
-        concurrency: int = 8,
+        concurrency: int = 16,
+        lease: timedelta = lanes.CLAIM_LEASE,
+        heartbeat: timedelta = lanes.HEARTBEAT,
     ) -> None:
         self.store = store
         self.clock = clock
         self.chats = chats
         self.sinks = sinks
         self.link_for = link_for
-        self.claimer = claimer or uuid.uuid4().hex
+        self.claimer = claimer or owner_id()
+        self.concurrency = concurrency
+        self.lease = lease
+        self.heartbeat = heartbeat
         self._wake = asyncio.Event()
-        self._slots = asyncio.Semaphore(concurrency)
+        self._inflight: set[asyncio.Task[None]] = set()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
 
     def wake(self) -> None:
         self._wake.set()
 
-    async def run_once(self) -> int:
-        """Claim what is due and carry it out; returns how many rows were handled.
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
 
-        Successful rows are marked done together, in one transaction.
-        """
-        items = await self.store.claim_outbox(self.clock.now(), self.claimer)
-        if not items:
-            return 0
-        stored = await self.store.get_many([i.elicitation_key for i in items])
-        timelines = await self.store.timelines(
-            [i.elicitation_key for i in items if i.kind in (EffectKind.POST, EffectKind.UPDATE)]
-        )
-        outcomes = await asyncio.gather(*(self._guarded(item, stored, timelines) for item in items))
-        done = [outcome for outcome in outcomes if outcome is not None]
-        await self.store.complete_many(done, self.claimer, self.clock.now())
+    async def run_once(self) -> int:
+        """Claim what is due now and carry it all out; returns how many rows were handled.
+
+        Each row is completed as soon as its own effect is done."""
+        items = await self._claim(self.concurrency)
+        if items:
+            await asyncio.gather(*(self._carry(item, batch) for item, batch in items))
         return len(items)
 
+    async def drain(self, *, rounds: int = 1000) -> int:
+        """``run_once`` until nothing is due now (tests, and ``serve --once``-like use)."""
+        total = 0
+        for _ in range(rounds):
+            handled = await self.run_once()
+            if not handled:
+                break
+            total += handled
+        return total
+
     async def run(self, stop: asyncio.Event, *, idle_seconds: float = 1.0) -> None:
-        """Loop until ``stop`` is set; woken early by ``wake()`` (new rows) or the next due time."""
+        """Loop until ``stop`` is set: claim into free slots, woken by ``wake()`` (new rows), by
+        an effect finishing (its lane has room again) or by the next due time."""
+        beat = asyncio.create_task(self._beat(stop))
+        try:
+            while not stop.is_set():
+                self._wake.clear()  # before the claim: a wake() during it is not lost
+                room = self.concurrency - len(self._inflight)
+                claimed: list[tuple[OutboxItem, _Reads]] = []
+                if room > 0:
+                    try:
+                        claimed = await self._claim(room)
+                    except Exception:
+                        log.exception("outbox.claim_failed")
+                for item, batch in claimed:
+                    task = asyncio.create_task(self._carry(item, batch))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._finished)
+                if claimed or stop.is_set():
+                    continue
+                timeout = await self._idle(idle_seconds)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+        finally:
+            beat.cancel()
+            await self._settle()
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._wake.set()
+        if not task.cancelled() and task.exception() is not None:  # _carry catches; belt and braces
+            log.error("outbox.task_failed", error=str(task.exception()))
+
+    async def _settle(self, grace: float = 5.0) -> None:
+        """At stop: let running effects finish for ``grace`` seconds, then give back what we
+        still hold so a restart (or another replica) takes it at once, as uncertain."""
+        if self._inflight:
+            _, pending = await asyncio.wait(set(self._inflight), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.store.release_claims(self.claimer)
+
+    async def _beat(self, stop: asyncio.Event) -> None:
+        """Renew our claims while effects run, so only a dead owner's claims run out."""
         while not stop.is_set():
-            self._wake.clear()  # before the claim: a wake() during it is not lost
-            try:
-                handled = await self.run_once()
-            except Exception:
-                log.exception("outbox.claim_failed")
-                handled = 0
-            if handled or stop.is_set():
+            await asyncio.sleep(self.heartbeat.total_seconds())
+            if not self._inflight:
                 continue
-            timeout = await self._idle(idle_seconds)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            try:
+                await self.store.renew_claims(self.claimer, self.clock.now() + self.lease)
+            except Exception:
+                log.exception("outbox.heartbeat_failed")
+
+    async def _claim(self, room: int) -> list[tuple[OutboxItem, _Reads]]:
+        items = await self.store.claim_outbox(
+            self.clock.now(), self.claimer, limit=room, lease=self.lease
+        )
+        if not items:
+            return []
+        batch = _Reads(self.store, items)
+        return [(item, batch) for item in items]
 
     async def _idle(self, idle_seconds: float) -> float:
-        """How long to sleep: until the next retry is due, at most ``idle_seconds``."""
+        """How long to sleep: until the next row is due, at most ``idle_seconds``. Rows that
+        are due but were not claimed wait for room in their lane: a finishing effect of ours
+        wakes us; another replica's, the next look a quarter of a second on."""
         try:
             nxt = await self.store.next_outbox_at()
         except Exception:
@@ -121,7 +216,22 @@ class Dispatcher:
             return idle_seconds
         if nxt is None:
             return idle_seconds
-        return max(0.01, min(idle_seconds, (nxt - self.clock.now()).total_seconds()))
+        wait = (nxt - self.clock.now()).total_seconds()
+        if wait <= 0:
+            return idle_seconds if self._inflight else min(idle_seconds, BLOCKED_LOOK_SECONDS)
+        return max(0.01, min(idle_seconds, wait))
+
+    async def _carry(self, item: OutboxItem, batch: _Reads) -> None:
+        """One row, start to finish: read what it renders, carry it out, complete it."""
+        try:
+            stored, timelines = await batch.get()
+            outcome = await self._guarded(item, stored, timelines)
+            if outcome is not None:
+                done, ref = outcome
+                await self.store.complete_outbox(done, self.claimer, self.clock.now(), ref=ref)
+        except Exception:
+            # The claim runs out and the row is taken again (as uncertain): nothing is lost.
+            log.exception("outbox.complete_failed", id=item.id, kind=item.kind)
 
     async def _guarded(
         self,
@@ -130,24 +240,23 @@ class Dispatcher:
         timelines: Mapping[str, Timeline] | None = None,
     ) -> tuple[OutboxItem, MessageRef | None] | None:
         """Carry out one row: (item, ref) when it succeeded, None when it is retried or failed."""
-        async with self._slots:
-            current = stored.get(item.elicitation_key)
-            timeline = (timelines or {}).get(item.elicitation_key)
-            try:
-                ref = await self._execute(item, current, timeline)
-                # A post shows the version it rendered: completing compares it with the store's.
-                return replace(item, version=current.version if current else item.version), ref
-            except TransientDeliveryError as exc:
-                await self._retry(item, str(exc), exc.retry_after)
-            except PermanentDeliveryError as exc:
-                log.warning(
-                    "outbox.failed", id=item.id, kind=item.kind, target=item.target, error=str(exc)
-                )
-                await self.store.fail_outbox(item, self.claimer, str(exc), self.clock.now())
-            except Exception as exc:  # the one broad boundary: record it on the row, keep going
-                log.exception("outbox.error", id=item.id, kind=item.kind, target=item.target)
-                await self._retry(item, f"{type(exc).__name__}: {exc}", None)
-            return None
+        current = stored.get(item.elicitation_key)
+        timeline = (timelines or {}).get(item.elicitation_key)
+        try:
+            ref = await self._execute(item, current, timeline)
+            # A post shows the version it rendered: completing compares it with the store's.
+            return replace(item, version=current.version if current else item.version), ref
+        except TransientDeliveryError as exc:
+            await self._retry(item, str(exc), exc.retry_after)
+        except PermanentDeliveryError as exc:
+            log.warning(
+                "outbox.failed", id=item.id, kind=item.kind, target=item.target, error=str(exc)
+            )
+            await self.store.fail_outbox(item, self.claimer, str(exc), self.clock.now())
+        except Exception as exc:  # the one broad boundary: record it on the row, keep going
+            log.exception("outbox.error", id=item.id, kind=item.kind, target=item.target)
+            await self._retry(item, f"{type(exc).__name__}: {exc}", None)
+        return None
 
     async def _retry(self, item: OutboxItem, error: str, retry_after: float | None) -> None:
         now = self.clock.now()
@@ -165,6 +274,12 @@ class Dispatcher:
             delay=round(delay, 2),
         )
         await self.store.retry_outbox(item, self.claimer, error, now + timedelta(seconds=delay))
+
+    def _uncertain(self, item: OutboxItem) -> datetime | None:
+        """When an earlier attempt began, if one may have reached the platform."""
+        if item.attempts <= 1:
+            return None
+        return item.first_attempt_at or self.clock.now() - timedelta(days=1)
 
     def _view(
         self,
@@ -208,12 +323,22 @@ class Dispatcher:
                     if delivery is not None and delivery.escalation is not None
                     else deadlines.Escalation(mentions=())
                 )
-            return await self._chat(item.target).post(
-                item.target,
-                self._view(item, stored, timeline, escalation),
-                idempotency_key=key,
-                uncertain=item.attempts > 1,
-            )
+            chat = self._chat(item.target)
+            started = self.clock.now()
+            try:
+                return await chat.post(
+                    item.target,
+                    self._view(item, stored, timeline, escalation),
+                    idempotency_key=key,
+                    uncertain=self._uncertain(item),
+                )
+            finally:
+                if chat.post_interval > 0:
+                    # The lane's next post is claimed no sooner, by whichever replica.
+                    await self.store.set_pace(
+                        lanes.pace_key(item.lane),
+                        started + timedelta(seconds=chat.post_interval),
+                    )
         if item.kind is EffectKind.UPDATE:
             delivery = await self.store.delivery(item.delivery_id or -1)
             if delivery is None or delivery.ref is None:
@@ -234,7 +359,9 @@ class Dispatcher:
                 # Answered (or closed) after the reminder fired but before it went out: drop it.
                 log.info("reminder.dropped", id=item.id, key=item.elicitation_key)
                 return None
-            await self._chat(item.target).notify(item.target, notice, idempotency_key=key)
+            await self._chat(item.target).notify(
+                item.target, notice, idempotency_key=key, uncertain=self._uncertain(item)
+            )
             return None
         if item.kind is EffectKind.WRITEBACK:
             view = self._view(item, stored)

@@ -111,8 +111,9 @@ class Service:
                     audit=inbound.audit,
                 )
             )
-        outcomes = await self.store.intake(items, self.clock.now())
-        if any(o.result in (IntakeResult.ACCEPTED, IntakeResult.UPDATED) for o in outcomes):
+        now = self.clock.now()
+        outcomes = await self.store.intake(items, now)
+        if any(_dispatches(item, o, now) for item, o in zip(items, outcomes, strict=True)):
             self.on_change()
         return outcomes
 
@@ -333,6 +334,24 @@ class Service:
             self.clock.now(),
             {**_attempt_audit(attempt), "message": refusal.message},
         )
+
+
+def _dispatches(item: IntakeItem, outcome: IntakeOutcome, now: datetime) -> bool:
+    """Whether this intake may have queued an effect, so the dispatcher is worth waking.
+
+    A new elicitation bound for the web inbox alone queues none (its copy is posted in the intake
+    transaction), and waking the dispatcher for it costs a claim and a next-due query per wake:
+    about a quarter of the server's CPU at a few hundred events/s. Anything else wakes it (a spare
+    wake is harmless; a missed one would wait for the dispatcher's idle poll).
+    """
+    if outcome.result is IntakeResult.UPDATED:
+        return True
+    if outcome.result is not IntakeResult.ACCEPTED:
+        return False
+    e = item.elicitation
+    return deadlines.expired_at_intake(e, now) or any(
+        destination != deadlines.WEB for destination in item.route.destinations
+    )
 
 
 def _lost(e: Elicitation, status: Status, answer: Answer | None, now: datetime) -> Refusal:

@@ -6,6 +6,10 @@ one transaction that also writes their effects (reminder notices, escalation pos
 destination, an expiry) — decided by :func:`bot.domain.deadlines.fire` on the elicitation as it
 stands in that transaction, so nothing is sent for an elicitation answered in between.
 
+A reminder or escalation due while its copy is still on its way is not fired into nothing: it is
+due again a few seconds later (``waiting``) until the copy is posted, or is ``skipped`` (audited,
+and logged here) when no copy in a chat was posted and none is on its way.
+
 Nothing here sleeps or keeps time: :class:`bot.scheduler.Scheduler` wakes it, and tests call
 :meth:`Timekeeper.tick` with a fake clock.
 """
@@ -69,6 +73,9 @@ class Timekeeper:
         outcomes = Counter(f.outcome for f in fired)
         if outcomes[FireOutcome.FIRED] or outcomes[FireOutcome.DEFERRED]:
             self.on_change()
+        for f in fired:
+            if f.outcome is FireOutcome.SKIPPED:  # someone expected it: say so where it is seen
+                log.warning("deadline.skipped", key=f.elicitation_key, kind=str(f.kind))
         log.info(
             "deadline.tick",
             claimed=len(due),

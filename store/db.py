@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import json
+import select
 from pathlib import Path
 from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import NullPool
 
 from bot.domain.errors import ConfigError
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+MIGRATION_LOCK = 0x656C6963  # "elic": the advisory lock every replica's upgrade takes first
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+POOL_RECYCLE_S = 1800
+"""A PostgreSQL connection is replaced after this long (see :func:`_postgres_setup`)."""
 READ_ONLY = "elicitbot_read_only"
 """Execution option: this connection only reads (SQLite then begins with a plain BEGIN)."""
+
+
+class RawJson(str):
+    """Text that is JSON already (a pydantic ``model_dump_json``), bound to a JSON column as it is
+    rather than dumped a second time."""
+
+    __slots__ = ()
+
+
+def json_dumps(value: Any) -> str:
+    """The engines' JSON serialiser: :class:`RawJson` as it is, anything else ``json.dumps``."""
+    return value if type(value) is RawJson else json.dumps(value)
 
 
 def normalise_url(url: str) -> URL:
@@ -62,10 +80,56 @@ def make_engine(url: str, *, pool_size: int = 8) -> Engine:
     """The store's engine. Work runs on worker threads, one transaction per hop (store.sql)."""
     sync_url = normalise_url(url)
     if sync_url.get_backend_name() == "sqlite":
-        engine = create_engine(sync_url, poolclass=NullPool if _memory(sync_url) else None)
+        engine = create_engine(
+            sync_url,
+            poolclass=NullPool if _memory(sync_url) else None,
+            json_serializer=json_dumps,
+        )
         _sqlite_setup(engine)
         return engine
-    return create_engine(sync_url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    engine = create_engine(
+        sync_url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_recycle=POOL_RECYCLE_S,
+        json_serializer=json_dumps,
+    )
+    _postgres_setup(engine)
+    return engine
+
+
+def _postgres_setup(engine: Engine) -> None:
+    """A pooled connection the server has closed is dropped at checkout, without a round trip.
+
+    ``pool_pre_ping`` would send a ``SELECT 1`` before every transaction (a round trip each, most
+    of a small transaction's latency). Instead: when the server ends a connection (a restart,
+    ``pg_terminate_backend``, an idle timeout) it sends a FATAL message and closes the socket, so
+    the socket of a connection idle in our pool has something to read only once the server is
+    done with it. A checkout polls the socket (no wait); if it is readable (or psycopg knows the
+    connection is closed), the pool discards it and opens another. Nothing else arrives on an
+    idle connection here (the store never LISTENs).
+
+    What this does not see: a connection lost with no word from the server (its host gone, a
+    firewall dropping idle connections silently). The first transaction on it fails, SQLAlchemy
+    marks every connection opened before that failure stale, and the next call reconnects;
+    ``pool_recycle`` also retires each connection after half an hour.
+    """
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if _hung_up(dbapi_connection):
+            raise DisconnectionError("the server closed this connection")
+
+
+def _hung_up(connection: Any) -> bool:
+    """The server has closed (or is closing) this idle psycopg connection."""
+    if connection.closed or connection.broken:
+        return True
+    try:
+        readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def make_sync_engine(url: str) -> Engine:
@@ -82,10 +146,17 @@ def _memory(url: URL) -> bool:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Apply the migrations up to ``revision`` (``elicitbot db upgrade``; ``serve`` does too)."""
+    """Apply the migrations up to ``revision`` (``elicitbot db upgrade``; ``serve`` does too).
+
+    N replicas may start at once on a fresh database: on PostgreSQL each takes one transaction-
+    scoped advisory lock first, so one migrates and the others, once it commits, find the schema
+    at head and do nothing. SQLite serialises the migration through its write lock (BEGIN
+    IMMEDIATE)."""
     engine = make_sync_engine(url)
     try:
         with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
             cfg = Config()
             cfg.set_main_option("script_location", str(MIGRATIONS))
             cfg.attributes["connection"] = connection

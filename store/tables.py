@@ -181,9 +181,14 @@ class OutboxRow(SQLModel, table=True):
     last_error: str | None = None
     created_at: datetime = _ts(nullable=False)
     done_at: datetime | None = _ts()
+    lane: str = Field(default="", max_length=320)
+    """Where it goes (``chat:<destination>``, ``sink:<source>``): lanes are dispatched apart."""
+    first_attempt_at: datetime | None = _ts()
+    """When it was first claimed: an uncertain post looks for itself from then on."""
 
     __table_args__ = (
         Index("ix_outbox_due", "state", "next_attempt_at"),
+        Index("ix_outbox_lane", "lane", "state"),
         # A copy's pending update is looked up by its delivery (updates are coalesced per copy).
         Index("ix_outbox_delivery", "delivery_id"),
     )
@@ -211,3 +216,42 @@ class KeyValueRow(SQLModel, table=True):
 
     key: str = Field(primary_key=True, max_length=200)
     value: str
+
+
+class PaceRow(SQLModel, table=True):
+    """A shared rate: nothing on ``key`` goes out before ``not_before`` (every replica reads it)."""
+
+    __tablename__ = "pace"
+
+    key: str = Field(primary_key=True, max_length=400)
+    not_before: datetime = _ts(nullable=False)
+
+
+class LeaseRow(SQLModel, table=True):
+    """Single-owner work (the Matrix connection, a poller): held by one process until ``until``."""
+
+    __tablename__ = "lease"
+
+    name: str = Field(primary_key=True, max_length=200)
+    holder: str = Field(max_length=200)
+    until: datetime = _ts(nullable=False)
+    since: datetime = _ts(nullable=False)
+
+
+class RawEventRow(SQLModel, table=True):
+    """An inbound chat event recorded before it is acknowledged, handled after (and again after a
+    restart while ``handled_at`` is empty)."""
+
+    __tablename__ = "raw_event"
+
+    id: int | None = Field(default=None, sa_column=Column(AutoId, primary_key=True))
+    channel: str = Field(max_length=40)
+    dedupe_key: str = Field(max_length=400)
+    body: dict[str, Any] = _json(nullable=False)
+    received_at: datetime = _ts(nullable=False)
+    handled_at: datetime | None = _ts()
+
+    __table_args__ = (
+        UniqueConstraint("channel", "dedupe_key", name="uq_raw_event"),
+        Index("ix_raw_event_open", "channel", "handled_at"),
+    )

@@ -15,7 +15,8 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -29,7 +30,7 @@ class Post:
     destination: str
     view: PromptView
     idempotency_key: str
-    uncertain: bool
+    uncertain: datetime | None
     ref: MessageRef
 
 
@@ -56,7 +57,7 @@ class Call:
     destination: str
     idempotency_key: str
     failed: DeliveryError | None
-    uncertain: bool | None = None
+    uncertain: datetime | None = None
     """A post's ``uncertain`` flag (None for other methods)."""
 
 
@@ -100,6 +101,7 @@ class FakeChat:
         if platform not in ("slack", "matrix"):
             raise ValueError(f"FakeChat: no refs for platform {platform!r}")
         self.platform = platform
+        self.post_interval = 0.0
         self.posted: list[Post] = []
         self.updated: list[Update] = []
         self.notified: list[Notified] = []
@@ -124,7 +126,7 @@ class FakeChat:
         return self._shown.get(ref)
 
     def _call(
-        self, method: str, destination: str, idempotency_key: str, uncertain: bool | None = None
+        self, method: str, destination: str, idempotency_key: str, uncertain: datetime | None = None
     ) -> None:
         exc = self._failures.take(method)
         self.calls.append(Call(method, destination, idempotency_key, exc, uncertain))
@@ -147,7 +149,12 @@ class FakeChat:
         return isinstance(ref, MatrixRef if self.platform == "matrix" else SlackRef)
 
     async def post(
-        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+        self,
+        destination: str,
+        view: PromptView,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> MessageRef:
         self._call("post", destination, idempotency_key, uncertain)
         target = self._target(destination)
@@ -170,7 +177,14 @@ class FakeChat:
         self._shown[ref] = view
         self.updated.append(Update(destination, ref, view, idempotency_key))
 
-    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+    async def notify(
+        self,
+        destination: str,
+        notice: Notice,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None = None,
+    ) -> None:
         self._call("notify", destination, idempotency_key)
         self.notified.append(Notified(destination, notice, idempotency_key))
 
@@ -211,6 +225,8 @@ class WebhookRequest:
     raw: bytes
     status: int
     """What the fake answered."""
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic()``)."""
 
 
 class FakeWebhook:

@@ -8,8 +8,8 @@ the same client from the test's event loop and from a subprocess. It
 - checks ``Authorization: Bearer <token>`` (``not_authed`` / ``invalid_auth``);
 - answers ``auth.test``, ``chat.postMessage`` (a unique, increasing ``ts``; the message is stored
   with its metadata), ``chat.update``, ``chat.postEphemeral``, ``conversations.open`` (a DM
-  channel ``D<user>``), ``conversations.history`` (newest first; ``metadata`` only with
-  ``include_all_metadata``), ``views.open`` (a modal, checked against the modal limits, with a
+  channel ``D<user>``), ``conversations.history`` and ``conversations.replies`` (see below),
+  ``views.open`` (a modal, checked against the modal limits, with a
   ``trigger_id`` from :meth:`FakeSlack.issue_trigger`: single use, expired after 3 s) and
   ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
   websocket, see below);
@@ -20,6 +20,14 @@ the same client from the test's event loop and from a subprocess. It
   in ``response_metadata.messages`` (:func:`block_kit_problems` is the same check, for unit
   tests), plus an approximation of the undocumented cumulative limit, ``msg_blocks_too_long``
   past :data:`MAX_TOTAL_TEXT` characters of block text;
+- keeps a channel's timeline as Slack does: every ``ts`` is the wall-clock time it was taken
+  (``<epoch seconds>.<microseconds>``, unique and increasing; ``clock=`` to follow a test's
+  clock), so ``oldest`` means what it means to Slack. ``conversations.history`` lists the
+  top-level messages (not thread replies), newest first; ``conversations.replies`` a thread,
+  its parent then the replies, oldest first. Both take ``oldest``/``latest`` (exclusive unless
+  ``inclusive``), ``limit`` (default 100, at most 999), ``cursor`` (from
+  ``response_metadata.next_cursor``, given with ``has_more``), and show ``metadata`` only with
+  ``include_all_metadata``. :meth:`FakeSlack.add_message` is somebody else talking in a channel;
 - records every call (:class:`SlackCall`: method, parameters from query, form or JSON body,
   headers, what it answered);
 - can be scripted (:meth:`FakeSlack.script`): an HTTP status with ``Retry-After`` (429), a Slack
@@ -39,6 +47,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
 import math
@@ -47,6 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +96,8 @@ MAX_LABEL = 2000
 TRIGGER_SECONDS = 3.0
 RESPONSE_URL_USES = 5
 RESPONSE_URL_SECONDS = 30 * 60
+HISTORY_LIMIT = 100
+MAX_HISTORY_LIMIT = 999
 
 _JSON_PARAMS = ("blocks", "metadata", "attachments", "view")
 _SELECTS = ("static_select", "multi_static_select")
@@ -310,10 +323,48 @@ class _Script:
     drop: bool
     delay: float
     times: int
+    where: Callable[[Mapping[str, Any]], bool] | None = None
+    """Only calls whose parameters this accepts take the script (None: every call)."""
 
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("1", "true")
+
+
+def _ts_value(value: Any) -> Decimal | None:
+    """A ``ts``-like parameter as an exact number (None: not given); ValueError if malformed."""
+    if value is None or value == "":
+        return None
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation as exc:
+        raise ValueError(value) from exc
+    if not number.is_finite():
+        raise ValueError(value)
+    return number
+
+
+def _cursor(ts: str) -> str:
+    """An opaque cursor, as Slack's look (``next_ts:<ts>`` in base64)."""
+    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+
+
+def _from_cursor(cursor: str) -> Decimal:
+    try:
+        text = base64.b64decode(cursor.encode(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise ValueError(cursor) from exc
+    prefix, _, ts = text.partition(":")
+    value = _ts_value(ts) if prefix == "next_ts" else None
+    if value is None:
+        raise ValueError(cursor)
+    return value
+
+
+def _is_reply(message: Mapping[str, Any]) -> bool:
+    """In a thread and not its parent (a broadcast reply shows in the channel too)."""
+    thread = message.get("thread_ts")
+    return bool(thread) and thread != message["ts"] and message.get("subtype") != "thread_broadcast"
 
 
 class FakeSlack:
@@ -327,8 +378,11 @@ class FakeSlack:
         port: int = 0,
         record: Path | None = None,
         on_call: Callable[[SlackCall], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.token = token
+        self._clock = clock
+        self._last_micros = 0
         self.app_token = app_token
         self._views: list[dict[str, Any]] = []
         self._triggers: dict[str, float] = {}
@@ -347,7 +401,6 @@ class FakeSlack:
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._ephemerals: list[dict[str, Any]] = []
         self._scripts: list[_Script] = []
-        self._counter = 0
         self.unknown_channels: set[str] = set()
         """Channels that answer ``channel_not_found``."""
         self.archived_channels: set[str] = set()
@@ -440,15 +493,19 @@ class FakeSlack:
         drop: bool = False,
         delay: float = 0.0,
         times: int = 1,
+        where: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
         """The next ``times`` calls of ``method`` answer ``status`` (429 adds ``Retry-After``)
         with ``error``; with ``drop`` they are carried out and then left without an answer (the
         connection is cut); with ``delay`` they are carried out at once and answered only after
-        ``delay`` seconds (a client killed meanwhile never learns the outcome)."""
+        ``delay`` seconds (a client killed meanwhile never learns the outcome). ``where``
+        picks the calls it applies to by their parameters (a question, not a thread reply)."""
         if status == 429 and error is None:
             error = "ratelimited"
         with self._lock:
-            self._scripts.append(_Script(method, status, error, retry_after, drop, delay, times))
+            self._scripts.append(
+                _Script(method, status, error, retry_after, drop, delay, times, where)
+            )
 
     def clear_scripts(self) -> None:
         """Forget every scripted answer not used yet."""
@@ -529,6 +586,32 @@ class FakeSlack:
     def message(self, channel: str, ts: str) -> dict[str, Any] | None:
         return next((m for m in self.messages(channel) if m["ts"] == ts), None)
 
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0SOMEONE",
+        thread_ts: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Somebody else says ``text`` in ``channel`` (or in a thread): stored as a post would
+        be, with no call recorded; returns its ts."""
+        with self._lock:
+            message: dict[str, Any] = {
+                "type": "message",
+                "ts": self._stamp(),
+                "user": user,
+                "text": text,
+                "blocks": [],
+            }
+            if thread_ts:
+                message["thread_ts"] = thread_ts
+            if metadata is not None:
+                message["metadata"] = dict(metadata)
+            self._messages.setdefault(channel, []).append(message)
+            return str(message["ts"])
+
     def ephemerals(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(m) for m in self._ephemerals]
@@ -549,10 +632,10 @@ class FakeSlack:
 
     # ------------------------------------------------------------------ serving
 
-    def _take_script(self, method: str) -> _Script | None:
+    def _take_script(self, method: str, params: Mapping[str, Any]) -> _Script | None:
         with self._lock:
             for script in self._scripts:
-                if script.method == method:
+                if script.method == method and (script.where is None or script.where(params)):
                     script.times -= 1
                     if script.times <= 0:
                         self._scripts.remove(script)
@@ -561,14 +644,19 @@ class FakeSlack:
 
     def _next_ts(self) -> str:
         with self._lock:
-            self._counter += 1
-            return f"1700000000.{self._counter:06d}"
+            return self._stamp()
+
+    def _stamp(self) -> str:
+        """Now as a ``ts``, later than every one before (call it under the lock)."""
+        micros = max(round(self._clock() * 1_000_000), self._last_micros + 1)
+        self._last_micros = micros
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         params = await _params(request)
         headers = {k.lower(): v for k, v in request.headers.items()}
-        script = self._take_script(method)
+        script = self._take_script(method, params)
         status, extra_headers = 200, {}
         body: dict[str, Any] | None
         auth = self._auth(headers, method)
@@ -655,6 +743,7 @@ class FakeSlack:
             "chat.postEphemeral": self._ephemeral,
             "conversations.open": self._open_dm,
             "conversations.history": self._history,
+            "conversations.replies": self._replies,
             "views.open": self._open_view,
             "apps.connections.open": self._connections_open,
         }.get(method)
@@ -723,14 +812,10 @@ class FakeSlack:
                 return {"ok": False, "error": "message_not_found"}
             stored["text"] = params.get("text", "")
             stored["blocks"] = params.get("blocks") or []
-            stored["edited"] = {"user": BOT_USER, "ts": self._edit_ts()}
+            stored["edited"] = {"user": BOT_USER, "ts": self._stamp()}
             if isinstance(params.get("metadata"), Mapping):
                 stored["metadata"] = dict(params["metadata"])
         return {"ok": True, "channel": channel, "ts": ts, "text": params.get("text", "")}
-
-    def _edit_ts(self) -> str:
-        self._counter += 1  # under the lock already
-        return f"1700000000.{self._counter:06d}"
 
     def _ephemeral(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, user = params.get("channel"), params.get("user")
@@ -755,17 +840,20 @@ class FakeSlack:
         channel = params.get("channel")
         if (error := self._channel_error(channel)) is not None:
             return {"ok": False, "error": error}
-        try:
-            limit = max(1, min(int(params.get("limit") or 100), 999))
-        except ValueError:
-            return {"ok": False, "error": "invalid_limit"}
-        with_metadata = _truthy(params.get("include_all_metadata"))
         with self._lock:
-            stored = list(reversed(self._messages.get(str(channel), [])))
-        page = [
-            {k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in stored[:limit]
-        ]
-        return {"ok": True, "messages": page, "has_more": len(stored) > limit}
+            stored = [dict(m) for m in self._messages.get(str(channel), []) if not _is_reply(m)]
+        return _timeline(stored, params, newest_first=True)
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel"), params.get("ts")
+        if (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        with self._lock:
+            stored = self._messages.get(str(channel), [])
+            thread = [dict(m) for m in stored if m["ts"] == ts or m.get("thread_ts") == ts]
+        if not ts or not any(m["ts"] == ts for m in thread):
+            return {"ok": False, "error": "thread_not_found"}
+        return _timeline(thread, params, newest_first=False)
 
     def _open_view(self, params: dict[str, Any]) -> dict[str, Any]:
         trigger = params.get("trigger_id")
@@ -837,6 +925,60 @@ class FakeSlack:
     async def _close_sockets(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
+
+
+def _timeline(
+    messages: list[dict[str, Any]], params: Mapping[str, Any], *, newest_first: bool
+) -> dict[str, Any]:
+    """One page of ``messages`` as conversations.history/replies answer it: the range
+    ``oldest``..``latest`` (bounds excluded unless ``inclusive``), ordered, from ``cursor`` on,
+    ``limit`` long; ``next_cursor`` and ``has_more`` when more remain."""
+    bounds: dict[str, Decimal | None] = {}
+    for name in ("oldest", "latest"):
+        try:
+            bounds[name] = _ts_value(params.get(name))
+        except ValueError:
+            return {"ok": False, "error": f"invalid_ts_{name}"}
+    try:
+        limit = int(params.get("limit") or HISTORY_LIMIT)
+    except ValueError:
+        return {"ok": False, "error": "invalid_limit"}
+    limit = max(1, min(limit, MAX_HISTORY_LIMIT))
+    inclusive = _truthy(params.get("inclusive"))
+    oldest, latest = bounds["oldest"], bounds["latest"]
+
+    def inside(ts: Decimal) -> bool:
+        if oldest is not None and (ts < oldest or (ts == oldest and not inclusive)):
+            return False
+        return latest is None or ts < latest or (ts == latest and inclusive)
+
+    ordered = sorted(
+        (m for m in messages if inside(Decimal(m["ts"]))),
+        key=lambda m: Decimal(m["ts"]),
+        reverse=newest_first,
+    )
+    if params.get("cursor"):
+        try:
+            start = _from_cursor(str(params["cursor"]))
+        except ValueError:
+            return {"ok": False, "error": "invalid_cursor"}
+        ordered = [
+            m
+            for m in ordered
+            if (Decimal(m["ts"]) <= start if newest_first else Decimal(m["ts"]) >= start)
+        ]
+    page, rest = ordered[:limit], ordered[limit:]
+    with_metadata = _truthy(params.get("include_all_metadata"))
+    body: dict[str, Any] = {
+        "ok": True,
+        "messages": [
+            {k: v for k, v in m.items() if with_metadata or k != "metadata"} for m in page
+        ],
+        "has_more": bool(rest),
+    }
+    if rest:
+        body["response_metadata"] = {"next_cursor": _cursor(rest[0]["ts"])}
+    return body
 
 
 async def _params(request: web.Request) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -147,6 +148,8 @@ class MatrixChat:
     """Outbound Matrix for one bot account; ``client`` comes from :func:`make_client`."""
 
     platform = "matrix"
+    post_interval = 0.0
+    """The homeserver paces us with 429s, per user, not per room."""
 
     def __init__(
         self,
@@ -168,7 +171,12 @@ class MatrixChat:
     # ------------------------------------------------------------------ ChatAdapter
 
     async def post(
-        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+        self,
+        destination: str,
+        view: PromptView,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> MatrixRef:
         room_id = room_of(destination)
         await self._refuse_encrypted(room_id)
@@ -189,7 +197,14 @@ class MatrixChat:
         await self._edit(ref.room_id, ref.event_id, view)
         await self._seed(ref.room_id, ref.event_id, view)
 
-    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+    async def notify(
+        self,
+        destination: str,
+        notice: Notice,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None = None,
+    ) -> None:
         """A threaded ``m.notice`` in the thread of ``notice.thread`` naming (and, unless
         ``notice.mention`` is False, mentioning) ``notice.user`` and the identities in
         ``notice.mentions`` (a reminder's people); other platforms' are left out. Without a

@@ -173,7 +173,12 @@ class MatrixListener:
 
     async def run(self) -> None:
         """Sync until cancelled; failures back off (the homeserver's delay, else 0.5 s doubling
-        up to ``max_backoff``) and never end the loop."""
+        up to ``max_backoff``) and never end the loop.
+
+        Each run starts from the token in the store, not the one in memory: under a lease
+        (bot.lease) another replica may have synced on while this one did not hold it."""
+        self._loaded = False
+        self.ready = False
         failures = 0
         while True:
             try:

@@ -2,17 +2,35 @@
 modal and ``/elicitbot`` commands into the core's actions (:mod:`adapters.slack.translate`), hand
 each to :meth:`Elicitations.act <bot.domain.ports.Elicitations.act>` and show the outcome.
 
-Every listener acks first (Bolt answers Slack as soon as ``ack()`` runs) and does its work in a
-task of its own, tracked so shutdown and tests can wait for it. The one check made before an
-ack is pure: a modal submission over its text limit is answered ``response_action: errors`` (the
-modal stays open, the limit stated).
+Every listener acks as soon as it can (Bolt answers Slack when the listener returns) and does
+its work in a task of its own, tracked so shutdown and tests can wait for it. The one check made
+before an ack is pure: a modal submission over its text limit is answered
+``response_action: errors`` (the modal stays open, the limit stated).
 
+- **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
+  service always passes one). A click, a modal submission and a thread reply in one of our
+  threads are recorded before the ack (``record_raw``, trimmed to what their handling reads:
+  :func:`~adapters.slack.translate.durable_click` and its siblings), then handled, then marked
+  handled. When it cannot be recorded (the database is down) the answer is 503, never an ack:
+  Slack shows the person an error (a click, a modal: they try again) or sends the event again.
+  A recorded event is marked handled as soon as ``act`` returns (before the thread note), or
+  when its handling fails (logged; a replay would fail alike); cancelled or killed, it stays
+  open and :meth:`SlackInteractivity.run_replays` hands it to the same path after a restart:
+  on SQLite at once, on PostgreSQL once :data:`REPLAY_GRACE` old (another replica may still be
+  on it). Whatever its age: Slack told the person it was received, the rules judge it as of now,
+  and the first answer wins, so a replay of something already done records nothing twice.
+  Never recorded: a secret (a replayed secret submission asks for it again while the question
+  is open; rule 10), and slash commands (they answer no question, and whoever typed one sees at
+  once whether it did anything).
 - **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
   else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
   thread root's. elicitbot's own messages are ignored outright.
-- **Redelivery.** Events are deduplicated in the database by ``event_id`` (and by the message's
-  channel/ts, since Slack can send one message under several event ids), never by the retry
-  header. Clicks are not deduplicated: a second click is judged and told "already answered".
+- **Redelivery.** Deduplicated in the database, never by the retry header
+  (:func:`~adapters.slack.translate.raw_key`): a click by its ``trigger_id`` (a second click is
+  a new one: judged, and told "already answered"), a modal by its view id and hash, a thread
+  reply by its message's channel/ts (Slack can send one message under several event ids).
+  Without a raw-events store, thread replies are deduplicated by ``event_id`` and channel/ts
+  through ``first_time``.
 - **Slack's own UI** stays here: *Reply…* and an option that needs a comment open the modal
   (while the question is pending); the core decides everything else.
 - **Outcomes.** A refusal, how to answer, or a claim is an ephemeral message to the one person,
@@ -35,24 +53,37 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.response import BoltResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import translate
 from adapters.slack.chat import SlackChat
 from adapters.slack.modal import REPLY_CALLBACK, reply_modal
 from adapters.slack.render import CLAIM_ACTION, MULTI_ACTION, REPLY_ACTION, result_text
-from adapters.slack.translate import EVENT_CHANNEL, MESSAGE_CHANNEL, Click, Where
+from adapters.slack.translate import (
+    EVENT_CHANNEL,
+    MESSAGE_CHANNEL,
+    RAW_CHANNEL,
+    Click,
+    ThreadReply,
+    Where,
+)
+from bot.clock import SystemClock
 from bot.domain.actions import NOT_FOUND_TEXT, Choose, ClaimIt, OutcomeKind, Reply, Submit
 from bot.domain.errors import DeliveryError, TransientDeliveryError
-from bot.domain.model import Answer, Identity, Status
-from bot.domain.ports import Elicitations, PromptView
+from bot.domain.model import Answer, AnswerMode, Identity, Status
+from bot.domain.ports import Clock, Elicitations, PromptView
+from bot.domain.records import RawEvent
 from bot.domain.refs import SlackRef
+from bot.domain.store import RawEvents
 
 log = structlog.get_logger("elicitbot.slack.app")
 
@@ -60,7 +91,23 @@ COMMAND = "/elicitbot"
 ANNOUNCE_ATTEMPTS = 20
 """Transient failures (rate limits, Slack hiccups) a refusal or a thread note waits out."""
 
+REPLAY_EVERY = 10.0
+"""Seconds between looks for recorded interactions nobody finished handling."""
+KEEP_HANDLED = timedelta(days=1)
+"""How long a handled interaction's record (and its dedupe key) is kept: far beyond Slack's
+retries (minutes), after which the first-answer rule alone makes a late repeat harmless."""
+REPLAY_GRACE = timedelta(seconds=60)
+"""How old an open interaction must be before another process replays it: older than any live
+handling (the core has it within a second or two; the mark follows at once)."""
+REPLAY_PAGE = 100
+
 _ACTIONS = re.compile(r"^elicitbot\.")
+_RAW_ID: ContextVar[int | None] = ContextVar("slack_raw_id", default=None)
+"""The recorded event the running interaction handles (set in its task; see ``_settle``)."""
+
+
+class NotRecordedError(Exception):
+    """The interaction could not be recorded: it must not be acked."""
 
 
 class SlackInteractivity:
@@ -74,11 +121,20 @@ class SlackInteractivity:
         *,
         signing_secret: str | None,
         announce_in_thread: bool = True,
+        raw: RawEvents | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.chat = chat
         self.elicitations = elicitations
         self.announce_in_thread = announce_in_thread
+        self.raw = raw
+        """Where interactions are recorded before their ack (None: acked unrecorded)."""
+        self.clock: Clock = clock or SystemClock()
+        self.started_at = self.clock.now()
+        """What was recorded before this is a predecessor's (see :meth:`run_replays`)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[int] = set()
+        """Recorded events being handled here (a replay leaves them alone)."""
         self._authorized: AuthorizeResult | None = None
 
         async def authorize() -> AuthorizeResult | None:
@@ -124,14 +180,28 @@ class SlackInteractivity:
 
     # ------------------------------------------------------------------ tasks
 
-    def spawn(self, work: Coroutine[Any, Any, None], what: str, *, sensitive: bool = False) -> None:
+    def spawn(
+        self,
+        work: Coroutine[Any, Any, None],
+        what: str,
+        *,
+        sensitive: bool = False,
+        raw_id: int | None = None,
+    ) -> None:
         """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
-        failure is logged by kind only (no message, no traceback)."""
-        task = asyncio.get_running_loop().create_task(self._guard(work, what, sensitive))
+        failure is logged by kind only (no message, no traceback). ``raw_id``: the recorded
+        event it handles, marked handled when the work is done."""
+        task = asyncio.get_running_loop().create_task(self._guard(work, what, sensitive, raw_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guard(self, work: Awaitable[None], what: str, sensitive: bool) -> None:
+    async def _guard(
+        self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
+    ) -> None:
+        """Run the work; then mark its recorded event handled, even when the work failed (the
+        failure is logged; a replay would fail alike). Cancelled (a stop, a kill): left open,
+        for a replay to finish."""
+        token = _RAW_ID.set(raw_id)
         try:
             await work
         except asyncio.CancelledError:
@@ -141,6 +211,126 @@ class SlackInteractivity:
                 log.error("slack.interaction_failed", what=what, error=type(exc).__name__)  # noqa: TRY400
             else:
                 log.exception("slack.interaction_failed", what=what)
+        finally:
+            unsettled = _RAW_ID.get()  # None once _settle marked it
+            _RAW_ID.reset(token)
+        if unsettled is not None:
+            await self._mark_handled(unsettled)
+
+    async def _settle(self) -> None:
+        """The core has the interaction's action (``act`` returned): mark its recorded event
+        handled now, so a replay from here on does not act again; what follows (a thread note,
+        an ephemeral) is best effort."""
+        raw_id = _RAW_ID.get()
+        if raw_id is not None:
+            _RAW_ID.set(None)
+            await self._mark_handled(raw_id)
+
+    async def _mark_handled(self, raw_id: int) -> None:
+        if self.raw is None:
+            return
+        try:
+            await self.raw.handled_raw(raw_id, self.clock.now())
+        except Exception as exc:  # left open: a later replay judges it again
+            log.warning("slack.raw_not_marked", raw_id=raw_id, error=type(exc).__name__)
+        else:
+            self._in_flight.discard(raw_id)
+
+    async def _record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
+        """Record an interaction before its ack: (handle it?, its raw id). Recorded before:
+        (False, None). No store: (True, None). Raises NotRecordedError when it could not be
+        recorded (nothing is acked then)."""
+        if self.raw is None:
+            return True, None
+        key = translate.raw_key(body)
+        try:
+            raw_id = await self.raw.record_raw(RAW_CHANNEL, key, body, self.clock.now())
+        except Exception as exc:
+            # By kind only: a database error's text carries the statement's parameters.
+            log.error("slack.not_recorded", key=key, error=type(exc).__name__)  # noqa: TRY400
+            raise NotRecordedError(key) from None
+        if raw_id is None:
+            log.info("slack.redelivered", key=key)
+            return False, None
+        self._in_flight.add(raw_id)
+        return True, raw_id
+
+    # ------------------------------------------------------------------ replays
+
+    async def replay(self, *, before: datetime) -> int:
+        """Handle every interaction recorded before ``before`` and not handled yet (a killed
+        process's), oldest first, through the listeners' own path; returns how many.
+
+        Every one is handled whatever its age: Slack told the person it was received, and the
+        rules judge it as of now (expired, already answered: the person is told)."""
+        if self.raw is None:
+            return 0
+        handled = 0
+        seen: set[int] = set()
+        while True:
+            page = await self.raw.open_raw(RAW_CHANNEL, limit=REPLAY_PAGE)
+            due = [
+                r
+                for r in page
+                if r.id not in seen and r.id not in self._in_flight and r.received_at < before
+            ]
+            if not due:
+                return handled
+            for event in due:
+                seen.add(event.id)
+                self._in_flight.add(event.id)
+                log.info("slack.replay", raw_id=event.id, key=event.dedupe_key)
+                await self._guard(
+                    self._replayed(event),
+                    "replay",
+                    sensitive=event.body.get("type") == "view_submission",
+                    raw_id=event.id,
+                )
+                handled += 1
+
+    async def run_replays(
+        self,
+        stop: asyncio.Event,
+        *,
+        ours: bool,
+        every: float = REPLAY_EVERY,
+        grace: timedelta = REPLAY_GRACE,
+    ) -> None:
+        """Replay at start, then every ``every`` seconds until ``stop``.
+
+        ``ours``: one process owns the store (SQLite), so whatever was recorded before this app
+        started is a predecessor's, replayed at once; otherwise (several replicas) an open event
+        is replayed once it is ``grace`` old: its own process is done with it or dead."""
+        while not stop.is_set():
+            now = self.clock.now()
+            before = max(self.started_at, now - grace) if ours else now - grace
+            try:
+                replayed = await self.replay(before=before)
+                purged = await self.raw.purge_raw(now - KEEP_HANDLED) if self.raw else 0
+            except Exception as exc:  # the database is down: look again next round
+                log.warning("slack.replay_failed", error=type(exc).__name__)
+            else:
+                if replayed:
+                    log.info("slack.replayed", events=replayed)
+                if purged:
+                    log.info("slack.raw_purged", events=purged)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+
+    async def _replayed(self, event: RawEvent) -> None:
+        body = event.body
+        kind = body.get("type")
+        if kind == "block_actions":
+            action = translate.first_action(body)
+            if action.get("action_id") != MULTI_ACTION:
+                await self._click(body, action)
+        elif kind == "view_submission":
+            meta, text, chosen, withheld = translate.kept_submission(body)
+            await self._submitted(body, meta, text, chosen, withheld=withheld)
+        elif kind == "event_callback":
+            await self._message(body, translate.kept_event(body), deduped=True)
+        else:
+            log.warning("slack.replay_unknown", raw_id=event.id, kind=str(kind))
 
     async def idle(self, settle: float = 0.05) -> None:
         """Wait until no interaction is running: Bolt starts a listener just after its ack, so
@@ -166,34 +356,91 @@ class SlackInteractivity:
         app = self.app
 
         @app.action(_ACTIONS)
-        async def on_action(ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
-            await ack()
+        async def on_action(
+            ack: Callable[..., Awaitable[Any]], body: dict[str, Any]
+        ) -> BoltResponse | None:
             action = translate.first_action(body)
-            if action.get("action_id") != MULTI_ACTION:  # a selection changing: nothing yet
-                self.spawn(self._click(body, action), "click")
+            if action.get("action_id") == MULTI_ACTION:  # a selection changing: nothing yet
+                await ack()
+                return None
+            durable = translate.durable_click(body)
+            try:
+                handle, raw_id = await self._record(durable)
+            except NotRecordedError:
+                return _not_recorded()
+            await ack()
+            if handle:
+                action = translate.first_action(durable)
+                self.spawn(self._click(durable, action), "click", raw_id=raw_id)
+            return None
 
         @app.view(REPLY_CALLBACK)
         async def on_submit(
             ack: Callable[..., Awaitable[Any]], body: dict[str, Any], view: dict[str, Any]
-        ) -> None:
+        ) -> BoltResponse | None:
             meta, text, chosen = translate.parse_submission(view)
             errors = translate.submission_errors(meta, text)
             if errors:
                 await ack(response_action="errors", errors=errors)
-                return
+                return None
+            durable = translate.durable_submission(body)  # without the secret
+            try:
+                handle, raw_id = await self._record(durable)
+            except NotRecordedError:
+                return _not_recorded()
             await ack()
-            self.spawn(
-                self._submitted(body, meta, text, chosen), "modal", sensitive=bool(meta.get("s"))
-            )
+            if handle:
+                self.spawn(
+                    self._submitted(durable, meta, text, chosen),
+                    "modal",
+                    sensitive=bool(meta.get("s")),
+                    raw_id=raw_id,
+                )
+            return None
 
         @app.event("message")
-        async def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
-            self.spawn(self._message(body, event), "thread reply")
+        async def on_message(body: dict[str, Any], event: dict[str, Any]) -> BoltResponse | None:
+            # Acked when this returns (Bolt acks events itself).
+            if self.raw is None:
+                self.spawn(self._message(body, event), "thread reply")
+                return None
+            try:
+                recorded = await self._record_reply(body, event)
+            except NotRecordedError:
+                return _not_recorded()
+            if recorded is not None:
+                durable, key, raw_id = recorded
+                work = self._message(durable, durable["event"], key=key, deduped=True)
+                self.spawn(work, "thread reply", raw_id=raw_id)
+            return None
 
         @app.command(COMMAND)
         async def on_command(ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
             await ack()
             self.spawn(self._command(body), "command")
+
+    async def _record_reply(
+        self, body: Mapping[str, Any], event: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str, int | None] | None:
+        """Record a thread reply in one of our threads before its ack: (the body kept, the
+        elicitation, its raw id); None when there is nothing to handle (not a reply, not our
+        thread, recorded before). Only our threads' replies are kept, and under a secret question
+        without their text. Raises NotRecordedError when it could not be read or recorded."""
+        reply = self._read_reply(body, event)
+        if reply is None:
+            return None
+        try:
+            key = await self._key_for(reply.channel, reply.root_ts)
+            view = await self.elicitations.view(key) if key is not None else None
+        except Exception as exc:
+            log.error("slack.not_recorded", what="thread reply", error=type(exc).__name__)  # noqa: TRY400
+            raise NotRecordedError(reply.ts) from None
+        if key is None or view is None:
+            return None  # a thread that is not ours
+        secret = view.elicitation.answer_mode is AnswerMode.SECRET
+        durable = translate.durable_reply(body, secret=secret)
+        handle, raw_id = await self._record(durable)
+        return (durable, key, raw_id) if handle else None
 
     # ------------------------------------------------------------------ acting
 
@@ -218,8 +465,10 @@ class SlackInteractivity:
             # Only a secret goes upstream during act(); the error names no secret, but the
             # person is told without it and it is logged by kind only.
             log.warning("slack.secret_not_delivered", key=action.key, error=type(exc).__name__)
+            await self._settle()
             await self._tell(who, where, translate.NOT_DELIVERED)
             return
+        await self._settle()
         kind = outcome.kind
         if kind in (OutcomeKind.ANSWERED, OutcomeKind.REFUSED):
             log.info(
@@ -241,6 +490,7 @@ class SlackInteractivity:
     async def _claim(self, action: ClaimIt, where: Where) -> None:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
         outcome = await self.elicitations.act(action)
+        await self._settle()
         if outcome.kind is OutcomeKind.NOT_FOUND:
             await self._tell(action.who, where, outcome.message or NOT_FOUND_TEXT)
         else:
@@ -333,7 +583,11 @@ class SlackInteractivity:
         meta: Mapping[str, Any],
         text: str | None,
         chosen: list[dict[str, Any]],
+        *,
+        withheld: bool = False,
     ) -> None:
+        """``withheld``: a replayed secret submission, whose secret was never kept: the person is
+        asked again while the question is open (it may have gone upstream before the kill)."""
         submission = translate.read_submission(body, meta, text, chosen)
         if submission is None:
             return
@@ -343,30 +597,49 @@ class SlackInteractivity:
         if key is None or view is None:
             await self._tell(submission.who, where, NOT_FOUND_TEXT)
             return
+        if withheld:
+            await self._settle()
+            if view.status is Status.PENDING:
+                await self._tell(submission.who, where, translate.RESEND_PRIVATE)
+            return
         await self._act(translate.submit(submission, key, view.elicitation), where, view)
 
     # ------------------------------------------------------------------ thread replies
 
-    async def _message(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> None:
-        reply = translate.read_reply(
+    def _read_reply(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> ThreadReply | None:
+        return translate.read_reply(
             body,
             event,
             bot_id=self.chat.bot_id,
             bot_user_id=self.chat.bot_user_id,
             agents=self.elicitations.people.agents,
         )
+
+    async def _message(
+        self,
+        body: Mapping[str, Any],
+        event: Mapping[str, Any],
+        *,
+        key: str | None = None,
+        deduped: bool = False,
+    ) -> None:
+        """A thread reply. ``key``: its elicitation, when already found. ``deduped``: recorded
+        once already (``record_raw`` by channel/ts); else deduplicated here by ``event_id`` and
+        by channel/ts."""
+        reply = self._read_reply(body, event)
         if reply is None:
             return
-        key = await self._key_for(reply.channel, reply.root_ts)
+        key = key or await self._key_for(reply.channel, reply.root_ts)
         if key is None:
             return  # a thread that is not ours
-        first_time = self.elicitations.first_time
-        if reply.event_id is not None and not await first_time(EVENT_CHANNEL, reply.event_id):
-            log.info("slack.event_redelivered", event_id=reply.event_id)
-            return
-        if not await first_time(MESSAGE_CHANNEL, SlackRef(reply.channel, reply.ts).key):
-            log.info("slack.message_redelivered", channel=reply.channel, ts=reply.ts)
-            return
+        if not deduped:
+            first_time = self.elicitations.first_time
+            if reply.event_id is not None and not await first_time(EVENT_CHANNEL, reply.event_id):
+                log.info("slack.event_redelivered", event_id=reply.event_id)
+                return
+            if not await first_time(MESSAGE_CHANNEL, SlackRef(reply.channel, reply.ts).key):
+                log.info("slack.message_redelivered", channel=reply.channel, ts=reply.ts)
+                return
         await self._act(reply.reply(key), reply.where, quiet=True)
 
     # ------------------------------------------------------------------ /elicitbot
@@ -400,6 +673,12 @@ class SlackInteractivity:
             await self.chat.ephemeral(channel, user, text)
 
 
+def _not_recorded() -> BoltResponse:
+    """Not acked: Slack shows the person an error (a click, a modal: they try again) or sends the
+    event again. Never a 2xx for what was not recorded."""
+    return BoltResponse(status=503, body="")
+
+
 async def _paced(send: Callable[[], Awaitable[object]], attempts: int = ANNOUNCE_ATTEMPTS) -> None:
     """Send, waiting out rate limits (the pacer says how long; no polling); give up after
     ``attempts`` transient failures. Permanent failures are raised at once."""
@@ -415,9 +694,17 @@ async def _paced(send: Callable[[], Awaitable[object]], attempts: int = ANNOUNCE
 
 
 def build_app(
-    chat: SlackChat, elicitations: Elicitations, *, signing_secret: str | None
+    chat: SlackChat,
+    elicitations: Elicitations,
+    *,
+    signing_secret: str | None,
+    raw: RawEvents | None = None,
+    clock: Clock | None = None,
 ) -> SlackInteractivity:
     """The interactive Slack app. It may be built before ``chat.verify()``; it answers Slack only
     once that ``auth.test`` has run (its authorization is taken from it, never fetched per
-    request)."""
-    return SlackInteractivity(chat, elicitations, signing_secret=signing_secret)
+    request). ``raw``: where interactions are recorded before their ack (the service passes its
+    store; without one they are acked unrecorded)."""
+    return SlackInteractivity(
+        chat, elicitations, signing_secret=signing_secret, raw=raw, clock=clock
+    )

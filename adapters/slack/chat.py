@@ -4,7 +4,16 @@ Destinations are ``slack:<channel id>``, or ``slack:<user id>`` (``U…``/``W…
 with ``conversations.open``. ``chat.postMessage`` has no idempotency key, so every post carries
 message metadata naming its elicitation and its outbox key; an *uncertain* post (an earlier
 attempt may have reached Slack: a crash, a dropped connection) first looks for that metadata in
-the channel's recent history and adopts the message it finds instead of posting again.
+the channel's history since the row's first attempt began (``conversations.history`` with
+``oldest``, every page, following ``next_cursor`` until found or exhausted: in a busy channel
+the original has long left the newest page) and adopts the message it finds instead of posting
+again. ``oldest`` is :data:`LOOKUP_MARGIN` before the first attempt: Slack stamps ``ts`` with
+its own clock, ours may be ahead of it. A public notice (a reminder in a copy's thread) carries
+its outbox key in metadata too and is looked up the same way in that thread
+(``conversations.replies``). An ephemeral notice (a refusal, a confirmation) cannot be looked
+up, Slack keeps none: an uncertain one is sent again, and its one person may see it twice.
+When the history cannot be read (no ``*:history`` scope, a thread gone), the post goes out again:
+a possible duplicate rather than a certain loss.
 
 The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
 connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
@@ -12,7 +21,9 @@ it, posting twice; the outbox retries instead, as an uncertain post. With a
 :class:`~adapters.slack.pacing.Pacer`, every call waits for its turn (one post per second per
 channel, an update budget per workspace, nothing on a key during a 429's ``Retry-After``), updates
 of one message still waiting are coalesced, and the client gets the pacer's 429 retry handler
-(a 429 is never carried out, so retrying it cannot double-post).
+(a 429 is never carried out, so retrying it cannot double-post). ``slots`` (the store, shared by
+every replica) makes that pacer keep the per-channel post rate and the update budget for all
+replicas together.
 
 A posted message's ref is a :class:`~bot.domain.refs.SlackRef` (channel, ts); its ``key``
 (``<channel>/<ts>``) is what :meth:`~bot.domain.ports.Elicitations.key_for_message` finds a
@@ -21,42 +32,64 @@ thread reply's elicitation by.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.blocks import clip, escape
-from adapters.slack.errors import from_slack
-from adapters.slack.pacing import PacedRetryHandler, Pacer
-from adapters.slack.render import EVENT_TYPE, metadata, render
+from adapters.slack.errors import api_error, from_slack
+from adapters.slack.pacing import POST_RATE, PacedRetryHandler, Pacer
+from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, metadata, notice_metadata, render
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MessageRef, SlackRef
+from bot.domain.store import Pacing
 
 log = structlog.get_logger("elicitbot.slack")
 
-HISTORY_LIMIT = 100
+PAGE_SIZE = 200
+"""Messages per history page: Slack's advice ("no more than 200"; the most is 999)."""
+LOOKUP_MARGIN = timedelta(seconds=60)
+"""How far before the first attempt a lookup starts: room for our clock running ahead of
+Slack's. A minute of a busy channel is at most one page more."""
 NOTICE_TEXT = 4000
 ANY_WORKSPACE = "*"
+OUR_EVENT_TYPES = frozenset({EVENT_TYPE, NOTICE_EVENT_TYPE})
 
 
 class SlackChat:
     platform = "slack"
+    post_interval = POST_RATE.interval
+    """chat.postMessage: about one message a second per channel."""
 
     def __init__(
         self,
         client: AsyncWebClient,
         *,
-        history_limit: int = HISTORY_LIMIT,
         pacer: Pacer | None = None,
+        slots: Pacing | None = None,
+        page_size: int = PAGE_SIZE,
+        lookup_margin: timedelta = LOOKUP_MARGIN,
     ) -> None:
+        """``slots``: rates shared with the other replicas (the store); given without a
+        ``pacer``, a default Pacer is made for them; given with one that has none, it takes
+        them."""
         self.client = client
-        self.history_limit = history_limit
+        if slots is not None:
+            if pacer is None:
+                pacer = Pacer(slots=slots)
+            elif pacer.slots is None:
+                pacer.slots = slots
         self.pacer = pacer
+        self.page_size = page_size
+        self.lookup_margin = lookup_margin
         self.bot_user_id: str | None = None
         self.bot_id: str | None = None
         self.team_id: str | None = None
@@ -91,12 +124,17 @@ class SlackChat:
     # ------------------------------------------------------------------ ChatAdapter
 
     async def post(
-        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+        self,
+        destination: str,
+        view: PromptView,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> SlackRef:
         channel = await self._channel(destination)
         text, blocks = render(view)
-        if uncertain:
-            ts = await self._find(channel, idempotency_key)
+        if uncertain is not None:
+            ts = await self._find(channel, idempotency_key, uncertain)
             if ts is not None:
                 log.info("slack.post_adopted", channel=channel, ts=ts, key=idempotency_key)
                 await self._refresh(channel, ts, text, blocks)
@@ -135,29 +173,47 @@ class SlackChat:
             item=(channel, ts),
         )
 
-    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+    async def notify(
+        self,
+        destination: str,
+        notice: Notice,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None = None,
+    ) -> None:
         if notice.kind is NoticeKind.REMINDER or not notice.user:
-            await self._remind(destination, notice)
+            await self._remind(destination, notice, idempotency_key, uncertain)
             return
+        # Ephemeral: Slack keeps no copy to look up, so an uncertain one is simply sent again.
         platform, _, user = notice.user.partition(":")
         if platform != "slack" or not user:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
         channel = await self._channel(destination)
         await self.ephemeral(channel, user, notice.text, thread_ts=_thread_ts(notice))
 
-    async def _remind(self, destination: str, notice: Notice) -> None:
-        """A reminder: a public reply in the copy's thread that pings the route's Slack people."""
+    async def _remind(
+        self, destination: str, notice: Notice, idempotency_key: str, uncertain: datetime | None
+    ) -> None:
+        """A reminder: a public reply in the copy's thread that pings the route's Slack people,
+        tagged with its outbox key; an uncertain one is first looked for in that thread."""
         channel = await self._channel(destination)
         thread_ts = _thread_ts(notice)
         if thread_ts is None:
             raise PermanentDeliveryError("slack reminder: the copy has no message to reply under")
+        if uncertain is not None:
+            found = await self._find(channel, idempotency_key, uncertain, thread_ts=thread_ts)
+            if found is not None:
+                log.info("slack.notice_adopted", channel=channel, ts=found, key=idempotency_key)
+                return
         mentions = " ".join(
             f"<@{ident.partition(':')[2]}>"
             for ident in notice.mentions
             if ident.startswith("slack:") and ident.partition(":")[2][:1] in ("U", "W")
         )
         text = escape(notice.text) + (f" {mentions}" if mentions else "")
-        await self.say(channel, text, thread_ts=thread_ts)
+        await self.say(
+            channel, text, thread_ts=thread_ts, metadata=notice_metadata(idempotency_key)
+        )
 
     # ------------------------------------------------------------------ for the interactive app
 
@@ -176,8 +232,17 @@ class SlackChat:
             ),
         )
 
-    async def say(self, channel: str, mrkdwn: str, *, thread_ts: str) -> str | None:
-        """Post ready-made mrkdwn (already escaped) in a thread; returns its ts."""
+    async def say(
+        self,
+        channel: str,
+        mrkdwn: str,
+        *,
+        thread_ts: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Post ready-made mrkdwn (already escaped) in a thread; returns its ts. ``metadata``
+        (:func:`~adapters.slack.render.notice_metadata`) lets a repeat find it."""
+        extra: dict[str, Any] = {"metadata": dict(metadata)} if metadata is not None else {}
         response = await self._call(
             "chat.postMessage",
             channel,
@@ -187,6 +252,7 @@ class SlackChat:
                 thread_ts=thread_ts,
                 unfurl_links=False,
                 unfurl_media=False,
+                **extra,
             ),
         )
         return _text(response.get("ts"))
@@ -244,26 +310,60 @@ class SlackChat:
         self._dms[target] = channel
         return channel
 
-    async def _find(self, channel: str, idempotency_key: str) -> str | None:
-        """The ts of the message an earlier attempt posted with this key, if Slack has it."""
-        try:
-            response = await self._call(
-                "conversations.history",
-                self.workspace,
-                lambda: self.client.conversations_history(
-                    channel=channel, limit=self.history_limit, include_all_metadata=True
-                ),
-            )
-        except PermanentDeliveryError as exc:
-            # No history scope (or similar): posting again risks a duplicate, not posting loses it.
-            log.warning("slack.history_unavailable", channel=channel, error=str(exc))
-            return None
-        messages = response.get("messages")
-        for message in messages if isinstance(messages, list) else []:
-            if _posted_with(message, idempotency_key):
-                ts = message.get("ts")
-                return ts if isinstance(ts, str) and ts else None
-        return None
+    async def _find(
+        self,
+        channel: str,
+        idempotency_key: str,
+        since: datetime,
+        *,
+        thread_ts: str | None = None,
+    ) -> str | None:
+        """The ts of the message an earlier attempt posted with this key since ``since`` (less
+        the margin), if Slack has it: the channel's history, or with ``thread_ts`` that thread's
+        replies, read page after page until found or exhausted."""
+        method = "conversations.replies" if thread_ts else "conversations.history"
+        fetch = (
+            functools.partial(self.client.conversations_replies, ts=thread_ts)
+            if thread_ts
+            else self.client.conversations_history
+        )
+        query: dict[str, Any] = {
+            "channel": channel,
+            "oldest": slack_ts(since - self.lookup_margin),
+            "include_all_metadata": True,
+            "limit": self.page_size,
+        }
+        seen_cursors: set[str] = set()
+        pages = 0
+        while True:
+            try:
+                response = await self._call(
+                    method, self.workspace, functools.partial(fetch, **query)
+                )
+            except DeliveryError as exc:
+                if not _cannot_look(exc):
+                    raise
+                # Posting again risks a duplicate; not posting would lose it.
+                log.warning("slack.history_unavailable", channel=channel, error=str(exc))
+                return None
+            pages += 1
+            messages = response.get("messages")
+            for message in messages if isinstance(messages, list) else []:
+                if _posted_with(message, idempotency_key):
+                    ts = message.get("ts")
+                    if isinstance(ts, str) and ts:
+                        log.info(
+                            "slack.lookup_found", channel=channel, key=idempotency_key, pages=pages
+                        )
+                        return ts
+            cursor = _next_cursor(response)
+            if cursor is None or cursor in seen_cursors:
+                log.info(
+                    "slack.lookup_not_found", channel=channel, key=idempotency_key, pages=pages
+                )
+                return None
+            seen_cursors.add(cursor)
+            query["cursor"] = cursor
 
     async def _refresh(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
         """Bring an adopted message to the current view (it may show an older one)."""
@@ -288,11 +388,40 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def slack_ts(moment: datetime) -> str:
+    """A moment as a Slack timestamp (``<epoch seconds>.<microseconds>``); naive means UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    micros = round(moment.timestamp() * 1_000_000)
+    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+
+NO_LOOKUP = frozenset({"thread_not_found"})
+"""Codes that mean "nothing to find there" for a lookup (not a reason to stop the post)."""
+
+
+def _cannot_look(exc: DeliveryError) -> bool:
+    """A lookup failure after which posting is the better bet: the history cannot be read
+    (permanent: a missing scope, a token type) or the thread is gone."""
+    if isinstance(exc, PermanentDeliveryError):
+        return True
+    cause = exc.__cause__
+    if isinstance(cause, SlackApiError):
+        return api_error(cause)[1] in NO_LOOKUP
+    return False
+
+
+def _next_cursor(response: AsyncSlackResponse) -> str | None:
+    meta = response.get("response_metadata")
+    cursor = meta.get("next_cursor") if isinstance(meta, Mapping) else None
+    return cursor if isinstance(cursor, str) and cursor else None
+
+
 def _posted_with(message: Any, idempotency_key: str) -> bool:
     if not isinstance(message, Mapping):
         return False
     meta = message.get("metadata")
-    if not isinstance(meta, Mapping) or meta.get("event_type") != EVENT_TYPE:
+    if not isinstance(meta, Mapping) or meta.get("event_type") not in OUR_EVENT_TYPES:
         return False
     payload = meta.get("event_payload")
     return isinstance(payload, Mapping) and payload.get("post") == idempotency_key

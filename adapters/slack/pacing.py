@@ -15,6 +15,15 @@ is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carryi
 message that a newer update of the same message overtakes is not sent separately: both callers
 get the outcome of the newer one (:meth:`Pacer.send_latest`).
 
+Across replicas: a Pacer given ``slots`` (a :class:`~bot.domain.store.Pacing`, the store's
+shared reservations) also takes a slot there for every call on a paced key (``chat.postMessage``
+per channel, ``chat.update`` per workspace) once the local turn has come, and waits for it, so N
+replicas together keep to one rate. Everything above stays local and on top: the FIFO, the 429
+blocks (each replica meets and keeps its own), the coalescing of updates (a newer update still
+replaces one waiting for its shared slot), the ``max_wait`` hand-back (decided on the local
+queue, before a slot is taken: a slot once taken is used, so a deferral never leaves a hole
+in the shared rate). A shared slot is one ``interval`` long: no burst across replicas.
+
 Retries inside one call after a 429 are slack_sdk's ``AsyncRateLimitErrorRetryHandler``,
 subclassed (:class:`PacedRetryHandler`) so that the window it waits out blocks the whole key, not
 only the request that met it, and so that a long ``Retry-After`` goes back to the outbox instead
@@ -30,6 +39,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -40,6 +50,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from bot.domain.errors import TransientDeliveryError
+from bot.domain.store import Pacing
 
 log = structlog.get_logger("elicitbot.slack.pacing")
 
@@ -136,6 +147,8 @@ class PacerStats:
     coalesced: int = 0
     deferred: int = 0
     """Calls handed back to the outbox because their turn was more than ``max_wait`` away."""
+    shared_wait: float = 0.0
+    """Seconds spent waiting for shared slots (other replicas' calls on the same keys)."""
 
 
 class Pacer:
@@ -148,10 +161,15 @@ class Pacer:
         max_wait: float = DEFAULT_MAX_WAIT,
         monotonic: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] | None = None,
+        slots: Pacing | None = None,
+        wall: Callable[[], datetime] | None = None,
     ) -> None:
         self.rates = dict(DEFAULT_RATES if rates is None else rates)
         self.max_wait = max_wait
+        self.slots = slots
+        """Shared reservations (every replica's), or None: this process paces alone."""
         self._now = monotonic
+        self._wall = wall or (lambda: datetime.now(UTC))
         rng = random.Random()  # noqa: S311 - jitter, not security
         self._jitter = jitter or (lambda: rng.random() * MAX_JITTER)
         self._gates: dict[Key, _Gate] = {}
@@ -210,6 +228,7 @@ class Pacer:
                 self._defer_if_far(key, wait)
                 if wait > 0:
                     await asyncio.sleep(wait)
+                await self._shared_turn(key, gate)
                 self.admit(key)
                 token = _CURRENT_KEY.set(key)
                 try:
@@ -224,6 +243,21 @@ class Pacer:
         finally:
             if queued:
                 gate.waiting -= 1
+
+    async def _shared_turn(self, key: Key, gate: _Gate) -> None:
+        """Take the key's next slot shared with every replica and wait for it (paced keys only).
+
+        Then wait out a 429 block met meanwhile, if any: later than the slot is harmless."""
+        if self.slots is None or gate.rate is None:
+            return
+        at = await self.slots.reserve_slot(slot_name(key), gate.rate.interval, self._wall())
+        wait = (at - self._wall()).total_seconds()
+        if wait > 0:
+            self.stats.shared_wait += wait
+            await asyncio.sleep(wait)
+        blocked = gate.blocked_until - self._now()
+        if blocked > 0:
+            await asyncio.sleep(blocked)
 
     def admit(self, key: Key) -> None:
         """A request on ``key`` goes out now: it uses up the rate."""
@@ -269,6 +303,11 @@ class Pacer:
         if not pending.done.done():
             pending.done.set_result(result)
         return result
+
+
+def slot_name(key: Key) -> str:
+    """The name of a key's shared rate in the store: ``slack:<method>:<channel or team>``."""
+    return f"slack:{key[0]}:{key[1]}"
 
 
 def _settle(done: asyncio.Future[Any], exc: BaseException) -> None:

@@ -76,6 +76,7 @@ REASON_TEXT = 500
 RESULT_TEXT = 1500
 
 EVENT_TYPE = "elicitbot_elicitation"
+NOTICE_EVENT_TYPE = "elicitbot_notice"
 OPTION_ACTION = "elicitbot.option"
 SELECT_ACTION = "elicitbot.select"
 MULTI_ACTION = "elicitbot.choose_many"
@@ -391,6 +392,13 @@ def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
         "event_type": EVENT_TYPE,
         "event_payload": {"elicitation": key, "post": idempotency_key},
     }
+
+
+def notice_metadata(idempotency_key: str) -> dict[str, Any]:
+    """The metadata of a public notice (a reminder in a copy's thread): as for a post, an
+    uncertain notice finds its reply by it instead of pinging the people a second time. No
+    elicitation key: a notice has no buttons to resolve."""
+    return {"event_type": NOTICE_EVENT_TYPE, "event_payload": {"post": idempotency_key}}
 
 
 def result_text(view: PromptView) -> str:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -33,13 +34,18 @@ from adapters.slack.render import (
 )
 from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, Outcome, Reply, Submit
 from bot.domain.model import Elicitation, Identity
+from bot.domain.refs import SlackRef
 from bot.domain.rules import format_time
 
 EVENT_CHANNEL = "slack"
 """``first_time`` namespace of Slack ``event_id``s."""
 MESSAGE_CHANNEL = "slack:message"
 """``first_time`` namespace of Slack messages (``<channel>/<ts>``)."""
+RAW_CHANNEL = "slack"
+"""``record_raw`` channel of the interactions recorded before their ack (see :func:`raw_key`)."""
 REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message", "bot_message"})
+MAX_RAW_KEY = 400
+"""The ``raw_event.dedupe_key`` column's width."""
 
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
@@ -386,6 +392,127 @@ def read_reply(
     )
 
 
+# --------------------------------------------------------------------------- durable before ack
+
+
+def raw_key(body: Mapping[str, Any]) -> str:
+    """What makes one interaction unique, for recording it once before its ack.
+
+    - a click (``block_actions``): its ``trigger_id``, which Slack issues afresh for every click
+      (a double click is two clicks, judged twice; the same payload delivered twice is one);
+      without one, the user, action and ``action_ts``;
+    - a modal submission: the view's ``id`` and ``hash`` (the hash changes whenever the view does,
+      so a double press on *Send* is one submission);
+    - a message event: the message's ``<channel>/<ts>``, not the ``event_id``: Slack retries an
+      event under its ``event_id`` but can also send one message under several event ids;
+    - anything else: the ``event_id``, else a digest of the body (an identical redelivery).
+    """
+    kind = body.get("type")
+    if kind == "block_actions":
+        trigger = _str(body.get("trigger_id"))
+        action = first_action(body)
+        user = _str(_map(body.get("user")).get("id"))
+        key = (
+            f"action:{trigger}"
+            if trigger
+            else f"action:{user}:{action.get('action_id')}:{action.get('action_ts')}"
+        )
+    elif kind == "view_submission":
+        view = _map(body.get("view"))
+        key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
+    elif kind == "event_callback":
+        event = _map(body.get("event"))
+        channel, ts = _str(event.get("channel")), _str(event.get("ts"))
+        if event.get("type") == "message" and channel and ts:
+            key = f"message:{SlackRef(channel, ts).key}"
+        else:
+            key = f"event:{body.get('event_id')}"
+    else:
+        key = "body:" + _digest(body)
+    return key if len(key) <= MAX_RAW_KEY else f"{key[:8]}sha256:{_digest(key)}"
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pick(value: Any, *keys: str) -> dict[str, Any]:
+    source = _map(value)
+    return {k: source[k] for k in keys if k in source}
+
+
+def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a click's handling reads, and nothing else: kept before the ack and handled from.
+
+    The message's blocks, the legacy verification ``token`` and the ``response_url`` (a
+    capability to post in the channel) are left out."""
+    return {
+        **_pick(body, "type", "trigger_id", "actions"),
+        "team": _pick(body.get("team"), "id"),
+        "user": _pick(body.get("user"), "id", "team_id", "name"),
+        "channel": _pick(body.get("channel"), "id"),
+        "container": _pick(body.get("container"), "channel_id", "message_ts"),
+        "message": _pick(body.get("message"), "ts", "thread_ts", "metadata"),
+        "state": _pick(body.get("state"), "values"),
+    }
+
+
+def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A modal submission as kept before its ack: who, and the view's metadata and state, with
+    the secret box's value left out (rule 10: a secret never touches our database). A replay
+    therefore cannot deliver a secret: see :func:`kept_submission`."""
+    view = _map(body.get("view"))
+    values = {
+        block: value
+        for block, value in _map(_map(view.get("state")).get("values")).items()
+        if block != SECRET_BLOCK
+    }
+    return {
+        **_pick(body, "type", "trigger_id"),
+        "team": _pick(body.get("team"), "id"),
+        "user": _pick(body.get("user"), "id", "team_id", "name"),
+        "view": {
+            **_pick(view, "id", "hash", "callback_id", "private_metadata"),
+            "state": {"values": values},
+        },
+    }
+
+
+def kept_submission(
+    body: Mapping[str, Any],
+) -> tuple[dict[str, Any], str | None, list[dict[str, Any]], bool]:
+    """A kept submission read back (:func:`parse_submission` of its view), and whether it was a
+    secret's, which was never kept."""
+    meta, text, chosen = parse_submission(_map(body.get("view")))
+    return meta, text, chosen, bool(meta.get("s"))
+
+
+def kept_event(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The event of a kept event envelope."""
+    return _map(body.get("event"))
+
+
+def durable_reply(body: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:
+    """A thread reply's event as kept before its ack: what :func:`read_reply` reads. Under a
+    secret question the text is left out (a secret typed in the thread is refused whatever it
+    says, and is never stored)."""
+    event = _pick(
+        body.get("event"),
+        "type",
+        "subtype",
+        "channel",
+        "ts",
+        "thread_ts",
+        "user",
+        "bot_id",
+        "team",
+        "user_team",
+        *(() if secret else ("text",)),
+    )
+    return {**_pick(body, "type", "team_id", "event_id", "event_time"), "event": event}
+
+
 # --------------------------------------------------------------------------- /elicitbot
 
 
@@ -417,6 +544,10 @@ USAGE = (
 )
 NOT_DELIVERED = (
     "Your answer could not be passed on upstream; nothing was recorded. Please try again."
+)
+RESEND_PRIVATE = (
+    "Your private answer may not have been passed on: elicitbot restarted, and it never keeps "
+    "such an answer. The question is still open: please send it again with the Reply… button."
 )
 MODAL_NOT_OPENED = "The form could not be opened; click again, or reply in the thread."
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import InboxRef
 
 
 class WebChat:
     platform = "web"
+    post_interval = 0.0
 
     async def post(
-        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+        self,
+        destination: str,
+        view: PromptView,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> MessageRef:
         return InboxRef(view.elicitation.key)
 
@@ -19,5 +27,12 @@ class WebChat:
     ) -> None:
         """Nothing to rewrite: the page renders the stored state."""
 
-    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None:
+    async def notify(
+        self,
+        destination: str,
+        notice: Notice,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None = None,
+    ) -> None:
         """Refusals are shown in the page's own response."""

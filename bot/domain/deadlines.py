@@ -11,11 +11,28 @@ Kinds: ``remind``, ``escalate`` and ``expire`` come from the elicitation's deadl
 ``subject_expired`` (the approval subject's ``expiresAt``) only refreshes every copy so approving
 buttons disappear; ``followup`` is planned when a delivery is accepted by its platform;
 ``claim_lapse`` refreshes every copy when an "I'm on it" claim runs out.
+
+A reminder or an escalation due while a copy is still on its way (``planned`` or ``posting``: queued
+behind a backlog, or before the first post) waits for it rather than going to no copy: the row is
+due again :data:`COPY_RETRY` later, further apart as the wait goes on (at most
+:data:`COPY_RETRY_MAX`), so a copy that never posts does not spin. The row itself moves (rather than
+a new one taking its place): a revision that plans the same due time again replaces it as it
+replaces any pending deadline. What it waits for is bounded by what it is for:
+
+- a reminder with no copy posted yet waits as long as a copy is on its way (that copy is either
+  posted, then reminded, or fails for good, then falls back to the next destination, which is on its
+  way in turn); with every copy failed for good (or only the web inbox, which has no thread) it is
+  *skipped*, with an audit entry saying why, never "fired" with nothing sent;
+- a reminder some copies can already get, and an escalation (it links the originals), wait at most
+  :data:`COPY_WAIT_CAP` for the rest, then go without them: an escalation is driven by "not answered
+  by T", never by a delivery (reliability.md §7), and a copy posted that late is itself news.
+
+A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,6 +76,16 @@ SYSTEM = writes.SYSTEM
 DEFAULT_CLAIM_MINUTES = 30.0
 NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 """The engine's "no implicit deadline": an expiry at or after it is never shown."""
+_ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
+
+COPY_RETRY = timedelta(seconds=5)
+"""A deadline waiting for a copy on its way looks again this soon (a post takes a second)..."""
+COPY_RETRY_MAX = timedelta(seconds=30)
+"""...then as long again as it has waited so far, but never further apart than this."""
+COPY_WAIT_CAP = timedelta(seconds=60)
+"""How long copies already posted (a reminder) or an escalation wait for the copies on their way."""
+WAITING_SINCE = "waiting_since"
+"""The deadline detail key kept while it waits: when it first came due."""
 
 _STEP_ORDER = {REMIND: 0, FOLLOWUP: 1, ESCALATE: 2, EXPIRE: 3}
 _TITLE_LIMIT = 150
@@ -101,6 +128,11 @@ class Copy:
         return (
             self.state is DeliveryState.POSTED and self.destination != WEB and self.ref is not None
         )
+
+    @property
+    def on_its_way(self) -> bool:
+        """Queued or being posted to a chat: posted within moments, or failed for good."""
+        return self.state in _ON_ITS_WAY and self.destination != WEB
 
 
 @dataclass(frozen=True)
@@ -157,6 +189,9 @@ class FireContext:
     route: Route
     copies: tuple[Copy, ...]
     claim: Claim | None = None
+    detail: Mapping[str, Any] | None = None
+    """The deadline row's detail: what planned it, and (``waiting_since``) how long it has waited
+    for a copy on its way."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +235,12 @@ class Firing:
     audit: str | None = None
     """The audit action to record, if any."""
     detail: dict[str, Any] = field(default_factory=dict)
+    wait_until: datetime | None = None
+    """Waiting for a copy on its way: the row is due again then (nothing else is written)."""
+    waiting_since: datetime | None = None
+    """With ``wait_until``: when it first came due (the row keeps it in its detail)."""
+    skipped: bool = False
+    """Nothing to send it to: only its audit is written (saying why), and the row is cancelled."""
 
 
 # --------------------------------------------------------------------------- planning
@@ -346,6 +387,97 @@ def escalation_posts(
     return tuple(posts)
 
 
+def waiting_since(ctx: FireContext) -> datetime:
+    """When this deadline first came due and found a copy on its way (else: its due time)."""
+    raw = (ctx.detail or {}).get(WAITING_SINCE)
+    if isinstance(raw, str):
+        try:
+            since = datetime.fromisoformat(raw)
+        except ValueError:
+            return ctx.due_at
+        return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
+    return ctx.due_at
+
+
+def wait_for_copies(ctx: FireContext, coming: Sequence[Copy], *, capped: bool) -> Firing | None:
+    """Wait for ``coming`` (copies on their way), or None: go now.
+
+    The next look is :data:`COPY_RETRY` away, then as far as it has waited so far, at most
+    :data:`COPY_RETRY_MAX`; ``capped``: never past :data:`COPY_WAIT_CAP` after it first came due
+    (then it goes without them). Only the first wait is audited, so a long wait is one entry.
+    """
+    if not coming:
+        return None
+    since = waiting_since(ctx)
+    waited = ctx.now - since
+    if capped and waited >= COPY_WAIT_CAP:
+        return None
+    again = ctx.now + min(COPY_RETRY_MAX, max(COPY_RETRY, waited))
+    if capped:
+        again = min(again, since + COPY_WAIT_CAP)
+    first = WAITING_SINCE not in (ctx.detail or {})
+    return Firing(
+        wait_until=again,
+        waiting_since=since,
+        audit="waiting_for_copy" if first else None,
+        detail={"kind": str(ctx.kind), "copies": [c.destination for c in coming]} if first else {},
+    )
+
+
+def free_instant(at: datetime, taken: Collection[datetime]) -> datetime:
+    """``at``, or the first millisecond after it that ``taken`` holds no row at: a store keeps
+    one deadline per elicitation, kind and due time, and a waiting row moves to a free one."""
+    while at in taken:
+        at += timedelta(milliseconds=1)
+    return at
+
+
+def _waited(ctx: FireContext) -> dict[str, Any]:
+    """The audit detail of a deadline that waited for a copy: since when."""
+    if WAITING_SINCE not in (ctx.detail or {}):
+        return {}
+    return {WAITING_SINCE: waiting_since(ctx).isoformat()}
+
+
+def remind(ctx: FireContext) -> Firing:
+    """A reminder: to every live copy once none is on its way (or, with some already live, once
+    :data:`COPY_WAIT_CAP` has passed); with no copy to go to at all, skipped and audited."""
+    coming = [c for c in ctx.copies if c.on_its_way]
+    live = any(c.live for c in ctx.copies)
+    wait = wait_for_copies(ctx, coming, capped=live)
+    if wait is not None:
+        return wait
+    notices = reminders(ctx.elicitation, ctx.route, ctx.copies)
+    if not notices:
+        return Firing(
+            skipped=True,
+            audit="reminder_skipped",
+            detail={
+                "reason": "no copy was posted in a chat",
+                "copies": [[c.destination, c.state.value] for c in ctx.copies],
+                **_waited(ctx),
+            },
+        )
+    detail: dict[str, Any] = {"copies": len(notices), **_waited(ctx)}
+    if coming:
+        detail["not_posted"] = [c.destination for c in coming]
+    return Firing(notices=notices, refresh=True, audit="reminded", detail=detail)
+
+
+def escalate(ctx: FireContext, admins: Collection[str]) -> Firing:
+    """An escalation: once the primary copies on their way are posted (so it links them), at most
+    :data:`COPY_WAIT_CAP` late; then it goes with the originals it has."""
+    posts = escalation_posts(ctx.route, ctx.copies, admins)
+    coming = [c for c in ctx.copies if c.purpose == PRIMARY and c.on_its_way]
+    wait = wait_for_copies(ctx, coming, capped=True) if posts else None
+    if wait is not None:
+        return wait
+    detail: dict[str, Any] = {"to": [p.destination for p in posts], **_waited(ctx)}
+    if posts and coming:
+        detail["not_linked"] = [c.destination for c in coming]
+    return Firing(escalations=posts, refresh=True, audit="escalated", detail=detail)
+
+
 def fire(ctx: FireContext, *, admins: Collection[str] = frozenset()) -> Firing:
     """What the due deadline does now, decided on the state it is fired against."""
     if ctx.status is not Status.PENDING:
@@ -357,18 +489,9 @@ def fire(ctx: FireContext, *, admins: Collection[str] = frozenset()) -> Firing:
             defer_to=held.until, audit="deferred", detail={"kind": kind, "claimed_by": held.by}
         )
     if kind == REMIND:
-        notices = reminders(e, ctx.route, ctx.copies)
-        return Firing(
-            notices=notices, refresh=True, audit="reminded", detail={"copies": len(notices)}
-        )
+        return remind(ctx)
     if kind == ESCALATE:
-        posts = escalation_posts(ctx.route, ctx.copies, admins)
-        return Firing(
-            escalations=posts,
-            refresh=True,
-            audit="escalated",
-            detail={"to": [p.destination for p in posts]},
-        )
+        return escalate(ctx, admins)
     if kind == FOLLOWUP:
         nxt = next_waiting(ctx.copies)
         return Firing(

@@ -74,7 +74,11 @@ class FiringWrites:
 
     writes: WriteSet
     outcome: FireOutcome
-    """``fired``, ``deferred`` or ``idle``; a close the store finds already done is ``idle``."""
+    """``fired``, ``deferred``, ``waiting``, ``skipped`` or ``idle``; a close the store finds
+    already done is ``idle``."""
+    again_at: datetime | None = None
+    """``waiting``: the store puts the row back, pending, due then, with ``again_detail``."""
+    again_detail: Mapping[str, Any] | None = None
 
 
 def plan_deliveries(route: Route) -> tuple[PlannedDelivery, ...]:
@@ -115,10 +119,14 @@ def plan(e: Elicitation, route: Route) -> Plan:
     return Plan(deliveries=plan_deliveries(route), deadlines=plan_deadlines(e))
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+"""``json.dumps(value, sort_keys=True, separators=(",", ":"))``, without building an encoder
+per call."""
+
+
 def display_hash(e: Elicitation) -> str:
     """A digest of what a person sees: when it changes, every delivered copy is updated."""
-    canonical = json.dumps(e.display_fields(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_CANONICAL(e.display_fields()).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- intake
@@ -284,8 +292,10 @@ def fall_back(
 
 
 def firing_writes(ctx: FireContext, firing: Firing, deadline_id: int) -> FiringWrites:
-    """What a fired deadline writes: its audit, then a deferral (a new row at the claim's lapse
-    takes its place), a close, or its notices, escalation copies, activation and refresh."""
+    """What a fired deadline writes: its audit, then a wait for a copy on its way (the row is due
+    again a little later), a deferral (a new row at the claim's lapse takes its place), a skip
+    (the audit alone: nothing to send it to), a close, or its notices, escalation copies,
+    activation and refresh."""
     key = ctx.elicitation.key
     audits = (
         ()
@@ -296,9 +306,15 @@ def firing_writes(ctx: FireContext, firing: Firing, deadline_id: int) -> FiringW
             ),
         )
     )
+    if firing.wait_until is not None:
+        since = firing.waiting_since or ctx.due_at
+        detail = {**(ctx.detail or {}), dl.WAITING_SINCE: since.isoformat()}
+        return FiringWrites(WriteSet(audits=audits), FireOutcome.WAITING, firing.wait_until, detail)
     if firing.defer_to is not None:
         again = PlannedDeadline(ctx.kind, firing.defer_to, {"deferred": deadline_id})
         return FiringWrites(WriteSet(audits=audits, deadlines=(again,)), FireOutcome.DEFERRED)
+    if firing.skipped:
+        return FiringWrites(WriteSet(audits=audits), FireOutcome.SKIPPED)
     if firing.close is not None:
         close = Close(firing.close.status, firing.close.answer, {"deadline": ctx.kind.value})
         return FiringWrites(WriteSet(audits=audits, close=close), FireOutcome.FIRED)

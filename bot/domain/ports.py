@@ -169,19 +169,38 @@ class ChatAdapter(Protocol):
     """Outbound chat for one platform. Raise Transient/PermanentDeliveryError on failure."""
 
     platform: str
+    post_interval: float
+    """Seconds between two posts to one destination that the platform allows (Slack: about one
+    a second per channel; 0 when it sets no such pace). The outbox claims a lane's next post no
+    sooner, in every replica."""
 
     async def post(
-        self, destination: str, view: PromptView, *, idempotency_key: str, uncertain: bool
+        self,
+        destination: str,
+        view: PromptView,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> MessageRef:
-        """Post and return the message ref. ``uncertain``: an earlier attempt may have posted it
-        already (crash or dropped connection): find that message before posting again."""
+        """Post and return the message ref. ``uncertain``: when the first attempt began, if an
+        earlier attempt may have posted it already (a crash, a dropped connection): find that
+        message, posted since then, before posting again."""
         ...
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None: ...
 
-    async def notify(self, destination: str, notice: Notice, *, idempotency_key: str) -> None: ...
+    async def notify(
+        self,
+        destination: str,
+        notice: Notice,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None = None,
+    ) -> None:
+        """Send a notice; ``uncertain`` as for :meth:`post`."""
+        ...
 
 
 class SecretSink(Protocol):

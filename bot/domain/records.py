@@ -86,6 +86,12 @@ class FireOutcome(StrEnum):
     """Held by a claim: a new row at the claim's lapse takes its place."""
     IDLE = "idle"
     """Nothing left to do: closed earlier in the batch, or moved by a revision."""
+    WAITING = "waiting"
+    """A copy it needs is still on its way (``planned`` / ``posting``): nothing was sent, and the
+    row itself is pending again, due a few seconds later."""
+    SKIPPED = "skipped"
+    """Nothing to send it to (no copy in a chat was posted, and none is on its way): its audit
+    entry says why, and the row is cancelled."""
     LOST = "lost"
     """Not ours to fire any more: another claimer took it after our lease ran out, or an answer,
     expiry, cancellation or revision removed it."""
@@ -192,6 +198,8 @@ class EffectView:
     claimed_by: str | None = None
     claimed_until: datetime | None = None
     payload: dict[str, Any] | None = None
+    lane: str = ""
+    first_attempt_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,9 @@ class OutboxItem:
     attempts: int
     version: int | None = None
     """The elicitation's version when the row was claimed (what a post renders)."""
+    lane: str = ""
+    first_attempt_at: datetime | None = None
+    """When the row was first claimed: an earlier attempt may have reached the platform since."""
 
 
 @dataclass(frozen=True)
@@ -245,3 +256,34 @@ class FiredDeadline:
     kind: DeadlineKind
     due_at: datetime
     outcome: FireOutcome
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """Who holds a single-owner lease, and until when (it moves when it runs out)."""
+
+    name: str
+    holder: str
+    until: datetime
+    since: datetime
+
+
+@dataclass(frozen=True)
+class RawEvent:
+    """An inbound chat event recorded before its ack, not yet handled."""
+
+    id: int
+    channel: str
+    dedupe_key: str
+    body: dict[str, Any]
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """One lane's backlog (for ``/metrics``): rows waiting or in flight, and the oldest's age."""
+
+    lane: str
+    pending: int
+    claimed: int
+    oldest: datetime | None

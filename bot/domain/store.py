@@ -31,7 +31,10 @@ from bot.domain.records import (
     EffectView,
     FiredDeadline,
     IntakeItem,
+    LaneView,
+    LeaseView,
     OutboxItem,
+    RawEvent,
     RecordResult,
     StoredElicitation,
     Timeline,
@@ -95,7 +98,48 @@ class Values(Protocol):
     async def set_value(self, key: str, value: str) -> None: ...
 
 
-class Store(ElicitationReads, ChatRoutes, Values, Protocol):
+class Pacing(Protocol):
+    """A rate shared by every replica (Slack's per-channel posts, its chat.update budget)."""
+
+    async def reserve_slot(self, key: str, interval: float, now: datetime) -> datetime:
+        """Take the next free moment on ``key`` (never before ``now``) and hold the following
+        ``interval`` seconds for it: returns when the caller may go."""
+        ...
+
+
+class Leases(Protocol):
+    """Single-owner work: one holder at a time; a lease not renewed runs out and moves."""
+
+    async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: timedelta) -> bool:
+        """Take ``name`` if it is free or ran out, or renew it if ``holder`` has it."""
+        ...
+
+    async def release_lease(self, name: str, holder: str) -> None: ...
+
+    async def leases(self) -> list[LeaseView]: ...
+
+
+class RawEvents(Protocol):
+    """Inbound chat events recorded before the ack (durable), marked handled after."""
+
+    async def record_raw(
+        self, channel: str, dedupe_key: str, body: dict[str, object], now: datetime
+    ) -> int | None:
+        """Record once; None when (channel, dedupe_key) was recorded before."""
+        ...
+
+    async def handled_raw(self, raw_id: int, now: datetime) -> None: ...
+
+    async def open_raw(self, channel: str, *, limit: int = 100) -> list[RawEvent]:
+        """Recorded and not handled (oldest first): what a restart handles again."""
+        ...
+
+    async def purge_raw(self, handled_before: datetime) -> int:
+        """Forget events handled before then (their dedupe keys with them); how many."""
+        ...
+
+
+class Store(ElicitationReads, ChatRoutes, Values, Pacing, Leases, RawEvents, Protocol):
     """Persistence plus outbox, deadlines and dedupe; see the module docstring for guarantees."""
 
     single_process: bool
@@ -160,6 +204,18 @@ class Store(ElicitationReads, ChatRoutes, Values, Protocol):
     ) -> bool: ...
 
     async def release_claims(self, claimer: str | None = None) -> int: ...
+
+    async def renew_claims(self, claimer: str, until: datetime) -> int:
+        """The heartbeat: every outbox row ``claimer`` holds is leased until ``until``."""
+        ...
+
+    async def set_pace(self, key: str, not_before: datetime) -> None:
+        """Nothing paced on ``key`` (a lane's posts) is claimed before ``not_before``."""
+        ...
+
+    async def lanes(self) -> list[LaneView]:
+        """Lanes with rows waiting or in flight (for ``/metrics``)."""
+        ...
 
     async def next_outbox_at(self) -> datetime | None: ...
 

@@ -3,9 +3,11 @@ transaction, asks :mod:`bot.domain.planning` what to write and applies the write
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
+from bot.domain import deadlines as dl
 from bot.domain import planning
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.model import Status
@@ -23,7 +25,7 @@ from bot.domain.records import (
     OutboxItem,
 )
 from bot.domain.refs import MessageRef
-from store.memory.tables import ElicitationRow, utc
+from store.memory.tables import ElicitationRow, as_json, utc
 from store.memory.writer import Writer
 
 
@@ -129,7 +131,7 @@ def fire(
         outcome = FireOutcome.LOST
         if d.id in ours:
             outcome = _fire_one(w, d, copies[d.elicitation_key], now, decide)
-        if outcome is FireOutcome.IDLE:  # nothing was done: the row says so
+        if outcome in (FireOutcome.IDLE, FireOutcome.SKIPPED):  # nothing done: the row says so
             w.tx.deadline(d.id, state=DeadlineState.CANCELLED)
         elif outcome is FireOutcome.DEFERRED:
             w.tx.deadline(d.id, state=DeadlineState.DEFERRED)
@@ -148,11 +150,40 @@ def _fire_one(
     row = w.t.elicitations.get(key)
     if row is None or row.status is not Status.PENDING:
         return FireOutcome.IDLE
+    deadline = w.t.deadlines[d.id]
     ctx = FireContext(
-        d.kind, d.due_at, now, row.elicitation, row.status, row.route, copies, row.claim
+        d.kind,
+        d.due_at,
+        now,
+        row.elicitation,
+        row.status,
+        row.route,
+        copies,
+        row.claim,
+        deadline.detail,
     )
     planned = planning.firing_writes(ctx, decide(ctx), d.id)
+    if planned.outcome is FireOutcome.WAITING:  # now, so a close later in the batch cancels it
+        _due_again(w, d, planned.again_at or now + dl.COPY_RETRY, planned.again_detail)
     applied = w.apply(key, planned.writes, now, batch=True)
     if applied.closed is False:
         return FireOutcome.IDLE
     return planned.outcome
+
+
+def _due_again(w: Writer, d: DueDeadline, at: datetime, detail: Mapping[str, Any] | None) -> None:
+    """Put a deadline waiting for a copy back, pending, due at the first instant from ``at`` that
+    no other row of its kind holds (as the SQL store does)."""
+    rows = w.t.deadlines_for(d.elicitation_key)
+    taken = {r.due_at for r in rows if r.kind is d.kind and r.id != d.id}
+    again = dl.free_instant(utc(at), taken)
+    w.tx.deadline(
+        d.id,
+        state=DeadlineState.PENDING,
+        due_at=again,
+        detail=as_json(detail),
+        fired_at=None,
+        claimed_by=None,
+        claimed_until=None,
+    )
+    w.tx.planned.append(again)

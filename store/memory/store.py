@@ -9,11 +9,12 @@ first answer, a fenced completion, a claim) sees the state the previous one left
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bot.domain import planning
+from bot.domain import lanes, planning
 from bot.domain.deadlines import Claim, FireContext, Firing
 from bot.domain.model import Answer, Status
 from bot.domain.ports import IntakeOutcome
@@ -30,6 +31,7 @@ from bot.domain.records import (
     EffectView,
     FiredDeadline,
     IntakeItem,
+    LaneView,
     OutboxItem,
     RecordResult,
     StoredElicitation,
@@ -38,6 +40,8 @@ from bot.domain.records import (
 from bot.domain.refs import MessageRef
 from bot.domain.store import Store
 from store.memory import decisions, reads
+from store.memory.leases import MemoryLeases
+from store.memory.raw import MemoryRaw
 from store.memory.tables import Tables, Tx, utc
 from store.memory.writer import Writer
 
@@ -46,7 +50,7 @@ ERROR_LIMIT = 2000
 """Longest error text kept on an outbox row or a delivery."""
 
 
-class MemoryStore:
+class MemoryStore(MemoryLeases, MemoryRaw):
     """The store port in memory: one lock, one transaction per call, nothing kept on disk."""
 
     single_process = True
@@ -55,6 +59,7 @@ class MemoryStore:
         self._tables = Tables()
         self._lock = asyncio.Lock()
         self._watchers: list[Callable[[datetime], None]] = []
+        self._pace: dict[str, datetime] = {}
 
     async def ping(self) -> None:
         return None
@@ -185,13 +190,16 @@ class MemoryStore:
         claimer: str,
         *,
         limit: int = 20,
-        lease: timedelta = timedelta(seconds=60),
+        lease: timedelta = lanes.CLAIM_LEASE,
     ) -> list[OutboxItem]:
-        """Claim due rows (pending, or claimed by someone whose lease ran out)."""
+        """Claim due rows lane by lane, as the SQL store does (see its docstring)."""
 
         def due(o: EffectView) -> bool:
             if o.state is EffectState.PENDING:
-                return o.next_attempt_at <= now
+                if o.next_attempt_at > now:
+                    return False
+                paced = self._pace.get(lanes.pace_key(o.lane))
+                return not (o.kind is EffectKind.POST and paced is not None and paced > now)
             return (
                 o.state is EffectState.CLAIMED
                 and o.claimed_until is not None
@@ -199,17 +207,39 @@ class MemoryStore:
             )
 
         def work(w: Writer) -> list[OutboxItem]:
-            rows = sorted(
-                (o for o in w.t.outbox.values() if due(o)), key=lambda o: (o.next_attempt_at, o.id)
-            )[: max(limit, 0)]
+            live: Counter[str] = Counter()
+            live_kind: Counter[tuple[str, EffectKind]] = Counter()
+            by_lane: dict[str, list[EffectView]] = {}
+            for o in w.t.outbox.values():
+                if o.state is EffectState.CLAIMED and not due(o):
+                    live[o.lane] += 1
+                    live_kind[o.lane, o.kind] += 1
+                elif due(o):
+                    by_lane.setdefault(o.lane, []).append(o)
+            ranked: list[tuple[int, datetime, int, EffectView]] = []
+            for lane, rows in by_lane.items():
+                rows.sort(key=lambda o: (lanes.rank_of(o.kind), o.next_attempt_at, o.id))
+                seen: Counter[EffectKind] = Counter()
+                r = 0
+                for o in rows:
+                    seen[o.kind] += 1
+                    cap = lanes.kind_cap(o.kind)
+                    if cap is not None and seen[o.kind] + live_kind[lane, o.kind] > cap:
+                        continue  # held back by its kind's bound: takes no place in the lane
+                    r += 1
+                    if r + live[lane] > lanes.slots_of(lane):
+                        break
+                    ranked.append((r, o.next_attempt_at, o.id, o))
+            chosen = [o for *_, o in sorted(ranked, key=lambda t: t[:3])[: max(limit, 0)]]
             items: list[OutboxItem] = []
-            for row in sorted(rows, key=lambda o: o.id):
+            for row in sorted(chosen, key=lambda o: o.id):
                 o = w.tx.effect(
                     row.id,
                     state=EffectState.CLAIMED,
                     claimed_by=claimer,
                     claimed_until=utc(now + lease),
                     attempts=row.attempts + 1,
+                    first_attempt_at=row.first_attempt_at or utc(now),
                 )
                 if o.kind is EffectKind.POST and o.delivery_id is not None:
                     d = w.t.deliveries.get(o.delivery_id)
@@ -226,11 +256,49 @@ class MemoryStore:
                         payload=reads.copied(o.payload),
                         attempts=o.attempts,
                         version=None if e is None else e.version,
+                        lane=o.lane,
+                        first_attempt_at=o.first_attempt_at,
                     )
                 )
             return items
 
         return await self._write(work)
+
+    async def renew_claims(self, claimer: str, until: datetime) -> int:
+        def work(w: Writer) -> int:
+            held = [
+                o.id
+                for o in w.t.outbox.values()
+                if o.state is EffectState.CLAIMED and o.claimed_by == claimer
+            ]
+            for row_id in held:
+                w.tx.effect(row_id, claimed_until=utc(until))
+            return len(held)
+
+        return await self._write(work)
+
+    async def set_pace(self, key: str, not_before: datetime) -> None:
+        current = self._pace.get(key)
+        if current is None or current < not_before:
+            self._pace[key] = utc(not_before)
+
+    async def lanes(self) -> list[LaneView]:
+        def work(t: Tables) -> list[LaneView]:
+            found: dict[str, list[EffectView]] = {}
+            for o in t.outbox.values():
+                if o.state in (EffectState.PENDING, EffectState.CLAIMED):
+                    found.setdefault(o.lane, []).append(o)
+            return [
+                LaneView(
+                    lane,
+                    sum(o.state is EffectState.PENDING for o in rows),
+                    sum(o.state is EffectState.CLAIMED for o in rows),
+                    min(o.created_at for o in rows),
+                )
+                for lane, rows in sorted(found.items())
+            ]
+
+        return await self._read(work)
 
     async def complete_outbox(
         self, item: OutboxItem, claimer: str, now: datetime, *, ref: MessageRef | None = None
@@ -305,7 +373,13 @@ class MemoryStore:
 
     async def next_outbox_at(self) -> datetime | None:
         def work(t: Tables) -> datetime | None:
-            due = [o.next_attempt_at for o in t.outbox.values() if o.state is EffectState.PENDING]
+            due: list[datetime] = []
+            for o in t.outbox.values():
+                if o.state is not EffectState.PENDING:
+                    continue
+                paced = self._pace.get(lanes.pace_key(o.lane))
+                post = o.kind is EffectKind.POST and paced is not None
+                due.append(max(o.next_attempt_at, paced) if post and paced else o.next_attempt_at)
             return min(due, default=None)
 
         return await self._read(work)

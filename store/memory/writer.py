@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.domain import lanes
 from bot.domain.deadlines import WEB, Copy
 from bot.domain.model import Answer, Status
 from bot.domain.records import (
@@ -80,6 +81,7 @@ class Writer:
                 next_attempt_at=utc(now),
                 created_at=utc(now),
                 payload=as_json(payload),
+                lane=lanes.lane_of(key, EffectKind(kind), target),
             )
         )
         return row_id

@@ -28,14 +28,16 @@ from store.sql.answers import Answers
 from store.sql.base import DEADLINE, DELIVERY, OUTBOX
 from store.sql.deadlines import Deadlines
 from store.sql.intake import Intake
+from store.sql.leases import Leases
 from store.sql.outbox import Outbox
+from store.sql.raw import Raw
 from store.sql.reads import Reads
 
 __all__ = ["DEADLINE", "DELIVERY", "OUTBOX", "SqlStore"]
 """The tables too: benchmarks read them directly."""
 
 
-class SqlStore(Intake, Answers, Outbox, Deadlines, Reads):
+class SqlStore(Intake, Answers, Outbox, Deadlines, Reads, Leases, Raw):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod

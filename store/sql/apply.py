@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from bot.domain.deadlines import WEB, Copy
 from bot.domain.records import (
@@ -26,7 +27,14 @@ from bot.domain.records import (
     EffectState,
     Purpose,
 )
-from bot.domain.writes import SYSTEM, Close, PlannedDeadline, WriteSet, escalation_json
+from bot.domain.writes import (
+    SYSTEM,
+    Close,
+    NewCopy,
+    PlannedDeadline,
+    WriteSet,
+    escalation_json,
+)
 from store.sql.base import (
     DEADLINE,
     DELIVERY,
@@ -60,45 +68,22 @@ class Batch:
 
 
 class Applier(SqlBase):
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        # For many copies at once (executemany): the rows returned name the new ones and their ids.
+        self._new_copies = self._insert_ignore(
+            DELIVERY, "elicitation_key", "destination", "purpose"
+        ).returning(
+            DELIVERY.c.elicitation_key, DELIVERY.c.destination, DELIVERY.c.purpose, DELIVERY.c.id
+        )
+
     def _apply(self, conn: Connection, key: str, ws: WriteSet, now: datetime, batch: Batch) -> bool:
         """Write one write-set; False when its close found the elicitation closed already."""
         for entry in ws.audits:
             batch.audit.append(
                 audit_row(key, now, entry.action, entry.actor, entry.code, entry.detail)
             )
-        followups: list[tuple[int, datetime]] = []
-        for c in ws.copies:
-            delivery_id = conn.execute(
-                self._new_copy,
-                {
-                    "elicitation_key": key,
-                    "destination": c.destination,
-                    "position": c.position,
-                    "purpose": c.purpose.value,
-                    "state": c.state.value,
-                    "ref": None if c.ref is None else c.ref.to_json(),
-                    "ref_key": None if c.ref is None else c.ref.key,
-                    "posted_at": now if c.posted else None,
-                    "created_at": now,
-                    "detail": None if c.escalation is None else escalation_json(c.escalation),
-                },
-            ).scalar()
-            if delivery_id is None:  # this destination has this copy already
-                continue
-            if c.post:
-                payload = ESCALATION_POST if c.purpose is Purpose.ESCALATION else None
-                batch.outbox.append(
-                    outbox_row(
-                        key,
-                        EffectKind.POST,
-                        c.destination,
-                        now,
-                        delivery_id=delivery_id,
-                        payload=payload,
-                    )
-                )
-            if c.followup_at is not None:
-                followups.append((delivery_id, c.followup_at))
+        followups = self._add_copies(conn, [(key, ws, now)], batch)[0]
         for a in ws.activations:
             done = conn.execute(
                 update(DELIVERY)
@@ -120,7 +105,9 @@ class Applier(SqlBase):
                     outbox_row(key, EffectKind.POST, a.destination, now, delivery_id=a.delivery_id)
                 )
             if a.followup_at is not None:
-                followups.append((a.delivery_id, a.followup_at))
+                followups.append(
+                    PlannedDeadline(DeadlineKind.FOLLOWUP, a.followup_at, {"after": a.delivery_id})
+                )
             if a.audit is not None:
                 batch.audit.append(
                     audit_row(key, now, a.audit.action, a.audit.actor, a.audit.code, a.audit.detail)
@@ -128,11 +115,7 @@ class Applier(SqlBase):
         if ws.replace:
             self._drop_pending(conn, key, ws.replace)
         self._add_deadlines(conn, key, ws.deadlines)
-        self._add_deadlines(
-            conn,
-            key,
-            [PlannedDeadline(DeadlineKind.FOLLOWUP, at, {"after": i}) for i, at in followups],
-        )
+        self._add_deadlines(conn, key, followups)
         for effect in ws.effects:
             batch.outbox.append(
                 outbox_row(
@@ -184,6 +167,45 @@ class Applier(SqlBase):
             batch.audit.clear()
 
     # -- pieces --------------------------------------------------------------------------------
+
+    def _add_copies(
+        self, conn: Connection, work: Sequence[tuple[str, WriteSet, datetime]], batch: Batch
+    ) -> list[list[PlannedDeadline]]:
+        """The copies of these write-sets, inserted in one statement (a copy its destination has
+        already is skipped): each new one's post is queued, and each write-set's follow-ups are
+        returned, to plan once the copies' ids are known. :meth:`_apply` passes one write-set;
+        intake passes a whole group's."""
+        rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
+        if not rows:
+            return [[] for _ in work]
+        ids = {
+            (r.elicitation_key, r.destination, r.purpose): r.id
+            for r in conn.execute(self._new_copies, rows)
+        }
+        followups: list[list[PlannedDeadline]] = []
+        for key, ws, now in work:
+            planned: list[PlannedDeadline] = []
+            for c in ws.copies:
+                delivery_id = ids.get((key, c.destination, c.purpose.value))
+                if delivery_id is None:  # this destination has this copy already
+                    continue
+                if c.post:
+                    payload = ESCALATION_POST if c.purpose is Purpose.ESCALATION else None
+                    batch.outbox.append(
+                        outbox_row(
+                            key,
+                            EffectKind.POST,
+                            c.destination,
+                            now,
+                            delivery_id=delivery_id,
+                            payload=payload,
+                        )
+                    )
+                if c.followup_at is not None:
+                    after = {"after": delivery_id}
+                    planned.append(PlannedDeadline(DeadlineKind.FOLLOWUP, c.followup_at, after))
+            followups.append(planned)
+        return followups
 
     def _add_deadlines(
         self, conn: Connection, key: str, deadlines: Iterable[PlannedDeadline]
@@ -316,3 +338,19 @@ class Applier(SqlBase):
             batch.outbox.append(
                 outbox_row(key, EffectKind.UPDATE, destination, now, delivery_id=delivery_id)
             )
+
+
+def copy_row(key: str, c: NewCopy, now: datetime) -> dict[str, Any]:
+    """A delivery row for a new copy."""
+    return {
+        "elicitation_key": key,
+        "destination": c.destination,
+        "position": c.position,
+        "purpose": c.purpose.value,
+        "state": c.state.value,
+        "ref": None if c.ref is None else c.ref.to_json(),
+        "ref_key": None if c.ref is None else c.ref.key,
+        "posted_at": now if c.posted else None,
+        "created_at": now,
+        "detail": None if c.escalation is None else escalation_json(c.escalation),
+    }

@@ -13,6 +13,7 @@ from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from bot.domain import lanes
 from bot.domain.deadlines import Claim, Copy
 from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.records import (
@@ -41,6 +42,7 @@ from store.tables import (
     InboundRow,
     KeyValueRow,
     OutboxRow,
+    PaceRow,
     RouteRow,
 )
 
@@ -53,6 +55,7 @@ AUDIT: Table = AuditRow.__table__  # type: ignore[attr-defined]
 OUTBOX: Table = OutboxRow.__table__  # type: ignore[attr-defined]
 ROUTE: Table = RouteRow.__table__  # type: ignore[attr-defined]
 KV: Table = KeyValueRow.__table__  # type: ignore[attr-defined]
+PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 NEW_OUTBOX = insert(OUTBOX)
@@ -100,9 +103,6 @@ class SqlBase:
         )
         self._new_elicitation = self._insert_ignore(E, "key").returning(E.c.key)
         self._new_deadline = self._insert_ignore(DEADLINE, "elicitation_key", "kind", "due_at")
-        self._new_copy = self._insert_ignore(
-            DELIVERY, "elicitation_key", "destination", "purpose"
-        ).returning(DELIVERY.c.id)
         # Due times planned by committed (or failed: a spare wake-up is harmless) transactions,
         # appended on worker threads and handed to the watchers on the event loop.
         self._planned: deque[datetime] = deque()
@@ -158,8 +158,12 @@ class SqlBase:
             return work(conn)
 
     def _insert_ignore(self, table: Table, *index: str) -> Any:
+        return self._dialect_insert(table).on_conflict_do_nothing(index_elements=list(index))
+
+    def _dialect_insert(self, table: Table) -> Any:
+        """The dialect's INSERT, which has ``on_conflict_do_update`` / ``_do_nothing``."""
         dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
-        return dialect_insert(table).on_conflict_do_nothing(index_elements=list(index))
+        return dialect_insert(table)
 
     def _locked(self, query: Any) -> Any:
         return query.with_for_update(skip_locked=True) if self.dialect == "postgresql" else query
@@ -210,6 +214,7 @@ def outbox_row(
         "elicitation_key": key,
         "kind": kind.value,
         "target": target,
+        "lane": lanes.lane_of(key, kind, target),
         "delivery_id": delivery_id,
         "payload": None if payload is None else dict(payload),
         "state": EffectState.PENDING.value,
@@ -314,6 +319,8 @@ def effect_of(row: Any) -> EffectView:
         claimed_by=row.claimed_by,
         claimed_until=row.claimed_until,
         payload=row.payload,
+        lane=row.lane,
+        first_attempt_at=row.first_attempt_at,
     )
 
 

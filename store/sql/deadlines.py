@@ -3,17 +3,20 @@
 A claimed deadline fires in one transaction that marks it fired (fenced on our claim and on it
 still being pending) and writes what the domain decides, on the elicitation as it stands in that
 transaction. A deadline whose claim we lost, or that an answer, expiry or cancellation cancelled
-meanwhile, writes nothing. Lock order on PostgreSQL: the elicitation rows first.
+meanwhile, writes nothing. One waiting for a copy on its way is put back, pending, due a little
+later (see :mod:`bot.domain.deadlines`). Lock order on PostgreSQL: the elicitation rows first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.engine import Connection
 
+from bot.domain import deadlines as dl
 from bot.domain import planning
 from bot.domain.deadlines import Claim, FireContext, Firing
 from bot.domain.model import Elicitation, Route, Status
@@ -113,8 +116,9 @@ class Deadlines(Applier):
             conn.execute(
                 select(E.c.key).where(E.c.key.in_(keys)).order_by(E.c.key).with_for_update()
             )
-        ours = set(
-            conn.execute(
+        ours: dict[int, dict[str, Any] | None] = {
+            r.id: r.detail
+            for r in conn.execute(
                 update(DEADLINE)
                 .where(
                     DEADLINE.c.id.in_([d.id for d in due]),
@@ -122,9 +126,9 @@ class Deadlines(Applier):
                     DEADLINE.c.state == PENDING_DEADLINE,
                 )
                 .values(state=DeadlineState.FIRED.value, fired_at=now)
-                .returning(DEADLINE.c.id)
-            ).scalars()
-        )
+                .returning(DEADLINE.c.id, DEADLINE.c.detail)
+            )
+        }
         results = [_result(d, FireOutcome.LOST) for d in due]
         if not ours:
             return results
@@ -147,7 +151,7 @@ class Deadlines(Applier):
         status = {key: Status(row.status) for key, row in rows.items()}
         parsed: dict[str, tuple[Elicitation, Route]] = {}
         batch = Batch(copies=copies)
-        idle: list[int] = []
+        idle: list[int] = []  # and skipped: the row is cancelled either way
         deferred: list[int] = []
         for n, d in enumerate(due):
             if d.id not in ours:
@@ -170,19 +174,30 @@ class Deadlines(Applier):
                 else None
             )
             ctx = FireContext(
-                d.kind, d.due_at, now, e, Status.PENDING, route, copies.get(key, ()), claim
+                d.kind,
+                d.due_at,
+                now,
+                e,
+                Status.PENDING,
+                route,
+                copies.get(key, ()),
+                claim,
+                ours[d.id],
             )
             fired = planning.firing_writes(ctx, decide(ctx), d.id)
             outcome = fired.outcome
             if outcome is FireOutcome.DEFERRED:
                 deferred.append(d.id)
+            elif outcome is FireOutcome.WAITING:  # now, so a close later in the batch cancels it
+                again = fired.again_at or now + dl.COPY_RETRY
+                self._due_again(conn, d, again, fired.again_detail)
             closed = not self._apply(conn, key, fired.writes, now, batch)
             if fired.writes.close is not None:
                 if closed:  # closed meanwhile: nothing left to do
                     outcome = FireOutcome.IDLE
                 else:
                     status[key] = fired.writes.close.status
-            if outcome is FireOutcome.IDLE:
+            if outcome in (FireOutcome.IDLE, FireOutcome.SKIPPED):
                 idle.append(d.id)
             results[n] = _result(d, outcome)
         if deferred:  # a new row at the claim's lapse takes its place
@@ -191,7 +206,7 @@ class Deadlines(Applier):
                 .where(DEADLINE.c.id.in_(deferred))
                 .values(state=DeadlineState.DEFERRED.value)
             )
-        if idle:  # nothing was done: the row says so
+        if idle:  # nothing was done (or nothing could be: skipped, audited): the row says so
             conn.execute(
                 update(DEADLINE)
                 .where(DEADLINE.c.id.in_(idle))
@@ -199,6 +214,35 @@ class Deadlines(Applier):
             )
         self._finish(conn, batch, now)
         return results
+
+    def _due_again(
+        self, conn: Connection, d: DueDeadline, at: datetime, detail: Mapping[str, Any] | None
+    ) -> None:
+        """Put a deadline waiting for a copy back, pending, due at the first instant from ``at``
+        that no other row of its kind holds (one row per kind and due time)."""
+        taken = set(
+            conn.execute(
+                select(DEADLINE.c.due_at).where(
+                    DEADLINE.c.elicitation_key == d.elicitation_key,
+                    DEADLINE.c.kind == d.kind.value,
+                    DEADLINE.c.id != d.id,
+                )
+            ).scalars()
+        )
+        again = dl.free_instant(at, taken)
+        conn.execute(
+            update(DEADLINE)
+            .where(DEADLINE.c.id == d.id)
+            .values(
+                state=PENDING_DEADLINE,
+                due_at=again,
+                detail=dict(detail or {}),
+                fired_at=None,
+                claimed_by=None,
+                claimed_until=None,
+            )
+        )
+        self._planned.append(again)
 
     async def next_deadline_at(self, now: datetime) -> datetime | None:
         """When the next deadline nobody holds is due (None: no pending deadline is free).

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, case, func, literal, not_, or_, select, type_coerce, update
 from sqlalchemy.engine import Connection
 
-from bot.domain import planning
+from bot.domain import lanes, planning
 from bot.domain.model import Route
-from bot.domain.records import DeliveryState, EffectKind, EffectState, OutboxItem
+from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
 from bot.domain.refs import MessageRef
 from store.sql.apply import Applier
 from store.sql.base import (
@@ -23,12 +23,15 @@ from store.sql.base import (
     MARK_POSTED,
     NEW_AUDIT,
     OUTBOX,
+    PACE,
     PENDING,
     E,
     audit_row,
 )
+from store.tables import UtcDateTime
 
 CLAIMED = EffectState.CLAIMED.value
+PACE_PREFIX = lanes.pace_key("")
 
 
 class Outbox(Applier):
@@ -38,33 +41,103 @@ class Outbox(Applier):
         claimer: str,
         *,
         limit: int = 20,
-        lease: timedelta = timedelta(seconds=60),
+        lease: timedelta = lanes.CLAIM_LEASE,
     ) -> list[OutboxItem]:
-        """Claim due rows (pending, or claimed by someone whose lease ran out)."""
-        due = self._locked(
-            select(OUTBOX.c.id)
+        """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out).
+
+        Each lane's bound counts every live claim on it, whoever holds it; a post whose lane's
+        pace has not come yet is not due; rows are taken round-robin across lanes (every lane's
+        first, then every lane's second, ...) so one deep lane cannot crowd the others out.
+        """
+        state, lane, kind = OUTBOX.c.state, OUTBOX.c.lane, OUTBOX.c.kind
+        due = or_(
+            and_(state == EffectState.PENDING.value, OUTBOX.c.next_attempt_at <= now),
+            and_(state == CLAIMED, OUTBOX.c.claimed_until < now),
+        )
+        is_post = kind == EffectKind.POST.value
+        is_update = kind == EffectKind.UPDATE.value
+        paced = select(PACE.c.key).where(PACE.c.not_before > now)
+        candidate = and_(due, not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))))
+        live = (
+            select(
+                lane.label("lane"),
+                func.count().label("n"),
+                func.sum(case((is_post, 1), else_=0)).label("np"),
+                func.sum(case((is_update, 1), else_=0)).label("nu"),
+            )
+            .where(state == CLAIMED, OUTBOX.c.claimed_until >= now)
+            .group_by(lane)
+            .subquery("live")
+        )
+        # 1. Due rows, numbered within their lane and kind (a lane's posts, its updates).
+        by_kind = (
+            select(
+                OUTBOX.c.id,
+                lane,
+                kind,
+                OUTBOX.c.next_attempt_at,
+                func.row_number()
+                .over(partition_by=(lane, kind), order_by=(OUTBOX.c.next_attempt_at, OUTBOX.c.id))
+                .label("kr"),
+            )
+            .where(candidate)
+            .subquery("by_kind")
+        )
+        n, np_, nu = (func.coalesce(c, 0) for c in (live.c.n, live.c.np, live.c.nu))
+        # 2. Those within their kind's bound, numbered within their lane (posts first): rows
+        # held back by a bound take no place ahead of the others.
+        post_first = case((by_kind.c.kind == EffectKind.POST.value, 0), else_=1)
+        ranked = (
+            select(
+                by_kind.c.id,
+                by_kind.c.lane,
+                by_kind.c.next_attempt_at,
+                n.label("n"),
+                func.row_number()
+                .over(
+                    partition_by=by_kind.c.lane,
+                    order_by=(post_first, by_kind.c.next_attempt_at, by_kind.c.id),
+                )
+                .label("r"),
+            )
+            .select_from(by_kind.outerjoin(live, live.c.lane == by_kind.c.lane))
             .where(
                 or_(
-                    and_(
-                        OUTBOX.c.state == EffectState.PENDING.value,
-                        OUTBOX.c.next_attempt_at <= now,
-                    ),
-                    and_(OUTBOX.c.state == CLAIMED, OUTBOX.c.claimed_until < now),
-                )
+                    by_kind.c.kind != EffectKind.POST.value,
+                    by_kind.c.kr + np_ <= lanes.POSTS_IN_FLIGHT,
+                ),
+                or_(
+                    by_kind.c.kind != EffectKind.UPDATE.value,
+                    by_kind.c.kr + nu <= lanes.UPDATES_IN_FLIGHT,
+                ),
             )
-            .order_by(OUTBOX.c.next_attempt_at, OUTBOX.c.id)
+            .subquery("ranked")
+        )
+        slots = case(
+            (ranked.c.lane.like(lanes.SINK + "%"), lanes.SINK_LANE_SLOTS),
+            else_=lanes.CHAT_LANE_SLOTS,
+        )
+        # 3. Within the lane's slots; round-robin across lanes (every lane's first, then ...).
+        pick = (
+            select(ranked.c.id)
+            .where(ranked.c.r + ranked.c.n <= slots)
+            .order_by(ranked.c.r, ranked.c.next_attempt_at, ranked.c.id)
             .limit(limit)
         )
+        chosen = self._locked(select(OUTBOX.c.id).where(OUTBOX.c.id.in_(pick.scalar_subquery())))
 
         def work(conn: Connection) -> list[OutboxItem]:
             rows = conn.execute(
                 update(OUTBOX)
-                .where(OUTBOX.c.id.in_(due.scalar_subquery()))
+                # ``due`` again: on PostgreSQL a row another owner claimed meanwhile is re-read
+                # after its lock and no longer matches.
+                .where(OUTBOX.c.id.in_(chosen.scalar_subquery()), due)
                 .values(
                     state=CLAIMED,
                     claimed_by=claimer,
                     claimed_until=now + lease,
                     attempts=OUTBOX.c.attempts + 1,
+                    first_attempt_at=func.coalesce(OUTBOX.c.first_attempt_at, now),
                 )
                 .returning(
                     OUTBOX.c.id,
@@ -74,6 +147,8 @@ class Outbox(Applier):
                     OUTBOX.c.delivery_id,
                     OUTBOX.c.payload,
                     OUTBOX.c.attempts,
+                    OUTBOX.c.lane,
+                    OUTBOX.c.first_attempt_at,
                 )
             ).all()
             posting = [
@@ -106,6 +181,8 @@ class Outbox(Applier):
                         payload=r.payload,
                         attempts=r.attempts,
                         version=versions.get(r.elicitation_key),
+                        lane=r.lane,
+                        first_attempt_at=r.first_attempt_at,
                     )
                     for r in rows
                 ),
@@ -113,6 +190,53 @@ class Outbox(Applier):
             )
 
         return await self._run(work, write=True)
+
+    async def renew_claims(self, claimer: str, until: datetime) -> int:
+        def work(conn: Connection) -> int:
+            renewed = conn.execute(
+                update(OUTBOX)
+                .where(OUTBOX.c.state == CLAIMED, OUTBOX.c.claimed_by == claimer)
+                .values(claimed_until=until)
+                .returning(OUTBOX.c.id)
+            )
+            return len(renewed.all())
+
+        return await self._run(work, write=True)
+
+    async def set_pace(self, key: str, not_before: datetime) -> None:
+        statement = self._dialect_insert(PACE).values(key=key, not_before=not_before)
+        statement = statement.on_conflict_do_update(
+            index_elements=["key"],
+            set_={"not_before": statement.excluded.not_before},
+            where=PACE.c.not_before < statement.excluded.not_before,
+        )
+
+        def work(conn: Connection) -> None:
+            conn.execute(statement)
+
+        await self._run(work, write=True)
+
+    async def lanes(self) -> list[LaneView]:
+        state = OUTBOX.c.state
+        query = (
+            select(
+                OUTBOX.c.lane,
+                func.sum(case((state == EffectState.PENDING.value, 1), else_=0)).label("pending"),
+                func.sum(case((state == CLAIMED, 1), else_=0)).label("claimed"),
+                func.min(OUTBOX.c.created_at).label("oldest"),
+            )
+            .where(state.in_([EffectState.PENDING.value, CLAIMED]))
+            .group_by(OUTBOX.c.lane)
+            .order_by(OUTBOX.c.lane)
+        )
+
+        def work(conn: Connection) -> list[LaneView]:
+            return [
+                LaneView(r.lane, int(r.pending), int(r.claimed), r.oldest)
+                for r in conn.execute(query)
+            ]
+
+        return await self._run(work, write=False)
 
     async def release_claims(self, claimer: str | None = None) -> int:
         """Give claimed rows back (at start with SQLite: the one process that held them is gone)."""
@@ -265,12 +389,23 @@ class Outbox(Applier):
         return await self._run(work, write=True)
 
     async def next_outbox_at(self) -> datetime | None:
+        """When the next pending row is due: its retry time, or for a post its lane's pace."""
+        paced = PACE.c.not_before
+        is_post = OUTBOX.c.kind == EffectKind.POST.value
+        due_at = case(
+            (and_(is_post, paced.is_not(None), paced > OUTBOX.c.next_attempt_at), paced),
+            else_=OUTBOX.c.next_attempt_at,
+        )
+        query = (
+            select(type_coerce(func.min(due_at), UtcDateTime()))
+            .select_from(
+                OUTBOX.outerjoin(PACE, PACE.c.key == literal(PACE_PREFIX).concat(OUTBOX.c.lane))
+            )
+            .where(OUTBOX.c.state == EffectState.PENDING.value)
+        )
+
         def work(conn: Connection) -> datetime | None:
-            value: datetime | None = conn.execute(
-                select(func.min(OUTBOX.c.next_attempt_at)).where(
-                    OUTBOX.c.state == EffectState.PENDING.value
-                )
-            ).scalar()
+            value: datetime | None = conn.execute(query).scalar()
             return value
 
         return await self._run(work, write=False)

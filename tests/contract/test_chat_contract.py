@@ -11,9 +11,10 @@ what the adapter returned.
 The contract:
 
 - ``post`` returns a ref of the adapter's platform whose ``key`` is non-empty and distinct per post
-  (and survives the store's JSON round trip); posting the same idempotency key again with
-  ``uncertain=True`` finds the first message instead of making a second one, and that message then
-  shows the later view; an uncertain post nobody made before is posted;
+  (and survives the store's JSON round trip); posting the same idempotency key again as
+  uncertain (``uncertain=`` the moment the first attempt began) finds the first message instead of
+  making a second one, and that message then shows the later view; an uncertain post nobody made
+  before is posted;
 - ``update`` of a posted ref shows the new view, and the same update again is harmless; a ref of
   another platform is a PermanentDeliveryError, and so is a destination of another platform;
 - ``notify`` with a thread ref reaches the person in that thread (a refusal), and a reminder pings
@@ -28,6 +29,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -291,10 +293,10 @@ async def test_post_returns_a_distinct_ref_of_the_platform(probe: Probe) -> None
     e, tag = fresh()
 
     first = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}-1", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}-1", uncertain=None
     )
     second = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}-2", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}-2", uncertain=None
     )
 
     for ref in (first, second):
@@ -309,12 +311,13 @@ async def test_post_returns_a_distinct_ref_of_the_platform(probe: Probe) -> None
 async def test_an_uncertain_repost_adopts_the_first_message(probe: Probe) -> None:
     e, tag = fresh()
     key = f"post-{tag}"
+    began = datetime.now(UTC)
     first = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=key, uncertain=False
+        probe.destination, pending(e), idempotency_key=key, uncertain=None
     )
 
     again = await probe.chat.post(
-        probe.destination, answered(e), idempotency_key=key, uncertain=True
+        probe.destination, answered(e), idempotency_key=key, uncertain=began
     )
 
     assert again == first
@@ -324,12 +327,13 @@ async def test_an_uncertain_repost_adopts_the_first_message(probe: Probe) -> Non
 
 async def test_an_uncertain_post_nobody_made_is_posted(probe: Probe) -> None:
     e, tag = fresh()
+    began = datetime.now(UTC)
     await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"other-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"other-{tag}", uncertain=None
     )
 
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=True
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=began
     )
 
     prompts = await probe.prompts()
@@ -345,7 +349,7 @@ async def test_posting_to_another_platforms_destination_is_permanent(probe: Prob
             FOREIGN_DESTINATIONS[probe.platform],
             pending(e),
             idempotency_key=f"post-{tag}",
-            uncertain=False,
+            uncertain=None,
         )
 
     assert await probe.prompts() == []
@@ -357,7 +361,7 @@ async def test_posting_to_another_platforms_destination_is_permanent(probe: Prob
 async def test_update_shows_the_view_and_repeating_it_is_harmless(probe: Probe) -> None:
     e, tag = fresh()
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=None
     )
     assert "✅ Answered by" not in await probe.shows(ref)
 
@@ -373,7 +377,7 @@ async def test_update_shows_the_view_and_repeating_it_is_harmless(probe: Probe) 
 async def test_update_with_another_platforms_ref_is_permanent(probe: Probe) -> None:
     e, tag = fresh()
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=None
     )
     foreign = [r for r in FOREIGN_REFS if not isinstance(r, REF_TYPES[probe.platform])]
     assert len(foreign) == 2
@@ -394,7 +398,7 @@ async def test_update_with_another_platforms_ref_is_permanent(probe: Probe) -> N
 async def test_a_notice_in_a_thread_reaches_the_person_there(probe: Probe) -> None:
     e, tag = fresh()
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=None
     )
     text = f"Only a workspace admin can choose Always ({tag})."
 
@@ -414,7 +418,7 @@ async def test_a_notice_in_a_thread_reaches_the_person_there(probe: Probe) -> No
 async def test_a_reminder_pings_the_routes_people_of_this_platform(probe: Probe) -> None:
     e, tag = fresh()
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=None
     )
     text = f"Reminder: still waiting for an answer ({tag})."
     notice = Notice(
@@ -441,7 +445,7 @@ async def test_a_question_over_every_limit_still_posts_and_updates(probe: Probe)
     assert len(e.question) > LONG_QUESTION - 10
 
     ref = await probe.chat.post(
-        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=False
+        probe.destination, pending(e), idempotency_key=f"post-{tag}", uncertain=None
     )
     assert f"Q{tag}" in await probe.shows(ref), "clipped, not dropped"
     await probe.chat.update(probe.destination, ref, answered(e), idempotency_key=f"upd-{tag}")

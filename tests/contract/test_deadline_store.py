@@ -31,6 +31,7 @@ from bot.domain.model import (
 from bot.domain.planning import display_hash
 from bot.domain.records import DueDeadline, IntakeItem, OutboxItem
 from bot.domain.refs import SlackRef
+from bot.domain.store import Store
 from bot.timekeeper import Timekeeper
 from store.sql import SqlStore
 from tests.conftest import FakeClock
@@ -111,16 +112,21 @@ async def accept(store: SqlStore, e: Elicitation, now: datetime, route: Route = 
 
 
 async def post_all(store: SqlStore, now: datetime, claimer: str = "w1") -> list[OutboxItem]:
-    """Claim every due outbox row and complete the posts (the platform accepted them)."""
-    claimed = await store.claim_outbox(now, claimer, limit=100)
-    for it in claimed:
-        if it.kind == "post":
+    """Claim every due outbox row and complete the posts (the platform accepted them), round
+    after round: a channel's lane has one post in flight at a time."""
+    claimed: list[OutboxItem] = []
+    while True:
+        round_ = await store.claim_outbox(now, claimer, limit=100)
+        claimed += round_
+        posts = [it for it in round_ if it.kind == "post"]
+        for it in posts:
             ref = SlackRef(it.target, f"ts-{it.id}")
             assert await store.complete_outbox(it, claimer, now, ref=ref)
-    return claimed
+        if not posts:
+            return claimed
 
 
-async def fire_due(store: SqlStore, now: datetime, claimer: str = "tk") -> list[Any]:
+async def fire_due(store: Store, now: datetime, claimer: str = "tk") -> list[Any]:
     due = await store.claim_deadlines(now, claimer, limit=100)
     return await store.fire_deadlines(due, claimer, now, decide)
 
@@ -234,7 +240,7 @@ async def test_no_follow_up_when_off_for_the_last_destination_or_after_an_answer
     t0 = clock.now()
     off = await accept(store, make(t0, "eli_off"), t0, TWO)
     one = await accept(store, make(t0, "eli_one"), t0, Route(destinations=(SLACK,)))
-    claimed = await store.claim_outbox(t0, "w1", limit=100)
+    await post_all(store, t0)  # one post of a channel in flight at a time: round after round
     answered = await accept(store, make(t0, "eli_answered"), t0, FOLLOW)
     [late_post] = await store.claim_outbox(t0, "w1", limit=100)
     won = await store.record_answer(
@@ -245,8 +251,7 @@ async def test_no_follow_up_when_off_for_the_last_destination_or_after_an_answer
         audit={},
     )
     assert won.won
-    for it in [*claimed, late_post]:
-        assert await store.complete_outbox(it, "w1", t0, ref=SlackRef("C0", str(it.id)))
+    assert await store.complete_outbox(late_post, "w1", t0, ref=SlackRef("C0", str(late_post.id)))
 
     for key in (off, one, answered):
         assert [d for d in await store.deadlines(key) if d.kind == "followup"] == []
@@ -725,3 +730,244 @@ async def test_fire_deadlines_of_nothing_is_nothing(store: SqlStore, clock: Fake
     assert [f.outcome for f in await store.fire_deadlines([ghost], "tk", clock.now(), decide)] == [
         "lost"
     ]
+
+
+# --------------------------------------------------------------------------- waiting for copies
+
+
+async def claim_posts(store: SqlStore, now: datetime) -> list[OutboxItem]:
+    """Claim every due post and leave it there: its copy is ``posting`` until completed."""
+    claimed = await store.claim_outbox(now, "w1", limit=100)
+    assert {it.kind for it in claimed} <= {"post"}
+    return claimed
+
+
+async def complete(store: SqlStore, posts: list[OutboxItem], now: datetime) -> None:
+    for it in posts:
+        assert await store.complete_outbox(it, "w1", now, ref=SlackRef(it.target, f"ts-{it.id}"))
+
+
+async def test_a_reminder_due_while_its_copy_is_posting_goes_once_the_copy_is_posted(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    heard: list[datetime] = []
+    store.watch_deadlines(heard.append)
+    key = await accept(store, make(t0, remind=60), t0, Route(destinations=(SLACK,)))
+    posts = await claim_posts(store, at(t0, 59))
+    assert [d.state for d in await store.deliveries(key)] == ["posting"]
+
+    [waiting] = await fire_due(store, clock.advance(60))
+
+    assert (waiting.kind, waiting.outcome) == ("remind", "waiting")
+    assert await outbox_of(store, key, "notify") == []
+    assert await outbox_of(store, key, "update") == [], "nothing shown changed yet"
+    [row] = await store.deadlines(key)  # the row itself is due again: not fired, not replaced
+    assert (row.id, row.kind, row.due_at, row.state) == (
+        waiting.id,
+        "remind",
+        at(t0, 65),
+        "pending",
+    )
+    assert (row.fired_at, row.claimed_by, row.claimed_until) == (None, None, None)
+    assert row.detail == {"waiting_since": at(t0, 60).isoformat()}
+    assert heard[-1] == at(t0, 65), "the scheduler is woken for the next look"
+    assert await store.next_deadline_at(clock.now()) == at(t0, 65)
+    [audit] = [a for a in await store.audit(key) if a.action == "waiting_for_copy"]
+    assert audit.detail == {"due_at": at(t0, 60).isoformat(), "kind": "remind", "copies": [SLACK]}
+
+    await complete(store, posts, clock.advance(3))  # the copy exists now
+    assert await fire_due(store, clock.advance(1)) == []  # not due yet
+    [fired] = await fire_due(store, clock.advance(1))
+
+    assert (fired.kind, fired.outcome, fired.due_at) == ("remind", "fired", at(t0, 65))
+    [copy] = await store.deliveries(key)
+    [notice] = await outbox_of(store, key, "notify")
+    assert (notice.target, notice.delivery_id) == (SLACK, copy.id)
+    assert notice.payload is not None
+    assert notice.payload["thread"] == (copy.ref.to_json() if copy.ref else None)
+    assert await deadline_rows(store, key) == [("remind", at(t0, 65), "fired")]
+    [reminded] = [a for a in await store.audit(key) if a.action == "reminded"]
+    assert reminded.detail == {
+        "due_at": at(t0, 65).isoformat(),
+        "copies": 1,
+        "waiting_since": at(t0, 60).isoformat(),
+    }
+    assert await fire_due(store, clock.advance(3600)) == []
+    assert len(await outbox_of(store, key, "notify")) == 1
+
+
+async def test_a_copy_that_stays_posting_is_looked_for_less_often_never_in_a_spin(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, remind=60), t0, Route(destinations=(SLACK,)))
+    await claim_posts(store, t0)
+
+    looks: list[datetime] = []
+    clock.advance(60)
+    for _ in range(7):
+        [waiting] = await fire_due(store, clock.now())
+        assert waiting.outcome == "waiting"
+        nxt = await store.next_deadline_at(clock.now())
+        assert nxt is not None
+        looks.append(nxt)
+        clock.current = nxt
+
+    starts = [at(t0, 60), *looks[:-1]]
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, looks, strict=True)]
+    assert gaps == [5, 5, 10, 20, 30, 30, 30]
+    assert [a.action for a in await store.audit(key)].count("waiting_for_copy") == 1
+    assert await outbox_of(store, key, "notify") == []
+
+
+async def test_a_reminder_whose_copies_all_failed_is_skipped_and_audited_not_fired(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, remind=60), t0)
+    for post in await claim_posts(store, t0):
+        assert await store.fail_outbox(post, "w1", "channel_not_found", at(t0, 1))
+    before = await store.get(key)
+    assert before is not None
+
+    [skipped] = await fire_due(store, clock.advance(60))
+
+    assert (skipped.kind, skipped.outcome) == ("remind", "skipped")
+    assert await outbox_of(store, key, "notify") == []
+    assert await deadline_rows(store, key) == [("remind", at(t0, 60), "cancelled")]
+    [audit] = [a for a in await store.audit(key) if a.action == "reminder_skipped"]
+    assert (audit.actor, audit.detail) == (
+        "system",
+        {
+            "due_at": at(t0, 60).isoformat(),
+            "reason": "no copy was posted in a chat",
+            "copies": [[SLACK, "failed"], [MATRIX, "failed"]],
+        },
+    )
+    after = await store.get(key)
+    assert after is not None
+    assert after.version == before.version, "nothing to refresh"
+
+
+async def test_a_reminder_waits_through_a_fallback_and_goes_to_the_next_destination(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, remind=30), t0, FOLLOW)
+    [first] = await claim_posts(store, t0)
+    assert await store.fail_outbox(first, "w1", "is_archived", at(t0, 1))  # Matrix is queued
+
+    [waiting] = await fire_due(store, clock.advance(30))
+    assert waiting.outcome == "waiting"
+    [second] = await claim_posts(store, clock.advance(2))
+    await complete(store, [second], clock.now())
+    [fired] = await fire_due(store, clock.advance(3))
+
+    assert fired.outcome == "fired"
+    slack, matrix, _ = await store.deliveries(key)
+    assert (slack.state, matrix.state) == ("failed", "posted")
+    assert [(n.target, n.delivery_id) for n in await outbox_of(store, key, "notify")] == [
+        (MATRIX, matrix.id)
+    ]
+
+
+async def test_a_posted_copy_waits_for_its_sibling_at_most_a_minute(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, remind=60), t0)
+    slack_post, _matrix_post = sorted(await claim_posts(store, t0), key=lambda p: p.target != SLACK)
+    await complete(store, [slack_post], t0)  # Matrix stays posting
+
+    clock.advance(60)
+    outcomes = []
+    while True:
+        [f] = await fire_due(store, clock.now())
+        outcomes.append(f.outcome)
+        if f.outcome != "waiting":
+            break
+        nxt = await store.next_deadline_at(clock.now())
+        assert nxt is not None
+        clock.current = nxt
+
+    assert clock.now() == at(t0, 120), "the cap: a minute after it was due"
+    assert outcomes[-1] == "fired"
+    slack = (await store.deliveries(key))[0]
+    assert [n.delivery_id for n in await outbox_of(store, key, "notify")] == [slack.id]
+    [audit] = [a for a in await store.audit(key) if a.action == "reminded"]
+    assert audit.detail is not None
+    assert audit.detail["not_posted"] == [MATRIX]
+
+
+async def test_an_escalation_links_originals_posted_while_it_waited_or_goes_at_the_cap(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    linked = await accept(store, make(t0, "eli_linked", escalate=60), t0)
+    stuck = await accept(store, make(t0, "eli_stuck", escalate=60), t0)
+    posts = await claim_posts(store, t0)
+
+    fired = await fire_due(store, clock.advance(60))
+    assert [f.outcome for f in fired] == ["waiting", "waiting"]
+    await complete(store, [p for p in posts if p.elicitation_key == linked], clock.advance(2))
+    looked = {f.elicitation_key: f.outcome for f in await fire_due(store, clock.advance(3))}
+    assert looked == {linked: "fired", stuck: "waiting"}
+
+    *_, escalation = await store.deliveries(linked)
+    assert escalation.escalation is not None
+    assert [o.destination for o in escalation.escalation.originals] == [SLACK, MATRIX]
+    assert (escalation.destination, escalation.state) == (ONCALL, "planned")
+
+    while (nxt := await store.next_deadline_at(clock.now())) is not None:
+        clock.current = nxt
+        await fire_due(store, nxt)
+    assert clock.now() == at(t0, 120)
+    [*_, late] = await store.deliveries(stuck)
+    assert (late.destination, late.purpose) == (ONCALL, "escalation")
+    assert late.escalation is not None
+    assert late.escalation.originals == (), "it goes without them: 'not answered by T'"
+    [audit] = [a for a in await store.audit(stuck) if a.action == "escalated"]
+    assert audit.detail is not None
+    assert audit.detail["not_linked"] == [SLACK, MATRIX]
+
+
+async def test_an_answer_while_a_reminder_waits_for_its_copy_ends_the_wait(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, remind=60), t0, Route(destinations=(SLACK,)))
+    posts = await claim_posts(store, t0)
+    [waiting] = await fire_due(store, clock.advance(60))
+    assert waiting.outcome == "waiting"
+
+    answer = Answer(option_ids=("no",), respondent="slack:U0BOB", via=SLACK, at=clock.now())
+    assert (await store.record_answer(key, answer, clock.advance(1), approving=False, audit={})).won
+    await complete(store, posts, clock.now())
+
+    assert await fire_due(store, clock.advance(3600)) == []
+    assert await outbox_of(store, key, "notify") == []
+    assert [d.state for d in await store.deadlines(key)] == ["cancelled"]
+
+
+async def test_a_revision_while_a_reminder_waits_keeps_one_reminder_at_the_revised_time(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    route = Route(destinations=(SLACK,))
+    key = await accept(store, make(t0, remind=60), t0, route)
+    posts = await claim_posts(store, t0)
+    [waiting] = await fire_due(store, clock.advance(60))
+    assert waiting.outcome == "waiting"
+
+    # Revised, same reminder time (already past): it replaces the waiting row, as any pending one.
+    [outcome] = await store.intake([item(make(t0, question="v2", remind=60), route)], at(t0, 61))
+    assert outcome.result == "updated"
+    assert await deadline_rows(store, key) == [("remind", at(t0, 60), "pending")]
+    [again] = await fire_due(store, at(t0, 61))
+    assert again.outcome == "waiting", "due at once, and still waiting for its copy"
+
+    await complete(store, posts, at(t0, 62))
+    fired = await fire_due(store, at(t0, 70))
+    assert [(f.kind, f.outcome) for f in fired] == [("remind", "fired")]
+    assert len(await outbox_of(store, key, "notify")) == 1

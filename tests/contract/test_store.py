@@ -584,12 +584,18 @@ async def test_two_concurrent_claimers_get_disjoint_sets(
     a, b = SqlStore.from_url(db_url), SqlStore.from_url(db_url)
     try:
         got: dict[str, list[int]] = {"a": [], "b": []}
-        for _ in range(6):
+        for _ in range(15):
             batch_a, batch_b = await asyncio.gather(
                 a.claim_outbox(now, "a", limit=4), b.claim_outbox(now, "b", limit=4)
             )
+            # One post per channel in flight, whoever claims it: three channels, three posts.
+            lanes = [i.lane for i in batch_a + batch_b]
+            assert len(lanes) == len(set(lanes)) <= 3
             got["a"] += [i.id for i in batch_a]
             got["b"] += [i.id for i in batch_b]
+            for owner, batch in (("a", batch_a), ("b", batch_b)):
+                for done in batch:
+                    assert await store.complete_outbox(done, owner, now)
     finally:
         await asyncio.gather(a.close(), b.close())
 
@@ -620,10 +626,23 @@ async def test_complete_post_records_the_ref_and_the_delivery_is_posted(
     rows = {o.id: o for o in await store.outbox(key)}
     assert (rows[slack.id].state, rows[slack.id].done_at) == ("done", now)
     assert rows[matrix.id].state == "claimed"
-    # Done rows are never claimed again, even long after their lease.
+    # Done rows are never claimed again, even long after their lease; a retaken row keeps the
+    # time of its first attempt (an uncertain post looks for itself from then on).
     assert await store.claim_outbox(clock.advance(3600), "w2") == [
-        OutboxItem(matrix.id, key, EffectKind.POST, MATRIX, matrix.delivery_id, None, 2, version=1)
+        OutboxItem(
+            matrix.id,
+            key,
+            EffectKind.POST,
+            MATRIX,
+            matrix.delivery_id,
+            None,
+            2,
+            version=1,
+            lane=f"chat:{MATRIX}",
+            first_attempt_at=matrix.first_attempt_at,
+        )
     ]
+    assert matrix.first_attempt_at == now - timedelta(seconds=2)
 
 
 async def test_complete_by_another_claimer_is_refused(store: SqlStore, clock: FakeClock) -> None:

@@ -3,7 +3,8 @@ chat fakes, on SQLite and on PostgreSQL.
 
 Two kinds of test:
 - with a FakeClock and no scheduler (``Rig``): what each copy shows (the schedule, the claim, an
-  escalation), a reminder dropped when the answer came first, the claim operation;
+  escalation), a reminder dropped when the answer came first, the claim operation, a reminder and
+  an escalation due while their copy is still being posted (``SlowChat``);
 - with the real APScheduler wake-ups and the system clock (``live``): deadlines a few seconds out,
   a stop across a deadline, three OS processes sharing PostgreSQL.
 
@@ -31,6 +32,7 @@ import pytest
 
 from bot.clock import SystemClock
 from bot.domain import deadlines as dl
+from bot.domain import lanes
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -164,14 +166,26 @@ class Rig:
         return handled
 
 
-def make_rig(store: SqlStore, clock: Clock, route: Route = ROUTE, **keeper: Any) -> Rig:
-    slack, matrix, sink = FakeChat("slack"), FakeChat("matrix"), FakeSink()
+def make_rig(
+    store: SqlStore,
+    clock: Clock,
+    route: Route = ROUTE,
+    *,
+    slack: FakeChat | None = None,
+    lease: timedelta | None = None,
+    **keeper: Any,
+) -> Rig:
+    """``slack``: another Slack fake; ``lease``: the dispatcher's claim lease (a slow post's owner
+    is alive and renewing, which ``run_once`` alone does not do)."""
+    slack = slack or FakeChat("slack")
+    matrix, sink = FakeChat("matrix"), FakeSink()
     dispatcher = Dispatcher(
         store,
         clock,
         {"slack": slack, "matrix": matrix},
         {"handup": sink},
         lambda key: f"{LINK}{key}",
+        lease=lanes.CLAIM_LEASE if lease is None else lease,
     )
     service = Service(
         store,
@@ -375,6 +389,140 @@ async def test_the_subjects_expiry_rewrites_every_copy_without_the_approve_butto
     stored = await rig.store.get(key)
     assert stored is not None
     assert stored.status is Status.PENDING
+
+
+class SlowChat(FakeChat):
+    """Slack whose posts to one destination wait at a gate: that copy stays ``posting``."""
+
+    def __init__(self, slow: str) -> None:
+        super().__init__("slack")
+        self.slow = slow
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+
+    async def post(
+        self,
+        destination: str,
+        view: Any,
+        *,
+        idempotency_key: str,
+        uncertain: datetime | None,
+    ) -> Any:
+        if destination == self.slow and not self.gate.is_set():
+            self.entered.set()
+            await self.gate.wait()
+        return await super().post(
+            destination, view, idempotency_key=idempotency_key, uncertain=uncertain
+        )
+
+
+async def hold_first_post(rig: Rig, slow: SlowChat) -> asyncio.Task[int]:
+    """Start dispatching: the slow destination's post is claimed and held at the gate."""
+    task = asyncio.create_task(rig.dispatcher.run_once())
+    await asyncio.wait_for(slow.entered.wait(), timeout=WAIT_S)
+    return task
+
+
+async def run_deadlines_until(rig: Rig, clock: FakeClock, end: datetime) -> list[Any]:
+    """Move the clock from due time to due time up to ``end``, firing and dispatching each."""
+    fired: list[Any] = []
+    while (nxt := await rig.store.next_deadline_at(clock.now())) is not None and nxt <= end:
+        clock.current = max(clock.now(), nxt)
+        fired += await rig.keeper.tick()
+        await rig.drain()
+    clock.current = max(clock.now(), end)
+    return fired
+
+
+async def test_a_reminder_due_while_its_copy_is_still_posting_is_sent_once_the_copy_exists(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    route = Route(destinations=(SLACK,), mention=("slack:U0ALICE",))
+    slow = SlowChat(SLACK)
+    rig = make_rig(store, clock, route, slack=slow, lease=timedelta(minutes=10))
+    t0 = clock.now()
+    key = await rig.intake(make("req-slow", t0, remind=t0 + timedelta(seconds=60)), route)
+    posting = await hold_first_post(rig, slow)
+    assert [c.state for c in await store.deliveries(key)] == ["posting"]
+
+    clock.advance(60)  # due, and the copy is still on its way
+    assert [f.outcome for f in await rig.keeper.tick()] == ["waiting"]
+    await rig.drain()
+    clock.advance(5)  # looked for again: still posting
+    assert [f.outcome for f in await rig.keeper.tick()] == ["waiting"]
+    await rig.drain()
+    assert slow.notified == []
+    assert await rows(store, key, "notify") == []
+    assert await fired_rows(store, key) == [], "never fired with nothing sent"
+
+    slow.gate.set()  # the platform accepts the post
+    assert await posting == 1
+    [post] = slow.posted
+    fired = await run_deadlines_until(rig, clock, t0 + timedelta(hours=1))
+
+    assert [(f.kind, f.outcome) for f in fired] == [("remind", "fired")]
+    [reminder] = slow.notified
+    assert (reminder.destination, reminder.notice.thread) == (SLACK, post.ref)
+    assert reminder.notice.mentions == ("slack:U0ALICE",)
+    [row] = await fired_rows(store, key)
+    assert row.fired_at is not None
+    assert row.fired_at - row.due_at < timedelta(seconds=1)
+    assert row.fired_at - t0 <= timedelta(seconds=60) + dl.COPY_RETRY_MAX
+    [notice] = await rows(store, key, "notify")
+    assert notice.state == "done"
+    assert step_kinds(slow.updated[-1].view.schedule) == [], "the copy drops its reminder step"
+
+
+async def test_escalation_and_follow_up_behind_a_slow_first_post(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    route = Route(
+        destinations=(SLACK, SLACK_2),
+        followup_seconds=30,
+        escalate_to=(ONCALL,),
+        mention=("slack:U0ALICE",),
+    )
+    slow = SlowChat(SLACK)
+    rig = make_rig(store, clock, route, slack=slow, lease=timedelta(minutes=10))
+    t0 = clock.now()
+    e = make(
+        "req-slow-esc", t0, remind=t0 + timedelta(seconds=10), escalate=t0 + timedelta(seconds=20)
+    )
+    key = await rig.intake(e, route)
+    posting = await hold_first_post(rig, slow)
+
+    waited = await run_deadlines_until(rig, clock, t0 + timedelta(seconds=21))
+    assert {f.outcome for f in waited} == {"waiting"}
+    assert {f.kind for f in waited} == {"remind", "escalate"}
+    assert (slow.posted, slow.notified) == ([], [])
+
+    slow.gate.set()
+    assert await posting == 1
+    [first] = slow.posted
+    accepted = clock.now()
+    fired = await run_deadlines_until(rig, clock, accepted + timedelta(seconds=60))
+
+    assert Counter((f.kind, f.outcome) for f in fired if f.outcome != "waiting") == {
+        ("remind", "fired"): 1,
+        ("escalate", "fired"): 1,
+        ("followup", "fired"): 1,
+    }
+    [escalated] = [p for p in slow.posted if p.destination == ONCALL]
+    # The reminder went once into every copy live at its next look: the one it waited for, and
+    # the escalation copy posted meanwhile (the follow-up's copy came after it).
+    threads = {n.destination: n.notice.thread for n in slow.notified}
+    assert len(slow.notified) == len(threads) == 2
+    assert threads == {SLACK: first.ref, ONCALL: escalated.ref}
+    assert escalated.view.escalation is not None
+    assert [(o.destination, o.ref) for o in escalated.view.escalation.originals] == [
+        (SLACK, first.ref)
+    ], "the escalation links the original it waited for"
+    [second] = [p for p in slow.posted if p.destination == SLACK_2]
+    follow_up = next(d for d in await store.deadlines(key) if d.kind == "followup")
+    assert follow_up.due_at == accepted + timedelta(seconds=30), "from the slow post's acceptance"
+    assert second.view.status is Status.PENDING
+    assert [p.destination for p in slow.posted].count(SLACK) == 1
+    assert len(await rows(store, key, "notify")) == 2
 
 
 # ========================================================================= with the real scheduler

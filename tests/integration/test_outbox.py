@@ -233,7 +233,7 @@ async def test_a_post_cut_off_by_a_crash_is_redone_with_its_key_and_adopted(rig:
         stored.elicitation, stored.status, None, stored.version, "", rig.clock.now()
     )
     orphan = await rig.chat.post(
-        first.target, rendered, idempotency_key=f"elicitbot-{first.id}", uncertain=False
+        first.target, rendered, idempotency_key=f"elicitbot-{first.id}", uncertain=None
     )
 
     assert await rig.dispatcher.run_once() == 0  # still leased to the dead replica
@@ -242,7 +242,9 @@ async def test_a_post_cut_off_by_a_crash_is_redone_with_its_key_and_adopted(rig:
 
     assert len(rig.chat.posted) == 2, "one message per destination, the orphan adopted"
     redone = [c for c in rig.chat.calls if c.idempotency_key == f"elicitbot-{first.id}"]
-    assert [c.uncertain for c in redone] == [False, True]
+    # The retake looks for its message from the first attempt on (the dead replica's claim).
+    assert [c.uncertain for c in redone] == [None, dead[0].first_attempt_at]
+    assert dead[0].first_attempt_at is not None
     deliveries = {d.id: d for d in await rig.store.deliveries(key)}
     assert deliveries[first.delivery_id or -1].ref == orphan
     assert {d.state for d in deliveries.values()} == {"posted"}

@@ -11,16 +11,18 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.chat import SlackChat
-from adapters.slack.render import EVENT_TYPE
+from adapters.slack.chat import LOOKUP_MARGIN, SlackChat, slack_ts
+from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, notice_metadata
 from adapters.sources.superpipeline.parse import parse_body
 from bot.config import AppConfig, parse_config
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
@@ -94,7 +96,7 @@ async def test_a_refused_token_is_a_permanent_error(fake: FakeSlack) -> None:
 async def test_post_sends_blocks_fallback_text_and_metadata(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
 
     [call] = fake.calls()
     assert call.method == "chat.postMessage"
@@ -122,7 +124,7 @@ async def test_post_sends_blocks_fallback_text_and_metadata(
 
 async def test_each_post_gets_its_own_increasing_ts(fake: FakeSlack, chat: SlackChat) -> None:
     refs = [
-        await chat.post("slack:C1", view(), idempotency_key=f"k{i}", uncertain=False)
+        await chat.post("slack:C1", view(), idempotency_key=f"k{i}", uncertain=None)
         for i in range(3)
     ]
 
@@ -133,7 +135,7 @@ async def test_update_rewrites_the_message_to_the_result_without_buttons(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
     e = sp_approval()
-    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=False)
+    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=None)
     result = answer(option_ids=("allow_once",))
 
     await chat.update(
@@ -199,8 +201,8 @@ async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
 
 
 async def test_a_user_destination_is_a_dm_opened_once(fake: FakeSlack, chat: SlackChat) -> None:
-    first = await chat.post("slack:U0ALICE", view(), idempotency_key="k1", uncertain=False)
-    second = await chat.post("slack:U0ALICE", view(), idempotency_key="k2", uncertain=False)
+    first = await chat.post("slack:U0ALICE", view(), idempotency_key="k1", uncertain=None)
+    second = await chat.post("slack:U0ALICE", view(), idempotency_key="k2", uncertain=None)
 
     assert [c.method for c in fake.calls()] == [
         "conversations.open",
@@ -218,7 +220,7 @@ async def test_an_oversize_question_is_accepted_by_the_block_kit_checks(
     from tests.unit.slack.test_render import oversize
 
     e = oversize()
-    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=False)
+    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=None)
     result = answer(option_ids=tuple(o.id for o in e.options[:2]), text="✍️" * 40_000)
     await chat.update("slack:C1", ref, view(e, Status.ANSWERED, answer=result), idempotency_key="u")
 
@@ -237,7 +239,7 @@ async def test_429_is_transient_with_the_retry_after_and_no_sdk_retry(
     fake.script("chat.postMessage", status=429, retry_after=7)
 
     with pytest.raises(TransientDeliveryError, match="ratelimited") as caught:
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
 
     assert caught.value.retry_after == 7.0
     assert [(c.method, c.status) for c in fake.calls()] == [("chat.postMessage", 429)]
@@ -248,7 +250,7 @@ async def test_channel_not_found_is_permanent(fake: FakeSlack, chat: SlackChat) 
     fake.unknown_channels.add("C404")
 
     with pytest.raises(PermanentDeliveryError, match="channel_not_found"):
-        await chat.post("slack:C404", view(), idempotency_key=KEY, uncertain=False)
+        await chat.post("slack:C404", view(), idempotency_key=KEY, uncertain=None)
 
 
 async def test_updating_a_message_slack_does_not_have_is_permanent(chat: SlackChat) -> None:
@@ -286,7 +288,7 @@ async def test_slack_errors_map_to_transient_or_permanent(
     fake.script("chat.postMessage", status=status, error=error)
 
     with pytest.raises(expected, match=error):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
 
 
 async def test_a_refused_connection_is_transient() -> None:
@@ -298,10 +300,22 @@ async def test_a_refused_connection_is_transient() -> None:
     )
 
     with pytest.raises(TransientDeliveryError):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
 
 
 # --------------------------------------------------------------------------- uncertain posts
+
+
+def began() -> datetime:
+    """When a first attempt begins: the outbox's ``first_attempt_at``, to the microsecond."""
+    return datetime.now(UTC)
+
+
+def chatter(fake: FakeSlack, channel: str, n: int, *, thread_ts: str | None = None) -> None:
+    """``n`` messages of other people (and other bots' metadata), after whatever is there."""
+    for i in range(n):
+        meta = {"event_type": "someone_elses", "event_payload": {"post": KEY}} if i % 7 else None
+        fake.add_message(channel, f"chatter {i}", thread_ts=thread_ts, metadata=meta)
 
 
 async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
@@ -310,12 +324,13 @@ async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
     """Slack took the post, the connection dropped before the answer. The retry (the
     outbox's, flagged uncertain) finds the message by its metadata instead of posting again."""
     fake.script("chat.postMessage", drop=True)
+    first = began()
 
     with pytest.raises(TransientDeliveryError):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
     [orphan] = fake.messages("C1")
 
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=True)
+    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
 
     assert ref.to_json() == {"channel": "C1", "ts": orphan["ts"], "key": f"C1/{orphan['ts']}"}
     assert len(fake.calls_to("chat.postMessage")) == 1
@@ -323,22 +338,226 @@ async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
     [history] = fake.calls_to("conversations.history")
     assert history.params["channel"] == "C1"
     assert history.params["include_all_metadata"] in ("1", "true", True)
+    assert history.params["oldest"] == slack_ts(first - LOOKUP_MARGIN)
     assert [c.method for c in fake.calls()][-1] == "chat.update", "brought to the current view"
 
 
-async def test_an_uncertain_post_that_never_arrived_is_posted(
+async def test_an_uncertain_post_finds_its_message_far_below_the_newest_page() -> None:
+    """The original has 260 messages after it (off the first page of 200, and far off the old
+    newest-100 lookup) and an hour of older history below it: the lookup pages from the first
+    attempt on, finds it on page two, adopts it, and never reads what came before."""
+    hour_ago = [time.time() - 3600]
+    with FakeSlack(clock=lambda: hour_ago[0] or time.time()) as fake:
+        chatter(fake, "C1", 450)  # an hour ago: below ``oldest``
+        hour_ago[0] = 0.0
+        chat = SlackChat(make_client(fake))
+        fake.script("chat.postMessage", drop=True)
+        first = began()
+        with pytest.raises(TransientDeliveryError):
+            await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+        orphan = fake.messages("C1")[-1]
+        chatter(fake, "C1", 260)
+
+        ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
+
+        assert ref == SlackRef("C1", orphan["ts"])
+        assert len(fake.calls_to("chat.postMessage")) == 1, "adopted, not posted again"
+        assert len(fake.messages("C1")) == 450 + 1 + 260
+        pages = fake.calls_to("conversations.history")
+        assert len(pages) == 2, "from the first attempt on: the older 450 are never read"
+        oldest = slack_ts(first - LOOKUP_MARGIN)
+        assert [(p.params["oldest"], p.params["limit"]) for p in pages] == [(oldest, "200")] * 2
+        assert "cursor" not in pages[0].params
+        first_page, second_page = (p.response for p in pages)
+        assert first_page is not None
+        assert second_page is not None
+        assert pages[1].params["cursor"] == first_page["response_metadata"]["next_cursor"]
+        assert orphan["ts"] in [m["ts"] for m in second_page["messages"]]
+        assert fake.calls()[-1].method == "chat.update"
+
+
+async def test_an_uncertain_post_that_never_arrived_is_posted_once(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
-    await chat.post("slack:C1", view(), idempotency_key="someone-else", uncertain=False)
+    """Nothing of ours since the first attempt in a channel of 420 other messages (one with
+    our metadata but another key): every page is read to the end, then one post."""
+    first = began()
+    await chat.post("slack:C1", view(), idempotency_key="someone-else", uncertain=None)
+    chatter(fake, "C1", 420)
 
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=True)
+    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
 
     assert [c.method for c in fake.calls()] == [
         "chat.postMessage",
         "conversations.history",
+        "conversations.history",
+        "conversations.history",
         "chat.postMessage",
     ]
+    *_, last_page, _ = fake.calls()
+    assert last_page.response is not None
+    assert last_page.response["has_more"] is False
     assert ref.ts == fake.messages("C1")[-1]["ts"]
+    assert fake.messages("C1")[-1]["metadata"]["event_payload"]["post"] == KEY
+
+
+async def test_a_lookup_that_cannot_read_the_history_posts(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    """No history scope: a possible duplicate rather than a certain loss."""
+    fake.script("conversations.history", error="missing_scope")
+
+    await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=began())
+
+    assert [(c.method, c.ok) for c in fake.calls()] == [
+        ("conversations.history", False),
+        ("chat.postMessage", True),
+    ]
+
+
+async def test_a_lookup_that_fails_for_a_while_is_transient_and_posts_nothing(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    fake.script("conversations.history", status=500)
+
+    with pytest.raises(TransientDeliveryError):
+        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=began())
+
+    assert fake.calls_to("chat.postMessage") == []
+
+
+# --------------------------------------------------------------------------- uncertain notices
+
+
+def reminder(thread_ts: str) -> Notice:
+    return Notice(
+        user="",
+        text="Still waiting: May I run the migration?",
+        thread=SlackRef("C1", thread_ts),
+        kind=NoticeKind.REMINDER,
+        mentions=("slack:U0ALICE",),
+    )
+
+
+async def test_a_reminder_carries_its_key_and_an_uncertain_one_is_found_in_a_long_thread(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    """A busy thread (250 replies within the lookup's margin), then the reminder went out but
+    its answer was lost: the retry finds it in the thread (conversations.replies, oldest first,
+    on page two) and does not ping Alice again."""
+    copy = await chat.post("slack:C1", view(), idempotency_key="post-1", uncertain=None)
+    chatter(fake, "C1", 250, thread_ts=copy.ts)
+    fake.script("chat.postMessage", drop=True)
+    first = began()
+    with pytest.raises(TransientDeliveryError):
+        await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1")
+    sent = fake.messages("C1")[-1]
+    assert (sent["thread_ts"], sent["metadata"]) == (copy.ts, notice_metadata("remind-1"))
+    assert sent["metadata"]["event_type"] == NOTICE_EVENT_TYPE
+    chatter(fake, "C1", 10, thread_ts=copy.ts)
+
+    await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1", uncertain=first)
+
+    assert len(fake.calls_to("chat.postMessage")) == 2, "the copy and the one reminder"
+    pages = fake.calls_to("conversations.replies")
+    assert len(pages) == 2
+    assert {(p.params["ts"], p.params["oldest"]) for p in pages} == {
+        (copy.ts, slack_ts(first - LOOKUP_MARGIN))
+    }
+    assert pages[0].params["include_all_metadata"] in ("1", "true", True)
+    assert pages[0].response is not None
+    assert pages[1].params["cursor"] == pages[0].response["response_metadata"]["next_cursor"]
+    assert fake.calls_to("conversations.history") == [], "a reply is looked for in its thread"
+
+
+async def test_an_uncertain_reminder_that_never_arrived_is_posted_once(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    copy = await chat.post("slack:C1", view(), idempotency_key="post-1", uncertain=None)
+    chatter(fake, "C1", 5, thread_ts=copy.ts)
+
+    await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1", uncertain=began())
+
+    assert [c.method for c in fake.calls()] == [
+        "chat.postMessage",
+        "conversations.replies",
+        "chat.postMessage",
+    ]
+    reply = fake.messages("C1")[-1]
+    assert (reply["thread_ts"], reply["metadata"]) == (copy.ts, notice_metadata("remind-1"))
+
+
+async def test_an_uncertain_reminder_under_a_message_slack_lost_is_posted(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    """``thread_not_found``: nothing to find there, so the reply goes out (Slack decides)."""
+    await chat.notify(
+        "slack:C1", reminder("1700000000.000042"), idempotency_key="r", uncertain=began()
+    )
+
+    assert [(c.method, c.ok) for c in fake.calls()] == [
+        ("conversations.replies", False),
+        ("chat.postMessage", True),
+    ]
+
+
+async def test_an_uncertain_ephemeral_is_sent_again_without_a_lookup(
+    fake: FakeSlack, chat: SlackChat
+) -> None:
+    """Slack keeps no ephemeral to look up: a repeat is the documented cost (one person)."""
+    notice = Notice(user="slack:U0BOB", text="Only admins.", thread=SlackRef("C1", "1.000001"))
+
+    await chat.notify("slack:C1", notice, idempotency_key="n", uncertain=began())
+
+    assert [c.method for c in fake.calls()] == ["chat.postEphemeral"]
+
+
+# --------------------------------------------------------------------------- the fake's timeline
+
+
+async def test_the_fakes_history_pages_like_slack(fake: FakeSlack) -> None:
+    """What the lookups rely on, so the fake cannot drift: newest first, top level only,
+    ``oldest``/``latest`` exclusive unless ``inclusive``, ``limit``, cursors, ``has_more``,
+    metadata only on request."""
+    client = make_client(fake)
+    ts = [
+        fake.add_message("C9", f"m{i}", metadata={"event_type": "x", "event_payload": {}})
+        for i in range(7)
+    ]
+    fake.add_message("C9", "a reply", thread_ts=ts[0])
+
+    whole = await client.conversations_history(channel="C9")
+    assert [m["ts"] for m in whole["messages"]] == ts[::-1], "newest first, no thread replies"
+    assert whole["has_more"] is False
+    assert "metadata" not in whole["messages"][0]
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await client.conversations_history(
+            channel="C9",
+            oldest=ts[1],
+            latest=ts[6],
+            limit=2,
+            cursor=cursor,
+            include_all_metadata=True,
+        )
+        seen += [m["ts"] for m in page["messages"]]
+        assert all("metadata" in m for m in page["messages"])
+        cursor = (page.get("response_metadata") or {}).get("next_cursor")
+        assert page["has_more"] is bool(cursor)
+        if not cursor:
+            break
+    assert seen == ts[5:1:-1], "bounds excluded"
+
+    both = await client.conversations_history(
+        channel="C9", oldest=ts[1], latest=ts[6], inclusive=True, limit=999
+    )
+    assert [m["ts"] for m in both["messages"]] == ts[6:0:-1]
+    thread = await client.conversations_replies(channel="C9", ts=ts[0])
+    assert [m["text"] for m in thread["messages"]] == ["m0", "a reply"], "parent, then replies"
+    with pytest.raises(SlackApiError, match="invalid_cursor"):
+        await client.conversations_history(channel="C9", cursor="not-a-cursor")
 
 
 async def test_the_sdk_default_connection_retry_would_post_twice(fake: FakeSlack) -> None:
@@ -347,7 +566,7 @@ async def test_the_sdk_default_connection_retry_would_post_twice(fake: FakeSlack
     default = AsyncWebClient(token=fake.token, base_url=fake.api_url)
     fake.script("chat.postMessage", drop=True)
 
-    await SlackChat(default).post("slack:C1", view(), idempotency_key=KEY, uncertain=False)
+    await SlackChat(default).post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
 
     assert len(fake.calls_to("chat.postMessage")) == 2
     assert len(fake.messages("C1")) == 2

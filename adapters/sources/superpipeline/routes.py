@@ -61,9 +61,6 @@ def superpipeline_router(
         "elicitbot_intake_seconds", "Time to accept an intake request", registry=metrics
     )
 
-    @router.post(
-        "/v1/events", status_code=202, summary="CloudEvents intake (structured, binary, batch)"
-    )
     async def post_events(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
@@ -93,4 +90,16 @@ def superpipeline_router(
         body = {"results": results} if is_batch else results[0]
         return JSONResponse(body, status_code=200 if all_duplicates else 202)
 
+    # Served by a plain Starlette route (first, so it is the one that matches): the endpoint takes
+    # the Request and answers with a Response, so FastAPI's dependency solving has nothing to do,
+    # and the app serves plain routes ahead of its routers (``bot.http.create_app``), skipping
+    # their per-request walk. The FastAPI route, never reached, documents it in OpenAPI.
+    router.add_route("/v1/events", post_events, methods=["POST"], include_in_schema=False)
+    router.add_api_route(
+        "/v1/events",
+        post_events,
+        methods=["POST"],
+        status_code=202,
+        summary="CloudEvents intake (structured, binary, batch)",
+    )
     return router

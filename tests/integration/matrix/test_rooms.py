@@ -101,4 +101,4 @@ async def test_an_encrypted_room_is_refused_clearly(rig: Rig) -> None:
     assert stored is not None
     view = PromptView(stored.elicitation, stored.status, None, 1, "http://x/", rig.clock.now())
     with pytest.raises(PermanentDeliveryError, match="end-to-end encrypted"):
-        await rig.bot.chat.post(f"matrix:{room}", view, idempotency_key="x", uncertain=False)
+        await rig.bot.chat.post(f"matrix:{room}", view, idempotency_key="x", uncertain=None)

@@ -106,7 +106,13 @@ class Rig:
 
     async def start(self) -> None:
         await self.chat.verify()
-        self.slack = build_app(self.chat, self.service, signing_secret=SIGNING_SECRET)
+        self.slack = build_app(
+            self.chat,
+            self.service,
+            signing_secret=SIGNING_SECRET,
+            raw=self.store,
+            clock=self.clock,
+        )
         app = create_app(
             Runtime(store=self.store, service=self.service, routers=[slack_router(self.slack.app)])
         )

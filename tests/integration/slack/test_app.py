@@ -178,7 +178,9 @@ async def test_before_auth_test_the_app_refuses_instead_of_calling_it(
     """A lazy auth.test per request would turn a Slack outage into HTTP 500s."""
     store = SqlStore.from_url(sqlite_url)
     rig = Rig(tmp_path / "elicitbot.db", store, clock, fake)
-    rig.slack = build_app(rig.chat, rig.service, signing_secret=SIGNING_SECRET)
+    rig.slack = build_app(
+        rig.chat, rig.service, signing_secret=SIGNING_SECRET, raw=rig.store, clock=rig.clock
+    )
     app = create_app(
         Runtime(store=store, service=rig.service, routers=[slack_router(rig.slack.app)])
     )

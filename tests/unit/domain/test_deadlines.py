@@ -122,7 +122,7 @@ def test_a_reminder_skips_copies_not_posted_and_mentions_nobody_when_none_are_na
     clock: FakeClock,
 ) -> None:
     route = ROUTE.model_copy(update={"mention": ()})
-    the_copies = copies("posted", "posting", "waiting")
+    the_copies = copies("posted", "failed", "waiting")  # on its way: see test_deadlines_waiting
 
     [notice] = dl.fire(ctx(dl.REMIND, clock.now(), route=route, the_copies=the_copies)).notices
 

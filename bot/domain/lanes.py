@@ -1,0 +1,64 @@
+"""Lanes: effects are dispatched per lane, so a backlog in one never delays another.
+
+- ``chat:<destination>``: the posts, updates and notices of one channel or room. Posts go first
+  (a new question ahead of a refreshed one); a post the platform paces (Slack: one a second per
+  channel) is not claimed before its lane's pace allows, so the lane's slots never sleep on a rate
+  and the channel's updates and notices go out between its posts.
+- ``sink:<source>``: the write-backs to one upstream system; each is independent of the others,
+  so several go at once.
+
+Within a chat lane at most one post and one update are in flight, so a rewrite waiting on the
+platform's update budget never holds back the channel's reminders.
+
+Every replica claims from the same table: a lane's bound counts every live claim on it, whoever
+holds it, so a channel has at most ``CHAT_LANE_SLOTS`` effects in flight in the whole deployment.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from bot.domain.records import EffectKind
+
+CHAT = "chat:"
+SINK = "sink:"
+CHAT_LANE_SLOTS = 3
+"""Effects of one channel in flight at once: a post, an update and a notice, say."""
+SINK_LANE_SLOTS = 8
+"""Write-backs to one upstream system in flight at once."""
+POSTS_IN_FLIGHT = 1
+"""Posts of one channel in flight at once: questions appear in the order they came."""
+UPDATES_IN_FLIGHT = 1
+"""Rewrites of one channel's messages in flight at once: an update waiting for the platform's
+budget (Slack: chat.update per workspace) never holds the slots its channel's notices need."""
+CLAIM_LEASE = timedelta(seconds=10)
+"""How long a claim holds without its owner's heartbeat: a killed owner's rows are taken again
+within this long, on every database."""
+HEARTBEAT = timedelta(seconds=3)
+"""How often a live owner renews the claims it holds (well inside ``CLAIM_LEASE``)."""
+
+
+def lane_of(elicitation_key: str, kind: EffectKind, target: str) -> str:
+    """The lane of an outbox row: its sink for a write-back, else its destination."""
+    if kind is EffectKind.WRITEBACK:
+        return SINK + elicitation_key.split(":", 1)[0]
+    return CHAT + target
+
+
+def slots_of(lane: str) -> int:
+    return SINK_LANE_SLOTS if lane.startswith(SINK) else CHAT_LANE_SLOTS
+
+
+def kind_cap(kind: EffectKind) -> int | None:
+    """How many of this kind one chat lane may have in flight (None: only the lane's slots)."""
+    return {EffectKind.POST: POSTS_IN_FLIGHT, EffectKind.UPDATE: UPDATES_IN_FLIGHT}.get(kind)
+
+
+def rank_of(kind: EffectKind) -> int:
+    """Order inside a lane: posts first, then everything else by due time."""
+    return 0 if kind is EffectKind.POST else 1
+
+
+def pace_key(lane: str) -> str:
+    """The shared pace of a lane's posts (every replica reads it before it claims one)."""
+    return "post:" + lane

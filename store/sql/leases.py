@@ -1,0 +1,117 @@
+"""Single-owner leases and shared pacing in SQL: each a row that every replica reads and writes
+through one atomic statement, so two replicas can never both win.
+
+- ``acquire_lease``: ``INSERT … ON CONFLICT (name) DO UPDATE … WHERE lease.until < :now OR
+  lease.holder = :holder RETURNING holder``: a free name is inserted, an expired one taken, ours
+  renewed; someone else's live lease matches no row and returns nothing. On PostgreSQL a racing
+  acquirer waits on the row lock and re-evaluates the ``WHERE`` on the winner's row; SQLite
+  serialises writers (``BEGIN IMMEDIATE``).
+- ``reserve_slot``: the slot granted is ``max(now, not_before)`` and ``not_before`` moves to
+  ``slot + interval``. PostgreSQL does it in one upsert (``GREATEST(…) + interval``); SQLite keeps
+  timestamps as text and has no microsecond date arithmetic, so it reads and writes the row in
+  one ``BEGIN IMMEDIATE`` transaction, which holds the database's write lock from its start.
+
+Times are the callers' clocks: replicas must keep their clocks within a small part of a lease's
+ttl of each other (NTP), or a fast clock takes a lease a moment early.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Interval, Table, and_, case, delete, func, literal, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from bot.domain.records import LeaseView
+from store.sql.base import SqlBase
+from store.tables import LeaseRow, PaceRow, UtcDateTime
+
+LEASE: Table = LeaseRow.__table__  # type: ignore[attr-defined]
+PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
+
+
+def _at(value: datetime) -> Any:
+    """A timestamp bound as the tables keep them (aware UTC in, naive UTC text on SQLite)."""
+    return literal(value, UtcDateTime())
+
+
+class Leases(SqlBase):
+    """The Leases and Pacing ports of :class:`bot.domain.store.Store`."""
+
+    def _upsert(self) -> Any:
+        return postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+
+    async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: timedelta) -> bool:
+        until = now + ttl
+        insert = self._upsert()(LEASE).values(name=name, holder=holder, until=until, since=now)
+        ours_and_live = and_(LEASE.c.holder == holder, LEASE.c.until >= _at(now))
+        statement = insert.on_conflict_do_update(
+            index_elements=[LEASE.c.name],
+            set_={
+                "holder": holder,
+                "until": _at(until),
+                # A renewal keeps its start; a take-over (or ours retaken once run out) restarts.
+                "since": case((ours_and_live, LEASE.c.since), else_=_at(now)),
+            },
+            where=or_(LEASE.c.until < _at(now), LEASE.c.holder == holder),
+        ).returning(LEASE.c.holder)
+
+        def work(conn: Connection) -> bool:
+            return conn.execute(statement).first() is not None
+
+        return await self._run(work, write=True)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give ``name`` up at once (an orderly stop), if we still hold it."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(delete(LEASE).where(LEASE.c.name == name, LEASE.c.holder == holder))
+
+        await self._run(work, write=True)
+
+    async def leases(self) -> list[LeaseView]:
+        def work(conn: Connection) -> list[LeaseView]:
+            rows = conn.execute(select(LEASE).order_by(LEASE.c.name))
+            return [LeaseView(r.name, r.holder, r.until, r.since) for r in rows]
+
+        return await self._run(work, write=False)
+
+    async def reserve_slot(self, key: str, interval: float, now: datetime) -> datetime:
+        gap = timedelta(seconds=interval)
+        if self.dialect == "postgresql":
+            statement = (
+                postgresql.insert(PACE)
+                .values(key=key, not_before=now + gap)
+                .on_conflict_do_update(
+                    index_elements=[PACE.c.key],
+                    set_={
+                        "not_before": func.greatest(
+                            PACE.c.not_before, _at(now), type_=UtcDateTime()
+                        )
+                        + literal(gap, Interval())
+                    },
+                )
+                .returning(PACE.c.not_before)
+            )
+
+            def upsert(conn: Connection) -> datetime:
+                not_before: datetime = conn.execute(statement).scalar_one()
+                return not_before - gap
+
+            return await self._run(upsert, write=True)
+
+        def read_then_write(conn: Connection) -> datetime:
+            held = conn.execute(select(PACE.c.not_before).where(PACE.c.key == key)).scalar()
+            slot = now if held is None else max(now, held)
+            conn.execute(
+                sqlite.insert(PACE)
+                .values(key=key, not_before=slot + gap)
+                .on_conflict_do_update(
+                    index_elements=[PACE.c.key], set_={"not_before": _at(slot + gap)}
+                )
+            )
+            return slot
+
+        return await self._run(read_then_write, write=True)

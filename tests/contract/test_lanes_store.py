@@ -1,0 +1,150 @@
+"""Lanes in the store: every store claims the outbox lane by lane, the same way.
+
+A channel has at most one post and two effects in flight in the whole deployment (claims of every
+owner count), a sink has eight; a post whose lane's pace has not come is not due, so the lane's
+updates go out meanwhile; lanes are served round-robin, so one deep lane never crowds out the
+others; a heartbeat keeps an owner's claims, and a claim nobody renews runs out in seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from bot.domain import lanes
+from bot.domain.model import Route
+from bot.domain.records import EffectKind
+from bot.domain.refs import SlackRef
+from bot.domain.store import Store
+from tests.conftest import FakeClock
+from tests.contract.test_deadline_store import fire_due
+from tests.contract.test_store import SLACK, answer, item, make
+
+BUSY = "slack:C0BUSY"
+CALM = "slack:C0CALM"
+
+
+async def queue(store: Store, clock: FakeClock, n: int, destination: str, tag: str) -> list[str]:
+    now = clock.now()
+    route = Route(destinations=(destination,))
+    outcomes = await store.intake(
+        [item(make(now, f"eli_{tag}{i:04d}"), f"ev-{tag}-{i}", route) for i in range(n)], now
+    )
+    return [o.key for o in outcomes]
+
+
+async def test_one_post_per_channel_in_flight_whoever_claims(
+    store: Store, clock: FakeClock
+) -> None:
+    await queue(store, clock, 5, BUSY, "b")
+    await queue(store, clock, 2, CALM, "c")
+    first = await store.claim_outbox(clock.now(), "owner-a", limit=20)
+    second = await store.claim_outbox(clock.now(), "owner-b", limit=20)
+
+    assert Counter(i.lane for i in first) == {f"chat:{BUSY}": 1, f"chat:{CALM}": 1}
+    assert second == [], "the other owner's live claims count against each lane"
+    assert {i.first_attempt_at for i in first} == {clock.now()}
+
+
+async def test_lanes_are_served_round_robin(store: Store, clock: FakeClock) -> None:
+    """A deep lane's backlog does not crowd out the others: with room for three, three lanes
+    get one each before any gets a second."""
+    for tag, destination in (("a", "slack:C0A"), ("b", "slack:C0B"), ("c", "slack:C0C")):
+        await queue(store, clock, 1 if tag != "a" else 40, destination, tag)
+    got = await store.claim_outbox(clock.now(), "w", limit=3)
+    assert sorted(i.lane for i in got) == ["chat:slack:C0A", "chat:slack:C0B", "chat:slack:C0C"]
+
+
+async def test_a_paced_post_waits_and_its_lane_s_updates_go_meanwhile(
+    store: Store, clock: FakeClock
+) -> None:
+    [answered, waiting] = await queue(store, clock, 2, BUSY, "p")
+    [post] = await store.claim_outbox(clock.now(), "w")
+    assert post.elicitation_key == answered
+    await store.set_pace(lanes.pace_key(post.lane), clock.now() + timedelta(seconds=1))
+    assert await store.complete_outbox(post, "w", clock.now(), ref=SlackRef("C0BUSY", "1.1"))
+    result = await store.record_answer(
+        answered,
+        answer("slack:U0ALICE", clock.now()),
+        clock.now(),
+        approving=True,
+        audit={"action": "answered"},
+    )
+    assert result.won
+
+    # The next post is paced for a second: the answered copy's update is claimed meanwhile.
+    got = await store.claim_outbox(clock.now(), "w")
+    [update] = [i for i in got if i.lane == f"chat:{BUSY}"]
+    assert [i.kind for i in got if i is not update] == [EffectKind.WRITEBACK]
+    assert (update.kind, update.elicitation_key) == (EffectKind.UPDATE, answered)
+    assert await store.next_outbox_at() == clock.now() + timedelta(seconds=1)
+    [later] = await store.claim_outbox(clock.advance(1), "w")
+    assert (later.kind, later.elicitation_key) == (EffectKind.POST, waiting)
+
+
+async def test_a_heartbeat_keeps_claims_and_a_dead_owner_s_run_out(
+    store: Store, clock: FakeClock
+) -> None:
+    await queue(store, clock, 1, BUSY, "h1")
+    await queue(store, clock, 1, CALM, "h2")
+    alive_rows = await store.claim_outbox(clock.now(), "alive", limit=1)
+    dead_rows = await store.claim_outbox(clock.now(), "dead", limit=1)
+    assert len(alive_rows) == len(dead_rows) == 1
+
+    clock.advance(lanes.HEARTBEAT.total_seconds())
+    assert await store.renew_claims("alive", clock.now() + lanes.CLAIM_LEASE) == 1
+    clock.advance(lanes.CLAIM_LEASE.total_seconds() - lanes.HEARTBEAT.total_seconds() + 0.5)
+    retaken = await store.claim_outbox(clock.now(), "restarted", limit=10)
+    assert [i.id for i in retaken] == [dead_rows[0].id], "only the unrenewed claim ran out"
+    assert retaken[0].attempts == 2
+    assert retaken[0].first_attempt_at == dead_rows[0].first_attempt_at
+
+
+async def test_write_backs_have_their_own_lane(store: Store, clock: FakeClock) -> None:
+    """A channel's backlog never holds a write-back back: the sink lane is claimed beside it."""
+    keys = await queue(store, clock, 30, SLACK, "w")
+    [post] = await store.claim_outbox(clock.now(), "w")
+    result = await store.record_answer(
+        keys[-1],
+        answer("slack:U0BOB", clock.now()),
+        clock.now(),
+        approving=True,
+        audit={"action": "answered"},
+    )
+    assert result.won
+    got = await store.claim_outbox(clock.now(), "w", limit=20)
+    assert [(i.kind, i.lane) for i in got] == [(EffectKind.WRITEBACK, "sink:superpipeline")]
+    assert post.lane == f"chat:{SLACK}"
+    views = {v.lane: v for v in await store.lanes()}
+    assert views[f"chat:{SLACK}"].pending == 29
+    assert views[f"chat:{SLACK}"].claimed == 1
+    assert views["sink:superpipeline"].claimed == 1
+
+
+async def test_updates_waiting_on_their_budget_never_hold_back_a_channel_s_notices(
+    store: Store, clock: FakeClock
+) -> None:
+    """One update per channel in flight; the channel's other updates, however many and however
+    long due, take no place ahead of its reminders."""
+    t0 = clock.now()
+    route = Route(destinations=(BUSY,))
+    items = [
+        item(make(t0, f"eli_u{i}", remind=30 if i == 3 else None), f"ev-u{i}", route)
+        for i in range(4)
+    ]
+    keys = [o.key for o in await store.intake(items, t0)]
+    for _ in keys:
+        [post] = await store.claim_outbox(clock.now(), "w")
+        assert await store.complete_outbox(post, "w", clock.now(), ref=SlackRef("C0BUSY", "1.1"))
+    for key in keys[:3]:
+        won = await store.record_answer(
+            key, answer("slack:U0ALICE", t0), t0, approving=True, audit={}
+        )
+        assert won.won
+    held = await store.claim_outbox(t0, "w", limit=20, lease=timedelta(minutes=5))
+    assert [i.kind for i in held if i.lane == f"chat:{BUSY}"] == [EffectKind.UPDATE]
+
+    [fired] = await fire_due(store, clock.advance(31))
+    assert fired.outcome == "fired"
+    got = await store.claim_outbox(clock.now(), "w2", limit=20)
+    assert [i.kind for i in got if i.lane == f"chat:{BUSY}"] == [EffectKind.NOTIFY]
