@@ -85,6 +85,42 @@ CURRENT_STATE = select(E.c.version, E.c.status, E.c.route).where(E.c.key == bind
 PENDING = Status.PENDING.value
 
 
+class WriteLock:
+    """One writer at a time (SQLite), first come first served, except that an urgent writer
+    goes ahead of every ordinary one waiting."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._ordinary: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, *, urgent: bool = False) -> None:
+        if not self._held and not self._urgent and not self._ordinary:
+            self._held = True
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._urgent if urgent else self._ordinary
+        queue.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed to us just as we were cancelled: pass it on
+            elif waiter in queue:
+                queue.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Hand the lock to the next waiter (urgent first), or free it."""
+        for queue in (self._urgent, self._ordinary):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)  # still held: ownership moves to the waiter
+                    return
+        self._held = False
+
+
 class SqlBase:
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by the engine's URL."""
 
@@ -96,7 +132,7 @@ class SqlBase:
         self._reader = engine.execution_options(**{READ_ONLY: True})
         # SQLite has one writer: queue our own writers here instead of in its busy handler,
         # which sleeps. Other processes still meet busy_timeout.
-        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        self._write_lock = WriteLock() if self.dialect == "sqlite" else None
         # Statements built once: parameters are bound at execute time (no per-call compiling).
         self._new_inbound = self._insert_ignore(INBOUND, "channel", "inbound_id").returning(
             INBOUND.c.inbound_id
@@ -117,15 +153,21 @@ class SqlBase:
 
         await self._run(work, write=False)
 
-    async def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+    async def _run(
+        self, work: Callable[[Connection], T], *, write: bool, urgent: bool = False
+    ) -> T:
         """Run ``work`` in one transaction on a worker thread: one thread hop per transaction.
 
         On SQLite, writers in this process queue on a lock here rather than in SQLite's busy
-        handler (which sleeps); other processes still meet busy_timeout.
+        handler (which sleeps); other processes still meet busy_timeout. An ``urgent`` writer
+        (what an acknowledgement waits for) goes ahead of the queued others.
         """
         if write and self._write_lock is not None:
-            async with self._write_lock:
+            await self._write_lock.acquire(urgent=urgent)
+            try:
                 result = await asyncio.to_thread(self._transaction, work, write)
+            finally:
+                self._write_lock.release()
         else:
             result = await asyncio.to_thread(self._transaction, work, write)
         if self._planned:

@@ -8,9 +8,11 @@ id, whichever replica it reaches, without a read-then-write race.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.engine import Connection
@@ -20,9 +22,71 @@ from store.sql.base import SqlBase
 from store.tables import RawEventRow
 
 RAW: Table = RawEventRow.__table__  # type: ignore[attr-defined]
+T = TypeVar("T")
+
+
+_Entry = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
+
+
+class _Group:
+    """Group commit for small independent writes: those that arrive while a transaction runs
+    share the next one (a click's record is on Slack's ack path; on SQLite, one writer at a time,
+    a transaction each would queue the acks behind one another). If the shared transaction fails,
+    each write is retried in its own, so one bad write never fails another."""
+
+    MAX = 64
+
+    def __init__(self, store: SqlBase, *, urgent: bool = False) -> None:
+        self.store = store
+        self.urgent = urgent
+        self.pending: list[_Entry] = []
+        self.drainer: asyncio.Task[None] | None = None
+
+    async def run(self, work: Callable[[Connection], T]) -> T:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append((work, future))
+        if self.drainer is None or self.drainer.done():
+            self.drainer = asyncio.create_task(self._drain())
+        result: T = await future
+        return result
+
+    async def _drain(self) -> None:
+        while self.pending:
+            group = self.pending[: self.MAX]
+            del self.pending[: self.MAX]
+            await self._flush(group)
+
+    async def _flush(
+        self, group: list[tuple[Callable[[Connection], Any], asyncio.Future[Any]]]
+    ) -> None:
+        def work(conn: Connection) -> list[Any]:
+            return [one(conn) for one, _ in group]
+
+        try:
+            results = await self.store._run(work, write=True, urgent=self.urgent)
+        except Exception as exc:
+            if len(group) == 1:
+                if not group[0][1].done():
+                    group[0][1].set_exception(exc)
+                return
+            for entry in group:
+                await self._flush([entry])
+            return
+        for (_, future), result in zip(group, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
 
 class Raw(SqlBase):
+    @cached_property
+    def _raw_group(self) -> _Group:
+        """Records (Slack's ack waits for them) go ahead of other writers; marks follow."""
+        return _Group(self, urgent=True)
+
+    @cached_property
+    def _handled_group(self) -> _Group:
+        return _Group(self)
+
     @cached_property
     def _new_raw(self) -> Any:
         """Built on first use (the statement depends on the dialect; no ``__init__`` here, so
@@ -46,7 +110,7 @@ class Raw(SqlBase):
             found = conn.execute(statement, row).scalar()
             return None if found is None else int(found)
 
-        return await self._run(work, write=True)
+        return await self._raw_group.run(work)
 
     async def handled_raw(self, raw_id: int, now: datetime) -> None:
         """Mark handled; the first time stays (a second mark changes nothing)."""
@@ -54,7 +118,7 @@ class Raw(SqlBase):
         def work(conn: Connection) -> None:
             conn.execute(_HANDLED, {"raw_id": raw_id, "at": now})
 
-        await self._run(work, write=True)
+        await self._handled_group.run(work)
 
     async def purge_raw(self, handled_before: datetime) -> int:
         """Forget events handled before ``handled_before`` (their dedupe keys with them)."""
