@@ -1,6 +1,7 @@
 """The composition root: the only module that sees bot, adapters and store together.
 
-(A little over 500 lines on purpose: the whole service is assembled here, read top to bottom.)
+(Over 600 lines on purpose: the whole service is assembled here, read top to bottom; the Slack
+Socket Mode lease helpers are the next to move, into adapters/slack/socket.py.)
 
 ``Elicitbot`` is built from a list of parts: the core (store, service, dispatcher, timekeeper) and
 one small factory per optional part (Slack, Matrix, NATS, each Pinework poller, the sources'

@@ -43,6 +43,10 @@ before an ack is pure: a modal submission over its text limit is answered
 Bolt's authorization is precomputed from the ``auth.test`` that ran at start (no lazy
 ``auth.test`` per request, which would turn a Slack outage into HTTP 500s and retry storms), and
 its loggers are kept at WARNING: at INFO Bolt logs the whole body of a refused request.
+
+(Over 500 lines for now: the Bolt listeners and the durable record/replay of the same
+interactions share one class's state. The seam is known: record/replay (``_record``, ``replay``,
+``run_replays``, ``_replayed``) moves to its own module next.)
 """
 
 from __future__ import annotations

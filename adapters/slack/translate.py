@@ -12,6 +12,10 @@
   reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` and ``/elicitbot …``
   :class:`~bot.domain.actions.Command`. An option value naming the option by index (ids too long
   for the value) is read back against the elicitation's options.
+
+(Over 500 lines on purpose: one pure reader per Slack payload kind — clicks, modals, thread
+replies, commands — and the trims recorded before the ack sit beside the readers they mirror, so
+a field read and its trimmed copy cannot drift apart.)
 """
 
 from __future__ import annotations

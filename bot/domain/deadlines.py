@@ -28,6 +28,10 @@ replaces any pending deadline. What it waits for is bounded by what it is for:
   by T", never by a delivery (reliability.md §7), and a copy posted that late is itself news.
 
 A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
+
+(Over 500 lines on purpose: every due-time rule — reminders, escalations, follow-ups, expiry,
+the claim, waiting for copies — and the schedule a message shows are one decision table, tested
+together; split, the schedule line and the firing rules would drift.)
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ that needs no durability.
 Every method is one transaction: it holds the store's one lock, never awaits inside it, and
 undoes what it wrote if it fails, so a batch is all or nothing and every conditional write (the
 first answer, a fenced completion, a claim) sees the state the previous one left.
+
+(Over 500 lines on purpose: it is the one class implementing the whole store port, in the same
+order as ``store/sql``'s modules; its decisions already live in ``decisions.py`` and its writes in
+``writer.py``, so what is left here is one short method per port call.)
 """
 
 from __future__ import annotations
