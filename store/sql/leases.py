@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Interval, Table, and_, case, delete, func, literal, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from bot.domain.records import LeaseView
@@ -40,12 +39,11 @@ def _at(value: datetime) -> Any:
 class Leases(SqlBase):
     """The Leases and Pacing ports of :class:`bot.domain.store.Store`."""
 
-    def _upsert(self) -> Any:
-        return postgresql.insert if self.dialect == "postgresql" else sqlite.insert
-
     async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: timedelta) -> bool:
         until = now + ttl
-        insert = self._upsert()(LEASE).values(name=name, holder=holder, until=until, since=now)
+        insert = self._dialect_insert(LEASE).values(
+            name=name, holder=holder, until=until, since=now
+        )
         ours_and_live = and_(LEASE.c.holder == holder, LEASE.c.until >= _at(now))
         statement = insert.on_conflict_do_update(
             index_elements=[LEASE.c.name],
@@ -82,7 +80,7 @@ class Leases(SqlBase):
         gap = timedelta(seconds=interval)
         if self.dialect == "postgresql":
             statement = (
-                postgresql.insert(PACE)
+                self._dialect_insert(PACE)
                 .values(key=key, not_before=now + gap)
                 .on_conflict_do_update(
                     index_elements=[PACE.c.key],
@@ -106,7 +104,7 @@ class Leases(SqlBase):
             held = conn.execute(select(PACE.c.not_before).where(PACE.c.key == key)).scalar()
             slot = now if held is None else max(now, held)
             conn.execute(
-                sqlite.insert(PACE)
+                self._dialect_insert(PACE)
                 .values(key=key, not_before=slot + gap)
                 .on_conflict_do_update(
                     index_elements=[PACE.c.key], set_={"not_before": _at(slot + gap)}
