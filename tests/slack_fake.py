@@ -10,7 +10,14 @@ the same client from the test's event loop and from a subprocess. It
   with its metadata), ``chat.update``, ``chat.postEphemeral``, ``conversations.open`` (a DM
   channel ``D<user>``), ``conversations.history`` and ``conversations.replies`` (see below),
   ``views.open`` (a modal, checked against the modal limits, with a
-  ``trigger_id`` from :meth:`FakeSlack.issue_trigger`: single use, expired after 3 s) and
+  ``trigger_id`` from :meth:`FakeSlack.issue_trigger`: single use, expired after 3 s; the view
+  gets an ``id`` and a ``hash``), ``views.update`` (by ``view_id`` or ``external_id``; a ``hash``
+  that is not the view's current one answers ``hash_conflict``; a new hash each time),
+  ``views.push`` (a trigger id, as ``views.open``), the upload flow
+  ``files.getUploadURLExternal`` → a POST of the bytes to the ``upload_url`` it gives →
+  ``files.completeUploadExternal`` (with ``channel_id``/``thread_ts`` it shares the file as a
+  message from the bot in that thread, a ``files`` entry naming it; the content is kept, see
+  :meth:`FakeSlack.files`) and
   ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
   websocket, see below);
 - serves response URLs (:meth:`FakeSlack.issue_response_url`: at most 5 uses in 30 minutes);
@@ -99,7 +106,7 @@ RESPONSE_URL_SECONDS = 30 * 60
 HISTORY_LIMIT = 100
 MAX_HISTORY_LIMIT = 999
 
-_JSON_PARAMS = ("blocks", "metadata", "attachments", "view")
+_JSON_PARAMS = ("blocks", "metadata", "attachments", "view", "files")
 _SELECTS = ("static_select", "multi_static_select")
 
 
@@ -162,9 +169,24 @@ def _element(el: Any, where: str, problems: list[str]) -> int:
                 problems.append(f"{at}: must be an object")
                 continue
             total += _plain(option.get("text"), f"{at}.text", MAX_OPTION_TEXT, problems)
+            if option.get("description") is not None:
+                total += _plain(
+                    option["description"], f"{at}.description", MAX_OPTION_TEXT, problems
+                )
             value = option.get("value")
             if not isinstance(value, str) or not value or len(value) > MAX_OPTION_VALUE:
                 problems.append(f"{at}.value: must be a string of 1 to {MAX_OPTION_VALUE}")
+        values = [o.get("value") for o in options if isinstance(o, Mapping)]
+        if len(values) != len(set(map(str, values))):
+            problems.append(f"{where}.options: option values must be unique")
+        initial = list(el.get("initial_options") or [])
+        if el.get("initial_option") is not None:
+            initial.append(el["initial_option"])
+        if kind == "static_select" and "initial_options" in el:
+            problems.append(f"{where}.initial_options: only a multi-select has them")
+        for i, chosen in enumerate(initial):
+            if chosen not in options:
+                problems.append(f"{where}.initial_option[{i}]: must match one of its options")
         return total
     if kind in ("overflow", "datepicker", "image", "users_select", "conversations_select"):
         return 0
@@ -279,6 +301,9 @@ def view_problems(view: Any) -> list[str]:
     blocks = view.get("blocks")
     if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_MODAL_BLOCKS:
         return [*problems, f"view.blocks: must hold 1 to {MAX_MODAL_BLOCKS} blocks"]
+    block_ids = [b.get("block_id") for b in blocks if isinstance(b, Mapping) and b.get("block_id")]
+    if len(block_ids) != len(set(block_ids)):
+        problems.append("view.blocks: block_id values must be unique")
     has_input = False
     for i, block in enumerate(blocks):
         if isinstance(block, Mapping) and block.get("type") == "input":
@@ -385,6 +410,11 @@ class FakeSlack:
         self._last_micros = 0
         self.app_token = app_token
         self._views: list[dict[str, Any]] = []
+        self._current_views: dict[str, dict[str, Any]] = {}
+        """Every view by id as it stands now (opened, pushed, updated)."""
+        self._view_updates: list[dict[str, Any]] = []
+        self._pushed: list[dict[str, Any]] = []
+        self._files: dict[str, dict[str, Any]] = {}
         self._triggers: dict[str, float] = {}
         self._hooks: dict[str, dict[str, Any]] = {}
         self._storms: dict[str, tuple[float, float]] = {}
@@ -473,6 +503,7 @@ class FakeSlack:
         app = web.Application(client_max_size=8 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_post("/hooks/{hook}", self._hook)
+        app.router.add_post("/upload/{file}", self._upload)
         app.router.add_get("/link", self._socket)
         runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
@@ -544,9 +575,35 @@ class FakeSlack:
         return sorted(posts, key=lambda p: p["at"])
 
     def views(self) -> list[dict[str, Any]]:
-        """Modals opened with ``views.open``."""
+        """Modals opened with ``views.open`` (as opened)."""
         with self._lock:
             return [dict(v) for v in self._views]
+
+    def view(self, view_id: str) -> dict[str, Any] | None:
+        """A view as it stands now (after its updates)."""
+        with self._lock:
+            found = self._current_views.get(view_id)
+            return dict(found) if found is not None else None
+
+    def view_updates(self) -> list[dict[str, Any]]:
+        """Views as ``views.update`` set them, in order (each with its ``id`` and new ``hash``)."""
+        with self._lock:
+            return [dict(v) for v in self._view_updates]
+
+    def pushed_views(self) -> list[dict[str, Any]]:
+        """Modals pushed with ``views.push``."""
+        with self._lock:
+            return [dict(v) for v in self._pushed]
+
+    def files(self) -> list[dict[str, Any]]:
+        """Files uploaded and completed: ``id``, ``filename``, ``title``, ``content`` (the bytes
+        as text), ``channel``, ``thread_ts``."""
+        with self._lock:
+            done = [dict(f) for f in self._files.values() if f["completed"]]
+        return [
+            {**f, "content": f["content"].decode("utf-8", "replace") if f["content"] else ""}
+            for f in done
+        ]
 
     def socket_send(self, envelope: Mapping[str, Any], timeout: float = 10.0) -> None:
         """Push an envelope to every open Socket Mode connection (blocking until sent)."""
@@ -745,11 +802,53 @@ class FakeSlack:
             "conversations.history": self._history,
             "conversations.replies": self._replies,
             "views.open": self._open_view,
+            "views.update": self._update_view,
+            "views.push": self._push_view,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
+            "users.info": self._users_info,
             "apps.connections.open": self._connections_open,
         }.get(method)
         if handler is None:
             return {"ok": False, "error": "unknown_method"}
         return handler(params)
+
+    def add_user(
+        self,
+        user: str,
+        *,
+        display_name: str = "",
+        real_name: str = "",
+        name: str | None = None,
+        is_bot: bool = False,
+    ) -> None:
+        """A workspace member ``users.info`` knows (any other id answers ``user_not_found``).
+        An app installed without ``users:read``:
+        ``script("users.info", error="missing_scope", times=N)``."""
+        member = {
+            "id": user,
+            "team_id": TEAM_ID,
+            "name": name or user.lower(),
+            "deleted": False,
+            "real_name": real_name,
+            "is_bot": is_bot,
+            "profile": {
+                "display_name": display_name,
+                "display_name_normalized": display_name,
+                "real_name": real_name,
+                "real_name_normalized": real_name,
+            },
+        }
+        with self._lock:
+            # Made on first use: the rest of the fake's state is set up in __init__.
+            self._users: dict[str, dict[str, Any]] = {**getattr(self, "_users", {}), user: member}
+
+    def _users_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            member = getattr(self, "_users", {}).get(str(params.get("user") or ""))
+        if member is None:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "user": {**member, "profile": dict(member["profile"])}}
 
     def _auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -855,32 +954,193 @@ class FakeSlack:
             return {"ok": False, "error": "thread_not_found"}
         return _timeline(thread, params, newest_first=False)
 
-    def _open_view(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _take_trigger(self, params: Mapping[str, Any]) -> str | None:
+        """The error of a ``trigger_id`` (None: good, and used up now)."""
         trigger = params.get("trigger_id")
         with self._lock:
             issued = self._triggers.pop(str(trigger), None) if trigger else None
         if issued is None:
-            return {"ok": False, "error": "invalid_trigger_id" if trigger else "invalid_arguments"}
+            return "invalid_trigger_id" if trigger else "invalid_arguments"
         if time.monotonic() - issued > TRIGGER_SECONDS:
-            return {"ok": False, "error": "expired_trigger_id"}
+            return "expired_trigger_id"
+        return None
+
+    def _checked_view(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the view given, an error answer or {}), checked against the modal limits."""
         view = params.get("view")
         if isinstance(view, str):
             with contextlib.suppress(ValueError):
                 view = json.loads(view)
         problems = view_problems(view)
         if problems:
-            return {
+            return {}, {
                 "ok": False,
                 "error": "invalid_arguments",
                 "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
             }
+        return dict(view) if isinstance(view, Mapping) else {}, {}
+
+    def _new_view(self, view: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        """Store a new view (call it under the lock): an id and a hash."""
         opened = {
-            **(view if isinstance(view, Mapping) else {}),
-            "id": f"V{len(self._views) + 1:08d}",
+            **view,
+            **extra,
+            "id": f"V{len(self._current_views) + 1:08d}",
+            "hash": f"{time.time():.6f}.{secrets.token_hex(4)}",
         }
+        self._current_views[opened["id"]] = opened
+        return opened
+
+    def _open_view(self, params: dict[str, Any]) -> dict[str, Any]:
+        if (error := self._take_trigger(params)) is not None:
+            return {"ok": False, "error": error}
+        view, problem = self._checked_view(params)
+        if problem:
+            return problem
         with self._lock:
+            opened = self._new_view(view)
             self._views.append(opened)
         return {"ok": True, "view": opened}
+
+    def _push_view(self, params: dict[str, Any]) -> dict[str, Any]:
+        if (error := self._take_trigger(params)) is not None:
+            return {"ok": False, "error": error}
+        view, problem = self._checked_view(params)
+        if problem:
+            return problem
+        with self._lock:
+            pushed = self._new_view(view)
+            self._pushed.append(pushed)
+        return {"ok": True, "view": pushed}
+
+    def _update_view(self, params: dict[str, Any]) -> dict[str, Any]:
+        view_id, external = params.get("view_id"), params.get("external_id")
+        view, problem = self._checked_view(params)
+        if problem:
+            return problem
+        with self._lock:
+            if view_id:
+                current = self._current_views.get(str(view_id))
+            else:
+                current = next(
+                    (
+                        v
+                        for v in self._current_views.values()
+                        if external and v.get("external_id") == external
+                    ),
+                    None,
+                )
+            if current is None:
+                return {"ok": False, "error": "not_found"}
+            given = params.get("hash")
+            if given and given != current["hash"]:
+                return {"ok": False, "error": "hash_conflict"}
+            updated = {
+                **view,
+                "id": current["id"],
+                "hash": f"{time.time():.6f}.{secrets.token_hex(4)}",
+            }
+            self._current_views[current["id"]] = updated
+            self._view_updates.append(updated)
+        return {"ok": True, "view": updated}
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        filename = params.get("filename")
+        try:
+            length = int(params.get("length") or 0)
+        except ValueError:
+            length = 0
+        if not isinstance(filename, str) or not filename or length <= 0:
+            return {"ok": False, "error": "invalid_arguments"}
+        with self._lock:
+            file_id = f"F{len(self._files) + 1:08d}"
+            self._files[file_id] = {
+                "id": file_id,
+                "filename": filename,
+                "length": length,
+                "snippet_type": params.get("snippet_type"),
+                "content": None,
+                "title": None,
+                "completed": False,
+                "channel": None,
+                "thread_ts": None,
+            }
+        return {"ok": True, "upload_url": f"{self.base_url}/upload/{file_id}", "file_id": file_id}
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        """The upload URL: the file's bytes, raw (as slack_sdk sends them) or as a form's
+        ``file``; they must be as long as ``files.getUploadURLExternal`` was told."""
+        file_id = request.match_info["file"]
+        if request.content_type == "multipart/form-data":
+            form = await request.post()
+            part = form.get("file")
+            if isinstance(part, web.FileField):
+                data = part.file.read()
+            else:
+                data = part.encode() if isinstance(part, str) else bytes(part or b"")
+        else:
+            data = await request.read()
+        with self._lock:
+            stored = self._files.get(file_id)
+            status = 404 if stored is None else 200
+            if stored is not None:
+                if len(data) != stored["length"]:
+                    status = 400
+                else:
+                    stored["content"] = data
+        self._log(
+            SlackCall(
+                "upload",
+                {"file_id": file_id, "length": len(data)},
+                {k.lower(): v for k, v in request.headers.items()},
+                status,
+                {"ok": status == 200},
+            )
+        )
+        if status != 200:
+            return web.Response(status=status, text="invalid_upload")
+        return web.Response(status=200, text=f"OK - {len(data)}")
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        if not isinstance(files, list) or not files:
+            return {"ok": False, "error": "invalid_arguments"}
+        channel, thread_ts = params.get("channel_id"), params.get("thread_ts")
+        if channel and (error := self._channel_error(channel)) is not None:
+            return {"ok": False, "error": error}
+        shared: list[dict[str, Any]] = []
+        with self._lock:
+            for f in files:
+                stored = self._files.get(str(f.get("id"))) if isinstance(f, Mapping) else None
+                if stored is None or stored["content"] is None:
+                    return {"ok": False, "error": "file_not_found"}
+                stored["title"] = f.get("title") or stored["filename"]
+            for f in files:
+                stored = self._files[str(f["id"])]
+                stored.update(completed=True, channel=channel, thread_ts=thread_ts)
+                shared.append(
+                    {
+                        "id": stored["id"],
+                        "name": stored["filename"],
+                        "title": stored["title"],
+                        "size": stored["length"],
+                    }
+                )
+            if channel:
+                message: dict[str, Any] = {
+                    "type": "message",
+                    "ts": self._stamp(),
+                    "user": BOT_USER,
+                    "bot_id": BOT_ID,
+                    "text": params.get("initial_comment") or "",
+                    "blocks": [],
+                    "files": shared,
+                    "upload": True,
+                }
+                if thread_ts:
+                    message["thread_ts"] = thread_ts
+                self._messages.setdefault(str(channel), []).append(message)
+        return {"ok": True, "files": shared}
 
     def _connections_open(self, _: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self._port}/link"}

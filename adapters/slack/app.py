@@ -33,6 +33,12 @@ before an ack is pure: a modal submission over its text limit is answered
   through ``first_time``.
 - **Slack's own UI** stays here: *Reply…* and an option that needs a comment open the modal
   (while the question is pending); the core decides everything else.
+- **What you see is what you approve** (rule 2). Every Choose, Reply and Submit built from a
+  message carries ``shown`` = :func:`adapters.slack.render.shown` of the request as stored now
+  (our own rendering, never the payload), so a crafted approve on a message that cannot hold
+  everything is refused (``NOT_SHOWN``) like any refusal. *Review…* and every click inside the
+  review modal go to :class:`~adapters.slack.review_flow.ReviewFlow`; a reply modal takes the
+  ``shown`` of what it was opened from (:func:`adapters.slack.review_modal.reply_shown`).
 - **Outcomes.** A refusal, how to answer, or a claim is an ephemeral message to the one person,
   in the thread when the attempt was in a thread (bots are told nothing: they read no
   ephemerals); a win is said in the message's thread, and the outbox rewrites every copy. A
@@ -68,10 +74,14 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.slack import translate
+from adapters.slack import review_modal, translate
 from adapters.slack.chat import SlackChat
-from adapters.slack.modal import REPLY_CALLBACK, reply_modal
-from adapters.slack.render import CLAIM_ACTION, MULTI_ACTION, REPLY_ACTION, result_text
+from adapters.slack.modal import REPLY_CALLBACK, closes_all, reply_modal
+from adapters.slack.outcome import thread_note
+from adapters.slack.render import CLAIM_ACTION, MULTI_ACTION, REPLY_ACTION
+from adapters.slack.review_flow import ReviewFlow
+from adapters.slack.review_parts import REVIEW_ACTION
+from adapters.slack.review_parts import shown as message_shown
 from adapters.slack.translate import (
     EVENT_CHANNEL,
     MESSAGE_CHANNEL,
@@ -81,9 +91,17 @@ from adapters.slack.translate import (
     Where,
 )
 from bot.clock import SystemClock
-from bot.domain.actions import NOT_FOUND_TEXT, Choose, ClaimIt, OutcomeKind, Reply, Submit
+from bot.domain.actions import (
+    NOT_FOUND_TEXT,
+    Choose,
+    ClaimIt,
+    Outcome,
+    OutcomeKind,
+    Reply,
+    Submit,
+)
 from bot.domain.errors import DeliveryError, TransientDeliveryError
-from bot.domain.model import Answer, AnswerMode, Identity, Status
+from bot.domain.model import Answer, AnswerMode, Disclosure, Identity, Status
 from bot.domain.ports import Clock, Elicitations, PromptView
 from bot.domain.records import RawEvent
 from bot.domain.refs import SlackRef
@@ -164,6 +182,8 @@ class SlackInteractivity:
             name="elicitbot_slack_app",
         )
         bolt_logger.setLevel(logging.WARNING)
+        self.review = ReviewFlow(chat, elicitations, act=self._act_in_review, tell=self._tell)
+        """The Review… modal (answer rule 2): :mod:`adapters.slack.review_flow`."""
         self._register()
 
     def _authorization(self) -> AuthorizeResult | None:
@@ -364,8 +384,8 @@ class SlackInteractivity:
             ack: Callable[..., Awaitable[Any]], body: dict[str, Any]
         ) -> BoltResponse | None:
             action = translate.first_action(body)
-            if action.get("action_id") == MULTI_ACTION:  # a selection changing: nothing yet
-                await ack()
+            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
+                await ack()  # a selection changing: nothing yet
                 return None
             durable = translate.durable_click(body)
             try:
@@ -383,7 +403,7 @@ class SlackInteractivity:
             ack: Callable[..., Awaitable[Any]], body: dict[str, Any], view: dict[str, Any]
         ) -> BoltResponse | None:
             meta, text, chosen = translate.parse_submission(view)
-            errors = translate.submission_errors(meta, text)
+            errors = translate.submission_errors(meta, text, view)
             if errors:
                 await ack(response_action="errors", errors=errors)
                 return None
@@ -392,7 +412,10 @@ class SlackInteractivity:
                 handle, raw_id = await self._record(durable)
             except NotRecordedError:
                 return _not_recorded()
-            await ack()
+            if closes_all(meta):  # on top of a review: the decision is made, close both
+                await ack(response_action="clear")
+            else:
+                await ack()
             if handle:
                 self.spawn(
                     self._submitted(durable, meta, text, chosen),
@@ -448,6 +471,10 @@ class SlackInteractivity:
 
     # ------------------------------------------------------------------ acting
 
+    identify: Callable[[Identity], Awaitable[Identity]] | None = None
+    """Gives the person acting their display name (the wiring sets
+    :meth:`adapters.slack.people.SlackNames.identify`); None: the payload's name, if any."""
+
     async def _act(
         self,
         action: Choose | Submit | Reply,
@@ -455,13 +482,17 @@ class SlackInteractivity:
         seen: PromptView | None = None,
         *,
         quiet: bool = False,
-    ) -> None:
+        in_modal: bool = False,
+    ) -> Outcome | None:
         """Hand an answer to the core and show its outcome: a refusal or how to answer privately,
-        a win in the thread.
+        a win in the thread; returns the outcome (None: not delivered upstream, the person told).
 
         ``seen``: the view read just before, which the thread note reuses (with the answer) rather
         than reading it again. ``quiet``: say nothing when the elicitation is not found (a thread
-        reply in a thread elicitbot no longer knows)."""
+        reply in a thread elicitbot no longer knows). ``in_modal``: the review modal says the
+        outcome, so nothing is said privately (the win still goes in the thread)."""
+        if self.identify is not None:  # every copy says who by name ("Answered by Alice")
+            action = replace(action, who=await self.identify(action.who))
         who = action.who
         try:
             outcome = await self.elicitations.act(action)
@@ -470,8 +501,8 @@ class SlackInteractivity:
             # person is told without it and it is logged by kind only.
             log.warning("slack.secret_not_delivered", key=action.key, error=type(exc).__name__)
             await self._settle()
-            await self._tell(who, where, translate.NOT_DELIVERED)
-            return
+            await self._tell(who, where, translate.not_delivered(exc))
+            return None
         await self._settle()
         kind = outcome.kind
         if kind in (OutcomeKind.ANSWERED, OutcomeKind.REFUSED):
@@ -484,12 +515,21 @@ class SlackInteractivity:
             )
         if kind is OutcomeKind.ANSWERED:
             await self._announce(action.key, where, seen, outcome.answer)
+        elif in_modal:
+            pass
         elif kind is OutcomeKind.REFUSED:
             await self._tell(who, where, translate.refusal_text(outcome))
         elif kind is OutcomeKind.HELP:
             await self._tell(who, where, outcome.message)
         elif kind is OutcomeKind.NOT_FOUND and not quiet:
             await self._tell(who, where, outcome.message or NOT_FOUND_TEXT)
+        return outcome
+
+    async def _act_in_review(
+        self, action: Choose, where: Where, seen: PromptView | None
+    ) -> Outcome | None:
+        """A decision taken in the review modal (which then says the outcome)."""
+        return await self._act(action, where, seen, in_modal=True)
 
     async def _claim(self, action: ClaimIt, where: Where) -> None:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
@@ -503,16 +543,14 @@ class SlackInteractivity:
     async def _announce(
         self, key: str, where: Where, seen: PromptView | None, answer: Answer | None
     ) -> None:
-        """The win, said in the message's thread."""
+        """The win, said in the message's thread (who and what; never "Answered", which only
+        the message says, once the upstream accepted it)."""
         if not self.announce_in_thread or not where.root_ts:
             return
-        view = (
-            replace(seen, status=Status.ANSWERED, answer=answer)
-            if seen is not None and answer is not None
-            else await self.elicitations.view(key)
-        )
+        read = seen is None or answer is None
+        view = await self.elicitations.view(key) if read else seen
         if view is not None:
-            note, root = result_text(view), where.root_ts
+            note, root = thread_note(view, answer), where.root_ts
             await _paced(lambda: self.chat.say(where.channel, note, thread_ts=root))
 
     async def _tell(self, who: Identity, where: Where, text: str) -> None:
@@ -531,6 +569,12 @@ class SlackInteractivity:
     # ------------------------------------------------------------------ clicks
 
     async def _click(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
+        if review_modal.in_review(body):  # inside the Review… modal
+            who = translate.person(body)
+            read = review_modal.read_review_click(body, action, who)
+            if read is not None:
+                await self.review.on_click(read)
+            return
         click = translate.read_click(body, action)
         if click is None:
             return
@@ -541,23 +585,37 @@ class SlackInteractivity:
             await self._tell(click.who, where, NOT_FOUND_TEXT)
             return
         e = view.elicitation
+        # What this message shows, from our own rendering of the request as it stands (never
+        # from the payload): approving needs the whole of it (rule 2).
+        shown = message_shown(view)
+        if click.action_id == REVIEW_ACTION:
+            if view.status is not Status.PENDING:  # the rules say how it closed
+                await self._act(Choose(key, click.who, where.via, ()), where)
+            else:
+                await self.review.open(click, view)
+            return
         if click.action_id == REPLY_ACTION:
-            await self._open_modal(click, view)
+            await self._open_modal(click, view, shown)
             return
         if click.action_id == CLAIM_ACTION:
             await self._claim(translate.claim_it(click, key), where)
             return
         option_id = translate.picked_option(click, e)
         option = e.option(option_id) if option_id is not None else None
-        if option is not None and option.requires_text and view.status is Status.PENDING:
-            await self._open_modal(click, view, option_id=option_id)
+        if (
+            option is not None
+            and option.requires_text
+            and view.status is Status.PENDING
+            and translate.offered(e, view.now, option.id, shown)
+        ):
+            await self._open_modal(click, view, shown, option_id=option_id)
             return
-        choice = translate.choice(click, key, e)
+        choice = translate.choice(click, key, e, shown=shown)
         if choice is not None:
             await self._act(choice, where, view)
 
     async def _open_modal(
-        self, click: Click, view: PromptView, *, option_id: str | None = None
+        self, click: Click, view: PromptView, shown: Disclosure, *, option_id: str | None = None
     ) -> None:
         key, where, who = view.elicitation.key, click.where, click.who
         if view.status is not Status.PENDING:
@@ -572,6 +630,7 @@ class SlackInteractivity:
             message_ts=click.message_ts,
             thread_ts=where.thread_ts,
             option_id=option_id,
+            shown=shown,
         )
         try:
             await self.chat.open_view(click.trigger_id, modal)
@@ -606,7 +665,11 @@ class SlackInteractivity:
             if view.status is Status.PENDING:
                 await self._tell(submission.who, where, translate.RESEND_PRIVATE)
             return
-        await self._act(translate.submit(submission, key, view.elicitation), where, view)
+        # What the modal's surface showed: the message it opened from, or a review that showed
+        # everything (its metadata, which only we write, checked against the request now).
+        shown = review_modal.reply_shown(meta, view)
+        submit = translate.submit(submission, key, view.elicitation, shown=shown)
+        await self._act(submit, where, view)
 
     # ------------------------------------------------------------------ thread replies
 
@@ -644,7 +707,11 @@ class SlackInteractivity:
             if not await first_time(MESSAGE_CHANNEL, SlackRef(reply.channel, reply.ts).key):
                 log.info("slack.message_redelivered", channel=reply.channel, ts=reply.ts)
                 return
-        await self._act(reply.reply(key), reply.where, quiet=True)
+        # What the message replied under shows (rule 2): a reply naming an approving option
+        # counts only where the message holds the whole request.
+        view = await self.elicitations.view(key)
+        shown = message_shown(view) if view is not None else None
+        await self._act(reply.reply(key, shown=shown), reply.where, view, quiet=True)
 
     # ------------------------------------------------------------------ /elicitbot
 

@@ -167,3 +167,19 @@ def static_select(
             for i, o in shown
         ],
     }
+
+
+def text_length(blocks: Sequence[Block]) -> int:
+    """All the text of the blocks in code points (text objects of headers, sections, fields,
+    context elements, buttons and selects): what Slack's cumulative limit counts."""
+    return sum(_length(b) for b in blocks)
+
+
+def _length(node: Any) -> int:
+    if isinstance(node, dict):
+        if node.get("type") in ("plain_text", "mrkdwn") and isinstance(node.get("text"), str):
+            return len(node["text"])
+        return sum(_length(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(_length(v) for v in node)
+    return 0

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -257,13 +258,84 @@ class SlackChat:
         )
         return _text(response.get("ts"))
 
-    async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> None:
-        """``views.open`` (a modal); the trigger id is good for 3 seconds, once."""
-        await self._call(
+    async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> OpenedView:
+        """``views.open`` (a modal); the trigger id is good for 3 seconds, once. Returns the
+        view's id and hash, for a later ``views.update``."""
+        response = await self._call(
             "views.open",
             self.workspace,
             lambda: self.client.views_open(trigger_id=trigger_id, view=dict(view)),
         )
+        return _opened(response)
+
+    async def push_view(self, trigger_id: str, view: Mapping[str, Any]) -> OpenedView:
+        """``views.push``: a modal on top of the one the trigger came from (at most three)."""
+        response = await self._call(
+            "views.push",
+            self.workspace,
+            lambda: self.client.views_push(trigger_id=trigger_id, view=dict(view)),
+        )
+        return _opened(response)
+
+    async def update_view(
+        self, view_id: str, view: Mapping[str, Any], *, view_hash: str | None = None
+    ) -> OpenedView:
+        """``views.update`` of an open modal. ``view_hash``: the hash the update is based on; a
+        modal changed since answers ``hash_conflict`` (:func:`view_conflict`), so two quick
+        clicks cannot each rewrite it."""
+        response = await self._call(
+            "views.update",
+            self.workspace,
+            lambda: self.client.views_update(view_id=view_id, hash=view_hash, view=dict(view)),
+        )
+        return _opened(response)
+
+    async def upload_snippet(
+        self, channel: str, thread_ts: str, *, filename: str, title: str, content: str
+    ) -> str | None:
+        """Share ``content`` as a text file in a thread (``files.getUploadURLExternal``, the
+        upload, ``files.completeUploadExternal`` with ``channel_id`` and ``thread_ts``: slack_sdk's
+        ``files_upload_v2``); returns the file id. Needs the ``files:write`` scope."""
+        response = await self._call(
+            "files.completeUploadExternal",
+            channel,
+            lambda: self.client.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                filename=filename,
+                title=title,
+                content=content,
+                snippet_type="text",
+            ),
+        )
+        shared = response.get("file")
+        return _text(shared.get("id")) if isinstance(shared, Mapping) else None
+
+    async def thread_has_file(self, channel: str, thread_ts: str, filename: str) -> bool:
+        """A file named ``filename`` was shared in the thread by this bot (page after page of
+        ``conversations.replies``). False when the thread cannot be read."""
+        query: dict[str, Any] = {"channel": channel, "ts": thread_ts, "limit": self.page_size}
+        seen: set[str] = set()
+        while True:
+            try:
+                response = await self._call(
+                    "conversations.replies",
+                    self.workspace,
+                    functools.partial(self.client.conversations_replies, **query),
+                )
+            except DeliveryError as exc:
+                if not _cannot_look(exc):
+                    raise
+                return False
+            messages = response.get("messages")
+            for message in messages if isinstance(messages, list) else []:
+                if _shares(message, filename, self.bot_user_id, self.bot_id):
+                    return True
+            cursor = _next_cursor(response)
+            if cursor is None or cursor in seen:
+                return False
+            seen.add(cursor)
+            query["cursor"] = cursor
 
     # ------------------------------------------------------------------ helpers
 
@@ -376,6 +448,48 @@ class SlackChat:
             )
         except PermanentDeliveryError as exc:
             log.warning("slack.adopted_not_updated", channel=channel, ts=ts, error=str(exc))
+
+
+@dataclass(frozen=True)
+class OpenedView:
+    """A modal as Slack holds it: what ``views.update`` names it by."""
+
+    id: str | None
+    hash: str | None
+
+
+def _opened(response: AsyncSlackResponse) -> OpenedView:
+    view = response.get("view")
+    if not isinstance(view, Mapping):
+        return OpenedView(None, None)
+    return OpenedView(_text(view.get("id")), _text(view.get("hash")))
+
+
+def view_conflict(exc: DeliveryError) -> bool:
+    """The modal changed (or closed) since the update was prepared: ``hash_conflict`` or
+    ``not_found``; nothing to retry."""
+    cause = exc.__cause__
+    return isinstance(cause, SlackApiError) and api_error(cause)[1] in VIEW_GONE
+
+
+VIEW_GONE = frozenset({"hash_conflict", "not_found", "view_not_found"})
+
+
+def _shares(message: Any, filename: str, bot_user_id: str | None, bot_id: str | None) -> bool:
+    """``message`` is ours and shares a file named ``filename``."""
+    if not isinstance(message, Mapping):
+        return False
+    ours = (bot_user_id is not None and message.get("user") == bot_user_id) or (
+        bot_id is not None and message.get("bot_id") == bot_id
+    )
+    files = message.get("files")
+    return (
+        ours
+        and isinstance(files, list)
+        and any(
+            isinstance(f, Mapping) and filename in (f.get("name"), f.get("title")) for f in files
+        )
+    )
 
 
 def _thread_ts(notice: Notice) -> str | None:

@@ -1,8 +1,12 @@
-"""The "Reply…" modal: a text box, the options when the answer mode takes them, or the secret box.
+"""The "Reply…" modal: a text box, the options when the answer mode takes them, the secret box,
+or a form's inputs, one per question (:mod:`adapters.slack.form_modal`).
 
 Pure: no I/O. Its ``private_metadata`` carries the elicitation key, where the message is, a fixed
-option, the subject revision and the text limit, so a submission can be checked before its ack
-and found again without the message.
+option, the subject revision, the text limit and a form's question count, so a submission can be
+checked before its ack and found again without the message.
+
+A secret box takes at most 3,000 characters (Slack's limit); when the source takes more (a
+Pinework secret: 10,000) the modal says so and links the web inbox's private form.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ from adapters.slack.blocks import (
     context_block,
     cut,
     escape,
+    link,
     plain,
     section_block,
     static_select,
     value_json,
 )
-from bot.domain.model import AnswerMode, Elicitation
+from adapters.slack.form_modal import form_inputs, is_form, summary
+from bot.domain.model import AnswerMode, Disclosure, Elicitation
 from bot.domain.ports import PromptView
 from bot.domain.rules import MAX_FREE_TEXT, offered_options
 from bot.domain.views import title_of
@@ -42,10 +48,20 @@ MAX_MODAL_HINT = 2000
 MODAL_QUESTION = 2500
 
 
+def source_limit(e: Elicitation) -> int:
+    """The most characters the source takes for an answer to ``e``."""
+    return e.max_length if e.max_length is not None else MAX_FREE_TEXT
+
+
 def input_limit(e: Elicitation) -> int:
     """The most characters the modal's text box takes for ``e``."""
-    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
-    return min(limit, MAX_INPUT_LENGTH)
+    return min(source_limit(e), MAX_INPUT_LENGTH)
+
+
+def longer_secret_line(url: str) -> str:
+    """What a secret modal says when the source takes more than the box does."""
+    where = link(url) if url else "the web inbox"
+    return f"Longer than {MAX_INPUT_LENGTH:,} characters? Use the private web form: {where}"
 
 
 def _modal_metadata(fields: dict[str, Any]) -> str:
@@ -81,8 +97,10 @@ def _text_input(
     return block
 
 
-def _choice_input(e: Elicitation, now: datetime, *, many: bool, optional: bool) -> Block | None:
-    offered = [(i, o) for i, o in enumerate(offered_options(e, now)) if o.offered]
+def _choice_input(
+    e: Elicitation, now: datetime, shown: Disclosure, *, many: bool, optional: bool
+) -> Block | None:
+    offered = [(i, o) for i, o in enumerate(offered_options(e, now, shown=shown)) if o.offered]
     if not offered:
         return None
     revision = e.subject.revision if e.subject is not None else None
@@ -105,31 +123,43 @@ def reply_modal(
     message_ts: str | None,
     thread_ts: str | None = None,
     option_id: str | None = None,
+    shown: Disclosure,
+    reviewed: str | None = None,
+    pushed: bool = False,
 ) -> dict[str, Any]:
     """The "Reply…" modal: a text box (``max_length`` set), the options when the answer mode
     takes them, or the secret box; ``option_id`` fixes a chosen option that needs a comment.
+
+    ``shown``: what the surface it was opened from showed (the message, or a review that showed
+    everything): its select offers approving options only when that was the whole request
+    (answer rule 2). ``reviewed``: opened from such a review, that review's content hash
+    (:func:`adapters.slack.review_modal.content_hash`), kept as ``"w"`` so the submission is
+    judged as shown whole while the request is unchanged. ``pushed``: on top of a review (kept
+    as ``"v"``: sending it closes the review too, see :func:`closes_all`).
 
     ``private_metadata`` carries the elicitation key, where the message is, the fixed option,
     the subject revision and the text limit, so a submission can be checked before its ack."""
     e = view.elicitation
     mode = e.answer_mode
     limit = input_limit(e)
+    full = source_limit(e)
     longer = (
-        f"Up to {limit:,} characters here; a longer answer (up to "
-        f"{e.max_length if e.max_length is not None else MAX_FREE_TEXT:,}) can go in the "
+        f"Up to {limit:,} characters here; a longer answer (up to {full:,}) can go in the "
         "message's thread."
-        if limit < (e.max_length if e.max_length is not None else MAX_FREE_TEXT)
+        if limit < full
         else f"Up to {limit:,} characters."
     )
-    question = e.question.strip() or title_of(e)
-    blocks: list[Block] = [
-        section_block(f"*{clip(escape(title_of(e)), 200)}*"),
-        section_block(cut(escape(question), MODAL_QUESTION, view.link)),
-    ]
+    form = is_form(e) and mode is not AnswerMode.SECRET
+    question = summary(e) if form else e.question.strip() or title_of(e)
+    blocks: list[Block] = [section_block(f"*{clip(escape(title_of(e)), 200)}*")]
+    if question:
+        blocks.append(section_block(cut(escape(question), MODAL_QUESTION, view.link)))
     title = "Answer"
     submit = "Send"
     chosen = e.option(option_id) if option_id is not None else None
-    if mode is AnswerMode.SECRET:
+    if form:
+        blocks.extend(form_inputs(e, limit=limit, full_limit=full, url=view.link))
+    elif mode is AnswerMode.SECRET:
         title, submit = "Secret answer", "Send privately"
         where = {"pinework": "Pinework"}.get(e.source, e.source)
         blocks.append(
@@ -142,6 +172,8 @@ def reply_modal(
                 hint=f"Goes straight to {where}. elicitbot does not keep, log or show it.",
             )
         )
+        if full > limit:
+            blocks.append(context_block(longer_secret_line(view.link)))
     elif chosen is not None:
         blocks.append(context_block(f"You chose *{clip(escape(chosen.label), 200)}*."))
         blocks.append(
@@ -158,7 +190,7 @@ def reply_modal(
         many = mode is AnswerMode.MULTI_CHOICE
         text_optional = mode is not AnswerMode.FREE_TEXT
         choice = (
-            _choice_input(e, view.now, many=many, optional=mode is AnswerMode.CHOICE_OR_TEXT)
+            _choice_input(e, view.now, shown, many=many, optional=mode is AnswerMode.CHOICE_OR_TEXT)
             if mode is not AnswerMode.FREE_TEXT
             else None
         )
@@ -193,7 +225,16 @@ def reply_modal(
                 "r": revision,
                 "l": limit,
                 "s": True if mode is AnswerMode.SECRET else None,
+                "w": reviewed,
+                "v": 1 if pushed else None,
+                "f": len(e.form) if form else None,
             }
         ),
         "blocks": blocks,
     }
+
+
+def closes_all(meta: dict[str, Any]) -> bool:
+    """A reply modal pushed on top of a review: its submission closes both (the review's
+    decision is made)."""
+    return meta.get("v") == 1

@@ -1,21 +1,44 @@
 """A :class:`~bot.domain.ports.PromptView` as a Slack message: fallback text and Block Kit blocks.
 
-Pure: no I/O. Text is escaped and cut by :mod:`adapters.slack.blocks`, inside Block Kit's limits.
-The total text of a message stays under :data:`MAX_TOTAL_TEXT`, below Slack's undocumented
-cumulative limit (``msg_blocks_too_long`` at about 12,000 characters).
+Pure: no I/O. The message reads: header, the question, the previews (:mod:`.previews`: Markdown
+as mrkdwn, code and diffs preformatted, runs of fields as one compact section), then the
+metadata (where it comes from, the subject's id, revision and digest) as one context line, the
+options' descriptions, and the buttons. Text is escaped (:mod:`adapters.slack.blocks`): an agent
+can never ping ``@channel`` or a person, or show a link whose label hides its URL.
+
+**What you see is what you approve** (DESIGN answer rule 2). :func:`shown` says whether this
+message shows the whole decisive content (:func:`bot.domain.disclosure.decisive`: the question
+and every preview item's label, text, value and URL) uncut; :func:`render` takes the same
+decision and passes it to :func:`~bot.domain.rules.offered_options`, so approving options are
+buttons only on a message that holds everything. Otherwise the message shows what fits, says so
+(the withheld reason, :data:`REVIEW_HINT`), keeps every other option, and adds a **Review…**
+button (:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole
+content (:func:`adapters.slack.review.review_blocks`, re-exported here with ``review_fits``).
+The decision depends on the elicitation only (not on the clock-driven timeline line, which has
+room kept for it), so the surface reaches the same answer when a person acts on the message.
+
+**Closed, and the write-back** (:mod:`.outcome`): a closed message ends with its result, which
+says "Answered" only once the system that asked accepted the answer (``⏳ Sending …`` until
+then); a refusal from it is a ⚠️ section, above the buttons of a question open again, after the
+result of one that failed. A form (several questions) has an **Answer…** button that opens one
+input per question (:mod:`.form_modal`) and a hint for answering it in one thread reply.
+
+Budgets: all the text of a message stays under :data:`MAX_TOTAL_TEXT` (below Slack's
+undocumented cumulative limit, ``msg_blocks_too_long`` at about 12,000 characters), in at most
+50 blocks, each section at most 3,000 code points.
 
 Button values are JSON ``{"e": <elicitation key>, "o": <option id>, "r": <subject revision>}``
 (``"i"``: the option's index instead of ``"o"``, and no ``"e"``, only when the ids are too long for
 2,000 characters). Action ids: ``elicitbot.option.<n>``, ``elicitbot.select`` (a static select of
 ``{"o", "r"}`` values, used beyond :data:`MAX_BUTTONS` options), ``elicitbot.choose_many``
 with ``elicitbot.submit`` (multiple choice), ``elicitbot.reply`` (free text, secret),
-``elicitbot.ack`` and ``elicitbot.claim`` ("I'm on it").
+``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it") and ``elicitbot.review`` (Review…).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,55 +48,51 @@ from adapters.slack.blocks import (
     MAX_BUTTON_VALUE,
     MAX_HEADER_TEXT,
     MAX_ID,
-    MAX_SECTION_TEXT,
     MAX_SELECT_OPTIONS,
     Block,
     button,
     clip,
     context_block,
-    cut,
     escape,
     link,
     option_text,
     plain,
     section_block,
-    shorten_digest,
     static_select,
+    text_length,
     value_json,
 )
+from adapters.slack.form_modal import form_hint, is_form
+from adapters.slack.layout import pack_whole, pack_within
+from adapters.slack.mrkdwn import plain_text
+from adapters.slack.outcome import closed_blocks, note_block, result_line
+from adapters.slack.previews import groups, metadata_blocks, options_line
+from adapters.slack.review import review_blocks as review_blocks  # noqa: PLC0414 - re-export
+from adapters.slack.review import review_fits as review_fits  # noqa: PLC0414 - re-export
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     AnswerMode,
-    ApprovalSubject,
+    Disclosure,
     Elicitation,
     Meaning,
-    PreviewItem,
     Status,
 )
 from bot.domain.ports import PromptView
-from bot.domain.rules import (
-    approving_withheld,
-    describe_answer,
-    format_time,
-    offered_options,
-)
+from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.views import title_of
 
-# Our own budgets, well inside Block Kit's limits.
+# Our own budgets, inside Block Kit's limits.
 MAX_BUTTONS = 20
 """More offered options than this are a static select instead of buttons."""
 BUTTONS_PER_BLOCK = 5
 MAX_TOTAL_TEXT = 10_000
 """Upper bound of all text in one message (the sum of every text object)."""
 FALLBACK_QUESTION = 300
-CONTEXT_PART = 150
-CONTEXT_TEXT = 600
-PREVIEW_BUDGET = 2000
-PREVIEW_ITEM = 800
-PREVIEW_MIN = 80
-MAX_PREVIEW_ITEMS = 8
 REASON_TEXT = 500
-RESULT_TEXT = 1500
+TIMELINE_TEXT = 600
+"""The timeline line (reminder · escalation · expiry · who is on it) is cut to this; the
+decision whether the message holds everything keeps this much room for it."""
 
 EVENT_TYPE = "elicitbot_elicitation"
 NOTICE_EVENT_TYPE = "elicitbot_notice"
@@ -84,9 +103,12 @@ SUBMIT_ACTION = "elicitbot.submit"
 REPLY_ACTION = "elicitbot.reply"
 ACK_ACTION = "elicitbot.ack"
 CLAIM_ACTION = "elicitbot.claim"
+REVIEW_ACTION = "elicitbot.review"
+"""The **Review…** button: value ``{"e": <key>, "r": <revision>}`` (no ``"e"`` past 2,000)."""
 
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
-_PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
+REVIEW_HINT = "Use *Review…* to see all of it and decide there."
+"""The :attr:`~bot.domain.model.Disclosure.review` of a message that does not hold everything."""
+CUT_NOTICE = "✂️ This message does not show everything. " + REVIEW_HINT
 
 
 # --------------------------------------------------------------------------- parts
@@ -96,71 +118,63 @@ def _header(e: Elicitation) -> Block:
     return {"type": "header", "text": plain(clip(title_of(e), MAX_HEADER_TEXT))}
 
 
-def _context_line(e: Elicitation) -> str:
-    line = " · ".join(
-        f"{name}: {clip(escape(' '.join(value.split())), CONTEXT_PART)}"
-        for name, value in e.context_parts(workspace=False)
+def _cut_note(view: PromptView) -> str:
+    return f" (full text: {link(view.link)})" if view.link else " (cut)"
+
+
+def _cut_body(view: PromptView, head: list[Block], tail: list[Block]) -> list[Block]:
+    """The question and previews cut to the room ``head`` and ``tail`` leave, then the
+    metadata; a line counts the preview items left out."""
+    e = view.elicitation
+    meta = metadata_blocks(e)
+    fixed = head + tail + meta
+    cut = pack_within(
+        groups(e),
+        text=MAX_TOTAL_TEXT - text_length(fixed),
+        blocks=MAX_BLOCKS - len(fixed),
+        note=_cut_note(view),
     )
-    return clip(line, CONTEXT_TEXT)
+    body = list(cut.blocks)
+    if cut.dropped:
+        more = f"… {cut.dropped} more preview item{'s' if cut.dropped > 1 else ''}"
+        where = "use *Review…* to see them all" if view.status is Status.PENDING else ""
+        full = f"full text: {link(view.link)}" if view.link else ""
+        note = "; ".join(x for x in (where, full) if x)
+        line = clip(f"{more} ({note})" if note else more, 200)
+        body.insert(cut.at, context_block(line))
+    return body + meta
 
 
-def _subject_line(s: ApprovalSubject) -> str:
-    parts = [
-        f"Subject `{clip(escape(s.id), 80)}`",
-        f"revision {s.revision}",
-        f"digest `{clip(escape(shorten_digest(s.digest)), 40)}`",
-    ]
-    if s.expires_at is not None:
-        parts.append(f"expires {format_time(s.expires_at)}")
-    if not s.preview_complete:
-        parts.append("preview incomplete")
-    return " · ".join(parts)
+def _fits(blocks: Sequence[Block], reserve: int = 0, reserve_blocks: int = 0) -> bool:
+    return (
+        len(blocks) + reserve_blocks <= MAX_BLOCKS
+        and text_length(blocks) + reserve <= MAX_TOTAL_TEXT
+    )
 
 
-def _label(item: PreviewItem, limit: int) -> str:
-    return f"*{clip(escape(' '.join(item.label.split())), limit)}*" if item.label else ""
+@dataclass(frozen=True)
+class _Decision:
+    body: list[Block]
+    """The question, previews and metadata, whole."""
+    shown: Disclosure
 
 
-def _preview_text(item: PreviewItem, budget: int, full_text: str) -> str:
-    """One preview item as mrkdwn, in at most ``budget`` code points."""
-    label = _label(item, min(100, budget // 4))
-    if item.type == "link" and item.url:
-        url = item.url
-        shown = link(url)
-        if len(shown) > budget - len(label) - 2:
-            shown = clip(escape(url), min(60, budget - len(label) - 2))
-        return f"{label}: {shown}" if label else shown
-    body = item.text if item.text is not None else (item.value or "")
-    if item.url:
-        body = f"{body} {item.url}".strip()
-    head = f"{label}\n" if label and item.type != "field" else (f"{label}: " if label else "")
-    if item.type in ("code", "diff", "command", "json"):
-        room = budget - len(head) - 8
-        return head + "```" + cut(escape(body), room, full_text) + "```"
-    return head + cut(escape(body), budget - len(head), full_text)
+def _decide(view: PromptView) -> _Decision:
+    """Whether the message holds the whole decisive content with its approving buttons."""
+    e = view.elicitation
+    body = [b for g in groups(e) for b in pack_whole(g)] + metadata_blocks(e)
+    tail = _pending_tail(view, SHOWN_WHOLE, timeline=False)
+    if _fits([_header(e), *body, *tail], TIMELINE_TEXT, 1):
+        return _Decision(body, SHOWN_WHOLE)
+    return _Decision(body, Disclosure(whole=False, review=REVIEW_HINT))
 
 
-def _preview_blocks(s: ApprovalSubject, full_text: str) -> list[Block]:
-    blocks: list[Block] = []
-    left = PREVIEW_BUDGET
-    shown = 0
-    for item in s.preview[:MAX_PREVIEW_ITEMS]:
-        room = min(PREVIEW_ITEM, left)
-        if room < PREVIEW_MIN:
-            break
-        text = _preview_text(item, room, full_text)
-        if not text.strip():
-            continue
-        blocks.append(section_block(text))
-        left -= len(text)
-        shown += 1
-    hidden = len(s.preview) - shown
-    if hidden > 0:
-        more = f"{hidden} more preview item{'s' if hidden > 1 else ''}"
-        blocks.append(
-            context_block(f"… {more} (full text: {link(full_text)})" if full_text else more)
-        )
-    return blocks
+def shown(view: PromptView) -> Disclosure:
+    """What the message :func:`render` builds for ``view`` shows: ``whole`` when the question
+    and every preview item (label, text, value, URL) are in it uncut, with the approving
+    buttons; else ``whole=False`` and ``review`` = :data:`REVIEW_HINT`. Depends on the
+    elicitation (and, for withheld approvals, ``view.now``), never on anything a click sends."""
+    return _decide(view).shown
 
 
 def option_value(key: str, option_id: str, index: int, revision: int | None) -> str:
@@ -186,15 +200,27 @@ def _block_id(prefix: str, key: str) -> str:
     return block_id if len(block_id) <= MAX_ID else prefix
 
 
-def _actions(view: PromptView) -> list[Block]:
-    """The buttons, select or reply button while pending; withheld approvals are left out."""
+def review_value(key: str, revision: int | None) -> str:
+    """The Review… button's value (``≤ 2000``): elicitation key and subject revision."""
+    full = value_json({"e": key, "r": revision})
+    return full if len(full) <= MAX_BUTTON_VALUE else value_json({"r": revision})
+
+
+def _button_label(o: OfferedOption) -> str:
+    star = "⭐ " if o.option.recommended else ""
+    return star + option_text(o.option.label, o.admin_only, MAX_BUTTON_TEXT - len(star))
+
+
+def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosure) -> list[Block]:
+    """The buttons, select or reply button while pending; withheld approvals are left out;
+    Review… first when the message does not hold everything."""
     e = view.elicitation
     key = e.key
     revision = e.subject.revision if e.subject is not None else None
     mode = e.answer_mode
     offered = [
         (index, o)
-        for index, o in enumerate(offered_options(e, view.now))
+        for index, o in enumerate(options)
         if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
     ]
     blocks: list[Block] = []
@@ -224,7 +250,7 @@ def _actions(view: PromptView) -> list[Block]:
     else:
         buttons = [
             button(
-                option_text(o.option.label, o.admin_only, MAX_BUTTON_TEXT),
+                _button_label(o),
                 f"{OPTION_ACTION}.{i}",
                 option_value(key, o.option.id, i, revision),
                 _style(o.option.meaning),
@@ -242,6 +268,10 @@ def _actions(view: PromptView) -> list[Block]:
     extra: list[dict[str, Any]] = []
     if mode is AnswerMode.SECRET:
         extra.append(button("Answer privately…", REPLY_ACTION, value_json({"e": key}), "primary"))
+    elif is_form(e):  # several questions: the form modal, one input per question
+        extra.append(
+            button("Answer…", REPLY_ACTION, value_json({"e": key, "r": revision}), "primary")
+        )
     elif mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT):
         extra.append(button("Reply…", REPLY_ACTION, value_json({"e": key, "r": revision})))
     elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
@@ -256,85 +286,90 @@ def _actions(view: PromptView) -> list[Block]:
             last["elements"].extend(extra)
         else:
             blocks.append({"type": "actions", "block_id": "elicitbot.reply", "elements": extra})
+    if not shown.whole:
+        review = button("Review…", REVIEW_ACTION, review_value(key, revision), "primary")
+        _add_review(blocks, review)
     # "I'm on it": its own block, after the answers; gone once the question is closed.
     claim = button("I'm on it", CLAIM_ACTION, value_json({"e": key}))
     blocks.append({"type": "actions", "block_id": CLAIM_ACTION, "elements": [claim]})
     return blocks
 
 
+def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
+    """Review… first in the first row of buttons when it has room, else a row of its own."""
+    first = blocks[0] if blocks else None
+    if (
+        first is not None
+        and first.get("block_id") == "elicitbot.options.0"
+        and len(first["elements"]) < BUTTONS_PER_BLOCK
+    ):
+        first["elements"].insert(0, review)
+    else:
+        blocks.insert(0, {"type": "actions", "block_id": REVIEW_ACTION, "elements": [review]})
+
+
 def _hint(e: Elicitation) -> str | None:
     if e.answer_mode is AnswerMode.SECRET:
         return "This answer is secret: use *Answer privately…*, never a chat message."
+    if is_form(e):
+        return form_hint(e)
     if e.answer_mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT):
         return "Or reply in this message's thread."
     return None
 
 
-def _who(respondent: str, display_name: str | None) -> str:
-    platform, _, user = respondent.partition(":")
-    if platform == "slack" and _SLACK_USER.match(user):
-        return f"<@{user}>"
-    if respondent == "system":
-        return "the timeout rule"
-    return clip(escape(display_name or respondent), 100)
+def _withheld_lines(options: Sequence[OfferedOption], shown: Disclosure) -> list[str]:
+    """Why approving is not offered here (and what still works); that the message is cut."""
+    lines = []
+    reason = next((o.withheld_reason for o in options if o.withheld_reason), None)
+    if reason is not None:
+        others = " Other options work." if any(not o.option.approving for o in options) else ""
+        lines.append(f"⚠️ {clip(escape(reason), REASON_TEXT)}{others}")
+    if not shown.whole and (reason is None or REVIEW_HINT not in reason):
+        lines.append(CUT_NOTICE)
+    return lines
 
 
-def _result(view: PromptView) -> str:
+def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True) -> list[Block]:
+    """Everything after the metadata while pending: the options' descriptions, why approving
+    is withheld, the buttons, how to answer and the timeline."""
     e = view.elicitation
-    answer = view.answer
-    if view.status is Status.ANSWERED and answer is not None:
-        what = clip(escape(describe_answer(e, answer)), RESULT_TEXT)
-        via = _PLATFORMS.get(answer.via.partition(":")[0], clip(escape(answer.via), 40))
-        if answer.respondent == "system":
-            return f"⏱️ Decided at timeout — {what} — {format_time(answer.at)}"
-        who = _who(answer.respondent, answer.display_name)
-        return f"✅ Answered by {who} — {what} — {format_time(answer.at)} via {via}"
-    if view.status is Status.EXPIRED:
-        when = e.deadlines.expires_at
-        text = "⌛ Expired — nobody answered"
-        if when is not None:
-            text += f" by {format_time(when)}"
-        if answer is not None:
-            text += f" — outcome: {clip(escape(describe_answer(e, answer)), RESULT_TEXT)}"
-        return text
-    if view.status is Status.CANCELLED:
-        return "🚫 Cancelled — this request was withdrawn; it can no longer be answered."
-    return "Closed."
+    options = offered_options(e, view.now, shown=shown)
+    note = note_block(view)  # the upstream refused the last answer: open again, say why first
+    blocks: list[Block] = [note] if note is not None else []
+    described = options_line(options)
+    if described:
+        blocks.append(section_block(described))
+    blocks.extend(context_block(line) for line in _withheld_lines(options, shown))
+    blocks.extend(_actions(view, options, shown))
+    hint = _hint(e)
+    if hint is not None:
+        blocks.append(context_block(hint))
+    line = _timeline(view) if timeline else ""
+    if line:
+        blocks.append(context_block(clip(line, TIMELINE_TEXT)))
+    return blocks
 
 
 # --------------------------------------------------------------------------- the message
 
 
 def render(view: PromptView) -> tuple[str, list[Block]]:
-    """(fallback text, blocks) for the view as it stands: buttons while pending, else the result."""
+    """(fallback text, blocks) for the view as it stands: buttons while pending, else the result.
+
+    The question and previews are whole when :func:`shown` says so (the same decision, taken
+    here once); otherwise cut to fit, with Review… and no approving button."""
     e = view.elicitation
-    full = view.link
-    pending = view.status is Status.PENDING
-    blocks: list[Block] = [_header(e)]
-    question = e.question.strip()
-    if question:
-        blocks.append(section_block(cut(escape(question), MAX_SECTION_TEXT, full)))
-    context = _context_line(e)
-    if context:
-        blocks.append(context_block(context))
-    if e.subject is not None:
-        blocks.append(context_block(_subject_line(e.subject)))
-        blocks.extend(_preview_blocks(e.subject, full))
-    if pending:
-        reason = approving_withheld(e, view.now)
-        if reason is not None and any(o.approving for o in e.options):
-            others = " Other options work." if any(not o.approving for o in e.options) else ""
-            blocks.append(context_block(f"⚠️ {clip(escape(reason), REASON_TEXT)}{others}"))
-        blocks.extend(_actions(view))
-        hint = _hint(e)
-        if hint is not None:
-            blocks.append(context_block(hint))
-        timeline = _timeline(view)
-        if timeline:
-            blocks.append(context_block(timeline))
+    head = [_header(e)]
+    decision = _decide(view)
+    if view.status is Status.PENDING:
+        tail = _pending_tail(view, decision.shown)
+        whole = decision.shown.whole
     else:
-        blocks.append(section_block(_result(view)))
-    return _fallback(view), blocks[:MAX_BLOCKS]
+        tail = closed_blocks(view)
+        whole = _fits([*head, *decision.body, *tail])
+    body = decision.body if whole else _cut_body(view, head, tail)
+    return _fallback(view), [*head, *body, *tail][:MAX_BLOCKS]
 
 
 def slack_date(at: datetime) -> str:
@@ -379,8 +414,8 @@ def _fallback(view: PromptView) -> str:
     e = view.elicitation
     title = clip(escape(title_of(e)), MAX_HEADER_TEXT)
     if view.status is not Status.PENDING:
-        return f"{title}: {_result(view)}"
-    question = " ".join(e.question.split())
+        return f"{title}: {result_line(view)}"
+    question = plain_text(e.question[: FALLBACK_QUESTION * 4])
     if not question:
         return title
     return f"{title}: {clip(escape(question), FALLBACK_QUESTION)}"
@@ -402,5 +437,6 @@ def notice_metadata(idempotency_key: str) -> dict[str, Any]:
 
 
 def result_text(view: PromptView) -> str:
-    """The outcome as one mrkdwn line (✅ Answered by … / ⌛ Expired … / 🚫 Cancelled …)."""
-    return _result(view)
+    """The outcome as one mrkdwn line (✅ Answered by … / ⏳ Sending … / ⌛ Expired … /
+    🚫 Cancelled …): :func:`adapters.slack.outcome.result_line`."""
+    return result_line(view)

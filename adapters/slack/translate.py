@@ -8,7 +8,8 @@
   names it (:func:`payload_key`). Without any, the app asks for the message's ref key
   (``<channel>/<ts>``); a thread reply is found by its thread root's.
 - **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
-  :class:`~bot.domain.actions.Submit`, a thread reply :class:`~bot.domain.actions.Reply` (the core
+  :class:`~bot.domain.actions.Submit` (a form's with ``fields["answers"]`` by question id,
+  :mod:`adapters.slack.form_modal`), a thread reply :class:`~bot.domain.actions.Reply` (the core
   reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` and ``/elicitbot …``
   :class:`~bot.domain.actions.Command`. An option value naming the option by index (ids too long
   for the value) is read back against the elicitation's options.
@@ -26,8 +27,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from adapters.slack import form_modal
 from adapters.slack.modal import CHOICE_BLOCK, CHOICES_BLOCK, INPUT_ACTION, SECRET_BLOCK, TEXT_BLOCK
 from adapters.slack.render import (
     ACK_ACTION,
@@ -37,9 +40,10 @@ from adapters.slack.render import (
     SUBMIT_ACTION,
 )
 from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, Outcome, Reply, Submit
-from bot.domain.model import Elicitation, Identity
+from bot.domain.errors import DeliveryError, PermanentDeliveryError
+from bot.domain.model import Disclosure, Elicitation, Identity
 from bot.domain.refs import SlackRef
-from bot.domain.rules import format_time
+from bot.domain.rules import format_time, offered_options
 
 EVENT_CHANNEL = "slack"
 """``first_time`` namespace of Slack ``event_id``s."""
@@ -139,7 +143,7 @@ def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return _map(actions[0]) if isinstance(actions, list) and actions else {}
 
 
-def _person(body: Mapping[str, Any]) -> Identity | None:
+def person(body: Mapping[str, Any]) -> Identity | None:
     """The person behind an interaction payload (a click, a modal)."""
     user = _map(body.get("user"))
     return identity(
@@ -185,7 +189,7 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
     container = _map(body.get("container"))
     message = _map(body.get("message"))
     channel = _str(_map(body.get("channel")).get("id")) or _str(container.get("channel_id"))
-    who = _person(body)
+    who = person(body)
     if channel is None or who is None:
         return None
     message_ts = _str(container.get("message_ts")) or _str(message.get("ts"))
@@ -214,9 +218,18 @@ def picked_option(click: Click, e: Elicitation) -> str | None:
     return None
 
 
-def choice(click: Click, key: str, e: Elicitation) -> Choose | None:
+def offered(e: Elicitation, now: datetime, option_id: str, shown: Disclosure) -> bool:
+    """The option is offered on a surface that showed ``shown`` (approving ones only where it
+    was the whole request, rule 2)."""
+    return any(o.option.id == option_id and o.offered for o in offered_options(e, now, shown=shown))
+
+
+def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choose | None:
     """The choice a click makes: a button or select (one option), the multi-select's Submit
-    (its options), Acknowledge (none). None: the click answers nothing."""
+    (its options), Acknowledge (none). None: the click answers nothing.
+
+    ``shown``: what the message clicked on shows, from the app's own rendering of the request as
+    it stands (never read from the payload, which a crafted click could fill in)."""
     revision = revision_of(click.value)
     if click.action_id == SUBMIT_ACTION:
         ids = tuple(chosen_id(e, v) for v in click.selection)
@@ -226,7 +239,7 @@ def choice(click: Click, key: str, e: Elicitation) -> Choose | None:
         ids = ()
     else:
         return None
-    return Choose(key, click.who, click.where.via, ids, revision)
+    return Choose(key, click.who, click.where.via, ids, revision, shown=shown)
 
 
 def claim_it(click: Click, key: str) -> ClaimIt:
@@ -269,9 +282,14 @@ def parse_submission(
     return meta, text, [decode_value(_map(o).get("value")) for o in chosen]
 
 
-def submission_errors(meta: Mapping[str, Any], text: str | None) -> dict[str, str]:
-    """The checks a submission gets before its ack (pure): over the limit it was shown."""
+def submission_errors(
+    meta: Mapping[str, Any], text: str | None, view: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The checks a submission gets before its ack (pure): over the limit it was shown; a
+    form's every question answered (:func:`~adapters.slack.form_modal.form_errors`)."""
     limit = meta.get("l")
+    if form_modal.questions_of(meta) is not None:
+        return form_modal.form_errors(view or {}, limit)
     block = SECRET_BLOCK if meta.get("s") else TEXT_BLOCK
     if text is not None and isinstance(limit, int) and len(text) > limit:
         return {block: f"Your answer is {len(text):,} characters; the limit is {limit:,}."}
@@ -293,6 +311,8 @@ class Submission:
     """The option the modal was opened for (one that needs a comment)."""
     secret: bool
     revision: int | None
+    form: Mapping[int, form_modal.FormPick] | None = None
+    """A form's inputs by question number (None: not a form)."""
 
 
 def read_submission(
@@ -301,12 +321,14 @@ def read_submission(
     text: str | None,
     chosen: list[dict[str, Any]],
 ) -> Submission | None:
-    who = _person(body)
+    who = person(body)
     channel = _str(meta.get("c"))
     if who is None or channel is None:
         return None
     message_ts = _str(meta.get("m"))
     thread = _str(meta.get("t"))
+    count = form_modal.questions_of(meta)
+    values = _map(_map(_map(body.get("view")).get("state")).get("values"))
     return Submission(
         who=who,
         where=Where(channel, thread or message_ts, thread),
@@ -317,11 +339,19 @@ def read_submission(
         fixed=_str(meta.get("o")),
         secret=bool(meta.get("s")),
         revision=revision_of(meta),
+        form=form_modal.read_form(values, count) if count is not None else None,
     )
 
 
-def submit(submission: Submission, key: str, e: Elicitation) -> Submit:
+def submit(submission: Submission, key: str, e: Elicitation, *, shown: Disclosure) -> Submit:
+    """The reply modal's submission as the core's Submit; ``shown`` as for :func:`choice` (what
+    the message, or the review, that the modal opened from showed)."""
     s = submission
+    if s.form is not None:  # a form: its answers by question id, for the core to check
+        answers = form_modal.form_answers(e, s.form)
+        return Submit(
+            key, s.who, s.where.via, fields={"answers": answers}, revision=s.revision, shown=shown
+        )
     ids = (s.fixed,) if s.fixed else tuple(chosen_id(e, v) for v in s.chosen)
     return Submit(
         key,
@@ -331,6 +361,7 @@ def submit(submission: Submission, key: str, e: Elicitation) -> Submit:
         text=s.text,
         secret=s.secret,
         revision=s.revision,
+        shown=shown,
     )
 
 
@@ -353,8 +384,10 @@ class ThreadReply:
     def where(self) -> Where:
         return Where(self.channel, self.root_ts, self.root_ts)
 
-    def reply(self, key: str) -> Reply:
-        return Reply(key, self.who, self.where.via, self.text)
+    def reply(self, key: str, *, shown: Disclosure | None = None) -> Reply:
+        """``shown``: what the message replied under shows (None: nothing known; the core then
+        accepts no approving option)."""
+        return Reply(key, self.who, self.where.via, self.text, shown=shown)
 
 
 def read_reply(
@@ -450,16 +483,23 @@ def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
     """What a click's handling reads, and nothing else: kept before the ack and handled from.
 
     The message's blocks, the legacy verification ``token`` and the ``response_url`` (a
-    capability to post in the channel) are left out."""
-    return {
+    capability to post in the channel) are left out. A click inside a modal (the review) keeps
+    the view's id, hash, callback, metadata and state, not its blocks."""
+    kept = {
         **_pick(body, "type", "trigger_id", "actions"),
         "team": _pick(body.get("team"), "id"),
         "user": _pick(body.get("user"), "id", "team_id", "name"),
         "channel": _pick(body.get("channel"), "id"),
-        "container": _pick(body.get("container"), "channel_id", "message_ts"),
+        "container": _pick(body.get("container"), "type", "channel_id", "message_ts", "view_id"),
         "message": _pick(body.get("message"), "ts", "thread_ts", "metadata"),
         "state": _pick(body.get("state"), "values"),
     }
+    if isinstance(body.get("view"), Mapping):
+        kept["view"] = {
+            **_pick(body.get("view"), "id", "hash", "callback_id", "private_metadata", "type"),
+            "state": _pick(_map(body.get("view")).get("state"), "values"),
+        }
+    return kept
 
 
 def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -549,6 +589,17 @@ USAGE = (
 NOT_DELIVERED = (
     "Your answer could not be passed on upstream; nothing was recorded. Please try again."
 )
+
+
+def not_delivered(exc: DeliveryError) -> str:
+    """What a person is told when their secret could not be passed on: what the upstream said
+    when it refused for good (its code and sentence; the error never holds the value), else to
+    try again."""
+    if isinstance(exc, PermanentDeliveryError):
+        return f"Your secret was not passed on: {exc} Nothing was stored."
+    return NOT_DELIVERED
+
+
 RESEND_PRIVATE = (
     "Your private answer may not have been passed on: elicitbot restarted, and it never keeps "
     "such an answer. The question is still open: please send it again with the Reply… button."

@@ -33,7 +33,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.ports import PromptView
+from bot.domain.ports import AnswerSink, PromptView
 from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
@@ -86,11 +86,17 @@ class Rig:
             AsyncWebClient(token=fake.token, base_url=fake.api_url, retry_handlers=[]),
             pacer=self.pacer,
         )
+        self.sinks: dict[str, AnswerSink] = {
+            "superpipeline": self.sink,
+            "pinework": self.sink,
+            "handup": self.sink,
+        }
+        """The write-backs by source; a test may put a real sink in (handup's, at a callback)."""
         self.dispatcher = Dispatcher(
             store,
             clock,
             {"slack": self.chat},
-            {"superpipeline": self.sink, "pinework": self.sink},
+            self.sinks,
             lambda key: f"http://127.0.0.1:8787/#{key}",
         )
         self.service = Service(
@@ -238,6 +244,46 @@ class Rig:
         }
         return await self.send_interaction(payload)
 
+    async def modal_click(
+        self,
+        view_id: str,
+        action: dict[str, Any],
+        *,
+        user: str = ALICE,
+        state: dict[str, Any] | None = None,
+    ) -> httpx.Response:
+        """A click inside an open modal, as it stands in the fake (its metadata and hash)."""
+        view = self.fake.view(view_id)
+        assert view is not None, f"no view {view_id}"
+        payload = {
+            "type": "block_actions",
+            "team": {"id": TEAM_ID, "domain": "acme"},
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": TEAM_ID,
+            },
+            "api_app_id": "A0ELICITBOT",
+            "token": "legacy-verification-token",
+            "container": {"type": "view", "view_id": view_id},
+            "trigger_id": self.fake.issue_trigger(),
+            "view": {
+                "id": view_id,
+                "type": "modal",
+                "callback_id": view.get("callback_id"),
+                "private_metadata": view.get("private_metadata", ""),
+                "title": view["title"],
+                "blocks": view["blocks"],
+                "state": {"values": state or {}},
+                "hash": view["hash"],
+                "root_view_id": view_id,
+                "app_id": "A0ELICITBOT",
+            },
+            "actions": [{**action, "action_ts": f"{time.time():.6f}"}],
+        }
+        return await self.send_interaction(payload)
+
     async def reply(
         self,
         message: dict[str, Any],
@@ -348,3 +394,26 @@ def has_actions(message: dict[str, Any]) -> bool:
 
 def last_text(message: dict[str, Any]) -> str:
     return str(message["blocks"][-1]["text"]["text"])
+
+
+def view_buttons(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a modal, as a click names them (action_id, block_id, value)."""
+    return [
+        {**el, "block_id": b.get("block_id")}
+        for b in view["blocks"]
+        if b["type"] == "actions"
+        for el in b["elements"]
+        if el["type"] == "button"
+    ]
+
+
+def texts(value: Any) -> list[str]:
+    """Every text in blocks, in order (section text and fields, context, rich text, buttons)."""
+    if isinstance(value, list):
+        return [t for v in value for t in texts(v)]
+    if isinstance(value, dict):
+        found = [value["text"]] if isinstance(value.get("text"), str) else []
+        return found + [
+            t for k, v in value.items() if k != "text" or not isinstance(v, str) for t in texts(v)
+        ]
+    return []

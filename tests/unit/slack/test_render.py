@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from adapters.slack.blocks import escape, link, shorten_digest
-from adapters.slack.render import MAX_TOTAL_TEXT, OPTION_ACTION, SELECT_ACTION, render
+from adapters.slack.render import (
+    MAX_TOTAL_TEXT,
+    OPTION_ACTION,
+    REVIEW_ACTION,
+    SELECT_ACTION,
+    render,
+)
 from bot.domain.model import (
     Answer,
     AnswerMode,
@@ -150,7 +156,7 @@ def test_a_link_preview_shows_the_url_itself_never_a_label() -> None:
     e = sp_approval()
     _, blocks = render(view(e))
 
-    assert "*Draft*: <https://example.com/draft>" in mrkdwn(blocks)
+    assert "📎 *Draft*\n<https://example.com/draft>" in mrkdwn(blocks)
     assert link("https://ok.example/?a=1&b=2") == "<https://ok.example/?a=1&amp;b=2>"
     assert link("https://ok.example/a|forged") == "https://ok.example/a|forged"
     assert link("javascript:alert(1)") == "javascript:alert(1)"
@@ -263,6 +269,8 @@ def test_a_cut_never_ends_inside_an_entity() -> None:
 def test_more_than_twenty_options_become_a_select() -> None:
     e = oversize()
     _, blocks = render(view(e))
+    # The oversize message cannot hold everything: its approving options are withheld.
+    offered = [o for o in e.options if not o.approving]
 
     [select] = [
         el
@@ -273,26 +281,27 @@ def test_more_than_twenty_options_become_a_select() -> None:
     ]
     assert select["type"] == "static_select"
     assert select["action_id"] == SELECT_ACTION
-    assert len(select["options"]) == 40
+    assert len(select["options"]) == len(offered) == 26
     values = [json.loads(o["value"]) for o in select["options"]]
-    assert [v["o"] for v in values] == [o.id for o in e.options]
+    assert [v["o"] for v in values] == [o.id for o in offered]
     assert {v["r"] for v in values} == {1}
     assert option_buttons(blocks) == {}
 
 
 def test_beyond_a_hundred_options_the_rest_are_in_the_web_inbox() -> None:
-    e = oversize(options=_long_options(150, 30))
+    # 180 options, 60 of them approving (withheld: the message cannot hold everything).
+    e = oversize(options=_long_options(180, 30))
 
     text, blocks = render(view(e))
 
     [select] = [
         el
         for b in blocks
-        if b["type"] == "actions" and b["block_id"] != "elicitbot.claim"
+        if b["type"] == "actions" and b["block_id"] not in ("elicitbot.claim", REVIEW_ACTION)
         for el in b["elements"]
     ]
     assert len(select["options"]) == 100
-    assert f"50 more options are offered in the web inbox (<{LINK}>)." in mrkdwn(blocks)
+    assert f"20 more options are offered in the web inbox (<{LINK}>)." in mrkdwn(blocks)
     assert_valid(text, blocks)
 
 
@@ -426,7 +435,7 @@ def test_answered_view_shows_the_result_and_no_actions() -> None:
 
     assert [b for b in blocks if b["type"] == "actions"] == []
     assert blocks[-1]["text"]["text"] == (
-        "✅ Answered by <@U0ALICE> — Allow once — 2026-11-10 09:31 UTC via Slack"
+        "✅ Answered by Alice — Allow once — 2026-11-10 09:31 UTC via Slack"
     )
     assert "Answered by" in text
     assert "preview incomplete" not in "\n".join(mrkdwn(blocks))

@@ -45,7 +45,8 @@ from bot.domain.actions import (
     Submit,
 )
 from bot.domain.deadlines import Claim
-from bot.domain.model import Identity, Refusal, RefusalCode
+from bot.domain.disclosure import SHOWN_WHOLE as WHOLE
+from bot.domain.model import Disclosure, Identity, Refusal, RefusalCode
 from tests.unit.domain.builders import NOW, sp_options
 
 KEY = "superpipeline:eli_1a2b3c4d5e6f7081"
@@ -83,7 +84,23 @@ def test_a_button_is_a_choice_of_its_option_with_the_revision_seen() -> None:
     assert click.who == ALICE
     assert click.where == Where(C1, "1700000000.000100", None)
     assert click.key == KEY
-    assert choice(click, KEY, sp_options()) == Choose(KEY, ALICE, f"slack:{C1}", ("deny",), 3)
+    assert choice(click, KEY, sp_options(), shown=WHOLE) == Choose(
+        KEY, ALICE, f"slack:{C1}", ("deny",), 3, shown=WHOLE
+    )
+
+
+def test_what_a_click_showed_is_the_apps_never_the_payloads() -> None:
+    """A crafted click cannot claim it showed everything: ``shown`` comes from the app's own
+    rendering, whatever the payload carries."""
+    cut = Disclosure(whole=False, review="Use Review… to see all of it.")
+    forged = {"e": KEY, "o": "allow_once", "r": 3, "shown": {"whole": True}, "w": "x"}
+    body = click_body(button(f"{OPTION_ACTION}.0", forged), shown={"whole": True})
+    click = read_click(body, first_action(body))
+
+    assert click is not None
+    made = choice(click, KEY, sp_options(), shown=cut)
+    assert made is not None
+    assert made.shown == cut
 
 
 def test_an_index_value_names_the_option_at_that_place_and_out_of_range_names_none() -> None:
@@ -92,7 +109,7 @@ def test_an_index_value_names_the_option_at_that_place_and_out_of_range_names_no
         body = click_body({"action_id": SELECT_ACTION, "value": json.dumps({"i": index})})
         click = read_click(body, first_action(body))
         assert click is not None
-        made = choice(click, KEY, e)
+        made = choice(click, KEY, e, shown=WHOLE)
         assert made is not None
         assert made.option_ids == (expected,)
 
@@ -103,7 +120,7 @@ def test_a_select_reads_its_selected_option() -> None:
     click = read_click(body, first_action(body))
 
     assert click is not None
-    made = choice(click, KEY, sp_options())
+    made = choice(click, KEY, sp_options(), shown=WHOLE)
     assert made is not None
     assert made.option_ids == ("deny",)
 
@@ -125,14 +142,14 @@ def test_submit_takes_the_multi_selects_options_and_acknowledge_none() -> None:
     body = click_body(button(SUBMIT_ACTION, {"e": KEY}), state=state)
     click = read_click(body, first_action(body))
     assert click is not None
-    made = choice(click, KEY, e)
+    made = choice(click, KEY, e, shown=WHOLE)
     assert made is not None
     assert made.option_ids == ("allow_once", "deny")
 
     body = click_body(button(ACK_ACTION, {"e": KEY}))
     click = read_click(body, first_action(body))
     assert click is not None
-    made = choice(click, KEY, e)
+    made = choice(click, KEY, e, shown=WHOLE)
     assert made is not None
     assert made.option_ids == ()
 
@@ -143,7 +160,7 @@ def test_clicks_that_answer_nothing_make_no_choice(action_id: str) -> None:
     click = read_click(body, first_action(body))
 
     assert click is not None
-    assert choice(click, KEY, sp_options()) is None
+    assert choice(click, KEY, sp_options(), shown=WHOLE) is None
 
 
 def test_a_click_in_a_thread_is_told_in_that_thread() -> None:
@@ -192,8 +209,8 @@ def test_a_submission_is_a_submit_with_text_options_and_revision() -> None:
 
     assert s is not None
     assert (s.key, s.where) == (KEY, Where(C1, "1.000100", None))
-    assert submit(s, KEY, sp_options()) == Submit(
-        KEY, ALICE, f"slack:{C1}", option_ids=("deny",), text="ship it", revision=2
+    assert submit(s, KEY, sp_options(), shown=WHOLE) == Submit(
+        KEY, ALICE, f"slack:{C1}", option_ids=("deny",), text="ship it", revision=2, shown=WHOLE
     )
 
 
@@ -204,7 +221,7 @@ def test_a_modal_opened_for_one_option_answers_that_option() -> None:
 
     assert s is not None
     assert s.where == Where(C1, "1.000050", "1.000050")
-    made = submit(s, KEY, sp_options())
+    made = submit(s, KEY, sp_options(), shown=WHOLE)
     assert (made.option_ids, made.secret) == (("allow_once",), True)
 
 
