@@ -7,15 +7,28 @@ the first attempt made instead of a second one; the homeserver keeps that mappin
 
 - a post: ``<idempotency key>.<digest of the elicitation key>`` (the outbox row id alone could
   repeat after a database reset and map to an old message of the same room);
+- the parts of a long copy's thread: ``elicitbot-part-<digest of event id and content>``
+  (:mod:`adapters.matrix.thread`);
 - the reactions seeded on it: ``elicitbot-seed-<digest of event id and key>``;
 - an edit: ``elicitbot-edit-<digest of event id>-v<version>``, one per version of the prompt;
-- a notice: the idempotency key it is given.
+- a notice: the idempotency key it is given (a selection notice: one per prompt and person,
+  each edit per triggering event, :mod:`adapters.matrix.selection`).
 
 The client must be built by :func:`make_client`: nio's defaults retry a 429 forever, sleeping 5 s
 whatever ``Retry-After`` says, and retry connection failures forever; here nio gives every failure
 back at once, :func:`call` retries a 429 a bounded number of times honouring ``Retry-After`` (or
 ``retry_after_ms``), and everything else is a Transient/PermanentDeliveryError for the outbox.
 Requests time out after ``request_timeout``, so nothing here can hang a shutdown.
+
+A prompt too long to hold the whole request (answer rule 2) is posted in steps, each safe to
+repeat: (1) the message, cut and offering no approving option (nor its reaction); (2) the whole
+request in its thread, part by part, in order; (3) an edit of the message (transaction id per
+version) that offers approving and says the thread holds everything; (4) the reactions. Only
+then is the ref, with ``full_in_thread``, returned for the store. A crash or an uncertain send
+anywhere in between leaves a message that offers no approve (a crafted approving reaction on it
+is refused: the listener finds no ref saying the thread is complete), and the outbox's retry
+walks the same steps with the same transaction ids, so it gets back the message, the parts and
+the edit it already made instead of making them twice.
 
 Encrypted rooms are refused: elicitbot does not do end-to-end encryption, and a plaintext prompt
 in an encrypted room is neither private nor answerable by clients that only read encrypted events.
@@ -42,12 +55,15 @@ from nio import (
     RoomRedactResponse,
     RoomSendResponse,
 )
+from nio.api import Api, RelationshipType
+from nio.responses import RoomEventRelationsResponse
 
 from adapters.matrix.errors import DUPLICATE_ANNOTATION, errcode, from_exception, from_response
 from adapters.matrix.markup import matrix_users, txn_digest
 from adapters.matrix.notices import notice_content
 from adapters.matrix.reactions import reaction_content, reaction_keys
-from adapters.matrix.render import MARKER, edit_content, message_content
+from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
+from adapters.matrix.thread import part_contents, part_txn
 from bot.domain.errors import DeliveryError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
@@ -63,6 +79,8 @@ MAX_INLINE_WAIT = 5.0
 """A longer ``Retry-After`` is not slept here: the outbox retries after it instead."""
 REMEMBERED = 4096
 PAGE = 100
+MAX_PAGES = 10
+"""Pages of ``/relations`` read at most (a prompt has a handful of reactions)."""
 
 
 def make_client(
@@ -163,6 +181,8 @@ class MatrixChat:
         self.max_inline_wait = max_inline_wait
         self._encrypted: dict[str, bool] = {}
         self._posted: OrderedDict[str, str] = OrderedDict()
+        self._threaded: OrderedDict[str, None] = OrderedDict()
+        self._names: OrderedDict[tuple[str, str], str | None] = OrderedDict()
 
     @property
     def user_id(self) -> str:
@@ -183,19 +203,23 @@ class MatrixChat:
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
         self._remember(event_id, view.elicitation.key)
-        if uncertain:
-            # An earlier attempt may have made this event with an older version of the prompt.
-            await self._refresh(room_id, event_id, view)
-        await self._seed(room_id, event_id, view)
-        return MatrixRef(room_id, event_id)
+        if needs_thread(view):
+            ref = await self._thread(room_id, event_id, view)
+        else:
+            ref = MatrixRef(room_id, event_id)
+            if uncertain:
+                # An earlier attempt may have made this event with an older version of the prompt.
+                await self._refresh(room_id, event_id, view)
+        await self._seed(ref, view)
+        return ref
 
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         if not isinstance(ref, MatrixRef):
             raise PermanentDeliveryError(f"matrix edit: {ref!r} is not a Matrix message ref")
-        await self._edit(ref.room_id, ref.event_id, view)
-        await self._seed(ref.room_id, ref.event_id, view)
+        await self._edit(ref.room_id, ref.event_id, view, full_in_thread=ref.full_in_thread)
+        await self._seed(ref, view)
 
     async def notify(
         self,
@@ -225,6 +249,46 @@ class MatrixChat:
     def posted_key(self, event_id: str) -> str | None:
         """The elicitation of a prompt this process posted (before its ref is stored)."""
         return self._posted.get(event_id)
+
+    def full_in_thread(self, event_id: str) -> bool:
+        """This process posted the whole request in the thread of prompt ``event_id`` and
+        offered approving on it (before its ref, saying so, is stored)."""
+        return event_id in self._threaded
+
+    async def display_name(self, room_id: str, user_id: str) -> str | None:
+        """``user_id``'s name in the room; None when they have none (or it cannot be read now).
+
+        From nio's room state, which the sync keeps current (the listener's filter asks for
+        the member event of everyone whose events a batch holds): the display name,
+        disambiguated with the Matrix ID when another member shares it (the spec's rule,
+        ``MatrixRoom.user_name``). A member nio does not know (an event backfilled from
+        ``/messages``) is read from the room's member state once and remembered."""
+        room = self.client.rooms.get(room_id)
+        if room is not None and user_id in room.users:
+            if not room.users[user_id].display_name:
+                return None
+            name = room.user_name(user_id)
+            return name if isinstance(name, str) and name.strip() else None
+        if (room_id, user_id) in self._names:
+            return self._names[(room_id, user_id)]
+        try:
+            state = await call(
+                "get member",
+                lambda: self.client.room_get_state_event(room_id, "m.room.member", user_id),
+                RoomGetStateEventResponse,
+                max_retries=self.max_retries,
+                max_inline_wait=self.max_inline_wait,
+                accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
+            )
+        except DeliveryError as exc:
+            log.info("matrix.name_unknown", room_id=room_id, user_id=user_id, error=str(exc))
+            return None
+        raw = state.content.get("displayname") if state is not None else None
+        found = raw if isinstance(raw, str) and raw.strip() else None
+        self._names[(room_id, user_id)] = found
+        while len(self._names) > REMEMBERED:
+            self._names.popitem(last=False)
+        return found
 
     def mark_encrypted(self, room_id: str) -> None:
         self._encrypted[room_id] = True
@@ -339,6 +403,37 @@ class MatrixChat:
             token = page.end
         return list(reversed(found))
 
+    async def annotations(self, room_id: str, event_id: str) -> list[dict[str, Any]]:
+        """The ``m.reaction`` annotations on ``event_id`` as the homeserver holds them now
+        (``/relations``: a redacted reaction is gone), raw JSON, newest first. nio's iterator
+        hides error responses, so the pages are fetched here through :func:`call`."""
+        found: list[dict[str, Any]] = []
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            method, path = Api.room_get_event_relations(
+                self.client.access_token, room_id, event_id, RelationshipType.annotation,
+                "m.reaction", paginate_from=token, limit=PAGE,
+            )  # fmt: skip
+            page = await call(
+                "relations",
+                functools.partial(
+                    self.client._send,
+                    RoomEventRelationsResponse,
+                    method,
+                    path,
+                    response_data=(room_id, event_id),
+                ),
+                RoomEventRelationsResponse,
+                max_retries=self.max_retries,
+                max_inline_wait=self.max_inline_wait,
+            )
+            assert page is not None  # noqa: S101 - no errcode is accepted
+            found.extend(source for e in page.events if (source := getattr(e, "source", None)))
+            if not page.next_batch or page.next_batch == token:
+                break
+            token = page.next_batch
+        return found
+
     # ------------------------------------------------------------------ helpers
 
     async def _refuse_encrypted(self, room_id: str) -> None:
@@ -347,11 +442,27 @@ class MatrixChat:
                 f"matrix post: room {room_id} is end-to-end encrypted; elicitbot cannot work there"
             )
 
-    async def _edit(self, room_id: str, event_id: str, view: PromptView) -> None:
-        content = edit_content(event_id, view)
+    async def _edit(
+        self, room_id: str, event_id: str, view: PromptView, *, full_in_thread: bool = False
+    ) -> None:
+        content = edit_content(event_id, view, full_in_thread=full_in_thread)
         await self.send(
             room_id, "m.room.message", content, edit_txn(event_id, view.version), "edit"
         )
+
+    async def _thread(self, room_id: str, event_id: str, view: PromptView) -> MatrixRef:
+        """Steps 2 and 3 of a long prompt: the whole request in its thread, then the edit that
+        offers approving. Any failure raises before the edit: nothing approving is offered."""
+        for content in part_contents(view.elicitation, event_id):
+            await self.send(
+                room_id, "m.room.message", content, part_txn(event_id, content), "thread part"
+            )
+        await self._edit(room_id, event_id, view, full_in_thread=True)
+        self._threaded[event_id] = None
+        while len(self._threaded) > REMEMBERED:
+            self._threaded.popitem(last=False)
+        log.info("matrix.full_in_thread", room_id=room_id, event_id=event_id)
+        return MatrixRef(room_id, event_id, full_in_thread=True)
 
     async def _refresh(self, room_id: str, event_id: str, view: PromptView) -> None:
         """Edit an adopted prompt whose content shows an older version than ``view``."""
@@ -362,9 +473,11 @@ class MatrixChat:
             log.info("matrix.post_adopted", room_id=room_id, event_id=event_id, shown=shown)
             await self._edit(room_id, event_id, view)
 
-    async def _seed(self, room_id: str, event_id: str, view: PromptView) -> None:
-        """One reaction per option, so a tap answers. A reaction the bot already made is fine."""
-        keys = reaction_keys(view)
+    async def _seed(self, ref: MatrixRef, view: PromptView) -> None:
+        """One reaction per option offered on the copy, so a tap answers (an approving one only
+        where the copy shows the whole request). A reaction the bot already made is fine."""
+        room_id, event_id = ref.room_id, ref.event_id
+        keys = reaction_keys(view, shown=shown(view, full_in_thread=ref.full_in_thread))
         if not keys:
             return
 

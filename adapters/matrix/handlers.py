@@ -6,11 +6,16 @@ what people do: every answer rule, reply reading, claim and command permission i
 and shows the outcome: a threaded notice (a confirmation, a refusal mentioning the person, how
 to answer, a claim) or a rich reply to a command (:mod:`adapters.matrix.commands`).
 
-What stays here is Matrix's own: which prompt an event is under (the store's delivery refs, a
-prompt just posted, or our own prompt whose post is still in flight, known by its content
-marker); an edit counting only while the question is open and only from the reply's sender; a
-secret typed in a room redacted again; invites (accepted from workspace admins only) and the
-notice an end-to-end encrypted room gets.
+What stays here is Matrix's own: which prompt an event is under (the store's delivery refs, a prompt
+just posted, or our own prompt whose post is still in flight, known by its content marker); what
+that copy shows (answer rule 2: :func:`adapters.matrix.render.shown` of the current view, with the
+copy's ``full_in_thread`` from its stored ref or from this process's own post, never from the event,
+so a crafted reaction cannot claim a copy showed more than it did); who the person is by name (their
+display name in nio's room state); an edit counting only while the question is open and only from
+the reply's sender; a secret typed in a room redacted again; on a multiple choice, keycaps that
+toggle and ✅ that submits what the person's keycaps choose on the homeserver now
+(:mod:`adapters.matrix.selection`); invites (accepted from workspace admins only) and the notice
+an end-to-end encrypted room gets.
 
 Notices go out in the background, so a slow homeserver never holds up the next answer; each
 one's transaction id follows from the event that caused it, so a replayed event cannot notify
@@ -31,13 +36,21 @@ from adapters.matrix import inbound
 from adapters.matrix.chat import MatrixChat, call
 from adapters.matrix.commands import reply_text
 from adapters.matrix.markup import txn_digest
-from adapters.matrix.notices import REDACTION_REASON, encrypted_content, reply_content, said
-from adapters.matrix.render import MARKER
-from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Reply
+from adapters.matrix.notices import (
+    REDACTION_REASON,
+    Said,
+    encrypted_content,
+    reply_content,
+    said,
+)
+from adapters.matrix.reactions import key_index
+from adapters.matrix.render import MARKER, shown
+from adapters.matrix.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, Toggle, toggles
+from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Outcome, OutcomeKind, Reply
 from bot.domain.errors import DeliveryError
-from bot.domain.model import AnswerMode, Elicitation, Status
-from bot.domain.ports import Elicitations, Notice
-from bot.domain.records import DeliveryState
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Status
+from bot.domain.ports import Elicitations, Notice, PromptView
+from bot.domain.records import DeliveryState, NoticeKind
 from bot.domain.refs import MatrixRef
 
 log = structlog.get_logger("elicitbot.matrix")
@@ -77,6 +90,7 @@ class RoomEvents:
         self._unfinished: set[str] = set()
         self._not_ours = _Lru()
         self._warned: set[str] = set()
+        self.selections = Selections(chat)
 
     async def handle(self, room_id: str, item: inbound.InboundEvent) -> None:
         if isinstance(item, inbound.Encrypted):
@@ -87,6 +101,8 @@ class RoomEvents:
             await self._on_reply(room_id, item)
         elif isinstance(item, inbound.Edit):
             await self._on_edit(room_id, item)
+        elif isinstance(item, inbound.Redaction):
+            await self._on_redaction(room_id, item)
         else:
             await self._on_command(room_id, item)
 
@@ -111,8 +127,21 @@ class RoomEvents:
         view = None if key is None else await self.elicitations.view(key)
         if key is None or view is None:
             return
-        action = inbound.on_reaction(key, view.elicitation, r, room_id, bots=self.bots)
-        if action is None or not await self._first_time(inbound.claim_id(r)):
+        if toggles(view) and not r.key.startswith(inbound.CLAIM_REACTION):
+            await self._on_selection(room_id, key, view, r)
+            return
+        action = inbound.on_reaction(
+            key,
+            view.elicitation,
+            r,
+            room_id,
+            shown=await self.shown_on(view, r.target),
+            bots=self.bots,
+            name=await self.chat.display_name(room_id, r.sender),
+        )
+        reopened = inbound.reopenings(view.writeback)
+        claimed = inbound.claim_id(r, reopened=reopened)
+        if action is None or not await self._first_time(claimed):
             return
         self.handled += 1
         # A notice cannot reply to a reaction: it goes in the prompt's thread (a claim's names
@@ -127,6 +156,60 @@ class RoomEvents:
             trigger=r.event_id,
             reply_to=reply_to,
         )
+        self.finished(claimed)  # the listener finishes the claim of the first round
+
+    async def _on_selection(
+        self, room_id: str, key: str, view: PromptView, r: inbound.Reaction
+    ) -> None:
+        """A pending multiple choice: a keycap toggles (the person's notice is refreshed in
+        the background), ✅ submits what their keycaps choose now (:mod:`.selection`)."""
+        e = view.elicitation
+        index = key_index(r.key)
+        if index is not None:
+            if index >= len(e.options) or f"matrix:{r.sender}" in self.bots:
+                return  # names no option; a bot's taps are no one's selection
+            self.selections.saw(r.event_id, Toggle(room_id, r.target, key, r.sender))
+            self._spawn(
+                self.selections.show(room_id, r.target, e, r.sender, trigger=r.event_id),
+                what="selection",
+            )
+            return
+        # Each ✅ is its own attempt (after "nothing chosen" or a refusal, a new ✅ counts).
+        if r.key.strip() != SUBMIT_KEY or not await self._first_time(r.event_id):
+            return
+        self.handled += 1
+        chosen = await self.selections.chosen(room_id, r.target, e, r.sender)
+        if not chosen:
+            nothing = Said(NOTHING_CHOSEN, mention=True, kind=NoticeKind.REFUSAL)
+            self._tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
+        else:
+            name = await self.chat.display_name(room_id, r.sender)
+            shown_ = await self.shown_on(view, r.target)
+            action = inbound.submit(
+                key, r, room_id, chosen, shown=shown_, bots=self.bots, name=name
+            )
+            where = {"room_id": room_id, "root": r.target, "sender": r.sender}
+            outcome = await self._act(action, e, **where, trigger=r.event_id, reply_to=r.target)
+            if outcome.kind is OutcomeKind.ANSWERED:
+                done = self.selections.submitted(
+                    room_id, r.target, e, r.sender, chosen, trigger=r.event_id
+                )
+                self._spawn(done, what="selection submitted")
+        self.finished(r.event_id)
+
+    async def _on_redaction(self, room_id: str, redaction: inbound.Redaction) -> None:
+        """A keycap taken back: refresh its sender's selection notice (while the question is
+        open). One this process did not see needs nothing: ✅ reads the room as it is."""
+        toggle = self.selections.toggled_by(redaction.redacts)
+        if toggle is None or toggle.room_id != room_id:
+            return
+        view = await self.elicitations.view(toggle.key)
+        if view is None or not toggles(view):
+            return
+        refresh = self.selections.show(
+            room_id, toggle.prompt, view.elicitation, toggle.sender, trigger=redaction.event_id
+        )
+        self._spawn(refresh, what="selection")
 
     async def _on_reply(self, room_id: str, reply: inbound.Reply) -> None:
         key = await self.key_for(room_id, reply.root)
@@ -184,7 +267,15 @@ class RoomEvents:
         view = await self.elicitations.view(key)
         if view is None:
             return
-        action = inbound.on_reply(key, sender, body, room_id, bots=self.bots)
+        action = inbound.on_reply(
+            key,
+            sender,
+            body,
+            room_id,
+            shown=await self.shown_on(view, root),
+            bots=self.bots,
+            name=await self.chat.display_name(room_id, sender),
+        )
         if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
             # A secret typed in a room is never taken, and it is taken out of the room too.
             for event_id in {trigger, reply_to}:
@@ -213,13 +304,20 @@ class RoomEvents:
         sender: str,
         trigger: str,
         reply_to: str,
-    ) -> None:
+    ) -> Outcome:
         """The core decides; the thread hears the outcome, naming (and for a refusal or how to
         answer, mentioning) the person."""
         outcome = await self.elicitations.act(action)
         words = said(outcome, e, sender)
-        if words is None:
-            return
+        if words is not None:
+            self._tell(room_id, root, sender, words, trigger=trigger, reply_to=reply_to)
+        return outcome
+
+    def _tell(
+        self, room_id: str, root: str, sender: str, words: Said, *, trigger: str, reply_to: str
+    ) -> None:
+        """A notice for ``sender`` in the thread of ``root``, sent in the background; its
+        transaction id follows from ``trigger``, so a replayed event cannot notify twice."""
         notice = Notice(
             user=f"matrix:{sender}",
             text=words.text,
@@ -228,14 +326,26 @@ class RoomEvents:
             mention=words.mention,
             reply_to=reply_to,
         )
-        self._spawn(
-            self.chat.notify(
-                f"matrix:{room_id}",
-                notice,
-                idempotency_key=f"elicitbot-notice-{txn_digest(trigger)}",
-            ),
-            what="notice",
+        digest = txn_digest(trigger)
+        work = self.chat.notify(
+            f"matrix:{room_id}", notice, idempotency_key=f"elicitbot-notice-{digest}"
         )
+        self._spawn(work, what="notice")
+
+    async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
+        """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
+        view rendered, with the whole request in its thread only when its stored ref (or this
+        process, having just posted it) says so. A copy whose thread is not known to be
+        complete (a post in flight on another replica, a crash before the parts) offers and
+        accepts no approving option."""
+        disclosure = shown(view)
+        if disclosure.whole:
+            return disclosure
+        complete = self.chat.full_in_thread(prompt) or any(
+            isinstance(d.ref, MatrixRef) and d.ref.event_id == prompt and d.ref.full_in_thread
+            for d in await self.elicitations.deliveries(view.elicitation.key)
+        )
+        return shown(view, full_in_thread=True) if complete else disclosure
 
     async def key_for(self, room_id: str, event_id: str) -> str | None:
         """The elicitation a message belongs to: the store's delivery refs, a prompt this process
@@ -276,7 +386,11 @@ class RoomEvents:
         self.handled += 1
         level = await self.chat.power_level(room_id, message.sender)
         command = inbound.on_command(
-            message, room_id, elevated=level >= MODERATOR_LEVEL, bots=self.bots
+            message,
+            room_id,
+            elevated=level >= MODERATOR_LEVEL,
+            bots=self.bots,
+            name=await self.chat.display_name(room_id, message.sender),
         )
         if command is None:
             return

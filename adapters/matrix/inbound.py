@@ -8,14 +8,18 @@ is to elicitbot, or None:
   the body keeps its rich-reply fallback, which the core strips when it reads the reply;
 - :class:`Edit`: an ``m.replace`` with ``m.new_content``;
 - :class:`CommandMessage`: a top-level ``!elicitbot …``;
+- :class:`Redaction`: a redaction (of a keycap that toggled a choice, to the listener);
 - :class:`Encrypted`: an encrypted event or the state that turns encryption on.
 
 elicitbot's own events, redacted events, ``m.notice`` messages (what bots send, never answers)
 and anything malformed are None. Which elicitation an event belongs to is found by the listener
 (the store's delivery refs); whether the person may answer, and what a reply means, is the
 core's (``Elicitations.act``). Here :func:`on_reaction`, :func:`on_reply` and :func:`on_command`
-only turn an event into the core's action: keycap *n* chooses option *n*, 🙋 or
-``!elicitbot claim`` claims, a thread reply (or its edit) is a reply.
+only turn an event into the core's action: keycap *n* chooses option *n* (on a multiple
+choice it toggles, and ✅ submits: :mod:`adapters.matrix.selection`), 🙋 or
+``!elicitbot claim`` claims, a thread reply (or its edit) is a reply. A choice or a reply carries
+``shown``, what the copy it was made on shows (answer rule 2): the listener renders that from the
+current view and the copy's stored ref, never from anything in the event.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from adapters.matrix.markup import txn_digest
 from adapters.matrix.reactions import ACK_KEY, key_index
 from bot.domain.actions import Choose, ClaimIt, Command
 from bot.domain.actions import Reply as ReplyAction
-from bot.domain.model import AnswerMode, Elicitation, Identity
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity
+from bot.domain.records import Writeback, WritebackState
 
 COMMAND_PREFIX = "!elicitbot"
 CLAIM_REACTION = "🙋"
@@ -77,7 +82,14 @@ class Encrypted:
     sender: str
 
 
-InboundEvent: TypeAlias = Reaction | Reply | Edit | CommandMessage | Encrypted
+@dataclass(frozen=True)
+class Redaction:
+    event_id: str
+    sender: str
+    redacts: str
+
+
+InboundEvent: TypeAlias = Reaction | Reply | Edit | CommandMessage | Encrypted | Redaction
 
 
 def _str(value: Any) -> str | None:
@@ -102,6 +114,10 @@ def classify(event: Mapping[str, Any], *, own_user_id: str) -> InboundEvent | No
         kind == "m.room.encryption" and event.get("state_key") == "" and content
     ):
         return Encrypted(event_id, sender)
+    if kind == "m.room.redaction":
+        # ``redacts`` is top-level up to room version 10 and in the content from version 11.
+        redacts = _str(event.get("redacts")) or _str(content.get("redacts"))
+        return None if redacts is None else Redaction(event_id, sender, redacts)
     relates = _mapping(content.get("m.relates_to"))
     if kind == "m.reaction":
         target = _str(relates.get("event_id"))
@@ -141,14 +157,18 @@ def reply_root(event: Mapping[str, Any]) -> str | None:
     return _str(_mapping(relates.get("m.in_reply_to")).get("event_id"))
 
 
-def identity(sender: str, *, bots: frozenset[str] = frozenset()) -> Identity:
-    """The person behind a Matrix ID; named by the ID itself (display names can be chosen to
-    look like someone else). ``bots``: identity keys (``matrix:@…``) known to be bots."""
+def identity(
+    sender: str, *, bots: frozenset[str] = frozenset(), name: str | None = None
+) -> Identity:
+    """The person behind a Matrix ID, named by ``name`` (their display name in the room, which
+    the Matrix spec's rule disambiguates with the ID when another member shares it), else by
+    the ID. ``bots``: identity keys (``matrix:@…``) known to be bots."""
+    shown_name = " ".join((name or "").split())
     return Identity(
         platform="matrix",
         user=sender,
         is_bot=f"matrix:{sender}" in bots,
-        display_name=sender,
+        display_name=shown_name or sender,
     )
 
 
@@ -166,40 +186,82 @@ def reaction_choice(e: Elicitation, key: str) -> tuple[str, ...] | None:
     return None
 
 
-def claim_id(item: InboundEvent) -> str:
+def claim_id(item: InboundEvent, *, reopened: int = 0) -> str:
     """What dedupes an event in the store: its event id, except a reaction, which counts once per
-    sender, message and key (a reaction taken back and made again is not a new attempt)."""
+    sender, message and key (a reaction taken back and made again is not a new attempt) while
+    the question stays as it is: each time the upstream refused an answer and the question was
+    opened again (``reopened``, :func:`reopenings`) the same reaction counts once more."""
     if isinstance(item, Reaction):
-        return f"reaction:{txn_digest(item.target, item.sender, item.key)}"
+        parts = (item.target, item.sender, item.key, *((str(reopened),) if reopened else ()))
+        return f"reaction:{txn_digest(*parts)}"
     return item.event_id
+
+
+def reopenings(wb: Writeback | None) -> int:
+    """How many times a refused answer opened the question again (rounds after a refusal)."""
+    if wb is None:
+        return 0
+    return wb.round if wb.state is WritebackState.REFUSED and wb.reopened else wb.round - 1
 
 
 def via(room_id: str) -> str:
     return f"matrix:{room_id}"
 
 
+def submit(
+    key: str,
+    r: Reaction,
+    room_id: str,
+    option_ids: tuple[str, ...],
+    *,
+    shown: Disclosure,
+    bots: frozenset[str] = frozenset(),
+    name: str | None = None,
+) -> Choose:
+    """A ✅ on a multiple-choice prompt: the options the person's keycaps chose (read from the
+    homeserver by the listener, :mod:`adapters.matrix.selection`)."""
+    return Choose(
+        key, identity(r.sender, bots=bots, name=name), via(room_id), option_ids, shown=shown
+    )
+
+
 def on_reaction(
-    key: str, e: Elicitation, r: Reaction, room_id: str, *, bots: frozenset[str] = frozenset()
+    key: str,
+    e: Elicitation,
+    r: Reaction,
+    room_id: str,
+    *,
+    shown: Disclosure,
+    bots: frozenset[str] = frozenset(),
+    name: str | None = None,
 ) -> Choose | ClaimIt | None:
-    """A reaction on a prompt of ``e``: 🙋 claims it, a keycap (or ✅) chooses; None: any other
-    reaction."""
-    who = identity(r.sender, bots=bots)
+    """A reaction on a prompt of ``e`` that shows ``shown``: 🙋 claims it, a keycap (or ✅)
+    chooses; None: any other reaction."""
+    who = identity(r.sender, bots=bots, name=name)
     if r.key.startswith(CLAIM_REACTION):
         return ClaimIt(key, who, via(room_id))
     chosen = reaction_choice(e, r.key)
     if chosen is None:
         return None
-    return Choose(key, who, via(room_id), chosen)
+    return Choose(key, who, via(room_id), chosen, shown=shown)
 
 
 def on_reply(
-    key: str, sender: str, body: str, room_id: str, *, bots: frozenset[str] = frozenset()
+    key: str,
+    sender: str,
+    body: str,
+    room_id: str,
+    *,
+    shown: Disclosure,
+    bots: frozenset[str] = frozenset(),
+    name: str | None = None,
 ) -> ReplyAction | ClaimIt:
-    """A thread reply (or an edit of one) under a prompt: a claim, or a reply for the core."""
-    who = identity(sender, bots=bots)
+    """A thread reply (or an edit of one) under a prompt that shows ``shown``: a claim, or a
+    reply for the core."""
+    who = identity(sender, bots=bots, name=name)
     if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
         return ClaimIt(key, who, via(room_id))
-    return ReplyAction(key, who, via(room_id), body)
+    return ReplyAction(key, who, via(room_id), body, shown=shown)
 
 
 def command_words(body: str) -> str | None:
@@ -217,10 +279,11 @@ def on_command(
     *,
     elevated: bool,
     bots: frozenset[str] = frozenset(),
+    name: str | None = None,
 ) -> Command | None:
     """A room command; ``elevated``: the sender moderates the room (the platform's grant)."""
     words = command_words(message.body)
     if words is None:
         return None
-    who = identity(message.sender, bots=bots)
+    who = identity(message.sender, bots=bots, name=name)
     return Command(who, via(room_id), words, elevated=elevated)

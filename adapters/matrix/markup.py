@@ -63,9 +63,11 @@ def safe_url(url: str | None) -> str | None:
     return url.strip()
 
 
-def anchor(url: str, limit: int = 500) -> str:
-    """A link whose text is its own address: what it shows is where it goes."""
-    return f'<a href="{html.escape(url, quote=True)}">{esc(clip(url, limit))}</a>'
+def anchor(url: str, limit: int | None = 500) -> str:
+    """A link whose text is its own address: what it shows is where it goes (``limit``: code
+    points of the text; None shows all of it)."""
+    text = url if limit is None else clip(url, limit)
+    return f'<a href="{html.escape(url, quote=True)}">{esc(text)}</a>'
 
 
 def pill(user: str) -> str:

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.matrix.form import describe
 from adapters.matrix.markup import clip, esc_lines, neutralise, pill
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.model import Elicitation
 from bot.domain.records import NoticeKind
-from bot.domain.rules import describe_answer, format_time
+from bot.domain.rules import format_time
 
 NOTICE_TEXT = 4000
 """Code points of a notice's text."""
@@ -43,7 +44,7 @@ def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
     (chatter after the answer, a message no longer connected, a command)."""
     kind = outcome.kind
     if kind is OutcomeKind.ANSWERED:
-        what = f": {describe_answer(e, outcome.answer)}" if outcome.answer is not None else ""
+        what = f": {describe(e, outcome.answer)}" if outcome.answer is not None else ""
         return Said(f"✅ Recorded{what}. Thank you.", mention=False, kind=NoticeKind.NOTE)
     if kind is OutcomeKind.CLAIMED and outcome.claim is not None:
         text = (
@@ -109,3 +110,19 @@ def reply_content(text: str, reply_to: str) -> dict[str, Any]:
 def encrypted_content() -> dict[str, Any]:
     """The one unencrypted notice an end-to-end encrypted room gets."""
     return {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE, "m.mentions": {}}
+
+
+def notice_edit_content(notice_id: str, new: dict[str, Any]) -> dict[str, Any]:
+    """An ``m.replace`` of our notice ``notice_id`` with ``new`` (a :func:`notice_content`); the
+    new content carries no relation of its own (it stays in its thread) and pings nobody."""
+    replacement = {k: v for k, v in new.items() if k != "m.relates_to"}
+    replacement["m.mentions"] = {}
+    return {
+        "msgtype": "m.notice",
+        "body": f"* {new['body']}",
+        "format": "org.matrix.custom.html",
+        "formatted_body": f"* {new['formatted_body']}",
+        "m.new_content": replacement,
+        "m.mentions": {},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": notice_id},
+    }

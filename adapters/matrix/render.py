@@ -1,96 +1,138 @@
 """A :class:`~bot.domain.ports.PromptView` as Matrix event content: a plain ``body`` and an HTML
-``formatted_body`` built by us, never copied from the asking agent; and the reactions seeded on it.
+``formatted_body`` built by us, never copied from the asking agent. Pure: no I/O.
 
-Pure: no I/O. What keeps agent text harmless (the escaping itself is in
-:mod:`adapters.matrix.markup`):
+A prompt reads top to bottom: the title, the question (Markdown, rendered), each preview
+(:mod:`adapters.matrix.previews`), one compact metadata line (the fields that end the previews
+and the context: risk, tool, agent, host, repository, branch, board, card, asker…), the
+subject line (id, revision, short digest), then the options with their descriptions (the
+recommended one marked), how to answer, the schedule and the web inbox link. A form (several
+questions, :mod:`adapters.matrix.form`) lists its questions after the question text, each with
+its options numbered within it, and says how to answer them all in one thread reply.
 
-- every piece of agent text is HTML-escaped, so it cannot add tags, attributes or links; the only
-  links are ours (the web inbox) and a preview item's ``http(s)`` URL, shown as its own text so
-  a label cannot disguise where it points;
-- every prompt carries ``m.mentions`` (empty, or an escalation's admins), which turns off the
-  legacy body-matching push rules, and ``@room`` is broken with a word joiner for clients that
-  still match text: an agent cannot ping the room or anyone in it;
-- the complete event stays under Matrix's 65,536-byte limit: long text is cut (in code points)
-  with a link to :attr:`PromptView.link`, the web inbox's full text.
+The write-back (the answer on its way to the system that asked): until the upstream accepts it
+the result says "⏳ Sending <who>'s answer — <what> — to <source>…", never "Answered"; when the
+upstream refused it (:func:`bot.domain.views.writeback_note`) the message says so in bold: on a
+question open again, right under the title, above everything to answer; on one closed for good,
+after its result (which then says "Not accepted", not "Answered").
+
+What you see is what you approve (answer rule 2): :func:`layout` first renders the view whole,
+nothing decisive (:func:`bot.domain.disclosure.decisive`: the question, every preview item's
+label, text, value and address) cut; when that fits the event budget the message shows
+everything and offers every option. When it does not, the message is cut to fit, says so, and
+offers no approving option until the whole request has been posted in its thread
+(:mod:`adapters.matrix.thread`; the copy's ref then says ``full_in_thread``).
+:func:`shown` is that decision as a :class:`~bot.domain.model.Disclosure`, which every answer
+taken from a copy carries, computed here from the current view and the copy's ref, never from
+anything in an event.
+
+What keeps agent text harmless: plain text is HTML-escaped; Markdown goes through markdown-it
+(raw HTML off) and nh3 (:mod:`adapters.matrix.markdown`), and so does the finished
+``formatted_body``; links show where they go; every prompt carries ``m.mentions`` (empty, or an
+escalation's admins) and ``@room`` is broken with a word joiner, so an agent cannot ping the room.
 
 Options are numbered with keycap emoji (1️⃣ … 🔟) that double as the reactions the bot seeds;
-admin-only options are marked; approving options withheld (preview incomplete, subject expired)
-are shown as not offered, with the reason. After the answer the message shows the result: who,
-what, when and via which platform.
+admin-only options are marked; approving options withheld are shown as not offered, with the
+reason. After the answer the message shows the result: who, what, when and via which platform.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
-from adapters.matrix.markup import (
-    anchor,
-    clip,
-    content_bytes,
-    esc,
-    esc_lines,
-    matrix_users,
-    neutralise,
-    one_line,
-    pill,
-    safe_url,
+from adapters.matrix.form import form_block, is_form, own_text
+from adapters.matrix.markdown import markdown_html, sanitise
+from adapters.matrix.markup import anchor, clip, content_bytes, esc, neutralise, one_line
+from adapters.matrix.previews import (
+    WHOLE,
+    Block,
+    Cutter,
+    ItemLimits,
+    context_piece,
+    field_line,
+    preview_blocks,
 )
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS
-from bot.domain.deadlines import active_claim, claim_line, schedule_line
-from bot.domain.model import (
-    AnswerMode,
-    ApprovalSubject,
-    Elicitation,
-    Kind,
-    PreviewItem,
-    Status,
+from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix.wording import (
+    escalated_to,
+    escalation_block,
+    how_to,
+    result_line,
+    shorten_digest,
+    timeline,
 )
+from bot.domain.disclosure import SHOWN_WHOLE, not_shown
+from bot.domain.model import ApprovalSubject, Disclosure, Elicitation, Kind, Status
 from bot.domain.ports import PromptView
-from bot.domain.refs import MatrixRef
-from bot.domain.rules import (
-    OfferedOption,
-    approving_withheld,
-    describe_answer,
-    format_time,
-    offered_options,
-)
-from bot.domain.views import title_of
+from bot.domain.rules import OfferedOption, approving_withheld, format_time, offered_options
+from bot.domain.views import title_of, writeback_note
+
+__all__ = [
+    "CONTENT_BUDGET",
+    "MARKER",
+    "MAX_EVENT_BYTES",
+    "Layout",
+    "Rendered",
+    "edit_content",
+    "layout",
+    "message_content",
+    "needs_thread",
+    "render",
+    "shorten_digest",
+    "shown",
+]
 
 MARKER = "org.elicitbot"
 """Our content key on every prompt: ``{"key": <elicitation key>, "version": n}``."""
 
 MAX_EVENT_BYTES = 65_536
-CONTENT_BUDGET = 60_000
-"""Bytes of content JSON for a post; the rest of the event (ids, hashes, signatures) fits in the
-remaining 5.5 KiB."""
+CONTENT_BUDGET = 30_000
+"""Bytes of content JSON a prompt may take. Well under the 65,536-byte event limit: an edit
+carries the content again as ``m.new_content`` plus a short fallback, and some clients and
+bridges struggle with events near the limit."""
 EDIT_FALLBACK = 600
 """Code points of an edit's ``* …`` fallback body; the full text is in ``m.new_content``."""
-_PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
+
+IN_THREAD = "The whole request is in this message's thread; read it there before approving."
+"""What a long copy says once all of it is in its thread (and approving is offered)."""
+ALL_IN_THREAD = "The whole request is in this message's thread."
+"""The same, on a long copy with nothing to approve."""
+TOO_LONG = (
+    "It is too long for one message: the whole request goes into this message's thread, and "
+    "approving is offered here once all of it is there (or decide in the web inbox)."
+)
+"""What a long copy says while its thread does not hold everything yet."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How much of each part is shown, in code points; halved until the event fits."""
+    """Code points shown of each part (None: all of it); halved until the event fits."""
 
-    question: int = 20_000
-    preview_item: int = 4_000
+    question: int | None = None
+    item: ItemLimits = WHOLE
     option: int = 300
     description: int = 300
     context_part: int = 150
     result: int = 1_500
 
     def halved(self) -> Limits:
+        item = self.item
         return Limits(
-            question=max(200, self.question // 2),
-            preview_item=max(80, self.preview_item // 2),
+            question=max(200, (self.question or 20_000) // 2),
+            item=ItemLimits(
+                text=max(80, (item.text or 6_000) // 2),
+                label=max(40, (item.label or 300) // 2),
+                url=max(100, (item.url or 1_000) // 2),
+            ),
             option=max(40, self.option // 2),
             description=max(0, self.description // 2),
             context_part=max(40, self.context_part // 2),
             result=max(200, self.result // 2),
         )
+
+
+CUT = Limits(question=10_000, item=ItemLimits(text=3_000, label=150, url=500))
+"""Where cutting starts when the whole request does not fit."""
 
 
 @dataclass(frozen=True)
@@ -99,34 +141,13 @@ class Rendered:
     html: str
 
 
-# --------------------------------------------------------------------------- text helpers
-
-
-def shorten_digest(digest: str) -> str:
-    """``sha256:4f2a0c1e9b8d…`` -> ``sha256:4f2a0c1e…``."""
-    algorithm, sep, value = digest.partition(":")
-    if sep and len(value) > 8:  # noqa: PLR2004 - eight hex digits identify it to a person
-        return f"{algorithm}:{value[:8]}…"
-    return clip(digest, 20)
-
-
-def who(respondent: str, display_name: str | None) -> str:
-    """How a respondent is named: the Matrix ID itself (never a display name someone could
-    choose to look like another), a Slack person's name, or the timeout rule."""
-    platform, _, user = respondent.partition(":")
-    if respondent == "system":
-        return "the timeout rule"
-    if platform == "matrix" and user:
-        return user
-    return display_name or respondent
-
-
-def platform_name(via: str) -> str:
-    platform = via.partition(":")[0]
-    return _PLATFORMS.get(platform, platform)
-
-
-# --------------------------------------------------------------------------- parts
+@dataclass(frozen=True)
+class Layout:
+    rendered: Rendered
+    disclosure: Disclosure
+    """What this copy shows a person (what every answer from it carries)."""
+    cut: bool
+    """The message cannot hold the whole decisive content: it belongs in the thread."""
 
 
 class _Doc:
@@ -140,34 +161,35 @@ class _Doc:
         self.plain.append(plain)
         self.html.append(markup)
 
+    def block(self, block: Block) -> None:
+        self.add(block.plain, block.html)
+
     def result(self) -> Rendered:
-        return Rendered("\n".join(self.plain), "".join(self.html))
+        return Rendered("\n".join(self.plain), sanitise("".join(self.html)))
 
 
-def _cut_note(link: str) -> tuple[str, str]:
-    return (f" (cut: full text at {link})", f" <i>(cut: {anchor(link)} has the full text)</i>")
+# --------------------------------------------------------------------------- parts
 
 
-def _text_block(doc: _Doc, text: str, limit: int, link: str) -> None:
-    """A block of agent text, cut to ``limit`` code points with a link to the full text."""
+def question_block(text: str, limit: int | None, cutter: Cutter) -> Block | None:
+    """The question as Markdown (HTML) and as its own text (plain)."""
     text = text.strip()
     if not text:
-        return
-    if len(text) <= limit:
-        doc.add(neutralise(text), f"<p>{esc_lines(text)}</p>")
-        return
-    head = text[: max(1, limit - 1)] + "…"
-    note_plain, note_html = _cut_note(link)
-    doc.add(neutralise(head) + note_plain, f"<p>{esc_lines(head)}{note_html}</p>")
+        return None
+    shown_text, was_cut = cutter.take(text, limit)
+    note_plain, note_html = cutter.note(was_cut)
+    markup = markdown_html(shown_text)
+    if note_html:
+        markup += f"<p>{note_html.strip()}</p>"
+    return Block(neutralise(shown_text) + note_plain, markup)
 
 
-def _context_line(e: Elicitation, limit: int) -> str:
-    return " · ".join(
-        f"{name}: {clip(one_line(value), limit)}" for name, value in e.context_parts()
-    )
+def _metadata(e: Elicitation, fields: tuple[Block, ...], limit: int) -> Block | None:
+    pieces = [*fields, *(context_piece(n, v, limit) for n, v in e.context_parts())]
+    return field_line(pieces) if pieces else None
 
 
-def _subject(doc: _Doc, s: ApprovalSubject, limits: Limits, link: str) -> None:
+def subject_line(s: ApprovalSubject) -> Block:
     plain = [
         f"Subject {clip(s.id, 80)}",
         f"revision {s.revision}",
@@ -184,58 +206,29 @@ def _subject(doc: _Doc, s: ApprovalSubject, limits: Limits, link: str) -> None:
     if not s.preview_complete:
         plain.append("preview incomplete")
         markup.append("<b>preview incomplete</b>")
-    doc.add(neutralise(" · ".join(plain)), f"<p>{' · '.join(markup)}</p>")
-    if s.preview:
-        items = [_preview_item(item, limits.preview_item, link) for item in s.preview]
-        doc.add(
-            "Preview:\n" + "\n".join(f"• {p}" for p, _ in items),
-            "<p>Preview:</p><ul>" + "".join(f"<li>{h}</li>" for _, h in items) + "</ul>",
-        )
+    return Block(neutralise(" · ".join(plain)), f"<p>{' · '.join(markup)}</p>")
 
 
-def _preview_item(item: PreviewItem, limit: int, link: str) -> tuple[str, str]:
-    label = clip(one_line(item.label), 150) if item.label else ""
-    head_plain = f"{label}: " if label else ""
-    head_html = f"<b>{esc(label)}</b>: " if label else ""
-    url = safe_url(item.url)
-    text = item.text if item.text is not None else item.value
-    parts_plain: list[str] = []
-    parts_html: list[str] = []
-    if text:
-        cut = len(text) > limit
-        shown = text[: max(1, limit - 1)] + "…" if cut else text
-        note_plain, note_html = _cut_note(link) if cut else ("", "")
-        if item.type in ("code", "diff", "command", "json"):
-            parts_plain.append(neutralise(shown) + note_plain)
-            parts_html.append(f"<pre><code>{esc(shown)}</code></pre>{note_html}")
-        else:
-            parts_plain.append(neutralise(shown) + note_plain)
-            parts_html.append(esc_lines(shown) + note_html)
-    if url is not None:
-        parts_plain.append(clip(url, 500))
-        parts_html.append(anchor(url))
-    elif item.url:
-        shown_url = clip(item.url, 200)
-        parts_plain.append(f"{neutralise(shown_url)} (not a web link)")
-        parts_html.append(f"<code>{esc(shown_url)}</code> (not a web link)")
-    return head_plain + " ".join(parts_plain), head_html + " ".join(parts_html)
-
-
-def _option_line(number: int, offered: OfferedOption, limits: Limits) -> tuple[str, str]:
+def _option_line(
+    number: int, offered: OfferedOption, limits: Limits, *, here: bool
+) -> tuple[str, str]:
     o = offered.option
     mark = KEYCAPS[number - 1] if number <= len(KEYCAPS) else f"{number}."
     label = clip(one_line(o.label), limits.option)
     plain = f"{mark} {neutralise(label)}"
     markup = f"{mark} <b>{esc(label)}</b>"
+    notes = []
+    if o.recommended:
+        notes.append("recommended")
     if offered.admin_only:
-        plain += " (workspace admins only)"
-        markup += " <i>(workspace admins only)</i>"
+        notes.append("workspace admins only")
     if not offered.offered:
-        plain += " (not offered now)"
-        markup += " <i>(not offered now)</i>"
+        notes.append("not offered here" if here else "not offered now")
     if o.requires_text:
-        plain += " (needs a comment)"
-        markup += " <i>(needs a comment)</i>"
+        notes.append("needs a comment")
+    for note in notes:
+        plain += f" ({note})"
+        markup += f" <i>({note})</i>"
     if o.description and limits.description > 0:
         description = clip(one_line(o.description), limits.description)
         plain += f" — {neutralise(description)}"
@@ -243,162 +236,128 @@ def _option_line(number: int, offered: OfferedOption, limits: Limits) -> tuple[s
     return plain, markup
 
 
-def _how_to(e: Elicitation) -> str:
-    mode = e.answer_mode
-    if mode is AnswerMode.SECRET:
-        return "This answer is a secret: answer it in the web inbox, never in a chat message."
-    if mode is AnswerMode.FREE_TEXT or (mode is AnswerMode.CHOICE_OR_TEXT and not e.options):
-        limit = f" (at most {e.max_length:,} characters)" if e.max_length else ""
-        return f"To answer, reply in this message's thread with your answer{limit}."
-    if not e.options:
-        if mode is AnswerMode.ACKNOWLEDGE:
-            return f"To acknowledge, react with {ACK_KEY} or reply in this message's thread."
-        return "This question offers no options here; answer it in the web inbox."
-    how = (
-        "To answer, react with the option's number, or reply in this message's thread with "
-        "its number, id or label."
-    )
-    if len(e.options) > len(KEYCAPS):
-        how += f" Options after {len(KEYCAPS)} are chosen by a thread reply."
-    if mode is AnswerMode.MULTI_CHOICE:
-        how += " To choose several, reply with them separated by commas (for example: 1, 3)."
-    if mode is AnswerMode.CHOICE_OR_TEXT:
-        how += " Or reply with your own answer as text."
-    return how
-
-
-def _result(view: PromptView, limits: Limits) -> str:
+def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) -> None:
     e = view.elicitation
-    answer = view.answer
-    if view.status is Status.ANSWERED and answer is not None:
-        what = clip(describe_answer(e, answer), limits.result)
-        if answer.respondent == "system":
-            return f"⏱️ Decided at timeout — {what} — {format_time(answer.at)}"
-        name = clip(who(answer.respondent, answer.display_name), 200)
-        return (
-            f"✅ Answered by {name} — {what} — {format_time(answer.at)} "
-            f"via {platform_name(answer.via)}"
-        )
-    if view.status is Status.EXPIRED:
-        text = "⌛ Expired — nobody answered"
-        if e.deadlines.expires_at is not None:
-            text += f" by {format_time(e.deadlines.expires_at)}"
-        if answer is not None:
-            text += f" — outcome: {clip(describe_answer(e, answer), limits.result)}"
-        return text
-    if view.status is Status.CANCELLED:
-        return "🚫 Cancelled — this request was withdrawn; it can no longer be answered."
-    return "Closed."
+    choices = offered_options(e, view.now, shown=shown_)
+    approving = any(o.approving for o in e.options)
+    withheld_now = approving_withheld(e, view.now)
+    if approving and withheld_now is not None:
+        note = f"⚠️ {withheld_now} Approving options are not offered now; the other options work."
+        doc.add(note, f"<p>{esc(note)}</p>")
+    elif approving and not shown_.whole:
+        note = f"⚠️ {not_shown(shown_.review)} The other options work here."
+        doc.add(note, f"<p><b>{esc(note)}</b></p>")
+    elif shown_.review == IN_THREAD:
+        note = f"🧵 {IN_THREAD if approving else ALL_IN_THREAD}"
+        doc.add(note, f"<p><b>{esc(note)}</b></p>")
+    here = withheld_now is None
+    lines = [
+        _option_line(number, offered, limits, here=here)
+        for number, offered in enumerate(choices, start=1)
+    ]
+    if lines:
+        doc.add("\n".join(p for p, _ in lines), "<p>" + "<br>".join(h for _, h in lines) + "</p>")
 
 
-def escalated_to(view: PromptView) -> list[str]:
-    """The Matrix IDs an escalation copy mentions (none on an ordinary prompt)."""
-    escalation = getattr(view, "escalation", None)
-    return matrix_users(getattr(escalation, "mentions", None) or ())
+# --------------------------------------------------------------------------- the message
 
 
-def _originals(view: PromptView) -> list[str]:
-    """Links to the original Matrix copies of an escalated question."""
-    escalation = getattr(view, "escalation", None)
-    links = []
-    for original in getattr(escalation, "originals", None) or ():
-        ref = _matrix_ref(getattr(original, "ref", None))
-        if ref is not None:
-            room, event = quote(ref.room_id, safe="!:"), quote(ref.event_id, safe="$:")
-            links.append(f"https://matrix.to/#/{room}/{event}")
-    return links
-
-
-def _matrix_ref(ref: Any) -> MatrixRef | None:
-    """A Matrix copy's ref, typed or as its stored JSON; None for another platform's."""
-    if isinstance(ref, MatrixRef):
-        return ref
-    if isinstance(ref, Mapping):
-        room_id, event_id = ref.get("room_id"), ref.get("event_id")
-        if isinstance(room_id, str) and isinstance(event_id, str):
-            return MatrixRef(room_id, event_id)
-    return None
-
-
-def _escalation(doc: _Doc, view: PromptView) -> None:
-    """An escalation copy says so first, naming (and mentioning) whom it is escalated to."""
-    if getattr(view, "escalation", None) is None:
-        return
-    users = escalated_to(view)
-    plain = "🚨 Escalated: nobody has answered yet."
-    markup = esc(plain)
-    if users:
-        plain += " " + ", ".join(users)
-        markup += " " + ", ".join(pill(u) for u in users)
-    originals = _originals(view)
-    if originals:
-        plain += "\nOriginal: " + " ".join(originals)
-        markup += "<br/>Original: " + " ".join(anchor(u) for u in originals)
-    doc.add(plain, f"<p><b>{markup}</b></p>")
-
-
-def _render(view: PromptView, limits: Limits) -> Rendered:
+def _render(view: PromptView, limits: Limits, shown_: Disclosure, cutter: Cutter) -> Rendered:
     e = view.elicitation
-    link = view.link
     pending = view.status is Status.PENDING
     doc = _Doc()
     icon = "🔐" if e.kind is Kind.APPROVAL else "❓"
     title = clip(title_of(e), 200)
     doc.add(f"{icon} {neutralise(title)}", f"<h4>{icon} {esc(title)}</h4>")
+    note = writeback_note(view)
     if pending:
-        _escalation(doc, view)
-    if not pending:
-        result = _result(view, limits)
+        escalation = escalation_block(view)
+        if escalation is not None:
+            doc.block(escalation)
+    else:
+        result = result_line(view, limits.result)
         doc.add(neutralise(result), f"<p><b>{esc(result)}</b></p>")
-    _text_block(doc, e.question, limits.question if pending else limits.question // 4, link)
-    context = _context_line(e, limits.context_part)
-    if context:
-        doc.add(neutralise(context), f"<p><i>{esc(context)}</i></p>")
+    if note is not None:
+        note = clip(one_line(note), limits.result)
+        doc.add(neutralise(note), f"<p><b>{esc(note)}</b></p>")
+    question_limit = limits.question
+    if not pending and question_limit is not None:
+        question_limit //= 4
+    question = question_block(own_text(e), question_limit, cutter)
+    if question is not None:
+        doc.block(question)
+    if pending and is_form(e):
+        doc.block(form_block(e.form, label=limits.option, description=limits.description))
+    trailing: tuple[Block, ...] = ()
     if e.subject is not None:
-        _subject(doc, e.subject, limits, link)
+        previews = preview_blocks(e.subject.preview, limits.item, cutter)
+        for block in previews.blocks:
+            doc.block(block)
+        trailing = previews.trailing_fields
+    metadata = _metadata(e, trailing, limits.context_part)
+    if metadata is not None:
+        doc.block(metadata)
+    if e.subject is not None:
+        doc.block(subject_line(e.subject))
     if pending:
-        reason = approving_withheld(e, view.now)
-        if reason is not None and any(o.approving for o in e.options):
-            note = f"⚠️ {reason} Approving options are not offered now; the other options work."
-            doc.add(note, f"<p>{esc(note)}</p>")
-        lines = [
-            _option_line(number, offered, limits)
-            for number, offered in enumerate(offered_options(e, view.now), start=1)
-        ]
-        if lines:
-            doc.add(
-                "\n".join(p for p, _ in lines), "<p>" + "<br/>".join(h for _, h in lines) + "</p>"
-            )
-        how = _how_to(e)
-        doc.add(how, f"<p><i>{esc(how)}</i></p>")
-        timeline = _timeline(view)
-        if timeline:
-            doc.add(neutralise(timeline), f"<p><i>{esc(timeline)}</i></p>")
-    doc.add(f"Web inbox: {link}", f"<p>{anchor(link)}</p>")
+        if not is_form(e):
+            _options(doc, view, limits, shown_)
+        text = how_to(e)
+        doc.add(text, f"<p><i>{esc(text)}</i></p>")
+        line = timeline(view)
+        if line:
+            doc.add(neutralise(line), f"<p><i>{esc(line)}</i></p>")
+    doc.add(f"Web inbox: {view.link}", f"<p>{anchor(view.link)}</p>")
     return doc.result()
 
 
-def _timeline(view: PromptView) -> str:
-    """What happens next and when, and who is on it (times in UTC; Matrix has no per-reader
-    date formatting)."""
-    parts = []
-    if view.schedule:
-        parts.append(f"⏱ {clip(schedule_line(view.schedule, now=view.now), 500)}")
-    claim = active_claim(view.claim, view.now)
-    if claim is not None:
-        parts.append(f"🙋 {clip(claim_line(claim, view.now), 200)}")
-    return " · ".join(parts)
+def _fits(rendered: Rendered, view: PromptView, budget: int) -> bool:
+    return content_bytes(_content(rendered, view)) <= budget
 
 
-def render(view: PromptView, *, budget: int = CONTENT_BUDGET) -> Rendered:
-    """The view as text and HTML whose content JSON takes at most ``budget`` bytes."""
-    limits = Limits()
+def layout(
+    view: PromptView, *, full_in_thread: bool = False, budget: int = CONTENT_BUDGET
+) -> Layout:
+    """The message for ``view`` and what it shows: the whole request when it fits ``budget``;
+    otherwise cut to fit, with approving offered only when ``full_in_thread`` (the copy's thread
+    holds all of it)."""
+    whole = Cutter()
+    rendered = _render(view, Limits(), SHOWN_WHOLE, whole)
+    if not whole.cut and _fits(rendered, view, budget):
+        return Layout(rendered, SHOWN_WHOLE, cut=False)
+    disclosure = (
+        Disclosure(whole=True, review=IN_THREAD)
+        if full_in_thread
+        else Disclosure(whole=False, review=TOO_LONG)
+    )
+    where = "this message's thread and " if full_in_thread else ""
+    note_plain = f" (cut: the whole text is in {where}the web inbox: {view.link})"
+    note_html = f" <i>(cut: the whole text is in {where}{anchor(view.link)})</i>"
+    limits = CUT
     for _ in range(16):
-        rendered = _render(view, limits)
-        if content_bytes(_content(rendered, view)) <= budget:
-            return rendered
+        rendered = _render(view, limits, disclosure, Cutter(note_plain, note_html))
+        if _fits(rendered, view, budget):
+            return Layout(rendered, disclosure, cut=True)
         limits = limits.halved()
-    return _minimal(view)
+    return Layout(_minimal(view), disclosure, cut=True)
+
+
+def shown(view: PromptView, *, full_in_thread: bool = False) -> Disclosure:
+    """What a copy of ``view`` shows a person (answer rule 2): the whole request, when its
+    message holds it or (``full_in_thread``, from the copy's ref) its thread does."""
+    return layout(view, full_in_thread=full_in_thread).disclosure
+
+
+def needs_thread(view: PromptView) -> bool:
+    """A pending copy of ``view`` is cut: the whole request goes into its thread."""
+    return view.status is Status.PENDING and layout(view).cut
+
+
+def render(
+    view: PromptView, *, full_in_thread: bool = False, budget: int = CONTENT_BUDGET
+) -> Rendered:
+    """The view as text and HTML whose content JSON takes at most ``budget`` bytes."""
+    return layout(view, full_in_thread=full_in_thread, budget=budget).rendered
 
 
 def _minimal(view: PromptView) -> Rendered:
@@ -406,7 +365,7 @@ def _minimal(view: PromptView) -> Rendered:
     e = view.elicitation
     text = clip(title_of(e), 200)
     if view.status is not Status.PENDING:
-        text += " — " + _result(view, Limits().halved().halved())
+        text += " — " + result_line(view, 200)
     else:
         text += " — too long to show here; answer it in the web inbox."
     return Rendered(
@@ -429,17 +388,20 @@ def _content(rendered: Rendered, view: PromptView) -> dict[str, Any]:
     }
 
 
-def message_content(view: PromptView, *, budget: int = CONTENT_BUDGET) -> dict[str, Any]:
-    """The ``m.room.message`` content of a prompt."""
-    return _content(render(view, budget=budget), view)
+def message_content(view: PromptView, *, full_in_thread: bool = False) -> dict[str, Any]:
+    """The ``m.room.message`` content of a prompt (``full_in_thread``: from the copy's ref)."""
+    return _content(render(view, full_in_thread=full_in_thread), view)
 
 
-def edit_content(event_id: str, view: PromptView) -> dict[str, Any]:
+def edit_content(
+    event_id: str, view: PromptView, *, full_in_thread: bool = False
+) -> dict[str, Any]:
     """An ``m.replace`` edit of ``event_id`` to the view as it stands now.
 
-    The ``* …`` fallback for clients without edits is short; the full text is the new content.
+    The new content is exactly what a post would be (so what an edit shows is what
+    :func:`shown` says); the ``* …`` fallback for clients without edits is short.
     """
-    new = message_content(view, budget=CONTENT_BUDGET - 4 * EDIT_FALLBACK - 500)
+    new = message_content(view, full_in_thread=full_in_thread)
     head = new["body"].split("\n", 2)
     fallback = clip(" — ".join(head[:2]), EDIT_FALLBACK)
     return {

@@ -93,7 +93,10 @@ class MatrixListener:
         self.filter: dict[str, Any] = {
             "room": {
                 "timeline": {"limit": timeline_limit},
-                "state": {"lazy_load_members": True},
+                # The member event of everyone whose events a batch holds, every time (not
+                # only the first time this device saw them), so nio knows their names even
+                # after a restart (RoomEvents names people by their display name).
+                "state": {"lazy_load_members": True, "include_redundant_members": True},
                 "ephemeral": {"not_types": ["*"]},
                 "account_data": {"not_types": ["*"]},
             },

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from nio import AsyncClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.reactions import KEYCAPS
@@ -106,17 +107,21 @@ class Rig:
     def destination(self) -> str:
         return f"matrix:{self.room}"
 
-    async def start_bot(self, **listener_options: Any) -> Bot:
-        """A new bot process on the same store, token and device (as after a restart)."""
+    def bot_client(self) -> AsyncClient:
+        """A nio client on the bot's token and device (what a bot process makes at start)."""
         user = self.cast.bot
-        chat = MatrixChat(
-            make_client(self.hs.base_url, user.user_id, user.device_id, user.access_token)
-        )
+        return make_client(self.hs.base_url, user.user_id, user.device_id, user.access_token)
+
+    async def start_bot(self, *, chat: MatrixChat | None = None, **listener_options: Any) -> Bot:
+        """A new bot process on the same store, token and device (as after a restart);
+        ``chat``: its MatrixChat (a test's subclass, on :meth:`bot_client`)."""
+        user = self.cast.bot
+        chat = chat or MatrixChat(self.bot_client())
         dispatcher = Dispatcher(
             self.store,
             self.clock,
             {"matrix": chat},
-            {"superpipeline": self.sink},
+            {"superpipeline": self.sink, "handup": self.sink},
             lambda key: f"http://127.0.0.1:8787/#{key}",
             claimer=f"bot-{len(self.bots)}",
         )
@@ -168,7 +173,17 @@ class Rig:
         """Send a plain message and wait until the listener has seen it: everything sent
         before it has been handled."""
         marker = await self.hs.say(user, self.room, "marker")
-        await until(flag(lambda: self.bot.listener.last_event_id == marker), "the marker")
+
+        async def passed() -> bool:
+            """The listener went through the marker (its last event is the marker or later:
+            the bot's own notices may follow it)."""
+            last = self.bot.listener.last_event_id
+            if last == marker:
+                return True
+            ids = [e["event_id"] for e in await self.timeline()]
+            return last in ids and marker in ids and ids.index(last) > ids.index(marker)
+
+        await until(passed, "the marker")
         await self.bot.listener.drain()
         await asyncio.sleep(0.3)  # a notice sent in reply would be in the timeline by now
 
@@ -254,6 +269,12 @@ async def rig(
         for bot in rig.bots:
             await bot.close()
         await store.close()
+
+
+def name_of(user: MatrixUser) -> str:
+    """How elicitbot names ``user``: their display name, which Synapse sets to the localpart
+    when an account is registered without one."""
+    return user.user_id[1:].split(":", 1)[0]
 
 
 def refusal_of(notice: dict[str, Any], user: MatrixUser) -> str:

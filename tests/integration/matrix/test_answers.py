@@ -11,11 +11,12 @@ import pytest
 
 from adapters.matrix.reactions import KEYCAPS
 from adapters.matrix.render import MARKER
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import AnswerMode, Attempt, Identity, Status
 from bot.domain.refs import MatrixRef
 from bot.domain.rules import USE_PRIVATE_FORM
 from bot.outbox import writeback_key
-from tests.integration.matrix.rig import ONE, THREE, TWO, Rig, refusal_of, until
+from tests.integration.matrix.rig import ONE, THREE, TWO, Rig, name_of, refusal_of, until
 from tests.unit.domain.builders import elicitation
 from tests.unit.sources.superpipeline_fixtures import VALID
 
@@ -69,14 +70,17 @@ async def test_a_reaction_answers_once_edits_the_prompt_and_tells_the_thread(rig
     )
     assert confirmation["content"]["m.mentions"] == {}
 
-    assert await rig.bot.dispatcher.run_once() == 2  # the edit and the write-back
+    # The write-back, then (once the upstream took it) the edit.
+    assert await rig.bot.dispatcher.drain() == 2
     [edit] = await rig.edits(event_id)
     new = edit["content"]["m.new_content"]
     assert (
-        f"✅ Answered by {rig.cast.alice.user_id} — Allow once — 2026-11-10 09:30 UTC via Matrix"
+        f"✅ Answered by {name_of(rig.cast.alice)} — Allow once — 2026-11-10 09:30 UTC via Matrix"
         in new["body"]
     )
-    assert new[MARKER] == {"key": key, "version": 2}
+    current = await rig.bot.service.view(key)
+    assert current is not None
+    assert new[MARKER] == {"key": key, "version": current.version}
     assert "react with" not in new["body"]
     [delivered] = rig.sink.delivered
     assert delivered.idempotency_key == writeback_key(key)
@@ -85,7 +89,7 @@ async def test_a_reaction_answers_once_edits_the_prompt_and_tells_the_thread(rig
     await rig.hs.react(rig.cast.bob, rig.room, event_id, THREE)
     [_, told] = await rig.wait_notices(event_id, 2)
     assert refusal_of(told, rig.cast.bob).startswith(
-        f"Already answered by {rig.cast.alice.user_id} (Allow once)"
+        f"Already answered by {name_of(rig.cast.alice)} (Allow once)"
     )
     [alice_reaction] = [
         e["event_id"]
@@ -138,9 +142,9 @@ async def test_a_thread_reply_answers_with_the_fallback_stripped(
         if e["sender"] == rig.cast.bob.user_id and e["type"] == "m.room.message"
     )
     assert confirmation["content"]["m.relates_to"]["m.in_reply_to"] == {"event_id": reply_id}
-    assert await rig.bot.dispatcher.run_once() == 2
+    assert await rig.bot.dispatcher.drain() == 2
     [edit] = await rig.edits(event_id)
-    assert f"✅ Answered by {rig.cast.bob.user_id}" in edit["content"]["m.new_content"]["body"]
+    assert f"✅ Answered by {name_of(rig.cast.bob)} — " in edit["content"]["m.new_content"]["body"]
 
 
 async def test_a_reply_naming_nothing_gets_help_and_the_question_stays_open(rig: Rig) -> None:
@@ -205,9 +209,9 @@ async def test_two_people_at_once_one_wins_and_the_other_is_told_who(rig: Rig) -
         else (rig.cast.bob, rig.cast.alice)
     )
     [told] = [n for n in notices if n["content"]["m.mentions"]]
-    assert refusal_of(told, loser).startswith(f"Already answered by {winner.user_id} (")
+    assert refusal_of(told, loser).startswith(f"Already answered by {name_of(winner)} (")
     assert len([a for a in await rig.store.audit(key) if a.action == "answer"]) == 1
-    assert await rig.bot.dispatcher.run_once() == 2
+    assert await rig.bot.dispatcher.drain() == 2
     assert len(await rig.edits(event_id)) == 1
 
 
@@ -234,10 +238,16 @@ async def test_a_slack_answer_edits_the_matrix_copy(rig: Rig) -> None:
     alice_on_slack = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 
     outcome = await rig.bot.service.answer(
-        key, Attempt(respondent=alice_on_slack, option_ids=("deny",), via="slack:C0APPROVALS")
+        key,
+        Attempt(
+            shown=SHOWN_WHOLE,
+            respondent=alice_on_slack,
+            option_ids=("deny",),
+            via="slack:C0APPROVALS",
+        ),
     )
     assert outcome.won
-    assert await rig.bot.dispatcher.run_once() == 2
+    assert await rig.bot.dispatcher.drain() == 2
 
     [edit] = await rig.edits(event_id)
     assert (

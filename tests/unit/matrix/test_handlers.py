@@ -21,7 +21,7 @@ from adapters.matrix.chat import MatrixChat
 from adapters.matrix.handlers import RoomEvents
 from adapters.matrix.notices import REDACTION_REASON, said
 from adapters.matrix.reactions import KEYCAPS
-from adapters.matrix.render import MARKER
+from adapters.matrix.render import MARKER, shown
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain.actions import (
     Action,
@@ -34,6 +34,7 @@ from bot.domain.actions import (
     Reply,
 )
 from bot.domain.deadlines import Claim
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Answer,
     AnswerMode,
@@ -46,6 +47,7 @@ from bot.domain.model import (
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import DeliveryState, DeliveryView, NoticeKind, Purpose
 from bot.domain.refs import MatrixRef
+from tests.showcase import deploy_elicitation, long_elicitation
 from tests.unit.domain.builders import NOW, elicitation
 from tests.unit.sources.superpipeline_fixtures import VALID
 
@@ -69,9 +71,17 @@ class Chat:
     sent: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     redacted: list[str] = field(default_factory=list)
     user_id: str = BOT
+    names: dict[str, str] = field(default_factory=dict)
+    threaded: set[str] = field(default_factory=set)
 
     def posted_key(self, event_id: str) -> str | None:
         return None
+
+    def full_in_thread(self, event_id: str) -> bool:
+        return event_id in self.threaded
+
+    async def display_name(self, room_id: str, user_id: str) -> str | None:
+        return self.names.get(user_id)
 
     async def get_event(self, room_id: str, event_id: str) -> dict[str, Any] | None:
         return self.events.get(event_id)
@@ -113,6 +123,9 @@ class Core:
     async def view(self, key: str) -> PromptView | None:
         return PromptView(self.e, self.status, None, 1, "http://x/#k", NOW)
 
+    def prompt_view(self) -> PromptView:
+        return PromptView(self.e, self.status, None, 1, "http://x/#k", NOW)
+
     async def key_for_message(self, ref_key: str) -> str | None:
         return self.keys.get(ref_key)
 
@@ -151,7 +164,7 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
         events.finished(inbound.claim_id(reaction))
     await settled(events)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("deny",))]
+    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE)]
     [(destination, notice, _)] = chat.notices
     assert destination == VIA
     assert notice == Notice(
@@ -172,7 +185,7 @@ async def test_a_reply_naming_nothing_gets_the_cores_help_mentioning_the_person(
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "what?", threaded=True))
     await settled(events)
 
-    assert core.acted == [Reply("k", WHO, VIA, "what?")]
+    assert core.acted == [Reply("k", WHO, VIA, "what?", shown=SHOWN_WHOLE)]
     [(_, notice, _)] = chat.notices
     assert (notice.text, notice.mention, notice.reply_to) == ("To answer, …", True, "$reply")
 
@@ -234,7 +247,7 @@ async def test_an_edit_counts_only_from_the_sender_while_the_question_is_open() 
     await events.handle(ROOM, inbound.Edit("$e1", "@mallory:localhost", "$reply", "3"))
     assert core.acted == [], "not hers to edit"
     await events.handle(ROOM, inbound.Edit("$e2", ALICE, "$reply", "deny"))
-    assert core.acted == [Reply("k", WHO, VIA, "deny")]
+    assert core.acted == [Reply("k", WHO, VIA, "deny", shown=SHOWN_WHOLE)]
     core.status = Status.ANSWERED
     await events.handle(ROOM, inbound.Edit("$e3", ALICE, "$reply", "allow once"))
     await settled(events)
@@ -286,3 +299,68 @@ def test_what_the_thread_hears_of_each_outcome() -> None:
     assert (refused.text, refused.mention) == (refusal.message, True)
     for quiet in (OutcomeKind.IGNORED, OutcomeKind.NOT_FOUND, OutcomeKind.COMMAND):
         assert said(Outcome(quiet, "k"), e, ALICE) is None
+
+
+# --------------------------------------------------------------------------- what a copy showed
+
+
+def long_copy(ref: MatrixRef | None, state: DeliveryState = DeliveryState.POSTED) -> Core:
+    core = Core(long_elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    core.deliveries_ = [
+        DeliveryView(1, "k", VIA, 0, Purpose.PRIMARY, state, ref, NOW, NOW, None),
+    ]
+    return core
+
+
+@pytest.mark.parametrize(
+    ("ref", "threaded", "whole"),
+    [
+        (MatrixRef(ROOM, PROMPT, full_in_thread=True), False, True),
+        (MatrixRef(ROOM, PROMPT), False, False),
+        (None, False, False),  # in flight: no ref stored yet
+        (None, True, True),  # in flight, but this process posted the whole thread
+        (MatrixRef(ROOM, "$another", full_in_thread=True), False, False),
+    ],
+)
+async def test_a_long_copy_shows_everything_only_when_its_ref_says_its_thread_does(
+    ref: MatrixRef | None, threaded: bool, whole: bool
+) -> None:
+    """``shown`` comes from rendering the current view with the copy's own ref, never from the
+    event: a reaction on the long copy approves only once its thread holds everything."""
+    core = long_copy(ref, DeliveryState.POSTED if ref else DeliveryState.POSTING)
+    events, _ = rig(core, Chat(threaded={PROMPT} if threaded else set()))
+
+    await events.handle(ROOM, inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[0]))
+    await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "approve", threaded=True))
+
+    [choose, reply] = core.acted
+    assert isinstance(choose, Choose)
+    assert isinstance(reply, Reply)
+    assert choose.shown == reply.shown == shown(core.prompt_view(), full_in_thread=whole)
+    assert choose.shown is not None
+    assert choose.shown.whole is whole
+
+
+async def test_a_short_copy_shows_everything_without_asking_the_store() -> None:
+    core = Core(deploy_elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    events, _ = rig(core)
+
+    await events.handle(ROOM, inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[0]))
+
+    [choose] = core.acted
+    assert isinstance(choose, Choose)
+    assert choose.shown == SHOWN_WHOLE
+
+
+async def test_the_person_is_named_by_their_display_name() -> None:
+    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, "k"))
+    events, _ = rig(core, Chat(names={ALICE: "Alice"}))
+
+    await events.handle(ROOM, inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[2]))
+    await events.handle(ROOM, inbound.Reaction("$r2", "@bob:localhost", PROMPT, KEYCAPS[2]))
+
+    [alice, bob] = core.acted
+    assert isinstance(alice, Choose)
+    assert isinstance(bob, Choose)
+    assert (alice.who.key, alice.who.display_name) == (f"matrix:{ALICE}", "Alice")
+    assert bob.who.display_name == "@bob:localhost", "the ID where no name is known"

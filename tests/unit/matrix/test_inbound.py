@@ -34,7 +34,16 @@ from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain import actions
 from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, parse_command
-from bot.domain.model import AnswerMode, Attempt, Elicitation, People, Refusal, RefusalCode
+from bot.domain.disclosure import SHOWN_WHOLE
+from bot.domain.model import (
+    AnswerMode,
+    Attempt,
+    Disclosure,
+    Elicitation,
+    People,
+    Refusal,
+    RefusalCode,
+)
 from bot.domain.replies import HelpReply, reply_attempt
 from bot.domain.rules import judge
 from tests.unit.domain.builders import NOW, elicitation, sp_bare
@@ -221,21 +230,26 @@ def test_multi_choice_reply_chooses_several() -> None:
     assert attempt.option_ids == ("allow_once", "deny")
 
 
-def test_identity_is_the_mxid_and_configured_bots_are_bots() -> None:
+def test_identity_is_the_mxid_named_by_display_name_and_configured_bots_are_bots() -> None:
     who = identity("@other-bot:localhost", bots=frozenset({"matrix:@other-bot:localhost"}))
     assert (who.key, who.is_bot, who.display_name) == (
         "matrix:@other-bot:localhost",
         True,
         "@other-bot:localhost",
-    )
+    ), "the ID where no name is known"
     assert not identity(ALICE).is_bot
+    named = identity(ALICE, name="  Alice\n Liddell ")
+    assert (named.key, named.display_name) == (f"matrix:{ALICE}", "Alice Liddell")
+    assert identity(ALICE, name=" ").display_name == ALICE
 
 
 def test_the_agents_mapped_mxid_is_refused_by_the_rules() -> None:
     """The translation attaches the MXID; the answer rules refuse the asker's principal."""
     e = fixture("options")
     people = People(principals={"matrix:@agent:localhost": e.asker})
-    attempt = Attempt(respondent=identity("@agent:localhost"), option_ids=("deny",), via=VIA)
+    attempt = Attempt(
+        shown=SHOWN_WHOLE, respondent=identity("@agent:localhost"), option_ids=("deny",), via=VIA
+    )
     refusal = judge(e, attempt, people, NOW)
     assert isinstance(refusal, Refusal)
     assert refusal.code is RefusalCode.ASKER
@@ -294,19 +308,26 @@ def test_a_keycap_chooses_and_a_raised_hand_claims() -> None:
     e = fixture("options")
     who = identity(ALICE)
     r = Reaction("$r", ALICE, Q, KEYCAPS[2])
-    assert on_reaction("k", e, r, "!room:localhost") == Choose("k", who, VIA, ("deny",))
+    cut = Disclosure(whole=False, review="See the thread.")
+    assert on_reaction("k", e, r, "!room:localhost", shown=cut) == Choose(
+        "k", who, VIA, ("deny",), shown=cut
+    )
     for hand in ("🙋", "🙋🏽‍♀️"):
-        claim = on_reaction("k", e, Reaction("$r", ALICE, Q, hand), "!room:localhost")
+        claim = on_reaction("k", e, Reaction("$r", ALICE, Q, hand), "!room:localhost", shown=cut)
         assert claim == ClaimIt("k", who, VIA)
-    assert on_reaction("k", e, Reaction("$r", ALICE, Q, "👍"), "!room:localhost") is None
+    thumbs = Reaction("$r", ALICE, Q, "👍")
+    assert on_reaction("k", e, thumbs, "!room:localhost", shown=SHOWN_WHOLE) is None
 
 
 def test_a_reply_is_the_cores_to_read_unless_it_claims() -> None:
     who = identity(ALICE)
     body = "> <@elicitbot:localhost> May I?\n\n3"
-    assert on_reply("k", ALICE, body, "!room:localhost") == actions.Reply("k", who, VIA, body)
+    assert on_reply("k", ALICE, body, "!room:localhost", shown=SHOWN_WHOLE) == actions.Reply(
+        "k", who, VIA, body, shown=SHOWN_WHOLE
+    )
     for claim in ("!elicitbot claim", "  I'm   ON it ", "!elicitbot i'm on it"):
-        assert on_reply("k", ALICE, claim, "!room:localhost") == ClaimIt("k", who, VIA)
+        claimed = on_reply("k", ALICE, claim, "!room:localhost", shown=SHOWN_WHOLE)
+        assert claimed == ClaimIt("k", who, VIA)
 
 
 def test_a_command_carries_its_words_and_whether_the_room_elevates_the_sender() -> None:

@@ -1,8 +1,9 @@
 """adapters/matrix/render.py (and markup, reactions, notices): what a prompt looks like, what
 agent text cannot do, event sizes.
 
-The HTML is checked with a real parser (stdlib ``html.parser``): only our tags, only our
-attributes, and every link's text is its own address.
+The HTML is checked with a real parser (stdlib ``html.parser``): only the Matrix allowlist's
+tags and attributes, and every link shows its own address (as its text, or right after it).
+Rendering per preview type, Markdown and the long case: test_render_previews.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from adapters.matrix.markdown import ATTRIBUTES, TAGS
 from adapters.matrix.markup import WORD_JOINER, content_bytes, matrix_users, safe_url
 from adapters.matrix.notices import notice_content, reply_content
 from adapters.matrix.reactions import ACK_KEY, KEYCAPS, key_index, reaction_keys
@@ -26,6 +28,7 @@ from adapters.matrix.render import (
     message_content,
     render,
     shorten_digest,
+    shown,
 )
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain.model import (
@@ -48,7 +51,7 @@ from tests.unit.domain.builders import (
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 LINK = "http://127.0.0.1:8787/#superpipeline:eli_1a2b3c4d5e6f7081"
-ALLOWED_TAGS = {"h4", "p", "i", "b", "br", "ul", "li", "a", "code", "pre"}
+ALLOWED_TAGS = TAGS
 
 
 def view(
@@ -68,13 +71,19 @@ def fixture(case: str) -> Elicitation:
     return parse_body(copy.deepcopy(VALID[case]), workspace="acme")
 
 
+BLOCKS = frozenset({"p", "br", "li", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "div", "tr", "td"})
+
+
 class Tags(HTMLParser):
-    """Every tag with its attributes, and each link's text."""
+    """Every tag with its attributes, each link's text, and the visible text (a line break
+    where a block starts or ends)."""
 
     def __init__(self, markup: str) -> None:
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, dict[str, str | None]]] = []
         self.links: list[tuple[str | None, str]] = []
+        self.after: list[str] = []
+        """The text right after each link."""
         self.text = ""
         self._href: str | None = None
         self._link_text = ""
@@ -83,34 +92,47 @@ class Tags(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
+        if tag in BLOCKS:
+            self.text += "\n"
         if tag == "a":
             self._href = dict(attrs).get("href")
             self._link_text = ""
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
+        if tag in BLOCKS:
+            self.text += "\n"
 
     def handle_endtag(self, tag: str) -> None:
+        if tag in BLOCKS:
+            self.text += "\n"
         if tag == "a":
             self.links.append((self._href, self._link_text))
+            self.after.append("")
             self._href = None
 
     def handle_data(self, data: str) -> None:
         self.text += data
         if self._href is not None:
             self._link_text += data
+        elif self.after and not self.after[-1]:
+            self.after[-1] = data
 
 
 def assert_safe_html(markup: str) -> Tags:
     tags = Tags(markup)
     for tag, attrs in tags.tags:
         assert tag in ALLOWED_TAGS, tag
-        assert set(attrs) <= ({"href"} if tag == "a" else set()), (tag, attrs)
-    for href, text in tags.links:
+        assert set(attrs) <= ATTRIBUTES.get(tag, set()), (tag, attrs)
+        if tag == "code" and "class" in attrs:
+            assert str(attrs["class"]).startswith("language-"), attrs
+    for (href, text), after in zip(tags.links, tags.after, strict=True):
         assert href is not None
-        assert safe_url(href) == href
+        assert safe_url(href) == href or href.startswith("mailto:"), href
         if href == f"https://matrix.to/#/{text}":
             continue  # a mention pill: our own link to the person it names
+        if after.startswith(f" ({href})"):
+            continue  # a Markdown link whose text differs: its address follows it
         assert text.rstrip("…") == href[: len(text.rstrip("…"))], (href, text)
     return tags
 
@@ -144,7 +166,8 @@ def test_options_are_numbered_and_admin_only_is_marked() -> None:
 
     assert "1️⃣ Allow once\n2️⃣ Always allow (workspace admins only)\n3️⃣ Deny" in body
     assert "react with the option's number" in body
-    assert reaction_keys(view(fixture("options"))) == KEYCAPS[:3]
+    v = view(fixture("options"))
+    assert reaction_keys(v, shown=shown(v)) == KEYCAPS[:3]
 
 
 def test_approval_shows_subject_short_digest_and_preview() -> None:
@@ -155,7 +178,7 @@ def test_approval_shows_subject_short_digest_and_preview() -> None:
     assert "Subject sub_7d6c5b4a39281706 · revision 1 · digest sha256:4f2a0c1e…" in rendered.body
     assert "expires 2026-11-11 09:30 UTC" in rendered.body
     assert "• Post: We shipped the decision envelope." in rendered.body
-    assert "• Account: @example" in rendered.body
+    assert "\nAccount: @example\n" in rendered.body, "a field is a compact line"
     assert "• Draft: https://example.com/draft" in rendered.body
     assert e.subject is not None
     assert e.subject.digest not in rendered.body
@@ -169,11 +192,11 @@ def test_free_text_and_bare_questions_say_how_to_answer_and_seed_what_fits() -> 
     assert "reply in this message's thread with your answer (at most 2,000 characters)" in (
         render(free).body
     )
-    assert reaction_keys(free) == ()
+    assert reaction_keys(free, shown=shown(free)) == ()
 
     ack = view(sp_bare())
     assert f"To acknowledge, react with {ACK_KEY}" in render(ack).body
-    assert reaction_keys(ack) == (ACK_KEY,)
+    assert reaction_keys(ack, shown=shown(ack)) == (ACK_KEY,)
 
 
 # --------------------------------------------------------------------------- hostile text
@@ -203,10 +226,12 @@ def test_agent_text_cannot_ping_the_room_inject_html_or_forge_links() -> None:
     assert "@ROOM" not in body.replace(f"@{WORD_JOINER}ROOM", "")
     assert f"@{WORD_JOINER}room" in body
     tags = assert_safe_html(markup)
-    assert all(href == LINK for href, _ in tags.links), tags.links
+    assert tags.links == [("https://evil.example", "log in"), (LINK, LINK)]
+    assert "log in (https://evil.example)" in tags.text, "a Markdown link shows where it goes"
     assert "<script>" in tags.text, "shown as text, not run"
     assert '<a href="https://evil.example">bank</a>' in tags.text
     assert "&lt;script&gt;" in markup
+    assert "<mx-reply>" not in markup
 
 
 def test_preview_links_show_where_they_go_and_only_web_links_are_links() -> None:
@@ -225,6 +250,7 @@ def test_preview_links_show_where_they_go_and_only_web_links_are_links() -> None
     assert hrefs == ["https://evil.example/x", LINK]
     assert "javascript:alert(1) (not a web link)" in rendered.body
     assert "<pre><code>rm -rf / &lt;b&gt;</code></pre>" in rendered.html
+    assert "\nCommand:\nrm -rf / <b>\n" in rendered.body
     assert safe_url("https:///nohost") is None
     assert safe_url(" https://ok.example/a ") == "https://ok.example/a"
 
@@ -240,25 +266,25 @@ def test_incomplete_preview_withholds_approving_options_and_says_why() -> None:
     assert "1️⃣ Allow once (not offered now)" in rendered.body
     assert "2️⃣ Always allow (workspace admins only) (not offered now)" in rendered.body
     assert "3️⃣ Deny\n" in rendered.body
-    assert reaction_keys(v) == (KEYCAPS[2],), "only the offered option gets a reaction"
+    assert reaction_keys(v, shown=shown(v)) == (KEYCAPS[2],), "only what is offered is seeded"
 
 
 def test_an_expired_subject_withholds_approving_options() -> None:
     v = view(sp_approval(), now=SUBJECT_EXPIRES + timedelta(seconds=1))
 
     assert "The approval subject expired at 2026-11-11 09:30 UTC." in render(v).body
-    assert reaction_keys(v) == (KEYCAPS[2],)
+    assert reaction_keys(v, shown=shown(v)) == (KEYCAPS[2],)
 
 
 # --------------------------------------------------------------------------- results
 
 
-def test_answered_shows_who_what_when_and_via_and_drops_the_options() -> None:
+def test_answered_shows_who_by_name_what_when_and_via_and_drops_the_options() -> None:
     e = fixture("options")
     result = Answer(
         option_ids=("allow_once",),
         respondent="matrix:@alice:localhost",
-        display_name="Totally The Admin",
+        display_name="Alice <b>@room</b>",
         via="matrix:!room:localhost",
         at=NOW,
     )
@@ -266,14 +292,18 @@ def test_answered_shows_who_what_when_and_via_and_drops_the_options() -> None:
     rendered = render(v)
 
     assert (
-        "✅ Answered by @alice:localhost — Allow once — 2026-11-10 09:31 UTC via Matrix"
-        in rendered.body
+        f"✅ Answered by Alice <b>@{WORD_JOINER}room</b> — Allow once — 2026-11-10 09:31 UTC "
+        "via Matrix" in rendered.body
     )
-    assert "Totally The Admin" not in rendered.body, "a Matrix person is named by their ID"
+    assert "Answered by Alice &lt;b&gt;" in rendered.html, "a name is text, never markup"
     assert "2️⃣" not in rendered.body
     assert "react with" not in rendered.body
-    assert reaction_keys(v) == ()
+    assert reaction_keys(v, shown=shown(v)) == ()
     assert_safe_html(rendered.html)
+    unnamed = result.model_copy(update={"display_name": "@alice:localhost"})
+    assert "✅ Answered by @alice:localhost — Allow once" in (
+        render(view(e, Status.ANSWERED, unnamed)).body
+    ), "the ID where no name is known"
 
 
 def test_a_slack_answer_is_shown_by_name_via_slack() -> None:
@@ -317,11 +347,11 @@ def test_an_oversize_question_is_cut_with_a_link_and_stays_under_64_kib() -> Non
     content = message_content(v)
 
     assert content_bytes(content) <= CONTENT_BUDGET
-    assert "(cut: full text at " + LINK + ")" in content["body"]
+    assert "(cut: the whole text is in the web inbox: " + LINK + ")" in content["body"]
     assert "11. " in content["body"], "options past the ten keycaps are numbered"
     assert "Options after 10 are chosen by a thread reply." in content["body"]
     assert_safe_html(content["formatted_body"])
-    assert len(reaction_keys(v)) == 10
+    assert len(reaction_keys(v, shown=shown(v))) == 10
 
     edit = edit_content("$event:localhost", v)
     assert content_bytes(edit) < MAX_EVENT_BYTES - 4096
