@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bot.domain.disclosure import SHOWN_WHOLE
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -118,6 +120,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 result = await bot.service.answer(
                     outcome.key,
                     Attempt(
+                        shown=SHOWN_WHOLE,
                         respondent=Identity(platform="slack", user="U0ALICE"),
                         option_ids=("deny",),
                         via="web",

@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from prometheus_client import Counter
+from prometheus_client.registry import CollectorRegistry
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
@@ -100,6 +102,7 @@ class Dispatcher:
         concurrency: int = 16,
         lease: timedelta = lanes.CLAIM_LEASE,
         heartbeat: timedelta = lanes.HEARTBEAT,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -113,6 +116,13 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self.refused = Counter(
+            "elicitbot_writebacks_refused_total",
+            "Answers (and timeout outcomes) an upstream system refused for good, by source and "
+            "by what followed: reopened for another answer, or failed (closed there too)",
+            ["source", "outcome"],
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
 
     def wake(self) -> None:
         self._wake.set()
@@ -252,7 +262,17 @@ class Dispatcher:
             log.warning(
                 "outbox.failed", id=item.id, kind=item.kind, target=item.target, error=str(exc)
             )
-            await self.store.fail_outbox(item, self.claimer, str(exc), self.clock.now())
+            if item.kind is EffectKind.WRITEBACK:
+                # Refused upstream: reopened (or marked failed), copies and the person told.
+                settled = await self.store.refuse_writeback(
+                    item, self.claimer, str(exc), self.clock.now(), reopen=exc.reopen
+                )
+                if settled is not None:
+                    source = item.elicitation_key.split(":", 1)[0]
+                    outcome = "reopened" if settled.reopened else "failed"
+                    self.refused.labels(source=source, outcome=outcome).inc()
+            else:
+                await self.store.fail_outbox(item, self.claimer, str(exc), self.clock.now())
         except Exception as exc:  # the one broad boundary: record it on the row, keep going
             log.exception("outbox.error", id=item.id, kind=item.kind, target=item.target)
             await self._retry(item, f"{type(exc).__name__}: {exc}", None)
@@ -273,7 +293,15 @@ class Dispatcher:
             attempts=item.attempts,
             delay=round(delay, 2),
         )
-        await self.store.retry_outbox(item, self.claimer, error, now + timedelta(seconds=delay))
+        # A write-back that did not go through at once: the copies now say "Sending…".
+        slow = item.kind is EffectKind.WRITEBACK and item.attempts == 1
+        await self.store.retry_outbox(
+            item,
+            self.claimer,
+            error,
+            now + timedelta(seconds=delay),
+            refresh_at=now if slow else None,
+        )
 
     def _uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""
@@ -367,7 +395,10 @@ class Dispatcher:
             view = self._view(item, stored)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
-                await sink.deliver(view, idempotency_key=writeback_key(item.elicitation_key))
+                round_ = int(payload.get("round") or 1)
+                await sink.deliver(
+                    view, idempotency_key=writeback_key(item.elicitation_key, round_)
+                )
             return None
         raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
 
@@ -388,6 +419,9 @@ def notice_of(payload: Mapping[str, Any]) -> Notice:
     )
 
 
-def writeback_key(elicitation_key: str) -> str:
-    """Stable per answer: an elicitation is closed once, so its key names its one outcome."""
-    return f"elicitbot:{elicitation_key}:closed"
+def writeback_key(elicitation_key: str, round_: int = 1) -> str:
+    """Stable per outcome written back: every retry of one answer's write-back carries the same
+    key; an answer given after the upstream refused the first (the question reopened) is round
+    2 and carries its own."""
+    base = f"elicitbot:{elicitation_key}:closed"
+    return base if round_ == 1 else f"{base}:{round_}"

@@ -147,6 +147,7 @@ class Service:
                 option_ids=action.option_ids,
                 via=action.via,
                 revision=action.revision,
+                shown=action.shown,
             )
         elif isinstance(action, actions.Reply):
             parsed = reply_attempt(stored.elicitation, action.text, action.who, action.via)
@@ -161,7 +162,7 @@ class Service:
             elif parsed.text is not None and not pending:
                 return Outcome(OutcomeKind.IGNORED, action.key)
             else:
-                attempt = parsed
+                attempt = parsed.model_copy(update={"shown": action.shown})
         else:
             attempt = Attempt(
                 respondent=action.who,
@@ -171,6 +172,7 @@ class Service:
                 via=action.via,
                 fields=action.fields,
                 revision=action.revision,
+                shown=action.shown,
             )
         answered = await self.answer(action.key, attempt)
         if isinstance(answered.result, Refusal):

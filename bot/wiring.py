@@ -27,6 +27,7 @@ import httpx
 import structlog
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request, Response
+from prometheus_client.registry import CollectorRegistry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
@@ -35,6 +36,7 @@ from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
 from adapters.slack.errors import from_slack
 from adapters.slack.pacing import Pacer
+from adapters.slack.people import SlackNames
 from adapters.slack.routes import slack_router
 from adapters.slack.socket import SlackSocket
 from adapters.sources.engine import EngineSink, engine_router
@@ -147,7 +149,11 @@ class Elicitbot:
         )
         self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
         self.sinks: dict[str, AnswerSink] = {}
-        self.dispatcher = Dispatcher(self.store, self.clock, self.chats, self.sinks, link_for)
+        self.registry = CollectorRegistry()
+        """What ``/metrics`` serves (the runtime's); the dispatcher counts refused write-backs."""
+        self.dispatcher = Dispatcher(
+            self.store, self.clock, self.chats, self.sinks, link_for, registry=self.registry
+        )
         self.service = Service(
             self.store,
             self.clock,
@@ -166,6 +172,7 @@ class Elicitbot:
         self.scheduler = Scheduler(self.timekeeper, sweep_seconds=config.deadlines.sweep_seconds)
         self.runtime = Runtime(
             store=self.store,
+            registry=self.registry,
             elicitations=self.service,
             intake_token=secret(self.environ, config.server.intake_token_env),
         )
@@ -444,6 +451,9 @@ def _slack(ctx: Context, bot: Elicitbot) -> list[Part]:
         raw=ctx.store,
         clock=ctx.clock,
     )
+    # People by name on every copy ("Answered by Alice"): users.info, cached; without the
+    # users:read scope, their ids.
+    app.identify = SlackNames(chat.client, clock=ctx.clock).identify
     app_token = ctx.environ[config.app_token_env] if config.app_token_env else None
     socket = SlackSocket(app.app, app_token) if app_token else None
     bot.slack, bot.slack_app, bot.slack_socket = chat, app, socket

@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, Index, Integer, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    LargeBinary,
+    UniqueConstraint,
+)
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -67,6 +77,8 @@ class ElicitationRow(SQLModel, table=True):
     """Who said "I'm on it" (identity key); the claim holds until ``claim_until``."""
     claim_name: str | None = Field(default=None, max_length=200)
     claim_until: datetime | None = _ts()
+    writeback: dict[str, Any] | None = _json()
+    """Where the outcome stands upstream (:class:`bot.domain.records.Writeback`)."""
 
     __table_args__ = (UniqueConstraint("source", "source_id", name="uq_elicitation_source_id"),)
 
@@ -255,3 +267,16 @@ class RawEventRow(SQLModel, table=True):
         UniqueConstraint("channel", "dedupe_key", name="uq_raw_event"),
         Index("ix_raw_event_open", "channel", "handled_at"),
     )
+
+
+class MatrixCryptoRow(SQLModel, table=True):
+    """A Matrix device's end-to-end crypto state, the copy that survives restarts and moves with
+    the lease: nio's store (its secrets pickled with the pickle key, which is never stored).
+    ``owner`` is ``<user id>|<device id>``; ``version`` counts the saves. Never log ``blob``."""
+
+    __tablename__ = "matrix_crypto"
+
+    owner: str = Field(primary_key=True, max_length=400)
+    blob: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    updated_at: datetime = _ts(nullable=False)
+    version: int = 1

@@ -16,7 +16,7 @@ from adapters.web.pages import AdminRow
 from adapters.web.reads import PAGE_LIMIT, RECENT_SCAN, Reads
 from adapters.web.session import SECURITY_HEADERS, Session, filters_of
 from bot.domain.ports import Elicitations
-from bot.domain.records import AuditEntry
+from bot.domain.records import AuditEntry, Writeback, WritebackState
 from bot.domain.views import title_of
 
 
@@ -44,6 +44,7 @@ class AdminRoutes:
                 status=s.status.value,
                 created_at=s.created_at,
                 deliveries=await store.deliveries(s.elicitation.key),
+                writeback=writeback_text(s.writeback),
             )
             for s in items
         ]
@@ -121,3 +122,13 @@ def audit_json(key: str, entry: AuditEntry) -> dict[str, Any]:
         "code": entry.code,
         "detail": entry.detail,
     }
+
+
+def writeback_text(wb: Writeback | None) -> str:
+    """The admin list's word on the write-back: its state, and a refusal's reason."""
+    if wb is None:
+        return ""
+    if wb.state is WritebackState.REFUSED:
+        then = "reopened" if wb.reopened else "failed"
+        return f"refused ({then}): {' '.join((wb.error or '').split())[:300]}"
+    return wb.state.value

@@ -11,6 +11,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from markupsafe import Markup
+
+from adapters.shared.markdown import to_html
 from bot.domain.deadlines import (
     ESCALATE,
     EXPIRE,
@@ -21,6 +24,7 @@ from bot.domain.deadlines import (
     claim_line,
     destination_name,
 )
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Answer, AnswerMode, Elicitation, Meaning, PreviewItem, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import (
@@ -30,7 +34,7 @@ from bot.domain.rules import (
     format_time,
     offered_options,
 )
-from bot.domain.views import title_of
+from bot.domain.views import cancelled_line, sending, source_name, title_of, writeback_note
 
 LONG_TEXT = 1500
 """Code points past which a text sits in a scrolling box."""
@@ -83,6 +87,8 @@ class PreviewView:
     language: str | None = None
     lines: tuple[tuple[str, str], ...] = ()
     """A diff's lines with their class: add, del, hunk or ctx."""
+    html: Markup | None = None
+    """A ``markdown`` item as sanitised HTML."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,31 @@ class ScheduleItem:
 
 
 @dataclass(frozen=True)
+class FormChoice:
+    label: str
+    description: str | None
+    recommended: bool
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One question of a form: radio buttons (one) or checkboxes (several) of its options,
+    and a text box where a typed answer works. Field names: ``q.<id>`` and ``q.<id>.text``."""
+
+    id: str
+    number: int
+    header: str | None
+    question: str
+    choices: tuple[FormChoice, ...]
+    multi: bool
+    takes_text: bool
+
+    @property
+    def name(self) -> str:
+        return f"q.{self.id}"
+
+
+@dataclass(frozen=True)
 class CardView:
     key: str
     status: str
@@ -122,6 +153,8 @@ class CardView:
     title: str
     kind: str
     question: str
+    question_html: Markup
+    """The question's Markdown as sanitised HTML (:mod:`adapters.shared.markdown`)."""
     long_question: bool
     context: tuple[tuple[str, str], ...]
     subject: SubjectView | None
@@ -131,6 +164,10 @@ class CardView:
     text_box: TextBox | None
     acknowledge: bool
     withheld: str | None
+    form: tuple[FormField, ...]
+    """Several questions (handup ``input.questions``), each its own input."""
+    refused: str | None
+    """The upstream refused the last answer (:func:`bot.domain.views.writeback_note`)."""
     schedule: tuple[ScheduleItem, ...]
     """What happens if nobody answers, from the pending deadlines (as every surface shows it)."""
     result: ResultView | None
@@ -173,7 +210,8 @@ def preview_view(item: PreviewItem) -> PreviewView:
         return PreviewView("block", item.type, item.label, body, url, language=item.language)
     if body == "" and item.url and url is None:
         body = item.url
-    return PreviewView("text", item.type, item.label, body, url)
+    html = Markup(to_html(body)) if item.type == "markdown" and body.strip() else None  # noqa: S704 - sanitised by nh3
+    return PreviewView("text", item.type, item.label, body, url, html=html)
 
 
 def _diff_lines(text: str) -> tuple[tuple[str, str], ...]:
@@ -207,7 +245,29 @@ def _context(e: Elicitation) -> tuple[tuple[str, str], ...]:
     return tuple((name, " ".join(value.split())) for name, value in parts if value)
 
 
+def _form(e: Elicitation) -> tuple[FormField, ...]:
+    if len(e.form) < 2:  # noqa: PLR2004 - one question is its options (or its text box)
+        return ()
+    return tuple(
+        FormField(
+            id=q.id,
+            number=n,
+            header=q.header,
+            question=q.question,
+            choices=tuple(FormChoice(o.label, o.description, o.recommended) for o in q.options),
+            multi=q.multi,
+            takes_text=q.takes_text,
+        )
+        for n, q in enumerate(e.form, start=1)
+    )
+
+
 def _text_box(e: Elicitation, draft: str) -> TextBox | None:
+    if len(e.form) > 1:  # each question has its own input; a text is a comment
+        limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
+        return TextBox(
+            "Comment (optional)", limit, required=False, secret=False, draft=draft, comment=True
+        )
     mode = e.answer_mode
     limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     if mode is AnswerMode.SECRET:
@@ -241,11 +301,18 @@ def result_view(view: PromptView) -> ResultView | None:
     status = view.status
     if status is Status.PENDING:
         return None
+    if status is Status.CANCELLED:
+        # Every copy says it the same way, with Pinework's [system:<reason>] where it gave one.
+        line = cancelled_line(view)
+        what = "withdrawn" if answer is None else describe_answer(e, answer)
+        return ResultView(status.value, "", what, None if answer is None else answer.at, "", line)
     if answer is not None:
         what = describe_answer(e, answer)
         who = who_answered(answer)
         via = platform_name(answer.via)
-        if status is Status.ANSWERED:
+        if status is Status.ANSWERED and sending(view):
+            line = f"⏳ Sending {who}’s answer ({what}) to {source_name(e)}…"  # noqa: RUF001
+        elif status is Status.ANSWERED:
             line = f"Answered by {who}: {what}, {format_time(answer.at)} via {via}"
         else:
             line = f"{status.value.capitalize()}: outcome {what} ({format_time(answer.at)})"
@@ -254,7 +321,7 @@ def result_view(view: PromptView) -> ResultView | None:
         when = e.deadlines.expires_at
         line = "Expired: nobody answered" + (f" by {format_time(when)}" if when else "")
         return ResultView(status.value, "nobody", "expired", when, "", line)
-    return ResultView(status.value, "", "withdrawn", None, "", "Cancelled: withdrawn by the asker")
+    return ResultView(status.value, "", "closed", None, "", "Closed.")
 
 
 def schedule_item(step: ScheduleStep) -> ScheduleItem:
@@ -294,7 +361,7 @@ def card_view(
             requires_text=o.option.requires_text,
             scope=o.option.scope.value if o.option.scope else None,
         )
-        for o in offered_options(e, now)
+        for o in offered_options(e, now, shown=SHOWN_WHOLE)
         if choosing
     )
     withheld = approving_withheld(e, now) if any(o.approving for o in e.options) else None
@@ -309,6 +376,7 @@ def card_view(
         title=title_of(e),
         kind=e.kind.value,
         question=e.question.strip(),
+        question_html=Markup(to_html(e.question.strip())),  # noqa: S704 - sanitised by nh3
         long_question=len(e.question) > LONG_TEXT,
         context=_context(e),
         subject=None
@@ -320,6 +388,8 @@ def card_view(
         text_box=_text_box(e, draft) if pending else None,
         acknowledge=pending and mode is AnswerMode.ACKNOWLEDGE and not e.options,
         withheld=withheld if pending else None,
+        form=_form(e) if pending else (),
+        refused=writeback_note(view),
         schedule=schedule,
         result=result_view(view),
         revision=s.revision if s is not None else None,

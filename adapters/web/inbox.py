@@ -29,7 +29,8 @@ from adapters.web.session import (
 )
 from bot.domain.actions import ClaimIt, OutcomeKind, Submit
 from bot.domain.bounds import lookup_problem
-from bot.domain.errors import DeliveryError
+from bot.domain.disclosure import SHOWN_WHOLE
+from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Answer, RefusalCode, Status
 from bot.domain.ports import Elicitations
 from bot.domain.records import StoredElicitation
@@ -160,6 +161,11 @@ class InboxRoutes:
         submit = submit_of(viewer, key, form)
         try:
             outcome = await self.elicitations.act(submit)
+        except PermanentDeliveryError as exc:
+            # Refused upstream (a secret's route): say what it said, by its code and sentence
+            # (the error never holds the value), so the person can act on it.
+            told = f"{exc} Nothing was stored." if submit.secret else str(exc)
+            return await self.refused(request, viewer, key, 502, ("upstream", told), submit)
         except DeliveryError:
             return await self.refused(request, viewer, key, 502, ("upstream", UPSTREAM), submit)
         if outcome.kind is OutcomeKind.NOT_FOUND:
@@ -233,15 +239,35 @@ def submit_of(viewer: Viewer, key: str, form: Mapping[str, list[str]]) -> Submit
     raw = first(form, "text")
     text = raw if secret else raw.replace("\r\n", "\n")
     revision = first(form, "revision")
+    answers = form_answers(form)
     return Submit(
         key=key,
         who=viewer.identity,
         via="web",
+        fields={"answers": answers} if answers else {},
         option_ids=tuple(form.get("option", [])),
         text=text if text.strip() else None,
         secret=secret,
         revision=int(revision) if revision.isdigit() else None,
+        shown=SHOWN_WHOLE,  # the inbox's card shows every preview item whole (the reference)
     )
+
+
+def form_answers(form: Mapping[str, list[str]]) -> dict[str, dict[str, object]]:
+    """A form's answers from its ``q.<id>`` (chosen labels) and ``q.<id>.text`` fields, in the
+    spec's shape; the domain checks them against the questions."""
+    answers: dict[str, dict[str, object]] = {}
+    for name, values in form.items():
+        if not name.startswith("q."):
+            continue
+        qid, is_text = (name[2:-5], True) if name.endswith(".text") else (name[2:], False)
+        entry = answers.setdefault(qid, {"selected": [], "text": None})
+        if is_text:
+            typed = (values[0] if values else "").replace("\r\n", "\n")
+            entry["text"] = typed if typed.strip() else None
+        else:
+            entry["selected"] = [v for v in values if v]
+    return answers
 
 
 def recorded(stored: StoredElicitation, answer: Answer) -> str:

@@ -118,6 +118,9 @@ class AdminRow:
     status: str
     created_at: datetime
     deliveries: Sequence[DeliveryView]
+    writeback: str = ""
+    """Where the outcome stands upstream: ``sending``, ``accepted``, ``refused: <why>`` (empty
+    while pending and never refused)."""
 
 
 # --------------------------------------------------------------------------- building

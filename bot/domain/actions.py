@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from bot.domain.deadlines import Claim
-from bot.domain.model import Answer, Identity, People, Refusal
+from bot.domain.model import Answer, Disclosure, Identity, People, Refusal
 
 # --------------------------------------------------------------------------- actions
 
@@ -30,6 +30,9 @@ class Choose:
     option_ids: tuple[str, ...]
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
+    shown: Disclosure | None = None
+    """What the message (or review) it came from showed: approving needs ``whole`` (rule 2).
+    The surface decides it from its own rendering, never from the payload."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class Reply:
     who: Identity
     via: str
     text: str
+    shown: Disclosure | None = None
+    """What the copy replied under showed (rule 2), as for :class:`Choose`."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class Submit:
     secret: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
     revision: int | None = None
+    shown: Disclosure | None = None
+    """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,13 @@ class TransientDeliveryError(DeliveryError):
 
 
 class PermanentDeliveryError(DeliveryError):
-    pass
+    """Not retried. For a write-back: the upstream refused the answer. ``reopen`` (the default):
+    the question is still open there, so elicitbot reopens it for another answer; False: it is
+    closed there too (resolved, gone), so the elicitation is marked failed instead."""
+
+    def __init__(self, message: str, *, reopen: bool = True) -> None:
+        self.reopen = reopen
+        super().__init__(message)
 
 
 class StoreError(ElicitBotError):

@@ -85,6 +85,24 @@ class PreviewItem(Frozen):
     language: str | None = None
 
 
+class FormQuestion(Frozen):
+    """One question of a form (handup ``input.questions``): answered as
+    ``{"selected": [option labels], "text": …}`` under its ``id`` (:mod:`bot.domain.forms`)."""
+
+    id: str
+    question: str
+    header: str | None = None
+    options: tuple[Option, ...] = ()
+    """Their ids are the labels the answer carries."""
+    multi: bool = False
+    allow_free_text: bool = False
+
+    @property
+    def takes_text(self) -> bool:
+        """A typed answer works (it allows free text, or has no options to choose)."""
+        return self.allow_free_text or not self.options
+
+
 class ApprovalSubject(Frozen):
     id: str
     digest: str
@@ -132,6 +150,12 @@ class Elicitation(Frozen):
     answer_mode: AnswerMode
     options: tuple[Option, ...] = ()
     max_length: int | None = Field(default=None, ge=1)
+    takes_note: bool = False
+    """Chosen options may come with a written note (Pinework ``multi_select``'s optional
+    ``answer.text``): a thread reply names the options on its first line, the note follows."""
+    form: tuple[FormQuestion, ...] = ()
+    """Several questions answered at once (handup ``input.questions``): the answer's
+    ``fields["answers"]`` holds one answer per question id, checked by :mod:`bot.domain.forms`."""
     subject: ApprovalSubject | None = None
     deadlines: Deadlines = Deadlines()
     approval_request_id: str | None = None
@@ -177,6 +201,7 @@ class Elicitation(Frozen):
                 "title",
                 "question",
                 "options",
+                "form",
                 "max_length",
                 "subject",
                 "deadlines",
@@ -200,6 +225,17 @@ class Identity(Frozen):
         return f"{self.platform}:{self.user}"
 
 
+class Disclosure(Frozen):
+    """What one surface showed a person of an elicitation (rule 2, :mod:`bot.domain.disclosure`).
+
+    ``whole``: the whole decisive content, uncut. ``review``: where the person can see all of it
+    and decide, in the surface's own words ("Use Review… to see all of it and decide there."),
+    shown with the message and told to anyone whose approval it refuses."""
+
+    whole: bool
+    review: str | None = None
+
+
 class Attempt(Frozen):
     """Someone tries to answer: chosen option ids and/or text, through one delivery."""
 
@@ -214,6 +250,9 @@ class Attempt(Frozen):
     """A form's answers (Toolshed ``type: form`` data, handup ``input.questions``)."""
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
+    shown: Disclosure | None = None
+    """What the surface the person acted on showed them; None (said nothing): approving is
+    refused (rule 2)."""
 
 
 class Answer(Frozen):
@@ -243,6 +282,7 @@ class RefusalCode(StrEnum):
     PREVIEW_INCOMPLETE = "preview_incomplete"
     SUBJECT_EXPIRED = "subject_expired"
     STALE_REVISION = "stale_revision"
+    NOT_SHOWN = "not_shown"
     EMPTY = "empty"
     TOO_LONG = "too_long"
     NOT_DISTINCT = "not_distinct"

@@ -11,15 +11,26 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from bot.domain import deadlines as dl
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.model import Answer, Elicitation, Route, Status
-from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, FireOutcome, NoticeKind
+from bot.domain.records import (
+    DeadlineKind,
+    DeliveryState,
+    EffectKind,
+    FireOutcome,
+    NoticeKind,
+    StoredElicitation,
+    Writeback,
+    WritebackState,
+)
 from bot.domain.refs import InboxRef
+from bot.domain.rules import describe_answer
+from bot.domain.views import source_name
 from bot.domain.writes import (
     SYSTEM,
     Activation,
@@ -30,6 +41,7 @@ from bot.domain.writes import (
     NewCopy,
     NotifyPayload,
     PlannedDeadline,
+    Settle,
     WriteSet,
 )
 
@@ -51,6 +63,9 @@ __all__ = [
     "plan_deliveries",
     "posted_writes",
     "revision_writes",
+    "sending_writeback",
+    "writeback_round",
+    "writeback_writes",
 ]
 
 
@@ -367,3 +382,105 @@ def _inbox(destination: str) -> bool:
 def _timeout(e: Elicitation, now: datetime, reason: str) -> Close:
     closing = dl.timeout_closing(e, now)
     return Close(closing.status, closing.answer, {"reason": reason})
+
+
+# --------------------------------------------------------------------------- write-backs
+
+
+def writeback_round(stored_writeback: Writeback | None) -> int:
+    """The round the next outcome written back is: one more than the last."""
+    return 1 if stored_writeback is None else stored_writeback.round + 1
+
+
+def sending_writeback(
+    previous: Writeback | None,
+    *,
+    cancelled: Sequence[int] = (),
+    skipped: Sequence[int] = (),
+) -> Writeback:
+    """What a close (an answer, an expiry, a cancel) records: its outcome is on its way, as the
+    next round; ``cancelled`` and ``skipped``: the deadlines and waiting copies the close put
+    aside, revived if the upstream refuses the answer and the question reopens."""
+    return Writeback(
+        WritebackState.SENDING,
+        writeback_round(previous),
+        cancelled=tuple(cancelled),
+        skipped=tuple(skipped),
+    )
+
+
+def writeback_writes(
+    stored: StoredElicitation,
+    copies: Sequence[Copy],
+    round_: int,
+    *,
+    error: str | None,
+    reopen: bool,
+    gave_up: bool = False,
+) -> WriteSet:
+    """The write-back of round ``round_`` is done: accepted (``error`` None) or refused for good.
+
+    Fenced on that round being the one still sending (a stale completion writes nothing).
+    Accepted: every copy now says "Answered". Refused: an answered elicitation whose upstream is
+    still open (``reopen``) is open again for another answer; otherwise it is marked failed. Every
+    copy says what was refused, the person who answered is told privately in the copy they used,
+    and the refusal is audited.
+    """
+    wb = stored.writeback
+    if wb is None:
+        wb = Writeback(WritebackState.SENDING, 1)  # closed before write-backs were recorded
+    if wb.round != round_ or wb.state is not WritebackState.SENDING:
+        return WriteSet()
+    if error is None:
+        accepted = replace(wb, state=WritebackState.ACCEPTED, cancelled=(), skipped=())
+        return WriteSet(settle=Settle(accepted), refresh=True)
+    answer = stored.answer
+    reopened = reopen and not gave_up and stored.status is Status.ANSWERED
+    settled = replace(
+        wb,
+        state=WritebackState.REFUSED,
+        error=error,
+        reopened=reopened,
+        refused=answer,
+        gave_up=gave_up,
+    )
+    audit = AuditWrite(
+        "writeback_gave_up" if gave_up else "writeback_refused",
+        SYSTEM,
+        None,
+        {"error": error[:500], "reopened": reopened},
+    )
+    effects: tuple[Effect, ...] = ()
+    if answer is not None and answer.respondent.partition(":")[0] in ("slack", "matrix"):
+        thread = next(
+            (c.ref for c in copies if c.destination == answer.via and c.ref is not None), None
+        )
+        text = refused_notice(stored.elicitation, settled)
+        notice = NotifyPayload(NoticeKind.REFUSAL, answer.respondent, text, thread)
+        effects = (Effect(EffectKind.NOTIFY, answer.via, payload=notice.to_json()),)
+    return WriteSet(
+        audits=(audit,),
+        effects=effects,
+        settle=Settle(settled, reopen=reopened),
+        refresh=True,
+    )
+
+
+def refused_notice(e: Elicitation, wb: Writeback) -> str:
+    """The private message to the person whose answer the upstream refused."""
+    upstream = source_name(e)
+    what = "" if wb.refused is None else f" ({describe_answer(e, wb.refused)})"
+    error = " ".join((wb.error or "no reason given").split())
+    if wb.gave_up:
+        return (
+            f"{upstream[:1].upper()}{upstream[1:]} could not be reached to deliver your "
+            f"answer{what}: {error} It may not have arrived; tell the people who are waiting "
+            "on it."
+        )
+    then = (
+        "The question is open again: answer it again."
+        if wb.reopened
+        else "The question is closed there, so it cannot be answered again here."
+    )
+    error = error if error.endswith((".", "!", "?")) else f"{error}."
+    return f"Your answer{what} was not accepted by {upstream}: {error} {then}"

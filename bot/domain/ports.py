@@ -19,7 +19,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.records import DeliveryView, IntakeResult, NoticeKind
+from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Writeback
 from bot.domain.refs import MessageRef
 
 __all__ = ["MessageRef"]
@@ -48,6 +48,9 @@ class PromptView:
     """Who said "I'm on it", while the claim holds (``deadlines.claim_line``)."""
     escalation: Escalation | None = None
     """Set on an escalation copy: whom to mention and where the original is."""
+    writeback: Writeback | None = None
+    """Where the outcome stands upstream: copies say "Sending…" until it is accepted, and say
+    what was refused (:func:`bot.domain.views.writeback_note`)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ returns them, and nothing above the store sees a row or a ``dict`` of one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -116,6 +117,66 @@ class IntakeItem:
     audit: dict[str, Any] = field(default_factory=dict)
 
 
+class WritebackState(StrEnum):
+    """Where the answer (or the close) stands with the system that asked."""
+
+    SENDING = "sending"
+    """Recorded here, not yet accepted upstream: copies say "Sending…", never "Answered"."""
+    ACCEPTED = "accepted"
+    REFUSED = "refused"
+    """Refused for good: reopened for another answer (``reopened``) or marked failed."""
+
+
+@dataclass(frozen=True)
+class Writeback:
+    """The last write-back of an elicitation's outcome (DESIGN rule 5, second half).
+
+    ``round`` counts the outcomes written back (1 for the first answer; a refused answer reopens
+    the question and the next one is round 2), and names the idempotency key of each."""
+
+    state: WritebackState
+    round: int = 1
+    error: str | None = None
+    """What the upstream said when it refused (a sentence for people; never a secret)."""
+    reopened: bool = False
+    refused: Answer | None = None
+    """The refused answer, kept to say whose it was once the question is open again."""
+    cancelled: tuple[int, ...] = ()
+    """Deadline ids the close cancelled (while sending): a reopen revives them."""
+    skipped: tuple[int, ...] = ()
+    """Waiting copies the close skipped (while sending): a reopen puts them back to waiting."""
+    gave_up: bool = False
+    """Not refused but never confirmed: every attempt failed for a transient reason."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "round": self.round,
+            "error": self.error,
+            "reopened": self.reopened,
+            "refused": None if self.refused is None else self.refused.model_dump(mode="json"),
+            "cancelled": list(self.cancelled),
+            "skipped": list(self.skipped),
+            "gave_up": self.gave_up,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Writeback | None:
+        if not data or data.get("state") not in set(WritebackState):
+            return None
+        refused = data.get("refused")
+        return cls(
+            state=WritebackState(data["state"]),
+            round=int(data.get("round") or 1),
+            error=data.get("error") if isinstance(data.get("error"), str) else None,
+            reopened=bool(data.get("reopened")),
+            refused=Answer.model_validate(refused) if isinstance(refused, Mapping) else None,
+            cancelled=tuple(int(i) for i in data.get("cancelled") or ()),
+            skipped=tuple(int(i) for i in data.get("skipped") or ()),
+            gave_up=bool(data.get("gave_up")),
+        )
+
+
 @dataclass(frozen=True)
 class StoredElicitation:
     elicitation: Elicitation
@@ -127,6 +188,8 @@ class StoredElicitation:
     updated_at: datetime
     claim: Claim | None = None
     """The last "I'm on it" (it may have lapsed: ``claim.active(now)``)."""
+    writeback: Writeback | None = None
+    """Where the outcome stands upstream; None before any (or from before it was recorded)."""
 
 
 @dataclass(frozen=True)

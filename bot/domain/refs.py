@@ -1,7 +1,8 @@
 """Where a posted copy lives on its platform: typed message refs.
 
 Each platform has its own ref type; the store keeps a ref as the JSON :meth:`to_json` writes
-(``{"channel", "ts", "key"}`` for Slack, ``{"room_id", "event_id", "key"}`` for Matrix,
+(``{"channel", "ts", "key"}`` for Slack, ``{"room_id", "event_id", "key"}`` for Matrix (plus
+``"full_in_thread": true`` when the whole request went into the message's thread),
 ``{"inbox": <elicitation key>}`` for the web inbox) and reads it back with :func:`ref_from_json`.
 A ref's :attr:`key` is indexed: it finds the elicitation of a message people react to or reply
 under (Slack ``<channel>/<ts>``, Matrix ``<event_id>``).
@@ -31,13 +32,21 @@ class SlackRef:
 class MatrixRef:
     room_id: str
     event_id: str
+    full_in_thread: bool = False
+    """The message was too long to hold the whole request, and all of it was posted in its
+    thread before approving was offered on it (answer rule 2); its updates keep offering
+    approve on that ground. Written only when true, so refs stored before it read as False."""
 
     @property
     def key(self) -> str:
         return self.event_id
 
     def to_json(self) -> dict[str, Any]:
-        return {"room_id": self.room_id, "event_id": self.event_id, "key": self.key}
+        data: dict[str, Any] = {"room_id": self.room_id, "event_id": self.event_id}
+        if self.full_in_thread:
+            data["full_in_thread"] = True
+        data["key"] = self.key
+        return data
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,9 @@ def ref_from_json(data: Mapping[str, Any] | None) -> MessageRef | None:
     if isinstance(data.get("channel"), str) and isinstance(data.get("ts"), str):
         return SlackRef(data["channel"], data["ts"])
     if isinstance(data.get("room_id"), str) and isinstance(data.get("event_id"), str):
-        return MatrixRef(data["room_id"], data["event_id"])
+        return MatrixRef(
+            data["room_id"], data["event_id"], full_in_thread=data.get("full_in_thread") is True
+        )
     if isinstance(data.get("inbox"), str):
         return InboxRef(data["inbox"])
     url = data.get("url")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
+from bot.domain import forms
 from bot.domain.model import AnswerMode, Attempt, Elicitation, Identity, Option
 from bot.domain.rules import MAX_FREE_TEXT, USE_PRIVATE_FORM
 
@@ -24,9 +25,11 @@ class ChoiceReply:
 
 @dataclass(frozen=True)
 class MultiChoiceReply:
-    """Several options named on a multiple-choice question, in the order written."""
+    """Several options named on a multiple-choice question, in the order written; ``note``: the
+    lines after the first, on a question that takes a note with its options."""
 
     option_ids: tuple[str, ...]
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,19 @@ class TextReply:
 
 
 @dataclass(frozen=True)
+class FormReply:
+    """A form answered in one reply (``1: a; 2: b, c; 3: words``): answers by question id."""
+
+    answers: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class HelpReply:
     message: str
     """How to answer: the numbered options and whether a written answer works."""
 
 
-Reply: TypeAlias = ChoiceReply | MultiChoiceReply | TextReply | HelpReply
+Reply: TypeAlias = ChoiceReply | MultiChoiceReply | TextReply | FormReply | HelpReply
 
 _NUMBER = re.compile(r"#?\s*([0-9]{1,9})\s*[.)]?")
 _EDGE_PUNCTUATION = "`'\"*_\u2018\u2019\u201c\u201d"
@@ -122,6 +132,8 @@ def _limit(e: Elicitation) -> str:
 
 def help_message(e: Elicitation) -> str:
     """How to answer ``e`` in a thread reply."""
+    if len(e.form) > 1:
+        return forms.form_help(e.form)
     mode = e.answer_mode
     if mode is AnswerMode.SECRET:
         return USE_PRIVATE_FORM
@@ -134,7 +146,8 @@ def help_message(e: Elicitation) -> str:
     if mode is AnswerMode.MULTI_CHOICE:
         intro = (
             "To answer, reply with the numbers, ids or labels of one or more options, "
-            "separated by commas (for example: 1, 3):"
+            "separated by commas (for example: 1, 3)"
+            + (", and a note on the next lines if you like:" if e.takes_note else ":")
         )
     else:
         intro = "To answer, reply with the number, id or label of one option:"
@@ -142,6 +155,17 @@ def help_message(e: Elicitation) -> str:
     if mode is AnswerMode.CHOICE_OR_TEXT:
         lines.append(f"Or reply with your own answer as text ({_limit(e)}).")
     return "\n".join(lines)
+
+
+def _with_note(options: tuple[Option, ...], text: str) -> MultiChoiceReply | None:
+    """Options named on the first line, a note on the lines after it."""
+    first, _, rest = text.partition("\n")
+    note = rest.strip()
+    if not note:
+        return None
+    named = _named(options, first)
+    several = (named,) if named is not None else _named_several(options, first)
+    return None if several is None else MultiChoiceReply(several, note)
 
 
 def parse_reply(e: Elicitation, body: str) -> Reply:
@@ -153,6 +177,9 @@ def parse_reply(e: Elicitation, body: str) -> Reply:
     text = strip_reply_fallback(body).strip()
     if not text:
         return HelpReply(help_message(e))
+    if len(e.form) > 1:
+        answers = forms.parse_form_reply(e.form, text)
+        return FormReply(answers) if answers is not None else HelpReply(forms.form_help(e.form))
     if mode is AnswerMode.FREE_TEXT:
         return TextReply(text)
     if e.options:
@@ -165,6 +192,10 @@ def parse_reply(e: Elicitation, body: str) -> Reply:
                 if len(several) == 1:
                     return ChoiceReply(several[0])
                 return MultiChoiceReply(several)
+            if e.takes_note:
+                noted = _with_note(e.options, text)
+                if noted is not None:
+                    return noted
     if mode in (AnswerMode.CHOICE_OR_TEXT, AnswerMode.ACKNOWLEDGE):
         return TextReply(text)
     return HelpReply(help_message(e))
@@ -176,7 +207,9 @@ def reply_attempt(e: Elicitation, body: str, who: Identity, via: str) -> Attempt
     if isinstance(parsed, ChoiceReply):
         return Attempt(respondent=who, option_ids=(parsed.option_id,), via=via)
     if isinstance(parsed, MultiChoiceReply):
-        return Attempt(respondent=who, option_ids=parsed.option_ids, via=via)
+        return Attempt(respondent=who, option_ids=parsed.option_ids, text=parsed.note, via=via)
     if isinstance(parsed, TextReply):
         return Attempt(respondent=who, text=parsed.text, via=via)
+    if isinstance(parsed, FormReply):
+        return Attempt(respondent=who, fields={"answers": parsed.answers}, via=via)
     return parsed

@@ -1,5 +1,9 @@
 """The answer rules (DESIGN.md "Answer rules" 1-5 and 7), as pure functions.
 
+Rule 2 has two halves: the elicitation's own (preview complete, subject not expired) and the
+surface's (it showed the whole decisive content, :mod:`bot.domain.disclosure`); an approving
+option is offered and accepted only where both hold.
+
 Every outcome is a value: an :class:`~bot.domain.model.Answer` to record or a
 :class:`~bot.domain.model.Refusal` to tell the one refused. Nothing here raises on an attempt,
 reads a clock or touches a store; ``now`` is passed in (aware UTC, server time).
@@ -9,11 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
+from bot.domain import forms
+from bot.domain.disclosure import not_shown, shows_everything
 from bot.domain.model import (
     Answer,
     AnswerMode,
     Attempt,
+    Disclosure,
     Elicitation,
     Identity,
     Option,
@@ -79,12 +87,18 @@ def approving_withheld(e: Elicitation, now: datetime) -> str | None:
     return None if withheld is None else withheld[1]
 
 
-def offered_options(e: Elicitation, now: datetime) -> tuple[OfferedOption, ...]:
-    """Every option in order; approving ones are ``offered=False`` while withheld.
+def offered_options(
+    e: Elicitation, now: datetime, *, shown: Disclosure
+) -> tuple[OfferedOption, ...]:
+    """Every option in order, as the surface that ``shown`` describes offers them: approving ones
+    are ``offered=False`` while withheld (preview incomplete, subject expired) or where that
+    surface did not show the whole decisive content (rule 2); their ``withheld_reason`` says why.
 
     Admin-only options are offered (to everyone, DESIGN "Options shown") and marked.
     """
     reason = approving_withheld(e, now)
+    if reason is None and not shows_everything(shown):
+        reason = not_shown(shown.review)
     return tuple(
         OfferedOption(
             option=o,
@@ -240,6 +254,13 @@ def _check_option(
                 RefusalCode.STALE_REVISION,
                 "The request changed since this message was shown; answer on the updated message.",
             )
+        if not shows_everything(attempt.shown):
+            review = attempt.shown.review if attempt.shown is not None else None
+            return _refuse(
+                RefusalCode.NOT_SHOWN,
+                f"You cannot choose “{option.label}” here: {not_shown(review)[:1].lower()}"
+                f"{not_shown(review)[1:]}",
+            )
     if option.admin_only and attempt.respondent.key not in people.admins:
         return _refuse(
             RefusalCode.NOT_ADMIN,
@@ -270,6 +291,9 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
             RefusalCode.NOT_OFFERED,
             "This question does not ask for a secret; answer it in the message.",
         )
+
+    if e.form and (len(e.form) > 1 or attempt.fields.get("answers") is not None):
+        return _judge_form(e, attempt, people, now)
 
     chosen = _chosen_options(e, attempt)
     if isinstance(chosen, Refusal):
@@ -317,6 +341,40 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
     )
 
 
+def _judge_form(
+    e: Elicitation, attempt: Attempt, people: People, now: datetime
+) -> Answer | Refusal:
+    """A form (several questions): one answer per question, by the spec's rules
+    (:func:`bot.domain.forms.check_answers`); a text with it is a comment."""
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
+    checked = forms.check_answers(e.form, attempt.fields.get("answers"), text_limit=limit)
+    if isinstance(checked, forms.FormProblem):
+        if checked.empty and attempt.fields.get("answers") is None:
+            return _refuse(
+                RefusalCode.EMPTY,
+                "Answer each question of the form: use the form on the message (or the web "
+                "inbox), or reply with one line per question, its number and your answer.",
+            )
+        return _refuse(
+            RefusalCode.EMPTY if checked.empty else RefusalCode.NOT_OFFERED, checked.message
+        )
+    refusal = _check_text(
+        attempt.text, limit, required=False, empty_message="Write an answer; it cannot be empty."
+    )
+    if refusal is not None:
+        return refusal
+    text = attempt.text if attempt.text is not None and attempt.text.strip() else None
+    return Answer(
+        text=text,
+        respondent=attempt.respondent.key,
+        principal=people.principal_of(attempt.respondent.key),
+        display_name=attempt.respondent.display_name,
+        via=attempt.via,
+        at=now,
+        fields={**attempt.fields, "answers": checked},
+    )
+
+
 # --------------------------------------------------------------------------- first answer wins
 
 
@@ -324,6 +382,9 @@ def describe_answer(e: Elicitation, answer: Answer) -> str:
     """What was answered, for people: option labels, the quoted text (cut), or ``(secret)``."""
     if answer.secret:
         return "(secret)"
+    answers = answer.fields.get("answers")
+    if e.form and isinstance(answers, dict) and answers:
+        return _describe_form(e, answers, answer.text)
     parts: list[str] = []
     for option_id in answer.option_ids:
         option = e.option(option_id)
@@ -338,6 +399,29 @@ def describe_answer(e: Elicitation, answer: Answer) -> str:
     if labels and quoted:
         return f"{labels}: {quoted}"
     return labels or quoted or "Acknowledged"
+
+
+def _flat(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= DESCRIBE_TEXT_LIMIT else flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
+def _describe_form(e: Elicitation, answers: dict[str, Any], comment: str | None) -> str:
+    """A form's answers, question by question: ``Channel: beta · Targets: linux, macos``."""
+    parts = []
+    for q in e.form:
+        given = answers.get(q.id)
+        if not isinstance(given, dict):
+            continue
+        said = [str(label) for label in given.get("selected") or ()]
+        text = given.get("text")
+        if isinstance(text, str) and text.strip():
+            said.append(f"“{_flat(text)}”")
+        if said:
+            parts.append(f"{q.header or _flat(q.question)}: {', '.join(said)}")
+    if comment is not None and comment.strip():
+        parts.append(f"comment: “{_flat(comment)}”")
+    return " · ".join(parts) or "Answered"
 
 
 def _platform_name(via: str) -> str:

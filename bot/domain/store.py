@@ -38,6 +38,7 @@ from bot.domain.records import (
     RecordResult,
     StoredElicitation,
     Timeline,
+    Writeback,
 )
 from bot.domain.refs import MessageRef
 
@@ -139,7 +140,23 @@ class RawEvents(Protocol):
         ...
 
 
-class Store(ElicitationReads, ChatRoutes, Values, Pacing, Leases, RawEvents, Protocol):
+class CryptoStates(Protocol):
+    """A Matrix device's end-to-end crypto state (an opaque blob, encrypted by its owner with a key
+    the store never sees), kept so it survives restarts and moves with the Matrix lease. Never
+    logged."""
+
+    async def save_crypto(self, owner: str, blob: bytes, now: datetime) -> None:
+        """Replace ``owner``'s blob (``<user id>|<device id>``) whole."""
+        ...
+
+    async def load_crypto(self, owner: str) -> bytes | None:
+        """The last blob saved for ``owner``; None when there is none."""
+        ...
+
+
+class Store(
+    ElicitationReads, ChatRoutes, Values, Pacing, Leases, RawEvents, CryptoStates, Protocol
+):
     """Persistence plus outbox, deadlines and dedupe; see the module docstring for guarantees."""
 
     single_process: bool
@@ -196,12 +213,30 @@ class Store(ElicitationReads, ChatRoutes, Values, Pacing, Leases, RawEvents, Pro
     ) -> list[bool]: ...
 
     async def retry_outbox(
-        self, item: OutboxItem, claimer: str, error: str, at: datetime
-    ) -> None: ...
+        self,
+        item: OutboxItem,
+        claimer: str,
+        error: str,
+        at: datetime,
+        *,
+        refresh_at: datetime | None = None,
+    ) -> None:
+        """Back to pending, due ``at`` (fenced on our claim); ``refresh_at`` (now): every posted
+        copy is rewritten too (a write-back taking longer: the copies say "Sending…")."""
+        ...
 
     async def fail_outbox(
         self, item: OutboxItem, claimer: str, error: str, now: datetime
     ) -> bool: ...
+
+    async def refuse_writeback(
+        self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
+    ) -> Writeback | None:
+        """A write-back the upstream refused for good: the row fails and, in one transaction,
+        :func:`bot.domain.planning.writeback_writes` is applied (reopen or mark failed, every copy
+        rewritten, the person told, one audit row); returns what was settled, None when the row
+        was no longer ours or its round no longer the one sending."""
+        ...
 
     async def release_claims(self, claimer: str | None = None) -> int: ...
 

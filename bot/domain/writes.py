@@ -18,7 +18,11 @@ order:
    first, for a change of what copies show that changed no stored field);
 7. ``close`` (fenced on the elicitation still ``pending``: it then cancels every pending deadline,
    skips the waiting copies, updates every posted copy, queues one writeback to the source and
-   audits the decision as the system).
+   audits the decision as the system);
+8. ``settle`` (the write-back's outcome, planned on the state read in the same transaction:
+   stores the new :class:`~bot.domain.records.Writeback`, bumps the version; ``reopen`` puts an
+   answered elicitation back to ``pending`` without its answer, revives the deadlines and the
+   waiting copies its close cancelled and skipped).
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.domain.model import Answer, Status
-from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, NoticeKind, Purpose
+from bot.domain.records import (
+    DeadlineKind,
+    DeliveryState,
+    EffectKind,
+    NoticeKind,
+    Purpose,
+    Writeback,
+)
 from bot.domain.refs import MessageRef, ref_from_json
 
 if TYPE_CHECKING:
@@ -120,6 +131,14 @@ class Close:
 
 
 @dataclass(frozen=True)
+class Settle:
+    """The write-back's outcome to store (the planner fenced it on the round being sent)."""
+
+    writeback: Writeback
+    reopen: bool = False
+
+
+@dataclass(frozen=True)
 class WriteSet:
     """Everything one decision writes; the empty value writes nothing."""
 
@@ -134,6 +153,7 @@ class WriteSet:
     """Update every posted chat copy."""
     new_version: bool = False
     close: Close | None = None
+    settle: Settle | None = None
 
     @property
     def empty(self) -> bool:

@@ -23,8 +23,10 @@ from bot.domain.records import (
     IntakeItem,
     IntakeResult,
     OutboxItem,
+    Writeback,
 )
 from bot.domain.refs import MessageRef
+from store.memory.reads import stored
 from store.memory.tables import ElicitationRow, as_json, utc
 from store.memory.writer import Writer
 
@@ -68,6 +70,31 @@ def intake(w: Writer, item: IntakeItem, now: datetime) -> IntakeOutcome:
     return IntakeOutcome(key, IntakeResult.UPDATED)
 
 
+def writeback_done(
+    w: Writer,
+    item: OutboxItem,
+    now: datetime,
+    *,
+    error: str | None,
+    reopen: bool,
+    gave_up: bool = False,
+) -> Writeback | None:
+    """A write-back accepted (``error`` None) or refused for good: what the domain plans for it
+    (:func:`bot.domain.planning.writeback_writes`); returns what was settled."""
+    key = item.elicitation_key
+    row = w.t.elicitations.get(key)
+    if row is None:
+        return None
+    round_ = int((item.payload or {}).get("round") or 1)
+    writes = planning.writeback_writes(
+        stored(row), w.copies(key), round_, error=error, reopen=reopen, gave_up=gave_up
+    )
+    if writes.empty or writes.settle is None:
+        return None
+    w.apply(key, writes, now)
+    return writes.settle.writeback
+
+
 def complete(
     w: Writer, item: OutboxItem, ref: MessageRef | None, claimer: str, now: datetime
 ) -> bool:
@@ -76,6 +103,9 @@ def complete(
     if row is None or row.state is not EffectState.CLAIMED or row.claimed_by != claimer:
         return False
     w.tx.effect(item.id, state=EffectState.DONE, done_at=utc(now), last_error=None)
+    if item.kind is EffectKind.WRITEBACK:
+        writeback_done(w, item, now, error=None, reopen=False)
+        return True
     if item.kind is not EffectKind.POST or item.delivery_id is None:
         return True
     if item.delivery_id in w.t.deliveries:

@@ -36,6 +36,7 @@ def stored(row: ElicitationRow) -> StoredElicitation:
         created_at=row.created_at,
         updated_at=row.updated_at,
         claim=row.claim,
+        writeback=row.writeback,
     )
 
 

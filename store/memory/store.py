@@ -40,10 +40,13 @@ from bot.domain.records import (
     RecordResult,
     StoredElicitation,
     Timeline,
+    Writeback,
 )
 from bot.domain.refs import MessageRef
 from bot.domain.store import Store
+from bot.domain.writes import WriteSet
 from store.memory import decisions, reads
+from store.memory.crypto import MemoryCrypto
 from store.memory.leases import MemoryLeases
 from store.memory.raw import MemoryRaw
 from store.memory.tables import Tables, Tx, utc
@@ -54,7 +57,7 @@ ERROR_LIMIT = 2000
 """Longest error text kept on an outbox row or a delivery."""
 
 
-class MemoryStore(MemoryLeases, MemoryRaw):
+class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
     """The store port in memory: one lock, one transaction per call, nothing kept on disk."""
 
     single_process = True
@@ -142,7 +145,6 @@ class MemoryStore(MemoryLeases, MemoryRaw):
             )
             w.tx.put(w.t.answers, key, answer)
             w.close(key, now)
-            w.enqueue(key, EffectKind.WRITEBACK, "source", now)
             w.audit(key, now, "answer", answer.respondent, None, audit)
             return RecordResult(True, Status.ANSWERED, answer)
 
@@ -320,7 +322,15 @@ class MemoryStore(MemoryLeases, MemoryRaw):
             lambda w: [decisions.complete(w, item, ref, claimer, now) for item, ref in done]
         )
 
-    async def retry_outbox(self, item: OutboxItem, claimer: str, error: str, at: datetime) -> None:
+    async def retry_outbox(
+        self,
+        item: OutboxItem,
+        claimer: str,
+        error: str,
+        at: datetime,
+        *,
+        refresh_at: datetime | None = None,
+    ) -> None:
         def work(w: Writer) -> None:
             if _ours(w, item.id, claimer):
                 w.tx.effect(
@@ -331,6 +341,8 @@ class MemoryStore(MemoryLeases, MemoryRaw):
                     next_attempt_at=utc(at),
                     last_error=error[:ERROR_LIMIT],
                 )
+                if refresh_at is not None and item.elicitation_key in w.t.elicitations:
+                    w.apply(item.elicitation_key, WriteSet(refresh=True), refresh_at)
 
         await self._write(work)
 
@@ -343,6 +355,9 @@ class MemoryStore(MemoryLeases, MemoryRaw):
             w.tx.effect(
                 item.id, state=EffectState.FAILED, done_at=utc(now), last_error=error[:ERROR_LIMIT]
             )
+            if item.kind is EffectKind.WRITEBACK:  # given up on: not known to have landed
+                decisions.writeback_done(w, item, now, error=error, reopen=False, gave_up=True)
+                return True
             posting = item.kind is EffectKind.POST and item.delivery_id is not None
             if posting and item.delivery_id in w.t.deliveries:
                 w.tx.delivery(
@@ -359,6 +374,22 @@ class MemoryStore(MemoryLeases, MemoryRaw):
             if posting and item.delivery_id is not None:
                 decisions.fall_back(w, item.elicitation_key, item.delivery_id, now)
             return True
+
+        return await self._write(work)
+
+    async def refuse_writeback(
+        self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
+    ) -> Writeback | None:
+        """The upstream refused a write-back for good: the row fails and the elicitation reopens
+        (or is marked failed), in one write; returns what was settled."""
+
+        def work(w: Writer) -> Writeback | None:
+            if not _ours(w, item.id, claimer):
+                return None
+            w.tx.effect(
+                item.id, state=EffectState.FAILED, done_at=utc(now), last_error=error[:ERROR_LIMIT]
+            )
+            return decisions.writeback_done(w, item, now, error=error, reopen=reopen)
 
         return await self._write(work)
 

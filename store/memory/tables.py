@@ -23,6 +23,7 @@ from bot.domain.records import (
     DeadlineView,
     DeliveryView,
     EffectView,
+    Writeback,
 )
 
 K = TypeVar("K")
@@ -41,6 +42,7 @@ class ElicitationRow:
     answer: Answer | None = None
     closed_at: datetime | None = None
     claim: Claim | None = None
+    writeback: Writeback | None = None
 
     @property
     def expires_at(self) -> datetime | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.domain import lanes
+from bot.domain import lanes, planning
 from bot.domain.deadlines import WEB, Copy
 from bot.domain.model import Answer, Status
 from bot.domain.records import (
@@ -21,7 +21,7 @@ from bot.domain.records import (
     EffectView,
     Purpose,
 )
-from bot.domain.writes import Activation, NewCopy, PlannedDeadline, WriteSet
+from bot.domain.writes import Activation, NewCopy, PlannedDeadline, Settle, WriteSet
 from store.memory.tables import DeadlineRow, Tx, as_json, utc
 
 
@@ -153,15 +153,51 @@ class Writer:
 
     def close(self, key: str, now: datetime) -> None:
         """What every close does besides the status: pending deadlines are cancelled, waiting
-        copies skipped, every posted copy updated."""
+        copies skipped, and the source told (one writeback of the next round; every posted copy
+        is updated once it answered; what the close put aside is recorded for a reopen)."""
         self._closed.add(key)
+        cancelled = []
         for r in self.t.deadlines_for(key):
             if r.state is DeadlineState.PENDING:
                 self.tx.deadline(r.id, state=DeadlineState.CANCELLED)
+                cancelled.append(r.id)
+        skipped = []
         for d in self.t.deliveries_for(key):
             if d.state is DeliveryState.WAITING:
                 self.tx.delivery(d.id, state=DeliveryState.SKIPPED)
-        self.update_every_copy(key, now)
+                skipped.append(d.id)
+        # Copies are rewritten once the source answered (see store.sql.apply._closed).
+        sending = planning.sending_writeback(
+            self.t.elicitations[key].writeback, cancelled=sorted(cancelled), skipped=sorted(skipped)
+        )
+        self.tx.elicitation(key, writeback=sending)
+        self.enqueue(key, EffectKind.WRITEBACK, "source", now, payload={"round": sending.round})
+
+    def settle(self, key: str, settle: Settle, now: datetime) -> None:
+        """The write-back's outcome; a reopen puts the answered elicitation back to pending
+        without its answer and revives what its close cancelled and skipped."""
+        row = self.t.elicitations[key]
+        values: dict[str, Any] = {
+            "writeback": settle.writeback,
+            "version": row.version + 1,
+            "updated_at": utc(now),
+        }
+        if settle.reopen:
+            values.update(status=Status.PENDING, answer=None, closed_at=None)
+        self.tx.elicitation(key, **values)
+        if not settle.reopen:
+            return
+        if key in self.t.answers:
+            self.tx.drop(self.t.answers, key)
+        for deadline_id in settle.writeback.cancelled:
+            d = self.t.deadlines.get(deadline_id)
+            if d is not None and d.state is DeadlineState.CANCELLED:
+                self.tx.deadline(deadline_id, state=DeadlineState.PENDING)
+                self.tx.planned.append(d.due_at)
+        for delivery_id in settle.writeback.skipped:
+            c = self.t.deliveries.get(delivery_id)
+            if c is not None and c.state is DeliveryState.SKIPPED:
+                self.tx.delivery(delivery_id, state=DeliveryState.WAITING)
 
     def close_as(
         self,
@@ -184,7 +220,6 @@ class Writer:
             closed_at=utc(now),
         )
         self.close(key, now)
-        self.enqueue(key, EffectKind.WRITEBACK, "source", now)
         self.audit(key, now, status.value, "system", None, audit)
         return True
 
@@ -220,6 +255,8 @@ class Writer:
             self._refresh.setdefault(key, now)
         if ws.new_version:
             self._bump.setdefault(key, now)
+        if ws.settle is not None:
+            self.settle(key, ws.settle, now)
         closed = None
         if ws.close is not None:
             c = ws.close

@@ -26,6 +26,7 @@ from __future__ import annotations
 from store.db import make_engine
 from store.sql.answers import Answers
 from store.sql.base import DEADLINE, DELIVERY, OUTBOX
+from store.sql.crypto import Crypto
 from store.sql.deadlines import Deadlines
 from store.sql.intake import Intake
 from store.sql.leases import Leases
@@ -37,7 +38,7 @@ __all__ = ["DEADLINE", "DELIVERY", "OUTBOX", "SqlStore"]
 """The tables too: benchmarks read them directly."""
 
 
-class SqlStore(Intake, Answers, Outbox, Deadlines, Reads, Leases, Raw):
+class SqlStore(Intake, Answers, Outbox, Deadlines, Reads, Leases, Raw, Crypto):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod

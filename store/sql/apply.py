@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
 
+from bot.domain import planning
 from bot.domain.deadlines import WEB, Copy
 from bot.domain.records import (
     DeadlineKind,
@@ -26,16 +27,19 @@ from bot.domain.records import (
     EffectKind,
     EffectState,
     Purpose,
+    Writeback,
 )
 from bot.domain.writes import (
     SYSTEM,
     Close,
     NewCopy,
     PlannedDeadline,
+    Settle,
     WriteSet,
     escalation_json,
 )
 from store.sql.base import (
+    ANSWER,
     DEADLINE,
     DELIVERY,
     NEW_AUDIT,
@@ -135,6 +139,8 @@ class Applier(SqlBase):
             batch.refresh.add(key)
         if ws.new_version:
             batch.bump.add(key)
+        if ws.settle is not None:
+            self._settle(conn, key, ws.settle, now)
         if ws.close is not None:
             self._flush(conn, batch)  # what was decided before the close is written before it
             return self._close_as(conn, key, ws.close, now, batch)
@@ -255,25 +261,72 @@ class Applier(SqlBase):
         return True
 
     def _closed(self, conn: Connection, key: str, now: datetime, batch: Batch) -> None:
-        """What every close does, once it won: no deadline fires, no waiting copy is posted,
-        every posted copy shows the result, and the source is told (one writeback)."""
+        """What every close does, once it won: no deadline fires, no waiting copy is posted, and
+        the source is told (one writeback, of the next round: the write-back's state says
+        "sending" until it is accepted or refused, and then every posted copy shows the result).
+        What the close cancelled and skipped is recorded with it, for a refusal to revive."""
         batch.closed.add(key)
-        conn.execute(
+        cancelled = conn.execute(
             update(DEADLINE)
             .where(
                 DEADLINE.c.elicitation_key == key, DEADLINE.c.state == DeadlineState.PENDING.value
             )
             .values(state=DeadlineState.CANCELLED.value)
-        )
-        conn.execute(
+            .returning(DEADLINE.c.id)
+        ).scalars()
+        skipped = conn.execute(
             update(DELIVERY)
             .where(
                 DELIVERY.c.elicitation_key == key, DELIVERY.c.state == DeliveryState.WAITING.value
             )
             .values(state=DeliveryState.SKIPPED.value)
+            .returning(DELIVERY.c.id)
+        ).scalars()
+        previous = conn.execute(select(E.c.writeback).where(E.c.key == key)).scalar()
+        sending = planning.sending_writeback(
+            Writeback.from_json(previous), cancelled=sorted(cancelled), skipped=sorted(skipped)
         )
-        self._refresh(conn, {key}, now, batch, None)
-        batch.outbox.append(outbox_row(key, EffectKind.WRITEBACK, "source", now))
+        conn.execute(update(E).where(E.c.key == key).values(writeback=sending.to_json()))
+        # The copies are rewritten once the source has answered (accepted: "Answered";
+        # refused: what went wrong), one update each; the web inbox says "Sending…" meanwhile.
+        batch.outbox.append(
+            outbox_row(key, EffectKind.WRITEBACK, "source", now, payload={"round": sending.round})
+        )
+
+    def _settle(self, conn: Connection, key: str, settle: Settle, now: datetime) -> None:
+        """The write-back's outcome; a reopen puts the answered elicitation back to pending
+        without its answer and revives what its close cancelled and skipped."""
+        values: dict[str, Any] = {
+            "writeback": settle.writeback.to_json(),
+            "version": E.c.version + 1,
+            "updated_at": now,
+        }
+        if settle.reopen:
+            values.update(status=PENDING, answer=None, closed_at=None)
+        conn.execute(update(E).where(E.c.key == key).values(**values))
+        if not settle.reopen:
+            return
+        conn.execute(ANSWER.delete().where(ANSWER.c.elicitation_key == key))
+        wb = settle.writeback
+        if wb.cancelled:
+            revived = conn.execute(
+                update(DEADLINE)
+                .where(
+                    DEADLINE.c.id.in_(wb.cancelled),
+                    DEADLINE.c.state == DeadlineState.CANCELLED.value,
+                )
+                .values(state=DeadlineState.PENDING.value)
+                .returning(DEADLINE.c.due_at)
+            ).scalars()
+            self._planned.extend(revived)
+        if wb.skipped:
+            conn.execute(
+                update(DELIVERY)
+                .where(
+                    DELIVERY.c.id.in_(wb.skipped), DELIVERY.c.state == DeliveryState.SKIPPED.value
+                )
+                .values(state=DeliveryState.WAITING.value)
+            )
 
     def _refresh(
         self,

@@ -29,6 +29,7 @@ from bot.domain.records import (
     EffectView,
     Purpose,
     StoredElicitation,
+    Writeback,
 )
 from bot.domain.refs import ref_from_json
 from bot.domain.writes import escalation_from_json
@@ -299,6 +300,7 @@ def stored_of(row: Any) -> StoredElicitation:
         claim=Claim(row.claim_by, row.claim_until, row.claim_name)
         if row.claim_by and row.claim_until
         else None,
+        writeback=Writeback.from_json(row.writeback),
     )
 
 

@@ -13,8 +13,16 @@ from sqlalchemy.engine import Connection
 
 from bot.domain import lanes, planning
 from bot.domain.model import Route
-from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
+from bot.domain.records import (
+    DeliveryState,
+    EffectKind,
+    EffectState,
+    LaneView,
+    OutboxItem,
+    Writeback,
+)
 from bot.domain.refs import MessageRef
+from bot.domain.writes import WriteSet
 from store.sql.apply import Applier
 from store.sql.base import (
     COMPLETE_OUTBOX,
@@ -27,6 +35,7 @@ from store.sql.base import (
     PENDING,
     E,
     audit_row,
+    stored_of,
 )
 from store.tables import UtcDateTime
 
@@ -285,6 +294,9 @@ class Outbox(Applier):
         ).first()
         if finished is None:
             return False
+        if item.kind == EffectKind.WRITEBACK:
+            self._writeback_done(conn, item, now, error=None, reopen=False)
+            return True
         if item.kind != EffectKind.POST or item.delivery_id is None:
             return True
         conn.execute(
@@ -319,9 +331,17 @@ class Outbox(Applier):
             self._write(conn, item.elicitation_key, writes, now)
         return True
 
-    async def retry_outbox(self, item: OutboxItem, claimer: str, error: str, at: datetime) -> None:
+    async def retry_outbox(
+        self,
+        item: OutboxItem,
+        claimer: str,
+        error: str,
+        at: datetime,
+        *,
+        refresh_at: datetime | None = None,
+    ) -> None:
         def work(conn: Connection) -> None:
-            conn.execute(
+            retried = conn.execute(
                 update(OUTBOX)
                 .where(
                     OUTBOX.c.id == item.id,
@@ -335,7 +355,10 @@ class Outbox(Applier):
                     next_attempt_at=at,
                     last_error=error[:2000],
                 )
-            )
+                .returning(OUTBOX.c.id)
+            ).first()
+            if refresh_at is not None and retried is not None:
+                self._write(conn, item.elicitation_key, WriteSet(refresh=True), refresh_at)
 
         await self._run(work, write=True)
 
@@ -344,18 +367,11 @@ class Outbox(Applier):
         primary copy that failed for good falls back to the next waiting destination."""
 
         def work(conn: Connection) -> bool:
-            failed = conn.execute(
-                update(OUTBOX)
-                .where(
-                    OUTBOX.c.id == item.id,
-                    OUTBOX.c.claimed_by == claimer,
-                    OUTBOX.c.state == CLAIMED,
-                )
-                .values(state=EffectState.FAILED.value, done_at=now, last_error=error[:2000])
-                .returning(OUTBOX.c.id)
-            ).first()
-            if failed is None:
+            if not self._fail_row(conn, item, error, now, claimer=claimer):
                 return False
+            if item.kind == EffectKind.WRITEBACK:  # given up on: not known to have landed
+                self._writeback_done(conn, item, now, error=error, reopen=False, gave_up=True)
+                return True
             post = item.kind == EffectKind.POST and item.delivery_id is not None
             if post:
                 conn.execute(
@@ -387,6 +403,60 @@ class Outbox(Applier):
             return True
 
         return await self._run(work, write=True)
+
+    def _fail_row(
+        self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
+    ) -> bool:
+        failed = conn.execute(
+            update(OUTBOX)
+            .where(
+                OUTBOX.c.id == item.id,
+                OUTBOX.c.claimed_by == claimer,
+                OUTBOX.c.state == CLAIMED,
+            )
+            .values(state=EffectState.FAILED.value, done_at=now, last_error=error[:2000])
+            .returning(OUTBOX.c.id)
+        ).first()
+        return failed is not None
+
+    async def refuse_writeback(
+        self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
+    ) -> Writeback | None:
+        """The upstream refused a write-back for good: the row fails (fenced on our claim) and,
+        in the same transaction, the elicitation reopens (``reopen``, while answered) or is
+        marked failed; every copy says so and the person who answered is told. Returns what was
+        settled (None: not ours any more, or a stale round)."""
+
+        def work(conn: Connection) -> Writeback | None:
+            if not self._fail_row(conn, item, error, now, claimer=claimer):
+                return None
+            return self._writeback_done(conn, item, now, error=error, reopen=reopen)
+
+        return await self._run(work, write=True)
+
+    def _writeback_done(
+        self,
+        conn: Connection,
+        item: OutboxItem,
+        now: datetime,
+        *,
+        error: str | None,
+        reopen: bool,
+        gave_up: bool = False,
+    ) -> Writeback | None:
+        key = item.elicitation_key
+        row = conn.execute(select(E).where(E.c.key == key).with_for_update()).first()
+        if row is None:
+            return None
+        round_ = int((item.payload or {}).get("round") or 1)
+        copies = self._copies(conn, [key]).get(key, ())
+        writes = planning.writeback_writes(
+            stored_of(row), copies, round_, error=error, reopen=reopen, gave_up=gave_up
+        )
+        if writes.empty or writes.settle is None:
+            return None
+        self._write(conn, key, writes, now)
+        return writes.settle.writeback
 
     async def next_outbox_at(self) -> datetime | None:
         """When the next pending row is due: its retry time, or for a post its lane's pace."""

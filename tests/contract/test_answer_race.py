@@ -149,7 +149,8 @@ async def test_twelve_processes_answer_at_once_and_exactly_one_wins(
         assert [(a.actor, a.detail) for a in audit] == [(winner, {"racer": winners[0].index})]
         outbox = await store.outbox(e.key)
         assert [o.target for o in outbox if o.kind == "writeback"] == ["source"]
-        assert sorted(o.target for o in outbox if o.kind == "update") == sorted(ROUTE.destinations)
+        # The copies are rewritten once the source accepted the answer, not before.
+        assert [o.target for o in outbox if o.kind == "update"] == []
         released = [o.released_at for o in outcomes]
         spreads.append(max(released) - min(released))
         clock.advance(60)

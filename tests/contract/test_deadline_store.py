@@ -546,9 +546,17 @@ async def test_expiry_closes_updates_every_copy_and_tells_the_source_once(
     else:
         assert stored.answer is not None
         assert (stored.answer.option_ids, stored.answer.respondent) == (option_ids, "system")
+    # The source is told once; the copies are rewritten only once it accepted.
     assert len(await outbox_of(store, key, "writeback")) == 1
-    assert len(await outbox_of(store, key, "update")) == 2
+    assert await outbox_of(store, key, "update") == []
     assert [a.action for a in await store.audit(key)][-1] == "expired"
+
+    claimed = await store.claim_outbox(clock.now(), "w1", limit=100)
+    [writeback] = [it for it in claimed if it.kind == "writeback"]
+    assert writeback.payload == {"round": 1}
+    assert await store.complete_outbox(writeback, "w1", clock.now())
+    assert len(await outbox_of(store, key, "update")) == 2
+    assert await outbox_of(store, key, "writeback") == []
 
 
 async def test_an_expiry_fired_first_leaves_later_deadlines_idle(

@@ -72,11 +72,14 @@ async def test_a_paced_post_waits_and_its_lane_s_updates_go_meanwhile(
     )
     assert result.won
 
-    # The next post is paced for a second: the answered copy's update is claimed meanwhile.
-    got = await store.claim_outbox(clock.now(), "w")
-    [update] = [i for i in got if i.lane == f"chat:{BUSY}"]
-    assert [i.kind for i in got if i is not update] == [EffectKind.WRITEBACK]
+    # The next post is paced for a second: the answer is written back, and once the source
+    # accepted it the answered copy's update is claimed meanwhile.
+    [writeback] = await store.claim_outbox(clock.now(), "w")
+    assert (writeback.kind, writeback.elicitation_key) == (EffectKind.WRITEBACK, answered)
+    assert await store.complete_outbox(writeback, "w", clock.now())
+    [update] = await store.claim_outbox(clock.now(), "w")
     assert (update.kind, update.elicitation_key) == (EffectKind.UPDATE, answered)
+    assert update.lane == f"chat:{BUSY}"
     assert await store.next_outbox_at() == clock.now() + timedelta(seconds=1)
     [later] = await store.claim_outbox(clock.advance(1), "w")
     assert (later.kind, later.elicitation_key) == (EffectKind.POST, waiting)
@@ -141,6 +144,11 @@ async def test_updates_waiting_on_their_budget_never_hold_back_a_channel_s_notic
             key, answer("slack:U0ALICE", t0), t0, approving=True, audit={}
         )
         assert won.won
+    # Each answer is written back first; the copies are updated once the source accepted it.
+    writebacks = await store.claim_outbox(t0, "w", limit=20)
+    assert [i.kind for i in writebacks] == [EffectKind.WRITEBACK] * 3
+    for writeback in writebacks:
+        assert await store.complete_outbox(writeback, "w", t0)
     held = await store.claim_outbox(t0, "w", limit=20, lease=timedelta(minutes=5))
     assert [i.kind for i in held if i.lane == f"chat:{BUSY}"] == [EffectKind.UPDATE]
 

@@ -26,7 +26,14 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.planning import display_hash
-from bot.domain.records import DeliveryView, EffectKind, EffectView, IntakeItem, OutboxItem
+from bot.domain.records import (
+    DeliveryView,
+    EffectKind,
+    EffectView,
+    IntakeItem,
+    OutboxItem,
+    WritebackState,
+)
 from bot.domain.refs import MatrixRef, SlackRef
 from store.sql import SqlStore
 from tests.conftest import FakeClock
@@ -469,6 +476,31 @@ async def test_a_win_closes_everything_in_one_transaction(
     ]
     ds = by_destination(await store.deliveries(key))
     assert [ds[d].state for d in (SLACK, MATRIX, SLACK_2)] == ["posted", "skipped", "skipped"]
+    # The source is told first; the posted copy is rewritten once it accepted the answer.
+    outbox = await store.outbox(key)
+    assert kinds(outbox) == {"post": 1, "writeback": 1}
+    [writeback] = [o for o in outbox if o.kind == "writeback"]
+    assert (writeback.target, writeback.state, writeback.next_attempt_at) == (
+        "source",
+        "pending",
+        now,
+    )
+    stored = await store.get(key)
+    assert stored is not None
+    wb = stored.writeback
+    assert wb is not None
+    assert (wb.state, wb.round) == (WritebackState.SENDING, 1)
+    # What the close put aside is kept, for a refusal to revive.
+    assert sorted(wb.skipped) == sorted((ds[MATRIX].id, ds[SLACK_2].id))
+    cancelled = [d.id for d in await store.deadlines(key) if d.state == "cancelled"]
+    assert sorted(wb.cancelled) == sorted(cancelled)
+    assert (stored.status, stored.answer) == (Status.ANSWERED, alice)
+    answers = [a for a in await store.audit(key) if a.action == "answer"]
+    assert [(a.actor, a.detail, a.at) for a in answers] == [("slack:U0ALICE", {"ui": "btn"}, now)]
+
+    [claimed] = await store.claim_outbox(now, "w1")
+    assert (claimed.kind, claimed.payload) == ("writeback", {"round": 1})
+    assert await store.complete_outbox(claimed, "w1", now)
     outbox = await store.outbox(key)
     assert kinds(outbox) == {"post": 1, "update": 1, "writeback": 1}
     [update] = [o for o in outbox if o.kind == "update"]
@@ -477,14 +509,10 @@ async def test_a_win_closes_everything_in_one_transaction(
         SLACK,
         "pending",
     )
-    [writeback] = [o for o in outbox if o.kind == "writeback"]
-    assert (writeback.target, writeback.state, writeback.next_attempt_at) == (
-        "source",
-        "pending",
-        now,
-    )
-    answers = [a for a in await store.audit(key) if a.action == "answer"]
-    assert [(a.actor, a.detail, a.at) for a in answers] == [("slack:U0ALICE", {"ui": "btn"}, now)]
+    accepted = await store.get(key)
+    assert accepted is not None
+    assert accepted.writeback is not None
+    assert accepted.writeback.state is WritebackState.ACCEPTED
     assert await store.claim_deadlines(clock.advance(3600), "sched") == []
 
 
@@ -781,13 +809,21 @@ async def test_post_completed_after_the_answer_enqueues_an_update_for_that_copy(
         await store.record_answer(key, answer("slack:U1", now), now, approving=True, audit={})
     ).won
     ds = by_destination(await store.deliveries(key))
-    # Only the posted copy got an update: the Matrix one was still being posted.
-    assert pending_updates(await store.outbox(key)) == {ds[SLACK].id: 1}
+    # No copy is rewritten before the source accepted the answer, which is on its way.
+    assert pending_updates(await store.outbox(key)) == {}
+    [writeback] = await store.claim_outbox(now, "w1")
+    assert writeback.kind == "writeback"
 
     assert await store.complete_outbox(
         matrix, "w1", clock.advance(1), ref=MatrixRef("!room:example.org", "$e")
     )
 
+    # The late copy is brought up to date (it was rendered before the answer).
+    assert pending_updates(await store.outbox(key)) == {ds[MATRIX].id: 1}
+
+    assert await store.complete_outbox(writeback, "w1", clock.advance(1))
+
+    # Accepted: every posted copy is rewritten, the Matrix one's update coalesced.
     assert pending_updates(await store.outbox(key)) == {ds[SLACK].id: 1, ds[MATRIX].id: 1}
     rows = [o for o in await store.outbox(key) if o.delivery_id == ds[MATRIX].id]
     assert [(o.kind, o.target, o.state) for o in rows] == [
@@ -807,6 +843,9 @@ async def test_late_post_does_not_re_update_copies_already_brought_up_to_date(
     assert (
         await store.record_answer(key, answer("slack:U1", now), now, approving=True, audit={})
     ).won
+    [writeback] = await store.claim_outbox(now, "w1")
+    assert writeback.kind == "writeback"
+    assert await store.complete_outbox(writeback, "w1", now)  # the source accepted it
     [update] = [i for i in await store.claim_outbox(now, "w1") if i.kind == "update"]
     assert await store.complete_outbox(update, "w1", now)  # the Slack copy shows the answer
 

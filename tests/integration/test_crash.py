@@ -31,6 +31,7 @@ import pytest
 
 from adapters.sources.superpipeline.parse import CE_TYPE, parse_body
 from bot.config import AppConfig, parse_config
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, Status
 from bot.domain.records import DeliveryView, EffectView
 from bot.domain.refs import SlackRef
@@ -373,6 +374,7 @@ async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_pa
             answer = await first.service.answer(
                 key,
                 Attempt(
+                    shown=SHOWN_WHOLE,
                     respondent=Identity(platform="slack", user="U0ALICE"),
                     option_ids=("deny",),
                     via="web",

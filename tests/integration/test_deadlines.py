@@ -33,6 +33,7 @@ import pytest
 from bot.clock import SystemClock
 from bot.domain import deadlines as dl
 from bot.domain import lanes
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -276,7 +277,7 @@ async def test_escalation_posts_an_answerable_copy_that_links_the_originals(
     ]
 
     outcome = await rig.service.answer(
-        key, Attempt(respondent=BOB, option_ids=("deny",), via=ONCALL)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("deny",), via=ONCALL)
     )
     assert outcome.won
     await rig.drain()
@@ -298,7 +299,7 @@ async def test_a_reminder_fired_just_before_an_answer_is_dropped_not_sent(
     assert len(await rows(rig.store, key, "notify")) == 2
 
     outcome = await rig.service.answer(
-        key, Attempt(respondent=ALICE, option_ids=("allow",), via=SLACK)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("allow",), via=SLACK)
     )
     assert outcome.won
     await rig.drain()
@@ -357,7 +358,9 @@ async def test_i_am_on_it_holds_escalation_shows_who_and_lapses(rig: Rig, clock:
 async def test_a_claim_on_an_answered_question_is_refused(rig: Rig, clock: FakeClock) -> None:
     key = await rig.intake(make("req-done", clock.now()))
     assert (
-        await rig.service.answer(key, Attempt(respondent=ALICE, option_ids=("deny",), via=SLACK))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via=SLACK)
+        )
     ).won
 
     outcome = await rig.service.claim(key, BOB)
@@ -580,7 +583,7 @@ async def test_live_reminders_escalation_and_an_answer_a_tick_before_its_reminde
         await until(lambda: len(lv.rig.slack.posted) == 3 or None, "the first posts")
         await asyncio.sleep(max(0.0, (due - now()).total_seconds() - 0.3))
         outcome = await lv.rig.service.answer(
-            answered, Attempt(respondent=ALICE, option_ids=("deny",), via=SLACK)
+            answered, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via=SLACK)
         )
         assert outcome.won
 

@@ -22,6 +22,7 @@ import pytest
 
 from adapters.sources.engine import NO_DEADLINE_TEXT, EngineSink, engine_router
 from adapters.sources.engine.parse import MAX_BODY_BYTES
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
     Answer,
@@ -363,9 +364,9 @@ async def test_only_an_offered_choice_answers_and_it_is_recorded_once(rig: Rig) 
     key = "engine:dlv_question_01"
 
     for attempt in (
-        Attempt(respondent=ALICE, option_ids=("ap-south-1",), via=SLACK),
-        Attempt(respondent=ALICE, option_ids=("EU-WEST-1",), via=SLACK),
-        Attempt(respondent=ALICE, text="somewhere in Europe", via=SLACK),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("ap-south-1",), via=SLACK),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("EU-WEST-1",), via=SLACK),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="somewhere in Europe", via=SLACK),
     ):
         outcome = await rig.service.answer(key, attempt)
         assert not outcome.won
@@ -373,7 +374,7 @@ async def test_only_an_offered_choice_answers_and_it_is_recorded_once(rig: Rig) 
         assert outcome.result.code in (RefusalCode.NOT_OFFERED, RefusalCode.EMPTY)
 
     won = await rig.service.answer(
-        key, Attempt(respondent=ALICE, option_ids=("eu-west-1",), via=SLACK)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("eu-west-1",), via=SLACK)
     )
     assert won.won
     assert isinstance(won.result, Answer)
@@ -391,7 +392,12 @@ async def test_the_sender_cannot_answer_its_own_ask(rig: Rig) -> None:
 
     outcome = await rig.service.answer(
         "engine:dlv_nulls_01",
-        Attempt(respondent=Identity(platform="slack", user="U0AGENTUSER"), text="yes", via="web"),
+        Attempt(
+            shown=SHOWN_WHOLE,
+            respondent=Identity(platform="slack", user="U0AGENTUSER"),
+            text="yes",
+            via="web",
+        ),
     )
 
     assert isinstance(outcome.result, Refusal)
@@ -464,7 +470,8 @@ async def test_the_read_back_has_no_decision_while_pending_then_the_typed_one(ri
     assert pending["status"] == "pending"
     assert "decision" not in pending
     won = await rig.service.answer(
-        "engine:dlv_question_01", Attempt(respondent=BOB, option_ids=("eu-west-1",), via=SLACK)
+        "engine:dlv_question_01",
+        Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("eu-west-1",), via=SLACK),
     )
     assert won.won
 
@@ -494,8 +501,12 @@ async def test_an_answer_over_32_kib_of_utf8_is_refused_in_bytes_and_one_at_it_i
     over = "€" * 10_923  # 32,769 bytes in 10,923 characters
     exact = "€" * 10_922 + "é"  # 32,768 bytes
 
-    refused = await rig.service.answer(key, Attempt(respondent=BOB, text=over, via="web"))
-    kept = await rig.service.answer(key, Attempt(respondent=BOB, text=exact, via="web"))
+    refused = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, text=over, via="web")
+    )
+    kept = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, text=exact, via="web")
+    )
 
     assert isinstance(refused.result, Refusal)
     assert refused.result.code is RefusalCode.TOO_LONG
@@ -516,7 +527,7 @@ async def test_the_answer_webhook_gets_the_answer_once_with_a_stable_key(
     key = "engine:dlv_question_01"
     hook.script([503])  # the first try is retried with the same key
     won = await rig.service.answer(
-        key, Attempt(respondent=BOB, option_ids=("us-east-1",), via=SLACK)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("us-east-1",), via=SLACK)
     )
     assert won.won
     for _ in range(500):  # the 503 is recorded as a retry (claim given back) before time moves
@@ -553,7 +564,7 @@ async def test_a_4xx_from_the_answer_webhook_fails_the_writeback_for_good(
     assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
     key = "engine:dlv_question_01"
     won = await rig.service.answer(
-        key, Attempt(respondent=BOB, option_ids=("us-east-1",), via=SLACK)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("us-east-1",), via=SLACK)
     )
     assert won.won
 
@@ -572,7 +583,8 @@ async def test_without_an_answer_webhook_nothing_is_posted(
             assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
             key = "engine:dlv_question_01"
             won = await rig.service.answer(
-                key, Attempt(respondent=BOB, option_ids=("eu-west-1",), via=SLACK)
+                key,
+                Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("eu-west-1",), via=SLACK),
             )
             assert won.won
 

@@ -20,7 +20,9 @@ from fastapi import FastAPI
 
 from adapters.sources.handup import HandupSink, handup_router
 from bot.config import parse_config
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, People, Refusal, RefusalCode, Route, Status
+from bot.domain.views import writeback_note
 from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
@@ -129,7 +131,7 @@ async def taken_in(rig: Rig, case: str, **changes: Any) -> dict[str, Any]:
 async def choose(rig: Rig, request_id: str, option: str, text: str | None = None) -> None:
     outcome = await rig.service.answer(
         f"handup:{request_id}",
-        Attempt(respondent=ALICE, option_ids=(option,), text=text, via=C1),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=(option,), text=text, via=C1),
     )
     assert outcome.won, outcome.result
 
@@ -387,7 +389,8 @@ async def test_an_approval_is_called_back_once_with_the_decision(rig: Rig) -> No
 async def test_a_deny_needs_feedback_and_carries_it(rig: Rig) -> None:
     await taken_in(rig, "command")
     bare = await rig.service.answer(
-        "handup:req_cmd_0001", Attempt(respondent=ALICE, option_ids=("skip",), via=C1)
+        "handup:req_cmd_0001",
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("skip",), via=C1),
     )
     assert not bare.won
     assert isinstance(bare.result, Refusal)
@@ -447,7 +450,8 @@ async def test_a_restart_between_the_decision_and_the_callback_calls_back_once(
                 await http.post("/v1/handup/requests", json=data, headers=AUTH)
             ).status_code == 202
         outcome = await service.answer(
-            "handup:req_cmd_0001", Attempt(respondent=ALICE, option_ids=("run",), via=C1)
+            "handup:req_cmd_0001",
+            Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("run",), via=C1),
         )
         assert outcome.won
     await store.close()
@@ -499,3 +503,33 @@ async def test_without_a_callback_url_the_decision_is_only_read_back(rig: Rig) -
     read = await rig.http.get(f"/v1/handup/requests/{stored['id']}", headers=AUTH)
     assert read.json()["status"] == "denied"
     assert read.json()["decision"]["option"] == "deny"
+
+
+async def test_a_refused_callback_reopens_the_request_and_a_second_answer_gets_its_own_key(
+    rig: Rig,
+) -> None:
+    """A 4xx from the callback is a refusal: the request is pending again (its read-back says
+    so), every copy says what went wrong, Alice is told, and the next decision is round 2."""
+    await taken_in(rig, "command")
+    await rig.dispatcher.run_once()
+    rig.hook.script([422])
+    await choose(rig, "req_cmd_0001", "run")
+    await rig.dispatcher.drain()
+
+    [refused] = callbacks(rig)
+    assert refused.headers["idempotency-key"] == "elicitbot:handup:req_cmd_0001:closed"
+    read = await rig.http.get("/v1/handup/requests/req_cmd_0001", headers=AUTH)
+    assert read.json()["status"] == "pending"
+    assert read.json()["decision"] is None
+    views = [u.view for u in rig.chat.updated]
+    assert {v.status for v in views} == {Status.PENDING}
+    assert all("was not accepted by handup" in (writeback_note(v) or "") for v in views)
+    [told] = [n for n in rig.chat.notified if n.notice.user == ALICE.key]
+    assert "The question is open again" in told.notice.text
+
+    await choose(rig, "req_cmd_0001", "skip", text="not today")
+    await rig.dispatcher.drain()
+    second = callbacks(rig)[-1]
+    assert second.headers["idempotency-key"] == "elicitbot:handup:req_cmd_0001:closed:2"
+    assert second.body["status"] == "denied"
+    assert second.body["decision"]["feedback"] == "not today"

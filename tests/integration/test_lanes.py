@@ -19,6 +19,7 @@ import pytest
 
 from adapters.sources.superpipeline.parse import parse_body
 from bot.config import parse_config
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity
 from bot.service import Inbound
 from bot.wiring import Elicitbot
@@ -95,6 +96,7 @@ async def test_a_busy_channel_holds_back_no_write_back_and_no_follow_up(tmp_path
             result = await bot.service.answer(
                 answered.key,
                 Attempt(
+                    shown=SHOWN_WHOLE,
                     respondent=Identity(platform="slack", user="U0ALICE"),
                     option_ids=("deny",),
                     via=f"slack:{CALM}",

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.sources.superpipeline.parse import parse_body
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, People, Route
 from bot.domain.records import LaneView, LeaseView
 from bot.domain.store import Store
@@ -109,7 +110,9 @@ async def test_an_answer_shows_its_pending_write_back_until_it_is_delivered(
     assert await dispatcher.drain() == 2  # both posts out: the chat lanes are empty again
 
     assert (
-        await service.answer(key, Attempt(respondent=ALICE, option_ids=("allow_once",), via=C1))
+        await service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("allow_once",), via=C1)
+        )
     ).won
     clock.advance(7.5)
     await metrics.refresh()

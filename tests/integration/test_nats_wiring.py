@@ -13,6 +13,7 @@ import nats
 
 from adapters.sources.superpipeline.parse import CE_TYPE
 from bot.config import parse_config
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity
 from bot.wiring import Elicitbot
 from tests.unit.sources.superpipeline_fixtures import VALID
@@ -70,6 +71,7 @@ async def test_events_over_nats_are_stored_and_answers_published(tmp_path: Path)
         outcome = await bot.service.answer(
             key,
             Attempt(
+                shown=SHOWN_WHOLE,
                 respondent=Identity(platform="slack", user="U0ALICE"),
                 option_ids=("deny",),
                 via="web",

@@ -20,6 +20,7 @@ import pytest
 
 from adapters.sources.superpipeline.parse import parse_body
 from adapters.sources.superpipeline.sink import SuperPipelineSink
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
     Answer,
@@ -32,14 +33,14 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import AnswerSink, PromptView
-from bot.domain.records import AuditEntry, EffectView
+from bot.domain.records import AuditEntry, EffectView, NoticeKind, WritebackState
 from bot.domain.store import Store
 from bot.outbox import Dispatcher, writeback_key
 from bot.service import Inbound, Service
 from store.memory import MemoryStore
 from store.sql import SqlStore
 from tests.conftest import FakeClock
-from tests.fakes import FakeChat, FakeSink, FakeWebhook
+from tests.fakes import FakeChat, FakeSink, FakeWebhook, Update
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 C1 = "slack:C1"
@@ -137,7 +138,7 @@ async def posted(rig: Rig, case: str = "options", **changes: Any) -> str:
 
 
 def attempt(who: Identity, *options: str, via: str = C1) -> Attempt:
-    return Attempt(respondent=who, option_ids=options, via=via)
+    return Attempt(shown=SHOWN_WHOLE, respondent=who, option_ids=options, via=via)
 
 
 async def outbox(store: Store, key: str, kind: str) -> list[EffectView]:
@@ -146,6 +147,11 @@ async def outbox(store: Store, key: str, kind: str) -> list[EffectView]:
 
 async def audit(store: Store, key: str, action: str) -> list[AuditEntry]:
     return [a for a in await store.audit(key) if a.action == action]
+
+
+def writeback_states(updates: list[Update]) -> list[WritebackState | None]:
+    """Where the write-back stood in each update's view ("Sending…", accepted, refused)."""
+    return [None if u.view.writeback is None else u.view.writeback.state for u in updates]
 
 
 # --------------------------------------------------------------------------- posting
@@ -289,18 +295,25 @@ async def test_answer_updates_every_copy_once_and_writes_back_once(
     outcome = await rig.service.answer(key, attempt(ALICE, "allow_once"))
 
     assert outcome.won
-    assert await rig.dispatcher.run_once() == 3
+    # The answer goes upstream first: no copy is rewritten before the source accepted it.
+    assert await outbox(rig.store, key, "update") == []
+    assert await rig.dispatcher.run_once() == 1
+    [delivered] = sink.delivered
+    assert delivered.idempotency_key == writeback_key(key)
+    assert delivered.view.status is Status.ANSWERED
+    assert delivered.view.answer == outcome.result
+    assert rig.chat.updated == []
+
+    # Accepted: every copy is rewritten once, and says "Answered".
+    assert await rig.dispatcher.run_once() == 2
     assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
+    assert writeback_states(rig.chat.updated) == [WritebackState.ACCEPTED] * 2
     for u in rig.chat.updated:
         assert u.ref == refs[u.destination]
         assert u.view.status is Status.ANSWERED
         assert u.view.answer is not None
         assert u.view.answer.respondent == "slack:U0ALICE"
         assert u.view.answer.option_ids == ("allow_once",)
-    [delivered] = sink.delivered
-    assert delivered.idempotency_key == writeback_key(key)
-    assert delivered.view.status is Status.ANSWERED
-    assert delivered.view.answer == outcome.result
     assert [r.state for r in await outbox(rig.store, key, "update")] == ["done", "done"]
     assert [r.state for r in await outbox(rig.store, key, "writeback")] == ["done"]
 
@@ -351,9 +364,10 @@ async def test_two_racing_answers_have_exactly_one_winner(rig: Rig, sink: FakeSi
         assert len(await outbox(rig.store, key, "writeback")) == 1
 
         before = len(rig.chat.updated)
-        assert await rig.dispatcher.run_once() == 3
-        assert len(rig.chat.updated) == before + 2
+        assert await rig.dispatcher.run_once() == 1  # the write-back, then the copies
         assert [d.idempotency_key for d in sink.delivered][-1] == writeback_key(key)
+        assert await rig.dispatcher.run_once() == 2
+        assert len(rig.chat.updated) == before + 2
 
     assert len(sink.delivered) == 5
 
@@ -443,12 +457,20 @@ async def test_webhook_503_503_200_retries_with_the_same_key_and_body(
     [row] = await outbox(rig.store, key, "writeback")
     assert (row.state, row.attempts) == ("pending", 1)
     assert "503" in (row.last_error or "")
+    # Not through at once: the copies now say "Sending…" (and never "Answered" before the 200).
+    assert await rig.dispatcher.run_once() == 2
+    assert writeback_states(rig.chat.updated) == [WritebackState.SENDING] * 2
+    assert {u.view.status for u in rig.chat.updated} == {Status.ANSWERED}
 
     rig.clock.advance(2.01)  # backoff(1) < 2 s
     assert await rig.dispatcher.run_once() == 1
     assert len(webhook.recorded()) == 2
     rig.clock.advance(4.01)  # backoff(2) < 4 s
     assert await rig.dispatcher.run_once() == 1
+    # Accepted: the copies are rewritten once more, and now say "Answered".
+    assert await rig.dispatcher.run_once() == 2
+    assert len(rig.chat.updated) == 4
+    assert writeback_states(rig.chat.updated[2:]) == [WritebackState.ACCEPTED] * 2
 
     requests = webhook.recorded()
     assert [r.status for r in requests] == [503, 503, 200]
@@ -506,6 +528,10 @@ async def test_webhook_409_is_done_after_one_request(
     assert request.status == 409
     [row] = await outbox(rig.store, key, "writeback")
     assert (row.state, row.attempts) == ("done", 1)
+    # SuperPipeline has it: accepted, so each copy is rewritten once, as answered.
+    assert await rig.dispatcher.run_once() == 2
+    assert {u.view.status for u in rig.chat.updated} == {Status.ANSWERED}
+    assert writeback_states(rig.chat.updated) == [WritebackState.ACCEPTED] * 2
     body = request.body
     assert request.headers["idempotency-key"] == writeback_key(key)
     assert body["elicitationId"] == "eli_1a2b3c4d5e6f7081"
@@ -546,11 +572,29 @@ async def test_webhook_400_fails_the_row_after_one_request(
     [row] = await outbox(rig.store, key, "writeback")
     assert (row.state, row.attempts) == ("failed", 1)
     assert "400" in (row.last_error or "")
-    [record] = await audit(rig.store, key, "writeback_failed")
+    # A 4xx is a refusal of the answer: the question is open again (SuperPipeline still waits).
+    [record] = await audit(rig.store, key, "writeback_refused")
     assert "400" in (record.detail or {})["error"]
+    assert (record.detail or {})["reopened"] is True
+    assert await audit(rig.store, key, "writeback_failed") == []
     stored = await rig.store.get(key)
     assert stored is not None
-    assert stored.status is Status.ANSWERED
+    assert (stored.status, stored.answer) == (Status.PENDING, None)
+    assert stored.writeback is not None
+    assert (stored.writeback.state, stored.writeback.reopened) == (WritebackState.REFUSED, True)
+    assert stored.writeback.refused is not None
+    assert stored.writeback.refused.respondent == "slack:U0ALICE"
+
+    # Every copy says so, and Alice is told in the thread of the copy she answered in.
+    assert await rig.dispatcher.run_once() == 3
+    assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
+    assert {u.view.status for u in rig.chat.updated} == {Status.PENDING}
+    assert writeback_states(rig.chat.updated) == [WritebackState.REFUSED] * 2
+    [told] = rig.chat.notified
+    assert (told.destination, told.notice.user) == (C1, "slack:U0ALICE")
+    assert told.notice.kind is NoticeKind.REFUSAL
+    assert told.notice.thread == next(p.ref for p in rig.chat.posted if p.destination == C1)
+    assert "The question is open again" in told.notice.text
 
     rig.clock.advance(86_400)
     assert await rig.dispatcher.run_once() == 0

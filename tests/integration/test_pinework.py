@@ -33,9 +33,12 @@ from adapters.sources.pinework import (
 )
 from adapters.sources.pinework.poller import NOT_FOUND_TEXT
 from bot import logs
+from bot.domain.actions import OutcomeKind, Reply
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Answer, Attempt, Identity, People, Route, Status
 from bot.domain.records import EffectView
+from bot.domain.views import writeback_note
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore
@@ -158,7 +161,7 @@ class FakePinework:
                 return 400, {"error": {"code": "invalid_option_key"}}
             if (mode == "single_select" and len(selected) != 1) or not selected:
                 return 400, {"error": {"code": "answer_mode_mismatch"}}
-        elif not text:  # a written answer to a select question: as a thread reply stores it
+        else:  # the answer route takes no written answer alone on a select question
             return 400, {"error": {"code": "answer_mode_mismatch"}}
         self._resolve(q, {"text": text, "selected": selected})
         return 200, {"question": q}
@@ -414,7 +417,10 @@ async def test_an_answer_given_in_pinework_closes_every_copy_and_is_not_written_
         answeredAt="2026-11-10T09:35:00Z",
     )
     assert (await rig.poller.poll_once())["closed"] == 1
-    await rig.dispatcher.run_once()
+    # The write-back row goes first (Pinework has the answer: nothing is sent), then the copies.
+    assert await rig.dispatcher.run_once() == 1
+    assert rig.chat.updated == []
+    assert await rig.dispatcher.run_once() == 2
 
     view = await rig.service.view(key)
     assert view is not None
@@ -444,7 +450,9 @@ async def test_a_system_close_cancels_every_copy_with_its_reason(rig: Rig) -> No
         answeredBy=None,
     )
     assert (await rig.poller.poll_once())["closed"] == 1
-    await rig.dispatcher.run_once()
+    assert await rig.dispatcher.run_once() == 1  # the close's write-back: nothing to send
+    assert rig.chat.updated == []
+    assert await rig.dispatcher.run_once() == 2
 
     view = await rig.service.view(key)
     assert view is not None
@@ -479,7 +487,14 @@ async def test_a_question_resolved_while_elicitbot_was_down_is_closed_after_rest
             assert stored.status is Status.CANCELLED
             assert stored.answer is not None
             assert stored.answer.text == "[system:hitl_timeout]"
-            assert len([r for r in await store.outbox(key) if r.kind == "update"]) == 2
+            assert len(await outbox(store, key, "writeback")) == 1
+            assert await outbox(store, key, "update") == []
+            # Once the close's write-back is through, every copy is rewritten once.
+            assert await rig.dispatcher.drain() == 3
+            assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
+            assert {u.view.status for u in rig.chat.updated} == {Status.CANCELLED}
+            assert [r.state for r in await outbox(store, key, "update")] == ["done", "done"]
+            assert rig.fake.requests("POST") == []
     finally:
         await store.close()
 
@@ -570,7 +585,9 @@ async def test_run_polls_until_stopped(rig: Rig) -> None:
 
 async def test_an_answer_is_written_back_once_with_its_idempotency_key(rig: Rig) -> None:
     key = await posted(rig, "single_select")
-    outcome = await rig.service.answer(key, Attempt(respondent=ALICE, option_ids=("eu",), via=C1))
+    outcome = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("eu",), via=C1)
+    )
     assert outcome.won
     await rig.dispatcher.run_once()
 
@@ -590,21 +607,46 @@ async def test_an_answer_is_written_back_once_with_its_idempotency_key(rig: Rig)
     assert len(rig.fake.requests("POST")) == 1
 
 
-async def test_a_thread_reply_on_a_single_select_goes_as_text_with_selected_null(rig: Rig) -> None:
+async def test_a_thread_reply_naming_no_option_on_a_single_select_is_told_how_and_sends_nothing(
+    rig: Rig,
+) -> None:
+    """Pinework's answer route requires exactly one key for single_select: a reply that names
+    none is told how to answer (never sent as text, which Pinework refuses)."""
     key = await posted(rig, "single_select")
-    outcome = await rig.service.answer(
-        key, Attempt(respondent=ALICE, text="Europe, after the freeze", via=C1)
+    told = await rig.service.act(
+        Reply(key, ALICE, C1, "Europe, after the freeze", shown=SHOWN_WHOLE)
     )
-    assert outcome.won
+    assert told.kind is OutcomeKind.HELP
+    assert told.message.startswith("To answer, reply with the number, id or label of one option")
+    named = await rig.service.act(Reply(key, ALICE, C1, "europe", shown=SHOWN_WHOLE))
+    assert named.kind is OutcomeKind.ANSWERED
     await rig.dispatcher.run_once()
     [sent] = rig.fake.requests("POST")
-    assert sent.body == {"answer": {"text": "Europe, after the freeze", "selected": None}}
+    assert sent.body == {"answer": {"text": None, "selected": ["eu"]}}
+
+
+async def test_a_multi_select_reply_names_options_then_a_note(rig: Rig) -> None:
+    key = await posted(rig, "multi_select")
+    stored = await rig.store.get(key)
+    assert stored is not None
+    e = stored.elicitation
+    first, second = e.options[0], e.options[1]
+    body = f"{first.label}, 2\nonly after the freeze"
+    named = await rig.service.act(Reply(key, ALICE, C1, body, shown=SHOWN_WHOLE))
+    assert named.kind is OutcomeKind.ANSWERED
+    await rig.dispatcher.run_once()
+    [sent] = rig.fake.requests("POST")
+    assert sent.body == {
+        "answer": {"text": "only after the freeze", "selected": [first.id, second.id]}
+    }
 
 
 async def test_a_5xx_is_retried_with_the_same_key_and_lands_once(rig: Rig) -> None:
     key = await posted(rig, "free_text")
     rig.fake.scripts["answer"].append(Scripted(502, {"error": {"code": "bad_gateway"}}))
-    await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
+    await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Next one", via=C1)
+    )
     await rig.dispatcher.run_once()
     [row] = await outbox(rig.store, key, "writeback")
     assert (row.state, row.attempts) == ("pending", 1)
@@ -626,7 +668,9 @@ async def test_a_lost_reply_then_question_resolved_with_our_answer_is_done(rig: 
     key = await posted(rig, "free_text")
     rig.fake.remember_keys = False
     rig.fake.scripts["answer"].append(Scripted(500, apply=True))
-    await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
+    await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Next one", via=C1)
+    )
     await rig.dispatcher.run_once()
     rig.clock.advance(5)
     await rig.dispatcher.run_once()
@@ -645,7 +689,9 @@ async def test_a_restart_between_the_answer_and_the_write_back_writes_it_once(
     async with httpx.AsyncClient() as client:
         rig = make_rig(store, clock, fake, client)
         key = await posted(rig, "free_text")
-        await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Next one", via=C1)
+        )
     await store.close()  # stopped before the dispatcher carried out the write-back
     assert fake.requests("POST") == []
 
@@ -687,9 +733,13 @@ async def test_each_refusal_fails_the_write_back_once_with_a_sentence(
     key = await posted(rig, case)
     rig.fake.scripts["answer"].append(Scripted(status, {"error": {"code": code, "message": "no"}}))
     if attempt == "text":
-        await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Next one", via=C1)
+        )
     else:
-        await rig.service.answer(key, Attempt(respondent=ALICE, option_ids=attempt, via=C1))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=attempt, via=C1)
+        )
     await rig.dispatcher.run_once()
     rig.clock.advance(3600)
     await rig.dispatcher.run_once()
@@ -699,11 +749,32 @@ async def test_each_refusal_fails_the_write_back_once_with_a_sentence(
     assert row.state == "failed"
     assert code in (row.last_error or "")
     assert words in (row.last_error or "")
+    # The loop is closed: reopened while Pinework still has the question open (marked failed
+    # when it is gone there), every copy says what Pinework said, Alice is told, one audit row.
+    stored = await rig.store.get(key)
+    assert stored is not None
+    gone = code == "question_not_found"
+    assert stored.status is (Status.ANSWERED if gone else Status.PENDING)
+    await rig.dispatcher.drain()
+    notes = {writeback_note(u.view) for u in rig.chat.updated[-2:]}
+    [note] = notes
+    assert note is not None
+    assert code in note
+    assert words in note
+    if gone:
+        assert note.startswith("⚠️ The answer (“Next one”) was not accepted by Pinework: ")
+    else:
+        assert note.endswith("The question is open again: answer it again.")
+    [told] = [n for n in rig.chat.notified if n.notice.user == ALICE.key]
+    assert code in told.notice.text
+    assert len([a for a in await rig.store.audit(key) if a.action == "writeback_refused"]) == 1
 
 
 async def test_question_resolved_by_someone_else_first_is_recorded_as_such(rig: Rig) -> None:
     key = await posted(rig, "free_text")
-    await rig.service.answer(key, Attempt(respondent=ALICE, text="Next one", via=C1))
+    await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Next one", via=C1)
+    )
     rig.fake.change(
         "qst_AbCdEfGh12345678",
         status="resolved",
@@ -779,7 +850,7 @@ async def test_a_secret_goes_only_to_the_secret_route(
     assert all(SECRET not in p.view.elicitation.question for p in rig.chat.posted)
 
     outcome = await rig.service.answer(
-        key, Attempt(respondent=ALICE, text=SECRET, secret=True, via=C1)
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text=SECRET, secret=True, via=C1)
     )
     assert outcome.won
     assert isinstance(outcome.result, Answer)
@@ -815,7 +886,9 @@ async def test_a_secret_refused_upstream_is_not_recorded_and_not_kept(
     key = await posted(rig, "secret_input")
     rig.fake.scripts["secret"].append(Scripted(409, {"error": {"code": "secret.duplicate_name"}}))
     with pytest.raises(PermanentDeliveryError, match="already exists") as exc:
-        await rig.service.answer(key, Attempt(respondent=ALICE, text=SECRET, secret=True, via=C1))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text=SECRET, secret=True, via=C1)
+        )
     assert SECRET not in str(exc.value)
     view = await rig.service.view(key)
     assert view is not None
@@ -823,7 +896,9 @@ async def test_a_secret_refused_upstream_is_not_recorded_and_not_kept(
 
     rig.fake.change("qst_Secret000000001", status="resolved", answeredBy={"id": "usr_bob"})
     with pytest.raises(DeliveryError, match="already resolved"):
-        await rig.service.answer(key, Attempt(respondent=ALICE, text=SECRET, secret=True, via=C1))
+        await rig.service.answer(
+            key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text=SECRET, secret=True, via=C1)
+        )
     assert (await rig.poller.poll_once())["closed"] == 1
     view = await rig.service.view(key)
     assert view is not None
@@ -840,7 +915,9 @@ async def test_a_secret_refused_upstream_is_not_recorded_and_not_kept(
 
 async def test_a_secret_typed_in_chat_is_refused_and_never_sent(rig: Rig, db_url: str) -> None:
     key = await posted(rig, "secret_input")
-    outcome = await rig.service.answer(key, Attempt(respondent=ALICE, text=SECRET, via=C1))
+    outcome = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text=SECRET, via=C1)
+    )
     assert not outcome.won
     assert rig.fake.requests("POST") == []
     assert SECRET not in await database_text(db_url)

@@ -25,6 +25,7 @@ from adapters.slack.chat import LOOKUP_MARGIN, SlackChat, slack_ts
 from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, notice_metadata
 from adapters.sources.superpipeline.parse import parse_body
 from bot.config import AppConfig, parse_config
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, Attempt, Elicitation, Identity, People, Route, Status
 from bot.domain.ports import Notice, PromptView
@@ -646,9 +647,13 @@ async def test_the_dispatcher_posts_then_updates_after_the_answer(rig: Rig) -> N
     assert has_actions(message)
 
     rig.clock.advance(60)
-    outcome = await rig.service.answer(key, Attempt(respondent=ALICE, option_ids=("deny",), via=C1))
+    outcome = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via=C1)
+    )
     assert outcome.won
-    assert await rig.dispatcher.run_once() >= 1
+    assert await rig.dispatcher.run_once() == 1  # the write-back goes first
+    assert rig.fake.calls_to("chat.update") == []
+    assert await rig.dispatcher.run_once() == 1  # then the copy, once the answer was accepted
 
     [update] = rig.fake.calls_to("chat.update")
     assert (update.params["channel"], update.params["ts"]) == ("C1", message["ts"])
@@ -656,7 +661,7 @@ async def test_the_dispatcher_posts_then_updates_after_the_answer(rig: Rig) -> N
     assert updated is not None
     assert not has_actions(updated)
     assert updated["blocks"][-1]["text"]["text"] == (
-        "✅ Answered by <@U0ALICE> — Deny — 2026-11-10 09:31 UTC via Slack"
+        "✅ Answered by Alice — Deny — 2026-11-10 09:31 UTC via Slack"  # her name is known
     )
     assert posts_by_elicitation(rig.fake.calls()) == {key: 1}
     rig.clock.advance(3600)

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from adapters.sources.toolshed import toolshed_router
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Attempt,
     Identity,
@@ -135,9 +136,11 @@ async def test_a_runtime_stores_polls_and_sees_it_resolved_exactly_as_the_spec(r
     polled = await rig.client.get(f"/api/elicitation/{SPEC_ID}")
     assert polled.json() == {"executionId": SPEC_ID, "approved": True}
 
-    # Resolving through the route rewrites every chat copy (and the write-back row completes:
-    # there is nothing to push, the runtime polls).
-    assert await rig.dispatcher.run_once() == 3
+    # Resolving through the route rewrites every chat copy, once the write-back row completed
+    # (there is nothing to push, the runtime polls).
+    assert await rig.dispatcher.run_once() == 1
+    assert rig.chat.updated == []
+    assert await rig.dispatcher.run_once() == 2
     assert sorted(u.destination for u in rig.chat.updated) == [C1, C2]
     for update in rig.chat.updated:
         assert update.view.status is Status.ANSWERED
@@ -168,7 +171,9 @@ async def test_an_answer_in_chat_is_what_the_runtime_polls(rig: Rig) -> None:
     execution_id = await stored(rig)
     key = f"toolshed:{execution_id}"
 
-    outcome = await rig.service.answer(key, Attempt(respondent=ALICE, option_ids=("deny",), via=C1))
+    outcome = await rig.service.answer(
+        key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via=C1)
+    )
 
     assert outcome.won
     polled = await rig.client.get(f"/api/elicitation/{execution_id}")
@@ -196,7 +201,7 @@ async def test_a_form_answered_in_writing_returns_the_text_as_data(rig: Rig) -> 
 
     outcome = await rig.service.answer(
         f"toolshed:{execution_id}",
-        Attempt(respondent=ALICE, text="staging, after the freeze", via=C2),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="staging, after the freeze", via=C2),
     )
 
     assert outcome.won
@@ -221,7 +226,7 @@ async def test_a_second_resolve_is_a_retry_or_a_conflict_and_answers_once(rig: R
     assert change.status_code == 409
     assert change.headers["content-type"].startswith(PROBLEM)
     assert await rig.store.count("answer") == 1
-    await rig.dispatcher.run_once()
+    assert await rig.dispatcher.drain() == 3  # one write-back, then one update per copy
     assert len(rig.chat.updated) == 2
 
 
@@ -352,6 +357,7 @@ async def test_resolving_through_the_route_can_be_turned_off_by_listing_it_as_an
         assert (refusal.actor, refusal.code) == ("toolshed:api", RefusalCode.AGENT.value)
         # A person in chat still answers.
         won = await rig.service.answer(
-            record.elicitation.key, Attempt(respondent=ALICE, option_ids=("approve",), via=C1)
+            record.elicitation.key,
+            Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("approve",), via=C1),
         )
         assert won.won

@@ -23,6 +23,7 @@ from bot.domain.model import (
     Context,
     Deadlines,
     Elicitation,
+    FormQuestion,
     Kind,
     Meaning,
     Option,
@@ -100,13 +101,16 @@ def to_elicitation(
         question=_question_text(summary, questions),
         answer_mode=mode,
         options=options,
+        form=_form(questions),
         subject=ApprovalSubject(
             id=request_id,
             digest=document["content_hash"],
             schema_=SUBJECT_SCHEMA,
             revision=0,
-            preview=tuple(context_items(document))
-            + tuple(item for p in document["previews"] for item in preview_items(p)),
+            # What it does first, then where it comes from (risk, tool, agent, host…): the
+            # surfaces show the context as one compact section after the previews.
+            preview=tuple(item for p in document["previews"] for item in preview_items(p))
+            + tuple(context_items(document)),
         ),
         deadlines=Deadlines(
             expires_at=expires, on_timeout=document["on_timeout"] if expires else None
@@ -173,6 +177,29 @@ def _questions(document: Mapping[str, Any]) -> list[dict[str, Any]] | None:
             }
         )
     return out
+
+
+def _form(questions: list[dict[str, Any]] | None) -> tuple[FormQuestion, ...]:
+    """The questions as the domain checks their answers (option ids are the labels)."""
+    return tuple(
+        FormQuestion(
+            id=q["id"],
+            question=q["question"],
+            header=q["header"],
+            multi=q["multi"],
+            allow_free_text=q["allow_free_text"],
+            options=tuple(
+                Option(
+                    id=o["label"],
+                    label=o["label"],
+                    description=o["description"],
+                    recommended=index == q["recommended"],
+                )
+                for index, o in enumerate(q["options"])
+            ),
+        )
+        for q in questions or ()
+    )
 
 
 def _answers_offered(

@@ -5,7 +5,9 @@ terminal ``status`` and the ``decision`` with the option, outcome, the ``content
 decided on, feedback, ``fields.answers``, ``decided_by`` and ``decided_at``. The header
 ``Idempotency-Key`` is stable per answer. 2xx and 409 (the receiver has it) are done; 5xx, 429 and
 connection errors are retried; another 4xx, or a URL no longer on the allowlist, fails for good
-(the webhook client, :mod:`adapters.shared.webhook`, maps the reply).
+(the webhook client, :mod:`adapters.shared.webhook`, maps the reply). The document is checked
+against the spec's JSON Schema before it is sent: one the schema refuses is never sent, and the
+answer is refused (the question reopens) with the fields named.
 A Request without ``callback_url`` is only read back (``GET /v1/handup/requests/{id}``).
 """
 
@@ -17,7 +19,7 @@ import httpx
 
 from adapters.shared.webhook import Receiver, post_json
 from adapters.sources.handup.document import request_document
-from adapters.sources.handup.validation import callback_allowed
+from adapters.sources.handup.validation import callback_allowed, schema_problems
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import Status
 from bot.domain.ports import PromptView
@@ -40,6 +42,12 @@ class HandupSink:
         if not callback_allowed(url, self.allowlist):
             raise PermanentDeliveryError(
                 "the callback_url is no longer on sources.handup.callback_allowlist; not sent"
+            )
+        problems = schema_problems(document)
+        if problems:
+            named = "; ".join(str(p) for p in problems[:5])
+            raise PermanentDeliveryError(
+                f"the decision does not fit handup's Request schema, so it was not sent ({named})"
             )
         await post_json(
             self.client,

@@ -44,10 +44,12 @@ SECRET_MAX = 10_000
 """A secret value holds 1 to 10,000 characters."""
 
 _MODES = {
+    # The spec's answer modes, as the answer route we call takes them (DESIGN rule 6): in
+    # Pinework's own threads a reply is answer.text with selected null, but the answer route
+    # requires exactly one key for single_select and one or more (plus an optional note) for
+    # multi_select, so a reply in our threads must name its options.
     "free_text": AnswerMode.FREE_TEXT,
-    # A thread reply is answer.text with selected null in every mode but secret_input (DESIGN
-    # rule 6): a single_select question takes one option or a written answer.
-    "single_select": AnswerMode.CHOICE_OR_TEXT,
+    "single_select": AnswerMode.SINGLE_CHOICE,
     "multi_select": AnswerMode.MULTI_CHOICE,
     "secret_input": AnswerMode.SECRET,
 }
@@ -167,6 +169,7 @@ def to_elicitation(
         answer_mode=mode,
         options=options,
         max_length=SECRET_MAX if mode is AnswerMode.SECRET else None,
+        takes_note=question.answer_mode == "multi_select",
         created_at=parse_time(question.created_at) or now,
         extra={
             "account": account_key(base_url, workspace),

@@ -115,11 +115,18 @@ def reply_code(response: httpx.Response) -> str | None:
         return None
 
 
+CLOSED_THERE = frozenset({"question_resolved", "question_not_found"})
+"""Refusals that mean the question is no longer open in Pinework: ours is marked failed, not
+reopened for another answer."""
+
+
 def _refused(route: str, status: int, code: str | None) -> PermanentDeliveryError:
     reason = MESSAGES.get(code or "", "")
     named = f"{code}, HTTP {status}" if code else f"HTTP {status}"
     sentence = f"Pinework refused the {route} ({named})"
-    return PermanentDeliveryError(f"{sentence}: {reason}." if reason else f"{sentence}.")
+    return PermanentDeliveryError(
+        f"{sentence}: {reason}." if reason else f"{sentence}.", reopen=code not in CLOSED_THERE
+    )
 
 
 class PineworkSink(_Client):
@@ -163,7 +170,8 @@ class PineworkSink(_Client):
         who = f"by {by}" if by else "by the system"
         raise PermanentDeliveryError(
             f"The question was resolved in Pinework {who} before this answer arrived "
-            f"(question_resolved): Pinework keeps “{what[:200]}”; this answer was not applied."
+            f"(question_resolved): Pinework keeps “{what[:200]}”; this answer was not applied.",
+            reopen=False,
         )
 
 

@@ -28,6 +28,7 @@ from adapters.shared.jsonbody import read_json, rejected
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
 from bot.domain.bounds import check_elicitation, id_problem
+from bot.domain.disclosure import UPSTREAM_DECIDED
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import Attempt, Refusal, RefusalCode
 from bot.domain.ports import Clock, Elicitations, Inbound
@@ -138,6 +139,7 @@ def toolshed_router(
             option_ids=(parse.APPROVE if resolution.approved else parse.DENY,),
             fields=resolution.data or {},
             via=parse.VIA,
+            shown=UPSTREAM_DECIDED,
         )
         outcome = await elicitations.answer(key, attempt)
         if outcome.won:

@@ -35,12 +35,14 @@ from adapters.sources.superpipeline import CE_TYPE
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.identity import IdentityPolicy
 from bot.config import ServerConfig
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, Status
 from bot.domain.records import StoredElicitation
 from store.sql import SqlStore
 from tests.conftest import REPO, FakeClock
 from tests.fakes import FakeChat, FakeWebhook
-from tests.integration.web import EXAMPLES, SLACK, Rig, example, make_rig
+from tests.integration.web import EXAMPLES, SLACK, Rig, example, intake_elicitation, make_rig
+from tests.showcase import DEPLOY_DECISIVE, deploy_elicitation, missing_words
 
 T = TypeVar("T")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -152,7 +154,7 @@ class LiveServer:
     def answer_in_slack(self, key: str, option: str) -> None:
         assert self.rig is not None
         service = self.rig.service
-        attempt = Attempt(respondent=ALICE, option_ids=(option,), via=SLACK)
+        attempt = Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=(option,), via=SLACK)
         outcome = self.call(lambda: service.answer(key, attempt))
         assert outcome.won, outcome
 
@@ -451,3 +453,28 @@ def test_refusals_and_a_stale_click_in_a_real_browser(
     stored = server.stored(options).answer
     assert stored is not None
     assert stored.respondent == "slack:U0ALICE"
+
+
+def test_the_deploy_request_shows_everything_it_would_approve(
+    browser: WebDriver, server: LiveServer
+) -> None:
+    """The web inbox is the reference the chat surfaces are tested against: the issue's handup
+    deploy request shows its SQL, its diff and its command whole, with Approve offered."""
+    e = deploy_elicitation(now=server.clock.now())
+
+    async def post() -> str:
+        assert server.rig is not None
+        return await intake_elicitation(server.rig, e)
+
+    key = server.call(post)
+    browser.get(server.url + "/")
+    wait_until(browser, lambda d: key in pending_keys(d), timeout=3)
+    shown = card(browser, key).text
+    for decisive in DEPLOY_DECISIVE:
+        assert decisive.strip() in shown, decisive
+    assert missing_words(shown, e) == []
+    assert "**" not in shown  # the Markdown is rendered, not shown as markers
+    approve = card(browser, key).find_element(By.CSS_SELECTOR, 'button[value="approve"]')
+    assert approve.is_enabled()
+    path = screenshot(browser, "inbox-deploy-request.png", 1200)
+    assert path.stat().st_size > 10_000

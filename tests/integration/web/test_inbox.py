@@ -23,6 +23,7 @@ from adapters.web import reads
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import CSRF_COOKIE
 from bot.config import ServerConfig
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
@@ -52,6 +53,8 @@ PROXY = ServerConfig.model_validate({"trusted_proxies": ["127.0.0.1"]})
 """The sign-in proxy runs on this machine: only its requests may name a user."""
 ALICE_SLACK = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 CANARY = "s3cr3t-canary-7f1e9a"
+SENDING_ALICE_DENY = "⏳ Sending Alice\u2019s answer (Deny) to SuperPipeline…"
+"""What a card says while Alice's answer is recorded here and not yet accepted upstream."""
 
 
 # --------------------------------------------------------------------------- fixtures and helpers
@@ -142,7 +145,7 @@ def card(page: str, key: str) -> str:
 
 
 async def answer_in_slack(rig: Rig, key: str, *options: str) -> None:
-    attempt = Attempt(respondent=ALICE_SLACK, option_ids=options, via=SLACK)
+    attempt = Attempt(shown=SHOWN_WHOLE, respondent=ALICE_SLACK, option_ids=options, via=SLACK)
     outcome = await rig.service.answer(key, attempt)
     assert outcome.won, outcome
 
@@ -276,12 +279,12 @@ async def test_every_preview_type_is_shown_and_agent_text_is_escaped(
     assert "javascript:alert(1)" in page  # shown as text, never linked
     assert '<a href="https://example.com/d?a=1&amp;b=2"' in page
     assert "Line one\nline two" in page
-    assert "**bold** &lt;b&gt;raw&lt;/b&gt;" in page
+    assert "<strong>bold</strong> &lt;b&gt;raw&lt;/b&gt;" in page  # Markdown rendered, HTML not
     assert "print(&#39;&lt;hi&gt;&#39;)" in page
     assert "<small>python</small>" in page
-    assert '<span class="add">+new line</span>' in page
-    assert '<span class="del">-old line</span>' in page
-    assert '<span class="hunk">@@ -1 +1 @@</span>' in page
+    assert '<span class="add">+new line\n</span>' in page
+    assert '<span class="del">-old line\n</span>' in page
+    assert '<span class="hunk">@@ -1 +1 @@\n</span>' in page
     assert "$ rm -rf /tmp/x" in page
     assert "&#34;a&#34;: 1,\n  &#34;b&#34;: [\n    2\n  ]" in page
     assert "To: ops@example.org\nHi" in page
@@ -403,15 +406,24 @@ async def test_a_stale_click_is_refused_with_who_answered(
     said = "Already answered by Alice (Deny) at 2026-11-10 09:30 UTC via Slack."
     assert html.status_code == 409
     assert said in html.text
-    assert "Answered by Alice: Deny" in html.text
+    # Recorded, not yet accepted by SuperPipeline: the card says it is on its way.
+    assert SENDING_ALICE_DENY in html.text
+    assert "Answered by Alice" not in html.text
     assert as_json.status_code == 409
     assert as_json.json() == {"ok": False, "code": "already_answered", "message": said}
     stored = await rig.store.get(key)
     assert stored is not None
     assert stored.answer is not None
     assert stored.answer.respondent == "slack:U0ALICE"
+
+    await rig.dispatcher.drain()  # the write-back is accepted
+    again = await post_answer(client, key, option="allow_once")
+    assert again.status_code == 409
+    assert said in again.text
+    assert "Answered by Alice: Deny" in again.text
+    assert SENDING_ALICE_DENY not in again.text
     refusals = [a for a in await rig.store.audit(key) if a.action == "refusal"]
-    assert [(a.actor, a.code) for a in refusals] == [("web:local", "already_answered")] * 2
+    assert [(a.actor, a.code) for a in refusals] == [("web:local", "already_answered")] * 3
 
 
 async def test_a_double_click_records_one_answer_and_one_write_back(
@@ -447,7 +459,9 @@ async def test_the_page_and_slack_racing_record_one_answer(
         await token(client)
         for n in range(rounds):
             key = await intake(rig, "options", elicitationId=f"eli_race_{n}")
-            slack = Attempt(respondent=ALICE_SLACK, option_ids=("deny",), via=SLACK)
+            slack = Attempt(
+                shown=SHOWN_WHOLE, respondent=ALICE_SLACK, option_ids=("deny",), via=SLACK
+            )
             page, in_slack = await asyncio.gather(
                 post_answer(client, key, as_json=True, option="allow_once"),
                 rig.service.answer(key, slack),
@@ -633,6 +647,10 @@ async def test_a_secret_goes_upstream_and_is_never_stored_or_shown(
     assert stored.answer is not None
     assert stored.answer.secret
     assert stored.answer.text is None
+    sending = (await client.get("/", params={"key": key})).text
+    assert "⏳ Sending local admin\u2019s answer ((secret)) to vault…" in sending
+    assert CANARY not in sending
+    await rig.dispatcher.drain()  # the write-back (of the fact, never the secret) is done
     after = (await client.get("/", params={"key": key})).text
     assert "Answered by local admin: (secret)" in after
     assert CANARY not in after

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Answer,
     AnswerMode,
@@ -16,6 +17,7 @@ from bot.domain.model import (
     Attempt,
     Context,
     Deadlines,
+    Disclosure,
     Elicitation,
     Identity,
     Kind,
@@ -161,7 +163,9 @@ def attempt(
     secret: bool = False,
     via: str | None = None,
     revision: int | None = None,
+    shown: Disclosure | None = SHOWN_WHOLE,
 ) -> Attempt:
+    """An attempt from a surface that showed everything, unless ``shown`` says otherwise."""
     return Attempt(
         respondent=who,
         option_ids=options,
@@ -169,6 +173,7 @@ def attempt(
         secret=secret,
         via=via if via is not None else _VIA.get(who.platform, "web"),
         revision=revision,
+        shown=shown,
     )
 
 

@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Answer,
     AnswerMode,
     ApprovalSubject,
     Attempt,
+    Disclosure,
     Elicitation,
     Identity,
     Meaning,
@@ -21,7 +23,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.replies import Reply, parse_reply
-from bot.domain.rules import MAX_FREE_TEXT, AnswerState, decide, judge
+from bot.domain.rules import MAX_FREE_TEXT, AnswerState, decide, judge, offered_options
 from tests.unit.domain.builders import CREATED, SUPERPIPELINE_OPTIONS, elicitation
 
 OPTION_IDS = ("allow_once", "allow_always", "deny", "1", "Deny", "x y")
@@ -83,6 +85,10 @@ def elicitations(draw: st.DrawFn, subject: st.SearchStrategy[ApprovalSubject | N
 
 rarely = st.sampled_from([False] * 7 + [True])
 
+CUT = Disclosure(whole=False, review="Use Review… to see all of it.")
+disclosures = st.sampled_from([SHOWN_WHOLE, SHOWN_WHOLE, SHOWN_WHOLE, CUT, None])
+"""What the surface showed: mostly everything, so approvals are often accepted."""
+
 identities = st.builds(
     Identity,
     platform=st.sampled_from(["slack", "matrix", "web"]),
@@ -116,6 +122,7 @@ def attempts(draw: st.DrawFn, e: Elicitation) -> Attempt:
         secret=(e.answer_mode is AnswerMode.SECRET) != draw(rarely),
         via=draw(st.sampled_from(["slack:C0A", "matrix:!r:example.org", "web"])),
         revision=draw(st.one_of(st.none(), st.integers(0, 3))),
+        shown=draw(disclosures),
     )
 
 
@@ -175,6 +182,22 @@ def test_approving_never_accepted_while_preview_incomplete(case):
     if approving:
         forced = a.model_copy(update={"option_ids": (approving[0],)})
         assert isinstance(judge(e, forced, p, now), Refusal)
+
+
+@given(cases(), st.sampled_from([CUT, None]))
+@FAST
+def test_approving_is_accepted_only_from_a_surface_that_showed_everything(case, cut):
+    """Rule 2's surface half: whatever else holds, an approving option chosen on a surface that
+    cut the content (or said nothing) is refused, and never offered there."""
+    e, a, p, now = case
+    result = judge(e, a.model_copy(update={"shown": cut}), p, now)
+    if isinstance(result, Answer):
+        assert not any(e.option(i).approving for i in result.option_ids)
+    offered = offered_options(e, now, shown=cut or CUT)
+    assert not any(o.offered and o.option.approving for o in offered)
+    assert all(o.offered for o in offered if not o.option.approving)
+    if isinstance(result, Answer):
+        assert not any(o.option.approving for o in offered if o.option.id in result.option_ids)
 
 
 @given(cases())

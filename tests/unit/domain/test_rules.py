@@ -6,10 +6,12 @@ from datetime import timedelta
 
 import pytest
 
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Answer,
     AnswerMode,
     Deadlines,
+    Disclosure,
     Identity,
     Meaning,
     Option,
@@ -286,7 +288,7 @@ def test_acknowledge_needs_nothing():
 
 
 def test_all_options_offered_normally_and_admin_only_marked():
-    shown = offered_options(sp_approval(), NOW)
+    shown = offered_options(sp_approval(), NOW, shown=SHOWN_WHOLE)
     assert [o.option.id for o in shown] == ["allow_once", "allow_always", "deny"]
     assert all(o.offered for o in shown)
     assert [o.admin_only for o in shown] == [False, True, False]
@@ -307,10 +309,51 @@ def test_all_options_offered_normally_and_admin_only_marked():
 )
 def test_withheld_approving_options_are_shown_with_the_reason(e, now, reason):
     assert approving_withheld(e, now) == reason
-    shown = offered_options(e, now)
+    shown = offered_options(e, now, shown=SHOWN_WHOLE)
     assert [o.offered for o in shown] == [False, False, True]
     assert [o.withheld_reason for o in shown] == [reason, reason, None]
     assert [o.admin_only for o in shown] == [False, True, False]
+
+
+# --------------------------------------------------------------------------- what you see (rule 2)
+
+CUT = Disclosure(whole=False, review="Use Review… to see all of it and decide there.")
+
+
+def test_a_surface_that_cut_the_content_offers_no_approving_option_and_says_where_to_look():
+    shown = offered_options(sp_approval(), NOW, shown=CUT)
+    assert [o.offered for o in shown] == [False, False, True]
+    reason = (
+        "This message does not show everything you would approve. "
+        "Use Review… to see all of it and decide there."
+    )
+    assert [o.withheld_reason for o in shown] == [reason, reason, None]
+
+
+def test_the_elicitations_own_reason_comes_before_the_surfaces():
+    shown = offered_options(sp_approval(preview_complete=False), NOW, shown=CUT)
+    assert shown[0].withheld_reason == "The preview is incomplete, so approving is not offered."
+
+
+@pytest.mark.parametrize("shown", [CUT, None])
+def test_approving_from_a_surface_that_did_not_show_everything_is_refused(shown):
+    refusal = refused(sp_approval(), ALICE, "allow_once", shown=shown)
+    assert refusal.code is RefusalCode.NOT_SHOWN
+    assert refusal.message.startswith(
+        "You cannot choose “Allow once” here: this message does not show everything"
+    )
+    if shown is CUT:
+        assert refusal.message.endswith("Use Review… to see all of it and decide there.")
+
+
+def test_rejecting_works_from_any_surface():
+    assert accepted(sp_approval(), ALICE, "deny", shown=CUT).option_ids == ("deny",)
+    assert accepted(sp_approval(), ALICE, "deny", shown=None).option_ids == ("deny",)
+
+
+def test_approving_from_a_surface_that_showed_everything_is_accepted():
+    answer = accepted(sp_approval(), ALICE, "allow_once", shown=SHOWN_WHOLE)
+    assert answer.option_ids == ("allow_once",)
 
 
 # --------------------------------------------------------------------------- decide (rule 5)

@@ -22,6 +22,7 @@ from adapters.sources.engine.parse import action_digest
 from adapters.sources.engine.route import mention_identity
 from adapters.sources.engine.routes import delivery_body
 from bot.domain import rules
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -167,14 +168,17 @@ def test_choices_are_the_exact_answer_strings() -> None:
     assert e.asker == "engine"
 
     chosen = rules.judge(
-        e, Attempt(respondent=ALICE, option_ids=("eu-west-1",), via="x"), People(), NOW
+        e,
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("eu-west-1",), via="x"),
+        People(),
+        NOW,
     )
     assert isinstance(chosen, Answer)
     assert chosen.option_ids == ("eu-west-1",)
     for attempt in (
-        Attempt(respondent=ALICE, option_ids=("EU-WEST-1",), via="x"),
-        Attempt(respondent=ALICE, option_ids=("maybe",), via="x"),
-        Attempt(respondent=ALICE, text="eu-west-1", via="x"),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("EU-WEST-1",), via="x"),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("maybe",), via="x"),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="eu-west-1", via="x"),
     ):
         refused = rules.judge(e, attempt, People(), NOW)
         assert isinstance(refused, Refusal), attempt
@@ -293,7 +297,9 @@ def test_the_sender_is_the_asker_and_cannot_answer() -> None:
     assert e.title == "Lunch?"
     assert e.question == ""
     sender = Identity(platform="slack", user="U0AGENTUSER")
-    refused = rules.judge(e, Attempt(respondent=sender, text="yes", via="x"), People(), NOW)
+    refused = rules.judge(
+        e, Attempt(shown=SHOWN_WHOLE, respondent=sender, text="yes", via="x"), People(), NOW
+    )
     assert isinstance(refused, Refusal)
     assert refused.code is RefusalCode.ASKER
 

@@ -15,6 +15,7 @@ import pytest
 from adapters.sources.engine import NO_DEADLINE_TEXT, ask_document, parse_delivery
 from bot.config import parse_config
 from bot.domain import rules
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import ConfigError
 from bot.domain.model import (
     Answer,
@@ -44,7 +45,9 @@ def ask(name: str, **changes: Any) -> Elicitation:
 
 
 def written(e: Elicitation, text: str) -> Answer | Refusal:
-    return rules.judge(e, Attempt(respondent=ALICE, text=text, via="web"), People(), NOW)
+    return rules.judge(
+        e, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text=text, via="web"), People(), NOW
+    )
 
 
 def view(e: Elicitation, answer: Answer | None = None, status: Status | None = None) -> PromptView:
@@ -154,7 +157,10 @@ def test_a_pending_ask_reads_back_its_fields_and_no_decision() -> None:
 def test_a_choice_is_the_exact_offered_string() -> None:
     e = ask("a question with choices")
     answer = rules.judge(
-        e, Attempt(respondent=ALICE, option_ids=("eu-west-1",), via="slack:C0ASK"), People(), NOW
+        e,
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("eu-west-1",), via="slack:C0ASK"),
+        People(),
+        NOW,
     )
     assert isinstance(answer, Answer)
     assert ask_document(view(e, answer))["decision"] == {
@@ -172,7 +178,7 @@ def test_an_approval_says_whether_it_was_approved_and_gives_the_action_back() ->
     e = ask("a bound action approval")
     answer = rules.judge(
         e,
-        Attempt(respondent=ALICE, option_ids=("deny",), via="web"),
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via="web"),
         People(principals={"slack:U0ALICE": "prn_alice"}),
         NOW,
     )

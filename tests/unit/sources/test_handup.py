@@ -316,7 +316,7 @@ def test_every_preview_type_maps_to_something_every_surface_shows() -> None:
 def test_a_diff_of_blobs_names_them() -> None:
     e = elicitation("minimal", previews=[{"type": "diff", "before_blob": "aa", "after_blob": "bb"}])
     assert e.subject is not None
-    assert e.subject.preview[-1].text == "(diff of blob aa → blob bb)"
+    assert e.subject.preview[0].text == "(diff of blob aa → blob bb)"
 
 
 def test_one_question_becomes_options_with_descriptions_and_the_recommended_one() -> None:

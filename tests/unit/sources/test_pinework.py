@@ -13,10 +13,20 @@ import pytest
 
 from adapters.sources.pinework import parse
 from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PayloadRejected, PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import Answer, AnswerMode, Attempt, Identity, Kind, People, Status
+from bot.domain.model import (
+    Answer,
+    AnswerMode,
+    Attempt,
+    Identity,
+    Kind,
+    People,
+    Refusal,
+    Status,
+)
 from bot.domain.ports import PromptView
-from bot.domain.replies import ChoiceReply, TextReply, parse_reply
+from bot.domain.replies import ChoiceReply, HelpReply, MultiChoiceReply, parse_reply
 from bot.domain.rules import judge
 
 FIXTURES = json.loads(
@@ -90,7 +100,7 @@ def test_a_free_text_question_maps_field_for_field() -> None:
     ("case", "mode"),
     [
         ("free_text", AnswerMode.FREE_TEXT),
-        ("single_select", AnswerMode.CHOICE_OR_TEXT),
+        ("single_select", AnswerMode.SINGLE_CHOICE),
         ("multi_select", AnswerMode.MULTI_CHOICE),
         ("secret_input", AnswerMode.SECRET),
     ],
@@ -192,17 +202,33 @@ def test_a_page_without_questions_is_an_error(body: Any) -> None:
 # --- thread replies and the answer body ----------------------------------------------------------
 
 
-def test_a_thread_reply_on_a_single_select_is_text_with_selected_null() -> None:
+def test_a_thread_reply_on_a_single_select_must_name_one_option() -> None:
+    """The answer route takes exactly one key for single_select (spec, "Answer modes"): a reply
+    naming none is told how to answer; one naming an option answers with its key."""
     e = mapped("single_select")
+    assert e.answer_mode is AnswerMode.SINGLE_CHOICE
     reply = parse_reply(e, "Go with Europe, but only after 18:00")
-    assert isinstance(reply, TextReply)
-    result = judge(e, Attempt(respondent=ALICE, text=reply.text, via="slack:C1"), People(), NOW)
-    assert isinstance(result, Answer)
-    v = PromptView(e, Status.ANSWERED, result, 2, "l", NOW)
-    assert parse.answer_body(v) == {
-        "answer": {"text": "Go with Europe, but only after 18:00", "selected": None}
-    }
+    assert isinstance(reply, HelpReply)
+    assert "one option" in reply.message
     assert isinstance(parse_reply(e, "europe"), ChoiceReply)
+    written = judge(
+        e,
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="Europe", via="slack:C1"),
+        People(),
+        NOW,
+    )
+    assert isinstance(written, Refusal)
+    assert written.message == "Choose one of the options."
+
+
+def test_a_multi_select_reply_takes_a_note_after_the_options() -> None:
+    e = mapped("multi_select")
+    assert e.takes_note
+    first, second = e.options[0], e.options[1]
+    reply = parse_reply(e, f"1, {second.label}\nbut only after 18:00")
+    assert isinstance(reply, MultiChoiceReply)
+    assert reply == MultiChoiceReply((first.id, second.id), "but only after 18:00")
+    assert isinstance(parse_reply(e, "no option here\nnote"), HelpReply)
 
 
 @pytest.mark.parametrize(

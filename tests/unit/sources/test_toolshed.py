@@ -21,6 +21,7 @@ from adapters.sources.toolshed import (
 )
 from adapters.sources.toolshed.parse import inbound_id, request_digest, resolve_body
 from bot.domain import rules
+from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -170,7 +171,10 @@ def test_a_form_offers_submit_and_decline_and_takes_a_written_answer() -> None:
     assert [(o.id, o.label) for o in e.options] == [("approve", "Submit"), ("deny", "Decline")]
     assert e.title == "Input for deploy.configure"
     written = rules.judge(
-        e, Attempt(respondent=ALICE, text="staging", via="slack:C1"), People(), NOW
+        e,
+        Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="staging", via="slack:C1"),
+        People(),
+        NOW,
     )
     assert isinstance(written, Answer)
     assert written.text == "staging"
@@ -204,7 +208,10 @@ def test_the_runtime_itself_cannot_answer() -> None:
     e = to_elicitation(parse_request(case("valid", "the spec's approval")), now=NOW)
     runtime = Identity(platform="toolshed", user="runtime")
     result = rules.judge(
-        e, Attempt(respondent=runtime, option_ids=("approve",), via="x"), People(), NOW
+        e,
+        Attempt(shown=SHOWN_WHOLE, respondent=runtime, option_ids=("approve",), via="x"),
+        People(),
+        NOW,
     )
     assert isinstance(result, Refusal)
     assert result.code.value == "asker"
