@@ -109,6 +109,8 @@ class ResultView:
     when: datetime | None
     via: str
     line: str
+    sending: str = ""
+    """While the upstream has not accepted it: ``Sending to handup…``."""
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,9 @@ def result_view(view: PromptView) -> ResultView | None:
         via = platform_name(answer.via)
         if status is Status.ANSWERED and sending(view):
             line = f"⏳ Sending {who}’s answer ({what}) to {source_name(e)}…"  # noqa: RUF001
-        elif status is Status.ANSWERED:
+            note = f"⏳ sending to {source_name(e)}…"
+            return ResultView(status.value, who, what, answer.at, via, line, note)
+        if status is Status.ANSWERED:
             line = f"Answered by {who}: {what}, {format_time(answer.at)} via {via}"
         else:
             line = f"{status.value.capitalize()}: outcome {what} ({format_time(answer.at)})"

@@ -25,6 +25,7 @@ import httpx
 import pytest
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service as ChromeService
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -209,21 +210,30 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 def wait_until(
     driver: WebDriver, check: Callable[[WebDriver], Any], timeout: float = WAIT_S
 ) -> Any:
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(check)
+    return WebDriverWait(
+        driver, timeout, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(check)
 
 
 def card(driver: WebDriver, key: str) -> WebElement:
     return driver.find_element(By.CSS_SELECTOR, f'[data-key="{key}"]')
 
 
+def _keys(driver: WebDriver, selector: str) -> list[str]:
+    """The data-key of each element, read in one script: a live refresh can replace the list
+    between two WebDriver calls (a stale element), never within one script."""
+    keys = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.dataset.key)", selector
+    )
+    return [str(k) for k in keys]
+
+
 def pending_keys(driver: WebDriver) -> list[str]:
-    cards = driver.find_elements(By.CSS_SELECTOR, "#pending article.card")
-    return [str(c.get_attribute("data-key")) for c in cards]
+    return _keys(driver, "#pending article.card")
 
 
 def history_keys(driver: WebDriver) -> list[str]:
-    rows = driver.find_elements(By.CSS_SELECTOR, "#history li.row")
-    return [str(r.get_attribute("data-key")) for r in rows]
+    return _keys(driver, "#history li.row")
 
 
 def click_option(driver: WebDriver, key: str, option: str) -> None:

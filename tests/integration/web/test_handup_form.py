@@ -56,7 +56,11 @@ async def rig(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncIter
         sink = HandupSink(client, allowlist)
         dispatcher = Dispatcher(store, clock, {}, {"handup": sink}, lambda k: f"/#{k}")
         service = Service(
-            store, clock, People(), [Route(destinations=("web",))], on_change=dispatcher.wake
+            store,
+            clock,
+            People(admins=IdentityPolicy().admin_keys()),
+            [Route(destinations=("web",))],
+            on_change=dispatcher.wake,
         )
         runtime = Runtime(store=store, elicitations=service, intake_token=TOKEN)
         runtime.routers += [
@@ -138,3 +142,22 @@ async def test_a_form_missing_an_answer_is_refused_naming_the_question(rig: Rig)
     assert "Choose only one option in question 1 (Channel)." in wrong.text
     await rig.dispatcher.drain()
     assert [r for r in rig.hook.requests if r.method == "POST"] == []
+
+
+async def test_a_refused_callback_shows_on_the_card_and_in_admin(rig: Rig) -> None:
+    key = await asked(rig)
+    rig.hook.script([422])
+    sent = await answer(
+        rig, key, [("q.channel", "stable"), ("q.targets", "linux"), ("q.notes.text", "ok")]
+    )
+    assert sent.status_code == 200, sent.text
+    page = (await rig.http.get("/")).text
+    assert "⏳ sending to handup…" in page  # not "Answered" before handup has it
+    await rig.dispatcher.drain()
+
+    page = (await rig.http.get("/")).text
+    assert "was not accepted by handup" in page
+    assert "The question is open again: answer it again." in page
+    assert page.count('class="question-field"') == 3  # answerable again
+    admin = (await rig.http.get("/admin")).text
+    assert "write-back refused (reopened)" in admin
