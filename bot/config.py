@@ -145,6 +145,10 @@ class MatrixConfig(Section):
     user_id: str = Field(pattern=r"^@[^:]+:.+$")
     access_token_env: EnvName = "MATRIX_ACCESS_TOKEN"  # noqa: S105
     device_id: str = Field(min_length=1)
+    pickle_key_env: EnvName | None = None
+    """Set: end-to-end encryption (encrypted rooms, encrypted direct messages); the variable
+    holds the key that encrypts the device's stored crypto state (16+ characters). ``serve``
+    refuses to start naming ``matrix.pickle_key_env`` when it is unset or too short."""
 
 
 class NatsConfig(Section):
@@ -289,6 +293,8 @@ class AppConfig(Section):
                 needed["slack.signing_secret_env"] = self.slack.signing_secret_env
         if self.matrix is not None:
             needed["matrix.access_token_env"] = self.matrix.access_token_env
+            if self.matrix.pickle_key_env:
+                needed["matrix.pickle_key_env"] = self.matrix.pickle_key_env
         for i, p in enumerate(self.sources.pinework):
             needed[f"sources.pinework[{i}].token_env"] = p.token_env
         return needed

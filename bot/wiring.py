@@ -30,7 +30,8 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client.registry import CollectorRegistry
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.matrix import MatrixChat, MatrixListener, make_client
+from adapters.matrix import MatrixChat, MatrixListener, lease_fence, matrix_chat
+from adapters.matrix.crypto_state import pickle_key_from_env
 from adapters.shared.problem import problem
 from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
@@ -522,14 +523,32 @@ def _matrix(ctx: Context, bot: Elicitbot) -> list[Part]:
     m = ctx.config.matrix
     if m is None:
         return []
-    chat = MatrixChat(
-        make_client(str(m.homeserver), m.user_id, m.device_id, ctx.environ[m.access_token_env])
+    lease = f"matrix:{m.user_id}"
+    # matrix.pickle_key_env set: end-to-end encryption. The device's crypto state lives in the
+    # store and is live only on the lease holder (the listener restores it, snapshots it after
+    # each batch, fenced on the lease, and saves it last on stop); prepare checks the key.
+    pickle_key = ctx.environ.get(m.pickle_key_env, "") if m.pickle_key_env else None
+    chat = matrix_chat(
+        str(m.homeserver),
+        m.user_id,
+        m.device_id,
+        ctx.environ[m.access_token_env],
+        pickle_key=pickle_key,
+        states=ctx.store,
+        clock=ctx.clock,
+        fence=lease_fence(ctx.store, lease, ctx.owner, ctx.clock),
     )
     listener = MatrixListener(chat, ctx.elicitations, ctx.store, device_id=m.device_id)
     bot.matrix_chat, bot.matrix = chat, listener
     # One replica syncs the account (a lease: it moves within 15 s of its holder's death); every
-    # replica posts. The token check (prepare) runs on each, so a bad token stops any start.
-    keeper = _keeper(ctx, f"matrix:{m.user_id}", listener.run)
+    # replica posts (to an encrypted room only the holder can). The token check (prepare) runs
+    # on each, so a bad token stops any start.
+    keeper = _keeper(ctx, lease, listener.run)
+
+    async def prepare() -> None:
+        if m.pickle_key_env:
+            pickle_key_from_env(ctx.environ, m.pickle_key_env)  # names the key if unusable
+        await listener.connect()
 
     async def stop() -> None:
         await keeper.stop()
@@ -544,7 +563,7 @@ def _matrix(ctx: Context, bot: Elicitbot) -> list[Part]:
             chats={"matrix": chat},
             tasks={f"matrix:{m.user_id}": keeper.run},
             ready=lambda: {"matrix": listener.ready or keeper.standby},
-            prepare=listener.connect,
+            prepare=prepare,
             stop=stop,
             close=close,
         )

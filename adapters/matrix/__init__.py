@@ -3,10 +3,14 @@
 - :class:`~adapters.matrix.chat.MatrixChat`: the ChatAdapter (``chats["matrix"]``);
 - :class:`~adapters.matrix.sync.MatrixListener`: the sync loop (``start()`` / ``stop()``);
 - :func:`~adapters.matrix.chat.make_client`: the nio client both share, on the configured token
-  and device, with nio's endless retries turned off.
+  and device, with nio's endless retries turned off;
+- :func:`~adapters.matrix.connection.matrix_chat`: the chat on its client, with end-to-end
+  encryption (:mod:`adapters.matrix.crypto`) when a pickle key is configured, and
+  :func:`~adapters.matrix.connection.lease_fence`, which keeps its snapshots under the lease.
 """
 
 from adapters.matrix.chat import MatrixChat, make_client
+from adapters.matrix.connection import lease_fence, matrix_chat
 from adapters.matrix.sync import MatrixListener
 
-__all__ = ["MatrixChat", "MatrixListener", "make_client"]
+__all__ = ["MatrixChat", "MatrixListener", "lease_fence", "make_client", "matrix_chat"]

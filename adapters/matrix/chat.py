@@ -1,9 +1,11 @@
 """The Matrix :class:`~bot.domain.ports.ChatAdapter`: post, edit and threaded notices (matrix-nio).
 
-Destinations are ``matrix:<room id>``. Every send carries a deterministic transaction id, so a
-retry (by the outbox after a crash, a dropped connection or a homeserver outage) gets the event
-the first attempt made instead of a second one; the homeserver keeps that mapping per device for
-24 hours, which is why the bot always reuses its access token and device (never a new login):
+Destinations are ``matrix:<room id>`` or, for a direct message, ``matrix:<user id>``
+(:mod:`adapters.matrix.direct` finds or makes the room). Every send carries a deterministic
+transaction id, so a retry (by the outbox after a crash, a dropped connection or a homeserver
+outage) gets the event the first attempt made instead of a second one; the homeserver keeps that
+mapping per device for 24 hours, which is why the bot always reuses its access token and device
+(never a new login):
 
 - a post: ``<idempotency key>.<digest of the elicitation key>`` (the outbox row id alone could
   repeat after a database reset and map to an old message of the same room);
@@ -14,11 +16,8 @@ the first attempt made instead of a second one; the homeserver keeps that mappin
 - a notice: the idempotency key it is given (a selection notice: one per prompt and person,
   each edit per triggering event, :mod:`adapters.matrix.selection`).
 
-The client must be built by :func:`make_client`: nio's defaults retry a 429 forever, sleeping 5 s
-whatever ``Retry-After`` says, and retry connection failures forever; here nio gives every failure
-back at once, :func:`call` retries a 429 a bounded number of times honouring ``Retry-After`` (or
-``retry_after_ms``), and everything else is a Transient/PermanentDeliveryError for the outbox.
-Requests time out after ``request_timeout``, so nothing here can hang a shutdown.
+The client comes from :func:`~adapters.matrix.client.make_client`, every request goes through
+:func:`~adapters.matrix.client.call` (bounded 429 retries, errors mapped for the outbox).
 
 A prompt too long to hold the whole request (answer rule 2) is posted in steps, each safe to
 repeat: (1) the message, cut and offering no approving option (nor its reaction); (2) the whole
@@ -30,8 +29,12 @@ is refused: the listener finds no ref saying the thread is complete), and the ou
 walks the same steps with the same transaction ids, so it gets back the message, the parts and
 the edit it already made instead of making them twice.
 
-Encrypted rooms are refused: elicitbot does not do end-to-end encryption, and a plaintext prompt
-in an encrypted room is neither private nor answerable by clients that only read encrypted events.
+End-to-end encryption (``crypto``, when ``matrix.pickle_key_env`` is set): every event to a room
+the homeserver says is encrypted (prompts, thread parts, edits, seeded reactions, notices) is
+encrypted by :class:`~adapters.matrix.crypto.MatrixCrypto`, or not sent at all (a transient
+error while this process does not hold the crypto state); other rooms get plaintext, as before.
+Without ``crypto``, posts to an encrypted room are refused: a plaintext prompt there is neither
+private nor answerable by clients that only read encrypted events.
 """
 
 from __future__ import annotations
@@ -39,108 +42,35 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from nio import (
     AsyncClient,
-    AsyncClientConfig,
-    ErrorResponse,
-    MessageDirection,
-    RoomGetEventResponse,
-    RoomGetStateEventResponse,
-    RoomMessagesResponse,
-    RoomRedactResponse,
     RoomSendResponse,
 )
-from nio.api import Api, RelationshipType
-from nio.responses import RoomEventRelationsResponse
 
-from adapters.matrix.errors import DUPLICATE_ANNOTATION, errcode, from_exception, from_response
+from adapters.matrix.client import MAX_INLINE_WAIT, MAX_RETRIES, call, make_client
+from adapters.matrix.crypto import MatrixCrypto
+from adapters.matrix.direct import DirectRooms, is_person
+from adapters.matrix.e2ee import plain_send
+from adapters.matrix.errors import DUPLICATE_ANNOTATION
 from adapters.matrix.markup import matrix_users, txn_digest
 from adapters.matrix.notices import notice_content
 from adapters.matrix.reactions import reaction_content, reaction_keys
+from adapters.matrix.reads import RoomReads
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
 from adapters.matrix.thread import part_contents, part_txn
-from bot.domain.errors import DeliveryError, PermanentDeliveryError, TransientDeliveryError
+from bot.domain.errors import PermanentDeliveryError
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
 
+__all__ = ["MatrixChat", "call", "make_client", "post_txn", "room_of"]
+
 log = structlog.get_logger("elicitbot.matrix")
 
-T = TypeVar("T")
-
-REQUEST_TIMEOUT = 20.0
-MAX_RETRIES = 3
-"""429s retried in place, at most; then the outbox reschedules with the server's delay."""
-MAX_INLINE_WAIT = 5.0
-"""A longer ``Retry-After`` is not slept here: the outbox retries after it instead."""
 REMEMBERED = 4096
-PAGE = 100
-MAX_PAGES = 10
-"""Pages of ``/relations`` read at most (a prompt has a handful of reactions)."""
-
-
-def make_client(
-    homeserver: str,
-    user_id: str,
-    device_id: str,
-    access_token: str,
-    *,
-    request_timeout: float = REQUEST_TIMEOUT,
-) -> AsyncClient:
-    """An ``AsyncClient`` on the configured access token and fixed device (no login, so the
-    device, and with it the homeserver's transaction-id dedupe, survives restarts)."""
-    config = AsyncClientConfig(
-        max_limit_exceeded=0,
-        max_timeouts=0,
-        request_timeout=request_timeout,
-        encryption_enabled=False,
-        store_sync_tokens=False,
-    )
-    client = AsyncClient(homeserver.rstrip("/"), user_id, device_id=device_id, config=config)
-    client.user_id = user_id
-    client.device_id = device_id
-    client.access_token = access_token
-    return client
-
-
-async def call(
-    what: str,
-    request: Callable[[], Awaitable[Any]],
-    ok: type[T],
-    *,
-    max_retries: int = MAX_RETRIES,
-    max_inline_wait: float = MAX_INLINE_WAIT,
-    accept: frozenset[str] = frozenset(),
-) -> T | None:
-    """Make a nio request; return the response when it is an ``ok``, None for an errcode in
-    ``accept``; otherwise raise the mapped DeliveryError. A 429 whose delay is at most
-    ``max_inline_wait`` is retried here, ``max_retries`` times at most."""
-    for attempt in range(max_retries + 1):
-        try:
-            response = await request()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # nio raises aiohttp/timeout errors: mapped, never leaked
-            raise from_exception(what, exc) from exc
-        if isinstance(response, ok):
-            return response
-        if isinstance(response, ErrorResponse) and errcode(response) in accept:
-            return None
-        error: DeliveryError = (
-            from_response(what, response)
-            if isinstance(response, ErrorResponse)
-            else PermanentDeliveryError(f"matrix {what}: unexpected {type(response).__name__}")
-        )
-        wait = error.retry_after if isinstance(error, TransientDeliveryError) else None
-        if wait is None or wait > max_inline_wait or attempt == max_retries:
-            raise error
-        log.info("matrix.rate_limited", call=what, wait=round(wait, 3), attempt=attempt + 1)
-        await asyncio.sleep(wait)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def room_of(destination: str) -> str:
@@ -148,6 +78,17 @@ def room_of(destination: str) -> str:
     if platform != "matrix" or not room_id.startswith("!"):
         raise PermanentDeliveryError(f"{destination!r} is not a Matrix room (matrix:!room:server)")
     return room_id
+
+
+def target_of(destination: str) -> str:
+    """The room id or, for a direct message, the person's user id a destination names."""
+    platform, _, target = destination.partition(":")
+    if platform != "matrix" or not (target.startswith("!") or is_person(target)):
+        raise PermanentDeliveryError(
+            f"{destination!r} is not a Matrix room or person (matrix:!room:server, "
+            "matrix:@user:server)"
+        )
+    return target
 
 
 def post_txn(idempotency_key: str, elicitation_key: str) -> str:
@@ -162,7 +103,7 @@ def seed_txn(event_id: str, key: str) -> str:
     return f"elicitbot-seed-{txn_digest(event_id, key)}"
 
 
-class MatrixChat:
+class MatrixChat(RoomReads):
     """Outbound Matrix for one bot account; ``client`` comes from :func:`make_client`."""
 
     platform = "matrix"
@@ -173,16 +114,16 @@ class MatrixChat:
         self,
         client: AsyncClient,
         *,
+        crypto: MatrixCrypto | None = None,
         max_retries: int = MAX_RETRIES,
         max_inline_wait: float = MAX_INLINE_WAIT,
     ) -> None:
-        self.client = client
-        self.max_retries = max_retries
-        self.max_inline_wait = max_inline_wait
-        self._encrypted: dict[str, bool] = {}
+        super().__init__(client, max_retries=max_retries, max_inline_wait=max_inline_wait)
+        self.crypto = crypto
+        """End-to-end encryption (None: off, encrypted rooms are refused)."""
+        self.direct = DirectRooms(client, encrypted=crypto is not None)
         self._posted: OrderedDict[str, str] = OrderedDict()
         self._threaded: OrderedDict[str, None] = OrderedDict()
-        self._names: OrderedDict[tuple[str, str], str | None] = OrderedDict()
 
     @property
     def user_id(self) -> str:
@@ -198,8 +139,9 @@ class MatrixChat:
         idempotency_key: str,
         uncertain: datetime | None,
     ) -> MatrixRef:
-        room_id = room_of(destination)
-        await self._refuse_encrypted(room_id)
+        room_id = await self.room_for(destination)
+        if self.crypto is None:
+            await self._refuse_encrypted(room_id)
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
         self._remember(event_id, view.elicitation.key)
@@ -234,7 +176,11 @@ class MatrixChat:
         ``notice.mentions`` (a reminder's people); other platforms' are left out. Without a
         Matrix thread it goes to the destination room unthreaded."""
         thread = notice.thread if isinstance(notice.thread, MatrixRef) else None
-        room_id = thread.room_id if thread is not None and thread.room_id else room_of(destination)
+        room_id = (
+            thread.room_id
+            if thread is not None and thread.room_id
+            else await self.room_for(destination)
+        )
         content = notice_content(
             notice.text,
             users=matrix_users([notice.user, *notice.mentions]),
@@ -243,6 +189,11 @@ class MatrixChat:
             reply_to=notice.reply_to or None,
         )
         await self.send(room_id, "m.room.message", content, idempotency_key, "notice")
+
+    async def room_for(self, destination: str) -> str:
+        """The room a destination names: itself, or a person's direct room."""
+        target = target_of(destination)
+        return await self.direct.room_for(target) if is_person(target) else target
 
     # ------------------------------------------------------------------ for the listener
 
@@ -255,184 +206,54 @@ class MatrixChat:
         offered approving on it (before its ref, saying so, is stored)."""
         return event_id in self._threaded
 
-    async def display_name(self, room_id: str, user_id: str) -> str | None:
-        """``user_id``'s name in the room; None when they have none (or it cannot be read now).
-
-        From nio's room state, which the sync keeps current (the listener's filter asks for
-        the member event of everyone whose events a batch holds): the display name,
-        disambiguated with the Matrix ID when another member shares it (the spec's rule,
-        ``MatrixRoom.user_name``). A member nio does not know (an event backfilled from
-        ``/messages``) is read from the room's member state once and remembered."""
-        room = self.client.rooms.get(room_id)
-        if room is not None and user_id in room.users:
-            if not room.users[user_id].display_name:
-                return None
-            name = room.user_name(user_id)
-            return name if isinstance(name, str) and name.strip() else None
-        if (room_id, user_id) in self._names:
-            return self._names[(room_id, user_id)]
-        try:
-            state = await call(
-                "get member",
-                lambda: self.client.room_get_state_event(room_id, "m.room.member", user_id),
-                RoomGetStateEventResponse,
-                max_retries=self.max_retries,
-                max_inline_wait=self.max_inline_wait,
-                accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
-            )
-        except DeliveryError as exc:
-            log.info("matrix.name_unknown", room_id=room_id, user_id=user_id, error=str(exc))
-            return None
-        raw = state.content.get("displayname") if state is not None else None
-        found = raw if isinstance(raw, str) and raw.strip() else None
-        self._names[(room_id, user_id)] = found
-        while len(self._names) > REMEMBERED:
-            self._names.popitem(last=False)
-        return found
-
-    def mark_encrypted(self, room_id: str) -> None:
-        self._encrypted[room_id] = True
-
-    async def is_encrypted(self, room_id: str) -> bool:
-        known = self._encrypted.get(room_id)
-        if known is not None:
-            return known
-        state = await call(
-            "get m.room.encryption",
-            lambda: self.client.room_get_state_event(room_id, "m.room.encryption"),
-            RoomGetStateEventResponse,
-            max_retries=self.max_retries,
-            max_inline_wait=self.max_inline_wait,
-            accept=frozenset({"M_NOT_FOUND"}),
-        )
-        encrypted = state is not None and bool(state.content)
-        self._encrypted[room_id] = encrypted
-        return encrypted
-
     async def send(
         self, room_id: str, event_type: str, content: dict[str, Any], txn: str, what: str
     ) -> str:
-        """Send one event with transaction id ``txn``; returns its event id."""
-        response = await call(
-            what,
-            lambda: self.client.room_send(room_id, event_type, content, tx_id=txn),
-            RoomSendResponse,
-            max_retries=self.max_retries,
-            max_inline_wait=self.max_inline_wait,
-        )
+        """Send one event with transaction id ``txn`` (encrypted in an encrypted room when
+        encryption is on); returns its event id."""
+        response = await self._deliver(room_id, event_type, content, txn, what)
         assert response is not None  # noqa: S101 - no errcode is accepted here
         return str(response.event_id)
 
-    async def get_event(self, room_id: str, event_id: str) -> dict[str, Any] | None:
-        """An event's raw JSON, or None when the homeserver does not have it (or hides it)."""
-        response = await call(
-            "get event",
-            lambda: self.client.room_get_event(room_id, event_id),
-            RoomGetEventResponse,
+    async def encrypted(self, room_id: str) -> bool:
+        """With encryption on: whether events to the room must be encrypted. The holder of the
+        crypto state syncs the room (nio's room, read whole the first time, kept current by
+        the sync); any other process asks the homeserver each time, never trusting an old
+        "not encrypted" (encryption can be turned on in a room at any moment)."""
+        if self.crypto is not None and self.crypto.active:
+            return bool((await self.crypto.room(room_id)).encrypted)
+        if self._encrypted.get(room_id):
+            return True
+        self._encrypted.pop(room_id, None)
+        return await self.is_encrypted(room_id)
+
+    async def _deliver(
+        self,
+        room_id: str,
+        event_type: str,
+        content: dict[str, Any],
+        txn: str,
+        what: str,
+        *,
+        accept: frozenset[str] = frozenset(),
+    ) -> RoomSendResponse | None:
+        crypto = self.crypto
+        if crypto is None:
+            request = functools.partial(
+                self.client.room_send, room_id, event_type, content, tx_id=txn
+            )
+        elif await self.encrypted(room_id):
+            request = functools.partial(crypto.send, room_id, event_type, content, txn)
+        else:
+            request = functools.partial(plain_send, self.client, room_id, event_type, content, txn)
+        return await call(
+            what,
+            request,
+            RoomSendResponse,
             max_retries=self.max_retries,
             max_inline_wait=self.max_inline_wait,
-            accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
+            accept=accept,
         )
-        if response is None:
-            return None
-        source = getattr(response.event, "source", None)
-        return source if isinstance(source, dict) else None
-
-    async def power_level(self, room_id: str, user_id: str) -> int:
-        """``user_id``'s power level in the room (``users_default`` when not listed)."""
-        state = await call(
-            "get power levels",
-            lambda: self.client.room_get_state_event(room_id, "m.room.power_levels"),
-            RoomGetStateEventResponse,
-            accept=frozenset({"M_NOT_FOUND"}),
-        )
-        content: Mapping[str, Any] = state.content if state is not None else {}
-        users = content.get("users")
-        level = (users if isinstance(users, Mapping) else {}).get(
-            user_id, content.get("users_default", 0)
-        )
-        return level if isinstance(level, int) else 0
-
-    async def membership(self, room_id: str, user_id: str) -> str | None:
-        """``join``, ``invite``, ``leave``…: what the room says of ``user_id`` (None: unknown)."""
-        state = await call(
-            "get membership",
-            lambda: self.client.room_get_state_event(room_id, "m.room.member", user_id),
-            RoomGetStateEventResponse,
-            accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
-        )
-        membership = state.content.get("membership") if state is not None else None
-        return membership if isinstance(membership, str) else None
-
-    async def redact(self, room_id: str, event_id: str, reason: str) -> None:
-        """Redact an event (someone else's needs power in the room)."""
-        await call(
-            "redact",
-            lambda: self.client.room_redact(
-                room_id, event_id, reason=reason, tx_id=f"elicitbot-redact-{txn_digest(event_id)}"
-            ),
-            RoomRedactResponse,
-        )
-        log.info("matrix.redacted", room_id=room_id, event_id=event_id)
-
-    async def messages_between(
-        self, room_id: str, start: str, stop: str, limit: int
-    ) -> list[dict[str, Any]]:
-        """The room's events from pagination token ``start`` back to ``stop`` (a sync token),
-        oldest first, at most ``limit`` (``/messages``)."""
-        found: list[dict[str, Any]] = []
-        token = start
-        while len(found) < limit:
-            page = await call(
-                "messages",
-                functools.partial(
-                    self.client.room_messages,
-                    room_id,
-                    start=token,
-                    end=stop,
-                    direction=MessageDirection.back,
-                    limit=min(PAGE, limit - len(found)),
-                ),
-                RoomMessagesResponse,
-            )
-            assert page is not None  # noqa: S101 - no errcode is accepted
-            chunk = [source for e in page.chunk if (source := getattr(e, "source", None))]
-            found.extend(chunk)
-            if not chunk or not page.end or page.end == token:
-                break
-            token = page.end
-        return list(reversed(found))
-
-    async def annotations(self, room_id: str, event_id: str) -> list[dict[str, Any]]:
-        """The ``m.reaction`` annotations on ``event_id`` as the homeserver holds them now
-        (``/relations``: a redacted reaction is gone), raw JSON, newest first. nio's iterator
-        hides error responses, so the pages are fetched here through :func:`call`."""
-        found: list[dict[str, Any]] = []
-        token: str | None = None
-        for _ in range(MAX_PAGES):
-            method, path = Api.room_get_event_relations(
-                self.client.access_token, room_id, event_id, RelationshipType.annotation,
-                "m.reaction", paginate_from=token, limit=PAGE,
-            )  # fmt: skip
-            page = await call(
-                "relations",
-                functools.partial(
-                    self.client._send,
-                    RoomEventRelationsResponse,
-                    method,
-                    path,
-                    response_data=(room_id, event_id),
-                ),
-                RoomEventRelationsResponse,
-                max_retries=self.max_retries,
-                max_inline_wait=self.max_inline_wait,
-            )
-            assert page is not None  # noqa: S101 - no errcode is accepted
-            found.extend(source for e in page.events if (source := getattr(e, "source", None)))
-            if not page.next_batch or page.next_batch == token:
-                break
-            token = page.next_batch
-        return found
 
     # ------------------------------------------------------------------ helpers
 
@@ -482,17 +303,12 @@ class MatrixChat:
             return
 
         async def react(key: str) -> None:
-            await call(
+            await self._deliver(
+                room_id,
+                "m.reaction",
+                reaction_content(event_id, key),
+                seed_txn(event_id, key),
                 "seed reaction",
-                lambda: self.client.room_send(
-                    room_id,
-                    "m.reaction",
-                    reaction_content(event_id, key),
-                    tx_id=seed_txn(event_id, key),
-                ),
-                RoomSendResponse,
-                max_retries=self.max_retries,
-                max_inline_wait=self.max_inline_wait,
                 accept=frozenset({DUPLICATE_ANNOTATION}),
             )
 

@@ -30,6 +30,7 @@ encrypts; ``sync`` decrypts what it can. Three things it leaves to the caller:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -75,10 +76,10 @@ async def send_event(
     In an encrypted room: the members and their devices are made known, a Megolm session shared
     if the room has none shared, and the event encrypted, under the client's lock; then it is
     PUT (``tx_id`` keeps it idempotent). ``m.relates_to`` stays in the clear, so threads, edits
-    and reactions still relate. Elsewhere, a plain ``room_send``."""
+    and reactions still relate. Elsewhere, :func:`plain_send`."""
     room = client.rooms.get(room_id)
     if client.olm is None or room is None or not room.encrypted:
-        return await client.room_send(room_id, event_type, content, tx_id=tx_id)
+        return await plain_send(client, room_id, event_type, content, tx_id)
     async with client.crypto_lock:
         if not room.members_synced:
             members = await client.joined_members(room_id)
@@ -101,6 +102,15 @@ async def send_event(
     return await client._send(RoomSendResponse, method, path, data, (room_id,))
 
 
+async def plain_send(
+    client: AsyncClient, room_id: str, event_type: str, content: dict[str, Any], tx_id: str
+) -> Any:
+    """Send one event as it is, never encrypted: ``room_send`` without its encryption step
+    (which, with a crypto store loaded, refuses a room nio has not synced yet)."""
+    method, path, data = Api.room_send(client.access_token, room_id, event_type, content, tx_id)
+    return await client._send(RoomSendResponse, method, path, data, (room_id,))
+
+
 async def upload_keys(client: AsyncClient, persist: Persist | None = None) -> Any:
     """Upload the device's keys (first time) or new one-time keys, write-ahead: the account
     holding them is saved and ``persist`` awaited before the upload is sent."""
@@ -114,15 +124,27 @@ async def upload_keys(client: AsyncClient, persist: Persist | None = None) -> An
 
 
 async def housekeeping(client: AsyncClient, persist: Persist | None = None) -> list[Any]:
-    """The crypto chores after a sync; returns every response (errors are values: check them)."""
+    """The crypto chores after a sync; returns every response (errors are values: check them).
+
+    The device-list query and the key claim run under the client's ``crypto_lock``: a
+    ``/keys/query`` answer naming a changed user drops the outbound Megolm session of every room
+    that user is in, and a send between sharing and encrypting would then encrypt with a new
+    session nobody received (reproduced: an invited person's first prompt unreadable)."""
     results: list[Any] = []
     if client.olm is None:
         return results
     if client.should_upload_keys:
         results.append(await upload_keys(client, persist))
-    if client.should_query_keys:
-        results.append(await client.keys_query())
-    if client.should_claim_keys:
-        results.append(await client.keys_claim(client.get_users_for_key_claiming()))
+    async with crypto_lock(client):
+        if client.should_query_keys:
+            results.append(await client.keys_query())
+        if client.should_claim_keys:
+            results.append(await client.keys_claim(client.get_users_for_key_claiming()))
     results.extend(await client.send_to_device_messages())
     return results
+
+
+def crypto_lock(client: AsyncClient) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The client's lock between handling a sync and sharing/encrypting (none: a plain client)."""
+    lock = getattr(client, "crypto_lock", None)
+    return lock if isinstance(lock, asyncio.Lock) else contextlib.nullcontext()

@@ -94,7 +94,10 @@ class RoomEvents:
 
     async def handle(self, room_id: str, item: inbound.InboundEvent) -> None:
         if isinstance(item, inbound.Encrypted):
-            await self.encrypted_room(room_id)
+            if self.chat.crypto is not None:
+                self.chat.mark_encrypted(room_id)  # fine: encrypted events decrypt in the sync
+            else:
+                await self.encrypted_room(room_id)
         elif isinstance(item, inbound.Reaction):
             await self._on_reaction(room_id, item)
         elif isinstance(item, inbound.Reply):
@@ -181,7 +184,7 @@ class RoomEvents:
         chosen = await self.selections.chosen(room_id, r.target, e, r.sender)
         if not chosen:
             nothing = Said(NOTHING_CHOSEN, mention=True, kind=NoticeKind.REFUSAL)
-            self._tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
+            self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
         else:
             name = await self.chat.display_name(room_id, r.sender)
             shown_ = await self.shown_on(view, r.target)
@@ -310,10 +313,10 @@ class RoomEvents:
         outcome = await self.elicitations.act(action)
         words = said(outcome, e, sender)
         if words is not None:
-            self._tell(room_id, root, sender, words, trigger=trigger, reply_to=reply_to)
+            self.tell(room_id, root, sender, words, trigger=trigger, reply_to=reply_to)
         return outcome
 
-    def _tell(
+    def tell(
         self, room_id: str, root: str, sender: str, words: Said, *, trigger: str, reply_to: str
     ) -> None:
         """A notice for ``sender`` in the thread of ``root``, sent in the background; its
@@ -371,8 +374,10 @@ class RoomEvents:
     async def _in_flight(self, key: str, room_id: str) -> bool:
         """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
         same key (left from an earlier database) does not pass: its delivery has another ref."""
+        person = self.chat.direct.person_of(room_id)
+        here = {f"matrix:{room_id}", *((f"matrix:{person}",) if person else ())}
         return any(
-            d.destination == f"matrix:{room_id}" and d.state in _IN_FLIGHT
+            d.destination in here and d.state in _IN_FLIGHT
             for d in await self.elicitations.deliveries(key)
         )
 
@@ -443,7 +448,10 @@ class RoomEvents:
             return
         await call("join", lambda: self.chat.client.join(room_id), JoinResponse)
         log.info("matrix.joined", room_id=room_id, inviter=inviter)
-        if encrypted or await self.chat.is_encrypted(room_id):
+        if self.chat.crypto is not None:
+            if encrypted:
+                self.chat.mark_encrypted(room_id)
+        elif encrypted or await self.chat.is_encrypted(room_id):
             await self.encrypted_room(room_id)
 
     async def encrypted_room(self, room_id: str) -> None:

@@ -27,6 +27,10 @@ ENCRYPTED_NOTICE = (
     "This room is end-to-end encrypted. elicitbot does not support encryption, so it cannot "
     "read answers or post questions here. Route elicitbot to an unencrypted room instead."
 )
+UNREADABLE = (
+    "I could not read your answer: it was encrypted with a key my device never received. "
+    "Please send it again."
+)
 REDACTION_REASON = "A secret answer is never taken from a chat message."
 
 

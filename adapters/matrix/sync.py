@@ -20,22 +20,36 @@ prompts this database posted (or is posting), never by the elicitation key alone
 
 Each event is handed to :class:`~adapters.matrix.handlers.RoomEvents` (reactions, replies,
 edits, commands, invites, encrypted rooms). Stopping cancels the long poll at once.
+
+With end-to-end encryption on (``chat.crypto``), this loop is what holds the device's crypto
+state (it runs under the Matrix lease): each run restores it first
+(:meth:`~adapters.matrix.crypto.MatrixCrypto.open`) and resumes from the token the restored
+state carries (the ``kv`` token only when it carries none); nio decrypts during ``sync``; a
+decrypted event counts only if its key came from one of its sender's devices; an event left
+undecrypted goes to :class:`~adapters.matrix.undecryptable.Undecryptable` (logged, its key asked
+for, reported in its thread if the key never comes). After each batch: nio's chores, then the
+batch's token into the crypto state and a snapshot into the database, then the ``kv`` token, and
+only then the next long poll. Stopping takes a last snapshot (while the lease is ours) and
+unloads the state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
-from nio import ErrorResponse, SyncResponse, WhoamiResponse
+from nio import ErrorResponse, MegolmEvent, SyncResponse, WhoamiResponse
 
 from adapters.matrix import inbound
 from adapters.matrix.chat import MatrixChat, call
+from adapters.matrix.crypto import MatrixCrypto
 from adapters.matrix.errors import from_exception, from_response
 from adapters.matrix.handlers import RoomEvents
+from adapters.matrix.undecryptable import KEY_WAIT, Undecryptable, report
 from bot.domain.errors import (
     ConfigError,
     DeliveryError,
@@ -79,9 +93,11 @@ class MatrixListener:
         timeline_limit: int = TIMELINE_LIMIT,
         backfill_limit: int = BACKFILL_LIMIT,
         max_backoff: float = MAX_BACKOFF,
+        key_wait: float = KEY_WAIT,
     ) -> None:
         self.chat = chat
         self.client = chat.client
+        self.crypto = chat.crypto
         self.elicitations = elicitations
         self.values = values
         self.user_id = chat.user_id
@@ -104,6 +120,15 @@ class MatrixListener:
             "account_data": {"not_types": ["*"]},
         }
         self.events = RoomEvents(chat, elicitations, bots=self.bots)
+        self.undecryptable = (
+            Undecryptable(
+                self.crypto,
+                functools.partial(report, self.events),
+                key_wait=key_wait,
+            )
+            if self.crypto is not None
+            else None
+        )
         self.since: str | None = None
         self.ready = False
         self.backfilled = 0
@@ -146,8 +171,15 @@ class MatrixListener:
                 f"matrix.device_id: the token belongs to device {who.device_id}, "
                 f"not {self.device_id}"
             )
+        if self.crypto is not None:
+            await self.crypto.check()
         self._connected = True
-        log.info("matrix.connected", user_id=self.user_id, device_id=self.device_id)
+        log.info(
+            "matrix.connected",
+            user_id=self.user_id,
+            device_id=self.device_id,
+            encryption=self.crypto is not None,
+        )
 
     async def start(self) -> None:
         """Check the token (unless ``connect()`` already did) and start syncing in a task."""
@@ -163,6 +195,8 @@ class MatrixListener:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.undecryptable is not None:
+            await self.undecryptable.aclose()
         if self.events.background:
             _, pending = await asyncio.wait(self.events.background, timeout=STOP_GRACE)
             for left in pending:
@@ -183,27 +217,51 @@ class MatrixListener:
         self._loaded = False
         self.ready = False
         failures = 0
-        while True:
-            try:
-                await self.sync_once()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the loop's one boundary: log, back off, sync again
-                failures += 1
-                self.ready = False
-                error = exc if isinstance(exc, DeliveryError) else from_exception("sync", exc)
-                wait = error.retry_after if isinstance(error, TransientDeliveryError) else None
-                delay = wait if wait is not None else min(self.max_backoff, 0.25 * 2**failures)
-                log.warning(
-                    "matrix.sync_failed", error=str(error), failures=failures, retry_in=delay
-                )
-                await asyncio.sleep(delay)
+        try:
+            while True:
+                try:
+                    await self.sync_once()
+                    failures = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the loop's one boundary: log, back off, sync again
+                    failures += 1
+                    self.ready = False
+                    error = exc if isinstance(exc, DeliveryError) else from_exception("sync", exc)
+                    wait = error.retry_after if isinstance(error, TransientDeliveryError) else None
+                    delay = wait if wait is not None else min(self.max_backoff, 0.25 * 2**failures)
+                    log.warning(
+                        "matrix.sync_failed", error=str(error), failures=failures, retry_in=delay
+                    )
+                    await asyncio.sleep(delay)
+        finally:
+            if self.crypto is not None:
+                await self._hand_off(self.crypto)
+
+    async def _hand_off(self, crypto: MatrixCrypto) -> None:
+        """The lease handoff: answers still waiting for their key reported now (while the lease
+        is ours: after it, only its new holder may send encrypted), a last snapshot (likewise),
+        then the crypto state unloaded."""
+        if self.undecryptable is not None and await crypto.ours():
+
+            async def report_all() -> None:
+                assert self.undecryptable is not None  # noqa: S101 - checked above
+                await self.undecryptable.flush()
+                await self.drain()  # their notices, sent while the state is still here
+
+            with contextlib.suppress(Exception):  # best effort, bounded: the stop goes on
+                await asyncio.wait_for(report_all(), timeout=STOP_GRACE)
+        await crypto.close()
 
     async def sync_once(self) -> None:
         """One ``/sync`` from the saved token; its events handled, then its token saved."""
+        if self.crypto is not None and not self.crypto.active:
+            await self.crypto.open()
+            self._loaded = False
         if not self._loaded:
-            self.since = await self.values.get_value(self.key)
+            stored = await self.values.get_value(self.key)
+            # The restored crypto state carries the token its keys match (docs/matrix-e2ee.md).
+            self.since = (self.crypto.sync_token if self.crypto is not None else None) or stored
             self._loaded = True
         first = self.since is None
         self.client.next_batch = self.since  # nio syncs from it when since is None
@@ -218,6 +276,9 @@ class MatrixListener:
         if not isinstance(response, SyncResponse):
             raise TransientDeliveryError(f"matrix sync: unexpected {type(response).__name__}")
         await self._handle(response, first=first)
+        if self.crypto is not None:
+            await self.crypto.housekeeping()
+            await self.crypto.handled(response.next_batch)
         await self.values.set_value(self.key, response.next_batch)
         self.since = response.next_batch
         self.ready = True
@@ -233,14 +294,37 @@ class MatrixListener:
             if first:
                 # The first sync of a new bot replays recent history: nothing there is new.
                 continue
-            events = [_source(e) for e in room.timeline.events]
+            events = list(room.timeline.events)
             if room.timeline.limited and room.timeline.prev_batch and self.since:
                 events = await self._backfill(room_id, room.timeline.prev_batch) + events
             for event in events:
-                await self._on_event(room_id, event)
-                self.last_event_id = event.get("event_id")
+                await self._on_timeline(room_id, event)
+                self.last_event_id = _source(event).get("event_id")
+        if self.undecryptable is not None:
+            # Keys that came in this batch (to-device) may open events that waited for them.
+            for room_id, event in self.undecryptable.retry():
+                await self._on_timeline(room_id, event)
 
-    async def _backfill(self, room_id: str, start: str) -> list[dict[str, Any]]:
+    async def _on_timeline(self, room_id: str, event: Any) -> None:
+        """A timeline event as nio gave it: an undecryptable one waits for its key; a decrypted
+        one counts only if its key came from one of its sender's devices."""
+        own = getattr(event, "sender", None) == self.user_id  # never acted on
+        if self.crypto is not None and self.undecryptable is not None and not own:
+            if isinstance(event, MegolmEvent):
+                self.undecryptable.saw(room_id, event)
+                return
+            if getattr(event, "decrypted", False) and not await self.crypto.sent_by_sender(event):
+                log.warning(
+                    "matrix.sender_key_unknown",
+                    room_id=room_id,
+                    event_id=getattr(event, "event_id", None),
+                    sender=getattr(event, "sender", None),
+                    problem="its key did not come from any device of its sender: ignored",
+                )
+                return
+        await self._on_event(room_id, _source(event))
+
+    async def _backfill(self, room_id: str, start: str) -> list[Any]:
         """The events a limited sync left out, back to the saved token, oldest first."""
         assert self.since is not None  # noqa: S101 - only incremental syncs are limited
         found = await self.chat.messages_between(room_id, start, self.since, self.backfill_limit)

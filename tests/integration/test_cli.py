@@ -29,6 +29,7 @@ EXAMPLE_SECRETS = {
     "SLACK_BOT_TOKEN": "xoxb-test-0001",
     "SLACK_APP_TOKEN": "xapp-test-0001",
     "MATRIX_ACCESS_TOKEN": "syt_test_0001",
+    "MATRIX_PICKLE_KEY": "pickle-key-test-0001",
     "PINEWORK_TOKEN": "pinework-test-0001",
 }
 EXAMPLE_SECRET_KEYS = {
@@ -36,6 +37,7 @@ EXAMPLE_SECRET_KEYS = {
     "slack.bot_token_env": "SLACK_BOT_TOKEN",
     "slack.app_token_env": "SLACK_APP_TOKEN",
     "matrix.access_token_env": "MATRIX_ACCESS_TOKEN",
+    "matrix.pickle_key_env": "MATRIX_PICKLE_KEY",
     "sources.pinework[0].token_env": "PINEWORK_TOKEN",
 }
 STRUCTURED = "application/cloudevents+json"

@@ -61,6 +61,16 @@ def fixture(case: str) -> Elicitation:
     return parse_body(copy.deepcopy(VALID[case]), workspace="acme")
 
 
+class Direct:
+    """The chat's direct rooms: ``people`` maps a direct room to its person."""
+
+    def __init__(self, people: dict[str, str] | None = None) -> None:
+        self.people = people or {}
+
+    def person_of(self, room_id: str) -> str | None:
+        return self.people.get(room_id)
+
+
 @dataclass
 class Chat:
     """What RoomEvents asks of MatrixChat, recorded."""
@@ -73,6 +83,8 @@ class Chat:
     user_id: str = BOT
     names: dict[str, str] = field(default_factory=dict)
     threaded: set[str] = field(default_factory=set)
+    direct: Direct = field(default_factory=Direct)
+    crypto: Any = None
 
     def posted_key(self, event_id: str) -> str | None:
         return None
@@ -287,6 +299,10 @@ async def test_a_prompt_still_being_posted_is_found_by_its_marker() -> None:
     events3, _ = rig(core, Chat(events={"$new": prompt}))
     core.deliveries_ = [delivery(DeliveryState.POSTING)]
     assert await events3.key_for(ROOM, "$new") == "k2"
+    # A direct message's delivery names the person, not the room.
+    events4, _ = rig(core, Chat(events={"$new": prompt}, direct=Direct({ROOM: ALICE})))
+    core.deliveries_ = [delivery(DeliveryState.POSTING, f"matrix:{ALICE}")]
+    assert await events4.key_for(ROOM, "$new") == "k2"
 
 
 def test_what_the_thread_hears_of_each_outcome() -> None:
