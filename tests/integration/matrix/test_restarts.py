@@ -147,6 +147,7 @@ async def test_a_limited_sync_is_backfilled_from_the_last_token(rig: Rig) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.faults  # the homeserver is stopped and started again: ~25 s, the fault tier's
 async def test_a_homeserver_outage_then_the_same_transaction_ids_give_one_event_each(
     rig: Rig,
 ) -> None:
