@@ -28,6 +28,10 @@ replicas together.
 A posted message's ref is a :class:`~bot.domain.refs.SlackRef` (channel, ts); its ``key``
 (``<channel>/<ts>``) is what :meth:`~bot.domain.ports.Elicitations.key_for_message` finds a
 thread reply's elicitation by.
+
+Over 500 lines on purpose for now: posting, the uncertain-post lookup, notices and the review's
+view and file calls share one client, one pacer and one error mapping; the next seam is the
+history lookup (``_find_posted`` and its paging) into its own module.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ Each test runs on SQLite and PostgreSQL (the ``store`` fixture of ``tests/confte
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import pytest
 from prometheus_client import CollectorRegistry
 
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
@@ -53,6 +56,21 @@ def make_rig(db: Store, clock: FakeClock, sink: FakeSink, registry: CollectorReg
     return Rig(db, clock, chat, service, dispatcher)
 
 
+@dataclass
+class Loop:
+    """A rig whose sink can be told to fail, and the registry ``/metrics`` would serve."""
+
+    rig: Rig
+    sink: FakeSink
+    registry: CollectorRegistry
+
+
+@pytest.fixture
+def loop(store: Store, clock: FakeClock) -> Loop:
+    sink, registry = FakeSink(), CollectorRegistry()
+    return Loop(make_rig(store, clock, sink, registry), sink, registry)
+
+
 def refused_count(registry: CollectorRegistry, outcome: str) -> float:
     value = registry.get_sample_value(
         "elicitbot_writebacks_refused_total", {"source": "superpipeline", "outcome": outcome}
@@ -60,12 +78,8 @@ def refused_count(registry: CollectorRegistry, outcome: str) -> float:
     return value or 0.0
 
 
-async def test_copies_say_answered_only_after_the_upstream_accepted(
-    store: Store,
-    clock: FakeClock,
-) -> None:
-    sink, registry = FakeSink(), CollectorRegistry()
-    rig = make_rig(store, clock, sink, registry)
+async def test_copies_say_answered_only_after_the_upstream_accepted(loop: Loop) -> None:
+    rig, sink = loop.rig, loop.sink
     key = await posted(rig)
     assert (await rig.service.answer(key, attempt(ALICE, "allow_once"))).won
 
@@ -89,12 +103,8 @@ async def test_copies_say_answered_only_after_the_upstream_accepted(
     assert all(not sending(u.view) and u.view.status is Status.ANSWERED for u in rig.chat.updated)
 
 
-async def test_a_slow_upstream_puts_sending_on_the_copies_then_answered(
-    store: Store,
-    clock: FakeClock,
-) -> None:
-    sink, registry = FakeSink(), CollectorRegistry()
-    rig = make_rig(store, clock, sink, registry)
+async def test_a_slow_upstream_puts_sending_on_the_copies_then_answered(loop: Loop) -> None:
+    rig, sink = loop.rig, loop.sink
     key = await posted(rig)
     sink.fail_next(1, TransientDeliveryError("HTTP 503"))
     assert (await rig.service.answer(key, attempt(ALICE, "deny"))).won
@@ -111,11 +121,9 @@ async def test_a_slow_upstream_puts_sending_on_the_copies_then_answered(
 
 
 async def test_a_refused_answer_reopens_the_question_says_so_everywhere_and_tells_alice(
-    store: Store,
-    clock: FakeClock,
+    loop: Loop,
 ) -> None:
-    sink, registry = FakeSink(), CollectorRegistry()
-    rig = make_rig(store, clock, sink, registry)
+    rig, sink, registry = loop.rig, loop.sink, loop.registry
     key = await posted(rig)
     sink.fail_next(1, PermanentDeliveryError(REFUSAL))
     assert (await rig.service.answer(key, attempt(ALICE, "allow_once"))).won
@@ -178,11 +186,9 @@ async def test_a_refused_answer_reopens_the_question_says_so_everywhere_and_tell
 
 
 async def test_a_refusal_from_an_upstream_that_closed_the_question_marks_it_failed(
-    store: Store,
-    clock: FakeClock,
+    loop: Loop,
 ) -> None:
-    sink, registry = FakeSink(), CollectorRegistry()
-    rig = make_rig(store, clock, sink, registry)
+    rig, sink, registry = loop.rig, loop.sink, loop.registry
     key = await posted(rig)
     closed = "The question was resolved upstream by usr_bob before this answer arrived."
     sink.fail_next(1, PermanentDeliveryError(closed, reopen=False))
@@ -208,12 +214,8 @@ async def test_a_refusal_from_an_upstream_that_closed_the_question_marks_it_fail
     assert getattr(refusal, "code", None) == "already_answered"
 
 
-async def test_an_upstream_never_reached_is_said_so_not_called_a_refusal(
-    store: Store,
-    clock: FakeClock,
-) -> None:
-    sink, registry = FakeSink(), CollectorRegistry()
-    rig = make_rig(store, clock, sink, registry)
+async def test_an_upstream_never_reached_is_said_so_not_called_a_refusal(loop: Loop) -> None:
+    rig, sink = loop.rig, loop.sink
     key = await posted(rig)
     sink.fail_next(MAX_ATTEMPTS, TransientDeliveryError("HTTP 503"))
     assert (await rig.service.answer(key, attempt(ALICE, "deny"))).won
