@@ -992,26 +992,22 @@ class FakeSlack:
         return opened
 
     def _open_view(self, params: dict[str, Any]) -> dict[str, Any]:
-        if (error := self._take_trigger(params)) is not None:
-            return {"ok": False, "error": error}
-        view, problem = self._checked_view(params)
-        if problem:
-            return problem
-        with self._lock:
-            opened = self._new_view(view)
-            self._views.append(opened)
-        return {"ok": True, "view": opened}
+        return self._add_view(params, self._views)
 
     def _push_view(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._add_view(params, self._pushed)
+
+    def _add_view(self, params: dict[str, Any], into: list[dict[str, Any]]) -> dict[str, Any]:
+        """``views.open`` / ``views.push``: a fresh trigger, a view within the limits, recorded."""
         if (error := self._take_trigger(params)) is not None:
             return {"ok": False, "error": error}
         view, problem = self._checked_view(params)
         if problem:
             return problem
         with self._lock:
-            pushed = self._new_view(view)
-            self._pushed.append(pushed)
-        return {"ok": True, "view": pushed}
+            added = self._new_view(view)
+            into.append(added)
+        return {"ok": True, "view": added}
 
     def _update_view(self, params: dict[str, Any]) -> dict[str, Any]:
         view_id, external = params.get("view_id"), params.get("external_id")

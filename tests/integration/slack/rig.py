@@ -63,6 +63,17 @@ def sign(secret: str, timestamp: str, body: str) -> str:
     return signature
 
 
+def block_actions_of(user: str) -> dict[str, Any]:
+    """What every ``block_actions`` payload carries: its type, team, user and app."""
+    return {
+        "type": "block_actions",
+        "team": {"id": TEAM_ID, "domain": "acme"},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "api_app_id": "A0ELICITBOT",
+        "token": "legacy-verification-token",
+    }
+
+
 class SecretRecorder:
     """The upstream secret route (a SecretSink): records what it was given."""
 
@@ -219,16 +230,7 @@ class Rig:
     ) -> httpx.Response:
         shown = {k: v for k, v in message.items() if k != "edited"}
         payload = {
-            "type": "block_actions",
-            "team": {"id": TEAM_ID, "domain": "acme"},
-            "user": {
-                "id": user,
-                "username": user.lower(),
-                "name": user.lower(),
-                "team_id": TEAM_ID,
-            },
-            "api_app_id": "A0ELICITBOT",
-            "token": "legacy-verification-token",
+            **block_actions_of(user),
             "container": {
                 "type": "message",
                 "message_ts": message["ts"],
@@ -256,16 +258,7 @@ class Rig:
         view = self.fake.view(view_id)
         assert view is not None, f"no view {view_id}"
         payload = {
-            "type": "block_actions",
-            "team": {"id": TEAM_ID, "domain": "acme"},
-            "user": {
-                "id": user,
-                "username": user.lower(),
-                "name": user.lower(),
-                "team_id": TEAM_ID,
-            },
-            "api_app_id": "A0ELICITBOT",
-            "token": "legacy-verification-token",
+            **block_actions_of(user),
             "container": {"type": "view", "view_id": view_id},
             "trigger_id": self.fake.issue_trigger(),
             "view": {
