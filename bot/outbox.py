@@ -79,7 +79,7 @@ class _Reads:
         return stored, timelines
 
 
-RENDERED = (EffectKind.POST, EffectKind.UPDATE)
+RENDERED = (EffectKind.POST, EffectKind.UPDATE, EffectKind.SEED)
 
 
 def platform_of(destination: str) -> str:
@@ -238,7 +238,10 @@ class Dispatcher:
             outcome = await self._guarded(item, stored, timelines)
             if outcome is not None:
                 done, ref = outcome
-                await self.store.complete_outbox(done, self.claimer, self.clock.now(), ref=ref)
+                seed = item.kind is EffectKind.POST and self._seeds(item.target)
+                await self.store.complete_outbox(
+                    done, self.claimer, self.clock.now(), ref=ref, seed=seed
+                )
         except Exception:
             # The claim runs out and the row is taken again (as uncertain): nothing is lost.
             log.exception("outbox.complete_failed", id=item.id, kind=item.kind)
@@ -327,6 +330,10 @@ class Dispatcher:
             escalation=escalation,
         )
 
+    def _seeds(self, destination: str) -> bool:
+        chat = self.chats.get(platform_of(destination))
+        return chat is not None and chat.seeds
+
     def _chat(self, destination: str) -> ChatAdapter:
         chat = self.chats.get(platform_of(destination))
         if chat is None:
@@ -377,6 +384,16 @@ class Dispatcher:
             view = self._view(item, stored, timeline, escalation)
             await self._chat(item.target).update(
                 item.target, delivery.ref, view, idempotency_key=key
+            )
+            return None
+        if item.kind is EffectKind.SEED:
+            if stored is None or stored.status is not Status.PENDING:
+                return None  # answered (or closed) before its reactions went out: none needed
+            delivery = await self.store.delivery(item.delivery_id or -1)
+            if delivery is None or delivery.ref is None:
+                raise PermanentDeliveryError("no posted message to seed")
+            await self._chat(item.target).seed(
+                item.target, delivery.ref, self._view(item, stored, timeline), idempotency_key=key
             )
             return None
         if item.kind is EffectKind.NOTIFY:

@@ -102,8 +102,11 @@ class FakeChat:
             raise ValueError(f"FakeChat: no refs for platform {platform!r}")
         self.platform = platform
         self.post_interval = 0.0
+        self.seeds = platform == "matrix"
+        """As the real adapters: a Matrix copy gets a ``seed`` effect after its post."""
         self.posted: list[Post] = []
         self.updated: list[Update] = []
+        self.seeded: list[Update] = []
         self.notified: list[Notified] = []
         self.calls: list[Call] = []
         self._refs: dict[tuple[str, str], MessageRef] = {}
@@ -176,6 +179,14 @@ class FakeChat:
             raise PermanentDeliveryError(f"{self.platform} update: {ref!r} is not its message ref")
         self._shown[ref] = view
         self.updated.append(Update(destination, ref, view, idempotency_key))
+
+    async def seed(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        self._call("seed", destination, idempotency_key)
+        if not self._own(ref):
+            raise PermanentDeliveryError(f"{self.platform} seed: {ref!r} is not its message ref")
+        self.seeded.append(Update(destination, ref, view, idempotency_key))
 
     async def notify(
         self,

@@ -22,12 +22,18 @@ The client comes from :func:`~adapters.matrix.client.make_client`, every request
 A prompt too long to hold the whole request (answer rule 2) is posted in steps, each safe to
 repeat: (1) the message, cut and offering no approving option (nor its reaction); (2) the whole
 request in its thread, part by part, in order; (3) an edit of the message (transaction id per
-version) that offers approving and says the thread holds everything; (4) the reactions. Only
-then is the ref, with ``full_in_thread``, returned for the store. A crash or an uncertain send
+version) that offers approving and says the thread holds everything. Only then is the ref,
+with ``full_in_thread``, returned for the store. A crash or an uncertain send
 anywhere in between leaves a message that offers no approve (a crafted approving reaction on it
 is refused: the listener finds no ref saying the thread is complete), and the outbox's retry
 walks the same steps with the same transaction ids, so it gets back the message, the parts and
 the edit it already made instead of making them twice.
+
+Messages first: a post sends the prompt (and a long one's thread) only; its keycap reactions are
+the outbox's ``seed`` effect (:meth:`MatrixChat.seed`), queued when the post completes and
+claimed only once the room's lane has no post left to make, so a burst of questions is all
+visible before the first one's reactions go out. An edit seeds again (a revision may offer new
+options; reactions already made are kept by their transaction ids).
 
 End-to-end encryption (``crypto``, when ``matrix.pickle_key_env`` is set): every event to a room
 the homeserver says is encrypted (prompts, thread parts, edits, seeded reactions, notices) is
@@ -108,6 +114,8 @@ class MatrixChat(RoomReads):
 
     platform = "matrix"
     post_interval = 0.0
+    seeds = True
+    """A prompt is answered by keycap reactions: the outbox seeds them after the lane's posts."""
     """The homeserver paces us with 429s, per user, not per room."""
 
     def __init__(
@@ -152,7 +160,6 @@ class MatrixChat(RoomReads):
             if uncertain:
                 # An earlier attempt may have made this event with an older version of the prompt.
                 await self._refresh(room_id, event_id, view)
-        await self._seed(ref, view)
         return ref
 
     async def update(
@@ -161,6 +168,15 @@ class MatrixChat(RoomReads):
         if not isinstance(ref, MatrixRef):
             raise PermanentDeliveryError(f"matrix edit: {ref!r} is not a Matrix message ref")
         await self._edit(ref.room_id, ref.event_id, view, full_in_thread=ref.full_in_thread)
+        await self._seed(ref, view)
+
+    async def seed(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        """The keycaps of a posted prompt (the outbox's ``seed`` effect, queued when the post
+        completed): each with a transaction id of its own, so a repeat makes nothing twice."""
+        if not isinstance(ref, MatrixRef):
+            raise PermanentDeliveryError(f"matrix seed: {ref!r} is not a Matrix message ref")
         await self._seed(ref, view)
 
     async def notify(

@@ -73,6 +73,8 @@ class SlackChat:
     platform = "slack"
     post_interval = POST_RATE.interval
     """chat.postMessage: about one message a second per channel."""
+    seeds = False
+    """A Slack copy is answered by its buttons: nothing to seed."""
 
     def __init__(
         self,
@@ -280,6 +282,11 @@ class SlackChat:
             lambda: self.client.views_push(trigger_id=trigger_id, view=dict(view)),
         )
         return _opened(response)
+
+    async def seed(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        """Nothing to seed: a Slack copy carries its buttons."""
 
     async def update_view(
         self, view_id: str, view: Mapping[str, Any], *, view_hash: str | None = None

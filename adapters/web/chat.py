@@ -11,6 +11,7 @@ from bot.domain.refs import InboxRef
 class WebChat:
     platform = "web"
     post_interval = 0.0
+    seeds = False
 
     async def post(
         self,
@@ -26,6 +27,11 @@ class WebChat:
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """Nothing to rewrite: the page renders the stored state."""
+
+    async def seed(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        """Nothing to seed: the page has its buttons."""
 
     async def notify(
         self,

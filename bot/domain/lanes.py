@@ -1,9 +1,11 @@
 """Lanes: effects are dispatched per lane, so a backlog in one never delays another.
 
-- ``chat:<destination>``: the posts, updates and notices of one channel or room. Posts go first
-  (a new question ahead of a refreshed one); a post the platform paces (Slack: one a second per
-  channel) is not claimed before its lane's pace allows, so the lane's slots never sleep on a rate
-  and the channel's updates and notices go out between its posts.
+- ``chat:<destination>``: the posts, updates, seeded reactions and notices of one channel or
+  room. Messages first: while a lane has a post it could make now, nothing else of that lane is
+  claimed (a burst of 50 questions shows all 50 before the first one's reactions, edits and
+  notices). A post the platform paces (Slack: one a second per channel) is not claimed before its
+  lane's pace allows, and is not "a post it could make now" meanwhile, so the lane's slots never
+  sleep on a rate and the channel's updates and notices go out between its posts.
 - ``sink:<source>``: the write-backs to one upstream system; each is independent of the others,
   so several go at once.
 
@@ -52,6 +54,12 @@ def slots_of(lane: str) -> int:
 def kind_cap(kind: EffectKind) -> int | None:
     """How many of this kind one chat lane may have in flight (None: only the lane's slots)."""
     return {EffectKind.POST: POSTS_IN_FLIGHT, EffectKind.UPDATE: UPDATES_IN_FLIGHT}.get(kind)
+
+
+def waits_for_posts(kind: EffectKind) -> bool:
+    """Whether a row of this kind waits while its chat lane has a post it could make now: every
+    chat effect but the post itself (a write-back's lane holds write-backs only)."""
+    return kind not in (EffectKind.POST, EffectKind.WRITEBACK)
 
 
 def rank_of(kind: EffectKind) -> int:

@@ -266,12 +266,15 @@ def posted_writes(
     stale: bool,
     copies: Sequence[Copy],
     now: datetime,
+    seed: bool = False,
 ) -> WriteSet:
     """A post the platform accepted (the store marked it posted): ``stale`` (answered or revised
     while it was being posted) brings the copy up to date; while ``pending``, unanswered
     ``followup_seconds`` from now the next destination gets it (``copies``: every copy, read
-    when :func:`needs_copies` says so)."""
+    when :func:`needs_copies` says so), and with ``seed`` (its platform answers by reaction)
+    its reactions are seeded next, behind the posts its lane still has to make."""
     updates = (CopyUpdate(delivery_id, destination),) if stale else ()
+    seeds = (Effect(EffectKind.SEED, destination, delivery_id),) if seed and pending else ()
     accepted = next((c for c in copies if c.id == delivery_id), None)
     due = None
     if pending and accepted is not None:
@@ -281,7 +284,7 @@ def posted_writes(
         if due is None
         else (PlannedDeadline(DeadlineKind.FOLLOWUP, due, {"after": delivery_id}),)
     )
-    return WriteSet(updates=updates, deadlines=followup)
+    return WriteSet(updates=updates, deadlines=followup, effects=seeds)
 
 
 def needs_copies(route: Route, *, pending: bool) -> bool:
@@ -452,9 +455,7 @@ def writeback_writes(
     )
     effects: tuple[Effect, ...] = ()
     if answer is not None and answer.respondent.partition(":")[0] in ("slack", "matrix"):
-        thread = next(
-            (c.ref for c in copies if c.destination == answer.via and c.ref is not None), None
-        )
+        thread = next((c.ref for c in copies if answered_on(c, answer.via)), None)
         text = refused_notice(stored.elicitation, settled)
         notice = NotifyPayload(NoticeKind.REFUSAL, answer.respondent, text, thread)
         effects = (Effect(EffectKind.NOTIFY, answer.via, payload=notice.to_json()),)
@@ -464,6 +465,13 @@ def writeback_writes(
         settle=Settle(settled, reopen=reopened),
         refresh=True,
     )
+
+
+def answered_on(copy: Copy, via: str) -> bool:
+    """Whether an answer given ``via`` (the channel or room it came from) was given on this
+    posted copy: its destination, or where its message is (a direct message's destination names
+    the person, the answer its room or channel)."""
+    return copy.ref is not None and via in (copy.destination, copy.ref.place)
 
 
 def refused_notice(e: Elicitation, wb: Writeback) -> str:

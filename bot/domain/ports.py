@@ -176,6 +176,9 @@ class ChatAdapter(Protocol):
     """Seconds between two posts to one destination that the platform allows (Slack: about one
     a second per channel; 0 when it sets no such pace). The outbox claims a lane's next post no
     sooner, in every replica."""
+    seeds: bool
+    """Whether a posted copy is answered by reactions the bot seeds on it (Matrix): the outbox
+    then queues a ``seed`` effect when the post completes, behind the lane's other posts."""
 
     async def post(
         self,
@@ -193,6 +196,13 @@ class ChatAdapter(Protocol):
     async def update(
         self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None: ...
+
+    async def seed(
+        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+    ) -> None:
+        """Seed the reactions that answer the posted copy ``ref`` (safe to repeat; nothing on a
+        platform that does not seed)."""
+        ...
 
     async def notify(
         self,

@@ -44,6 +44,10 @@ class EffectKind(StrEnum):
     UPDATE = "update"
     NOTIFY = "notify"
     WRITEBACK = "writeback"
+    SEED = "seed"
+    """What a posted copy needs after its post, on platforms that answer by reaction (Matrix:
+    one keycap per option): queued when the post completes, behind every post its lane still
+    has to make, so a burst shows every question before the first one's reactions."""
 
 
 class EffectState(StrEnum):

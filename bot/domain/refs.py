@@ -27,6 +27,11 @@ class SlackRef:
     def to_json(self) -> dict[str, Any]:
         return {"channel": self.channel, "ts": self.ts, "key": self.key}
 
+    @property
+    def place(self) -> str:
+        """Where the message is, as an answer's ``via`` names it (a DM's ``D…`` channel)."""
+        return f"slack:{self.channel}"
+
 
 @dataclass(frozen=True)
 class MatrixRef:
@@ -40,6 +45,11 @@ class MatrixRef:
     @property
     def key(self) -> str:
         return self.event_id
+
+    @property
+    def place(self) -> str:
+        """Where the message is, as an answer's ``via`` names it (a DM's room, not its person)."""
+        return f"matrix:{self.room_id}"
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"room_id": self.room_id, "event_id": self.event_id}
@@ -61,6 +71,10 @@ class InboxRef:
 
     def to_json(self) -> dict[str, Any]:
         return {"inbox": self.elicitation_key}
+
+    @property
+    def place(self) -> str:
+        return "web"
 
 
 MessageRef = SlackRef | MatrixRef | InboxRef

@@ -96,7 +96,13 @@ def writeback_done(
 
 
 def complete(
-    w: Writer, item: OutboxItem, ref: MessageRef | None, claimer: str, now: datetime
+    w: Writer,
+    item: OutboxItem,
+    ref: MessageRef | None,
+    claimer: str,
+    now: datetime,
+    *,
+    seed: bool = False,
 ) -> bool:
     """One completion, fenced on our claim; a post records its ref and what follows from it."""
     row = w.t.outbox.get(item.id)
@@ -127,6 +133,7 @@ def complete(
         stale=current.version != item.version,
         copies=w.copies(item.elicitation_key),
         now=now,
+        seed=seed,
     )
     w.apply(item.elicitation_key, writes, now)
     return True

@@ -225,9 +225,12 @@ class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
             ranked: list[tuple[int, datetime, int, EffectView]] = []
             for lane, rows in by_lane.items():
                 rows.sort(key=lambda o: (lanes.rank_of(o.kind), o.next_attempt_at, o.id))
+                posting = any(o.kind is EffectKind.POST for o in rows)
                 seen: Counter[EffectKind] = Counter()
                 r = 0
                 for o in rows:
+                    if posting and lanes.waits_for_posts(o.kind):
+                        break  # messages first: the rest waits for the lane's posts
                     seen[o.kind] += 1
                     cap = lanes.kind_cap(o.kind)
                     if cap is not None and seen[o.kind] + live_kind[lane, o.kind] > cap:
@@ -307,19 +310,32 @@ class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
         return await self._read(work)
 
     async def complete_outbox(
-        self, item: OutboxItem, claimer: str, now: datetime, *, ref: MessageRef | None = None
+        self,
+        item: OutboxItem,
+        claimer: str,
+        now: datetime,
+        *,
+        ref: MessageRef | None = None,
+        seed: bool = False,
     ) -> bool:
         """Done (fenced on our claim). A post also records its platform message ref."""
-        return (await self.complete_many([(item, ref)], claimer, now))[0]
+        return (await self.complete_many([(item, ref)], claimer, now, seed=seed))[0]
 
     async def complete_many(
-        self, done: Sequence[tuple[OutboxItem, MessageRef | None]], claimer: str, now: datetime
+        self,
+        done: Sequence[tuple[OutboxItem, MessageRef | None]],
+        claimer: str,
+        now: datetime,
+        *,
+        seed: bool = False,
     ) -> list[bool]:
         """Several completions in one transaction; each is fenced on our claim."""
         if not done:
             return []
         return await self._write(
-            lambda w: [decisions.complete(w, item, ref, claimer, now) for item, ref in done]
+            lambda w: [
+                decisions.complete(w, item, ref, claimer, now, seed=seed) for item, ref in done
+            ]
         )
 
     async def retry_outbox(

@@ -92,6 +92,9 @@ class Outbox(Applier):
             .where(candidate)
             .subquery("by_kind")
         )
+        # Messages first: the lanes with a post they could make now hold back everything else.
+        posting = select(OUTBOX.c.lane).where(candidate, is_post).distinct()
+        waits = [k.value for k in EffectKind if lanes.waits_for_posts(k)]
         n, np_, nu = (func.coalesce(c, 0) for c in (live.c.n, live.c.np, live.c.nu))
         # 2. Those within their kind's bound, numbered within their lane (posts first): rows
         # held back by a bound take no place ahead of the others.
@@ -119,6 +122,7 @@ class Outbox(Applier):
                     by_kind.c.kind != EffectKind.UPDATE.value,
                     by_kind.c.kr + nu <= lanes.UPDATES_IN_FLIGHT,
                 ),
+                or_(by_kind.c.kind.not_in(waits), by_kind.c.lane.not_in(posting)),
             )
             .subquery("ranked")
         )
@@ -264,18 +268,29 @@ class Outbox(Applier):
         return await self._run(work, write=True)
 
     async def complete_outbox(
-        self, item: OutboxItem, claimer: str, now: datetime, *, ref: MessageRef | None = None
+        self,
+        item: OutboxItem,
+        claimer: str,
+        now: datetime,
+        *,
+        ref: MessageRef | None = None,
+        seed: bool = False,
     ) -> bool:
         """Done (fenced on our claim). A post also records its platform message ref."""
-        return (await self.complete_many([(item, ref)], claimer, now))[0]
+        return (await self.complete_many([(item, ref)], claimer, now, seed=seed))[0]
 
     async def complete_many(
-        self, done: Sequence[tuple[OutboxItem, MessageRef | None]], claimer: str, now: datetime
+        self,
+        done: Sequence[tuple[OutboxItem, MessageRef | None]],
+        claimer: str,
+        now: datetime,
+        *,
+        seed: bool = False,
     ) -> list[bool]:
         """Several completions in one transaction; each is fenced on our claim."""
 
         def work(conn: Connection) -> list[bool]:
-            return [self._complete(conn, item, ref, claimer, now) for item, ref in done]
+            return [self._complete(conn, item, ref, claimer, now, seed) for item, ref in done]
 
         if not done:
             return []
@@ -288,6 +303,7 @@ class Outbox(Applier):
         ref: MessageRef | None,
         claimer: str,
         now: datetime,
+        seed: bool = False,
     ) -> bool:
         finished = conn.execute(
             COMPLETE_OUTBOX, {"row_id": item.id, "claimer": claimer, "at": now}
@@ -326,6 +342,7 @@ class Outbox(Applier):
             stale=current.version != item.version,  # answered or revised while it was posted
             copies=copies,
             now=now,
+            seed=seed,
         )
         if not writes.empty:
             self._write(conn, item.elicitation_key, writes, now)

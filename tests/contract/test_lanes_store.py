@@ -14,7 +14,7 @@ from datetime import timedelta
 from bot.domain import lanes
 from bot.domain.model import Route
 from bot.domain.records import EffectKind
-from bot.domain.refs import SlackRef
+from bot.domain.refs import MatrixRef, SlackRef
 from bot.domain.store import Store
 from tests.conftest import FakeClock
 from tests.contract.test_deadline_store import fire_due
@@ -156,3 +156,63 @@ async def test_updates_waiting_on_their_budget_never_hold_back_a_channel_s_notic
     assert fired.outcome == "fired"
     got = await store.claim_outbox(clock.now(), "w2", limit=20)
     assert [i.kind for i in got if i.lane == f"chat:{BUSY}"] == [EffectKind.NOTIFY]
+
+
+ROOM = "matrix:!burst:example.org"
+
+
+async def test_messages_first_a_room_s_posts_go_before_its_reactions_edits_and_notices(
+    store: Store, clock: FakeClock
+) -> None:
+    """While a room has a post it could make now, nothing else of the room is claimed: the
+    seeded reactions of a posted prompt (queued when its post completes, ``seed``) and an
+    answered prompt's edit wait until every question of the burst is posted."""
+    [first] = await queue(store, clock, 1, ROOM, "f")
+    [post] = await store.claim_outbox(clock.now(), "w")
+    assert await store.complete_outbox(
+        post, "w", clock.now(), ref=MatrixRef("!burst", "$f"), seed=True
+    )
+    [seed] = await store.claim_outbox(clock.now(), "w")
+    assert (seed.kind, seed.elicitation_key) == (EffectKind.SEED, first)
+    assert await store.complete_outbox(seed, "w", clock.now())
+    burst = await queue(store, clock, 5, ROOM, "b")
+    assert (
+        await store.record_answer(
+            first, answer("matrix:@alice:x", clock.now()), clock.now(), approving=True, audit={}
+        )
+    ).won
+    # The answer's write-back goes at once (its sink's lane never waits for a room); once it is
+    # accepted, first's edit is due beside its seed: both wait while burst posts are left.
+    order: list[tuple[EffectKind, str]] = []
+    for _ in range(20):
+        got = await store.claim_outbox(clock.now(), "w", limit=20)
+        for n, i in enumerate(got):
+            ref = MatrixRef("!burst", f"${i.id}-{n}") if i.kind is EffectKind.POST else None
+            assert await store.complete_outbox(i, "w", clock.now(), ref=ref, seed=ref is not None)
+        order += [(i.kind, i.elicitation_key) for i in got]
+    chat = [(k, key) for k, key in order if k is not EffectKind.WRITEBACK]
+    assert chat[:5] == [(EffectKind.POST, key) for key in burst], "every question first"
+    assert Counter(k for k, _ in chat[5:]) == {EffectKind.SEED: 5, EffectKind.UPDATE: 1}
+    # Every burst prompt is seeded once; first's seed went before its answer's edit came.
+    assert {key for kind, key in chat if kind is EffectKind.SEED} == set(burst)
+    assert [key for kind, key in chat if kind is EffectKind.UPDATE] == [first]
+
+
+async def test_a_completed_post_queues_its_seed_only_when_asked_and_still_pending(
+    store: Store, clock: FakeClock
+) -> None:
+    """Slack copies carry buttons (no ``seed``); a copy answered while it was posted needs none."""
+    [slack_key] = await queue(store, clock, 1, SLACK, "s")
+    [room_key] = await queue(store, clock, 1, ROOM, "m")
+    posts = {i.elicitation_key: i for i in await store.claim_outbox(clock.now(), "w", limit=20)}
+    assert (
+        await store.record_answer(
+            room_key, answer("matrix:@alice:x", clock.now()), clock.now(), approving=True, audit={}
+        )
+    ).won
+    assert await store.complete_outbox(posts[slack_key], "w", clock.now(), ref=SlackRef("C0", "1"))
+    assert await store.complete_outbox(
+        posts[room_key], "w", clock.now(), ref=MatrixRef("!burst", "$m"), seed=True
+    )
+    seeds = [o for o in await store.outbox() if o.kind == EffectKind.SEED]
+    assert seeds == []

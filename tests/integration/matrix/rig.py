@@ -154,8 +154,10 @@ class Rig:
         return outcome.key
 
     async def post(self, case: str = "options", **changes: Any) -> tuple[str, str]:
-        """Take a fixture in and post it; returns (elicitation key, event id)."""
+        """Take a fixture in, post it and seed its reactions (the post's ``seed`` effect, next);
+        returns (elicitation key, event id)."""
         key = await self.intake(case, **changes)
+        assert await self.bot.dispatcher.run_once() == 1
         assert await self.bot.dispatcher.run_once() == 1
         [delivery] = await self.store.deliveries(key)
         assert delivery.state == "posted", delivery

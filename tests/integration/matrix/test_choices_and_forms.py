@@ -27,7 +27,9 @@ TARGETS = (
 
 
 async def posted(rig: Rig, key: str) -> str:
-    """Post ``key``'s copy; returns its event id."""
+    """Post ``key``'s copy and seed its reactions (the post's ``seed`` effect, next); returns
+    its event id."""
+    assert await rig.bot.dispatcher.run_once() == 1
     assert await rig.bot.dispatcher.run_once() == 1
     [delivery] = await rig.store.deliveries(key)
     assert delivery.state == "posted", delivery

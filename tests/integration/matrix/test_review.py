@@ -116,6 +116,7 @@ async def test_a_long_copy_offers_approve_only_once_its_thread_holds_everything(
     assert await posting == 1
     [delivery] = await rig.store.deliveries(key)
     assert delivery.ref == MatrixRef(rig.room, root, full_in_thread=True)
+    assert await bot.dispatcher.run_once() == 1  # its seed: the reactions come after the post
 
     timeline = await rig.timeline()
     ids = [event["event_id"] for event in timeline]
@@ -195,6 +196,7 @@ async def test_a_post_cut_off_after_its_thread_repeats_nothing_and_the_deploy_an
         "event_id": copy["event_id"],
         "key": copy["event_id"],
     }, "an ordinary ref is stored as before"
+    assert await bot.dispatcher.run_once() == 2, "both prompts' reactions, once no post is left"
     assert sorted(await rig.seeded(copy["event_id"])) == sorted([ONE, TWO])
     await rig.hs.react(rig.cast.alice, rig.room, copy["event_id"], ONE)
     answer = await rig.answered(deploy)

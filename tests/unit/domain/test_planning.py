@@ -10,7 +10,7 @@ from bot.domain import planning
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.model import Deadlines, Route, Status
 from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, FireOutcome, NoticeKind
-from bot.domain.refs import InboxRef, SlackRef
+from bot.domain.refs import InboxRef, MatrixRef, SlackRef
 from bot.domain.writes import (
     Activation,
     AuditWrite,
@@ -235,3 +235,42 @@ def test_a_notice_payload_round_trips() -> None:
         "mentions": ["slack:U1"],
     }
     assert NotifyPayload.from_json(data) == notice
+
+
+def test_a_post_to_a_platform_that_seeds_queues_its_seed_while_pending_only() -> None:
+    route = Route(destinations=(MATRIX,))
+    seeded = planning.posted_writes(
+        route,
+        delivery_id=1,
+        destination=MATRIX,
+        pending=True,
+        stale=False,
+        copies=(),
+        now=NOW,
+        seed=True,
+    )
+    assert [(e.kind, e.target, e.delivery_id) for e in seeded.effects] == [
+        (EffectKind.SEED, MATRIX, 1)
+    ]
+    for pending, seed in ((False, True), (True, False)):
+        ws = planning.posted_writes(
+            route,
+            delivery_id=1,
+            destination=MATRIX,
+            pending=pending,
+            stale=False,
+            copies=(),
+            now=NOW,
+            seed=seed,
+        )
+        assert ws.effects == ()
+
+
+def test_a_refused_answer_given_in_a_direct_message_is_told_in_that_copy_s_thread() -> None:
+    """A DM copy's destination names the person; the answer names the room it came from."""
+    dm = Copy(2, "matrix:@alice:example.org", 1, dl.PRIMARY, POSTED, MatrixRef("!dm:x", "$p"))
+    channel = Copy(1, SLACK, 0, dl.PRIMARY, POSTED, SlackRef("C0APPROVALS", "1.1"))
+    assert planning.answered_on(dm, "matrix:!dm:x")
+    assert planning.answered_on(channel, SLACK)
+    assert not planning.answered_on(dm, SLACK)
+    assert not planning.answered_on(copy(3, MATRIX, PLANNED), MATRIX), "not posted: no thread"
