@@ -537,6 +537,7 @@ def _matrix(ctx: Context, bot: Elicitbot) -> list[Part]:
         states=ctx.store,
         clock=ctx.clock,
         fence=lease_fence(ctx.store, lease, ctx.owner, ctx.clock),
+        lease=(lease, ctx.owner),  # the LeaseKeeper's (name, holder) below: saves fenced on it
     )
     listener = MatrixListener(chat, ctx.elicitations, ctx.store, device_id=m.device_id)
     bot.matrix_chat, bot.matrix = chat, listener

@@ -23,17 +23,25 @@ def matrix_chat(
     states: CryptoStates,
     clock: Clock,
     fence: Fence | None = None,
+    lease: tuple[str, str] | None = None,
     scratch: Path | None = None,
 ) -> MatrixChat:
     """A :class:`MatrixChat` (and, through it, what its listener needs). ``pickle_key``: None
     for plaintext rooms only; otherwise the crypto state is kept in ``states`` (the database),
-    written only while ``fence()`` says the Matrix lease is ours."""
+    each snapshot written only while ``lease`` (name, holder: the Matrix lease) is still ours,
+    checked by the store in the same statement; ``fence()`` reads the lease for the hand-off."""
     if pickle_key is None:
         return MatrixChat(make_client(homeserver, user_id, device_id, access_token))
     client = make_client(homeserver, user_id, device_id, access_token, pickle_key=pickle_key)
     assert isinstance(client, EncryptingClient)  # noqa: S101 - make_client's contract
     crypto = MatrixCrypto(
-        client, states, pickle_key=pickle_key, clock=clock, fence=fence, scratch=scratch
+        client,
+        states,
+        pickle_key=pickle_key,
+        clock=clock,
+        fence=fence,
+        lease=lease,
+        scratch=scratch,
     )
     return MatrixChat(client, crypto=crypto)
 

@@ -9,17 +9,23 @@ time, the holder of the Matrix lease (the listener's work runs under it):
   it (the same Olm account, sessions and Megolm keys: the same device); the device keys or new
   one-time keys are uploaded write-ahead (:func:`~adapters.matrix.e2ee.upload_keys`), the device
   is cross-signed with the account's keys (sealed with the pickle key in the database, made the
-  first time) and a snapshot is saved;
+  first time) and a snapshot is saved, always: the store accepting it proves the lease is ours
+  before anything is encrypted with the state;
 - :meth:`MatrixCrypto.handled` (after each sync batch is handled, before the next long poll):
   the batch's token is written into nio's store, so the blob carries exactly the token its keys
   match, then a snapshot is saved if anything changed (``crypto_state.changes``); a send that
   shared a room key saves too (:meth:`send`);
 - :meth:`MatrixCrypto.close` (the lease lost or the process stopping): a last snapshot, unless
-  the lease is no longer ours (``fence``: a snapshot written by a replica that lost the lease
-  would roll its successor back), then the store is unloaded and its directory removed.
+  ``fence()`` says the lease is no longer ours, then the store is unloaded and its directory
+  removed.
 
-Every snapshot is written only while ``fence()`` says the lease is ours (checked just before the
-write; the store port has no conditional write, see the report of issue 14).
+Every snapshot is fenced in the store (``save_crypto(…, lease=(name, holder))``, issue 14): it is
+written only while this process still holds the Matrix lease, checked in the same statement as
+the write, so a replica that lost the lease (paused, cut off) cannot roll its successor's state
+back and lose Megolm sessions. A refused save stops the state here (:class:`CryptoFencedError`,
+``active`` false): sends to encrypted rooms become transient errors, the sync loop fails until
+the lease keeper cancels it, and the next holder carries on from its own snapshot. The
+cross-signing keys (made once, when none are stored) are saved under the same fence.
 
 :meth:`send` encrypts an event for an encrypted room, or refuses (a TransientDeliveryError, so
 the outbox retries) when this process does not hold the crypto state: nothing is ever sent in
@@ -36,7 +42,7 @@ import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 from nio import (
@@ -65,7 +71,8 @@ from bot.domain.store import CryptoStates
 log = structlog.get_logger("elicitbot.matrix")
 
 Fence = Callable[[], Awaitable[bool]]
-"""True while this process holds the Matrix lease (snapshots are written only then)."""
+"""True while this process holds the Matrix lease (a read: for the hand-off and the last
+snapshot; every snapshot is also fenced in the store by ``lease``)."""
 
 NOT_HOLDER_RETRY = 5.0
 """Seconds before the outbox retries a send to an encrypted room this process cannot encrypt
@@ -76,6 +83,10 @@ NOT_CROSS_SIGNED = (
     "no room keys (it cannot read their answers) and see its prompts as sent from an "
     "unverified device; see docs/matrix-e2ee.md §7"
 )
+
+
+class CryptoFencedError(TransientDeliveryError):
+    """The store refused a snapshot: the Matrix lease it is fenced on is no longer ours."""
 
 
 class MatrixCrypto:
@@ -90,6 +101,7 @@ class MatrixCrypto:
         pickle_key: str,
         clock: Clock,
         fence: Fence | None = None,
+        lease: tuple[str, str] | None = None,
         scratch: Path | None = None,
     ) -> None:
         self.client = client
@@ -97,6 +109,8 @@ class MatrixCrypto:
         self.pickle_key = pickle_key
         self.clock = clock
         self.fence = fence
+        self.lease = lease
+        """(name, holder) of the Matrix lease every snapshot is fenced on (None: unfenced)."""
         self.scratch = scratch
         """Where the local store directories are made (default: the system's temp dir)."""
         self.active = False
@@ -161,7 +175,7 @@ class MatrixCrypto:
             if not isinstance(uploaded, KeysUploadResponse):
                 raise TransientDeliveryError(f"matrix keys upload: {uploaded}")
         await self._cross_sign()
-        await self.save()
+        await self.save(force=True)  # refused (CryptoFencedError) unless the lease is ours
         self.active = True
         log.info(
             "matrix.crypto_ready",
@@ -176,10 +190,10 @@ class MatrixCrypto:
         self.active = False
         store = self.client.store
         if store is not None:
-            if save:
+            if save and await self._fence_holds():
                 try:
                     await self.save()
-                except Exception as exc:  # the store is down: the last saved state stands
+                except Exception as exc:  # store down, or lease moved: the last saved state stands
                     log.warning("matrix.crypto_not_saved", error=str(exc) or type(exc).__name__)
             async with self.client.crypto_lock:
                 self.client.olm = None
@@ -191,16 +205,18 @@ class MatrixCrypto:
 
     async def ours(self) -> bool:
         """The crypto state is live here and the lease (``fence``) is ours."""
-        if not self.active:
-            return False
+        return self.active and await self._fence_holds()
+
+    async def _fence_holds(self) -> bool:
         try:
             return self.fence is None or await self.fence()
         except Exception:  # the store is down: not known to be ours
             return False
 
     async def save(self, *, force: bool = False) -> bool:
-        """Snapshot nio's store into the database if it changed since the last save (and the
-        lease is ours); True when a snapshot was written."""
+        """Snapshot nio's store into the database if it changed since the last save; True when a
+        snapshot was written. Raises :class:`CryptoFencedError` (and stops the state here) when
+        the store refuses it: the lease it is fenced on is no longer ours."""
         async with self._lock:
             if self.client.store is None or self._dir is None:
                 return False
@@ -208,13 +224,23 @@ class MatrixCrypto:
             if not force and changed == self._saved:
                 return False
             blob = crypto_state.snapshot(self._dir, self.user_id, self.device_id)
-            if self.fence is not None and not await self.fence():
-                log.warning("matrix.crypto_not_saved", error="the Matrix lease is not ours")
-                return False
-            await self.states.save_crypto(self.owner, blob, self.clock.now())
+            written = await self.states.save_crypto(
+                self.owner, blob, self.clock.now(), lease=self.lease
+            )
+            if not written:
+                self._fenced_out()
             self._saved = changed
             self.saves += 1
             return True
+
+    def _fenced_out(self) -> NoReturn:
+        self.active = False
+        log.warning("matrix.crypto_fenced", problem="the Matrix lease is no longer ours")
+        raise CryptoFencedError(
+            "matrix: the bot's crypto state was not saved: the Matrix lease it is held under is "
+            "no longer this process's (another replica carries on from its own snapshot)",
+            retry_after=NOT_HOLDER_RETRY,
+        )
 
     async def _persist(self) -> None:
         """Write-ahead for a key upload: the account with its new keys is saved first."""
@@ -259,7 +285,9 @@ class MatrixCrypto:
         try:
             return await send_event(self.client, room_id, event_type, content, txn)
         finally:
-            await self.save()
+            # Sent (or not) either way: a refused save stops the state here for the next send.
+            with contextlib.suppress(CryptoFencedError):
+                await self.save()
 
     async def room(self, room_id: str) -> MatrixRoom:
         """nio's room with every member, invited ones too, read from the room's full state the
@@ -332,8 +360,14 @@ class MatrixCrypto:
         sealed = await self.states.load_crypto(owner)
         if sealed is None:
             keys = CrossSigningKeys.generate()
-            # Stored before anything is uploaded: the server never holds keys we do not.
-            await self.states.save_crypto(owner, keys.seal(self.pickle_key), self.clock.now())
+            # Stored before anything is uploaded: the server never holds keys we do not. Fenced
+            # too: a replica that lost the lease between the load and here must not replace the
+            # keys its successor made (and maybe uploaded).
+            sealed_now = keys.seal(self.pickle_key)
+            if not await self.states.save_crypto(
+                owner, sealed_now, self.clock.now(), lease=self.lease
+            ):
+                self._fenced_out()
         else:
             keys = CrossSigningKeys.unseal(sealed, self.pickle_key)
         try:

@@ -145,8 +145,13 @@ class CryptoStates(Protocol):
     the store never sees), kept so it survives restarts and moves with the Matrix lease. Never
     logged."""
 
-    async def save_crypto(self, owner: str, blob: bytes, now: datetime) -> None:
-        """Replace ``owner``'s blob (``<user id>|<device id>``) whole."""
+    async def save_crypto(
+        self, owner: str, blob: bytes, now: datetime, *, lease: tuple[str, str] | None = None
+    ) -> bool:
+        """Replace ``owner``'s blob (``<user id>|<device id>``) whole; True when written. Fenced
+        when ``lease`` = (name, holder) is given: written only if that holder still holds that
+        lease and it has not run out at ``now`` (checked in the same statement as the write), so
+        a holder that lost the lease cannot roll its successor's state back."""
         ...
 
     async def load_crypto(self, owner: str) -> bytes | None:
@@ -205,11 +210,26 @@ class Store(
     ) -> list[OutboxItem]: ...
 
     async def complete_outbox(
-        self, item: OutboxItem, claimer: str, now: datetime, *, ref: MessageRef | None = None
-    ) -> bool: ...
+        self,
+        item: OutboxItem,
+        claimer: str,
+        now: datetime,
+        *,
+        ref: MessageRef | None = None,
+        seed: bool = False,
+    ) -> bool:
+        """Done (fenced on our claim). A post records its ref and what follows from it; with
+        ``seed`` (its platform answers by reaction) a pending copy's ``seed`` row is queued in
+        the same transaction."""
+        ...
 
     async def complete_many(
-        self, done: Sequence[tuple[OutboxItem, MessageRef | None]], claimer: str, now: datetime
+        self,
+        done: Sequence[tuple[OutboxItem, MessageRef | None]],
+        claimer: str,
+        now: datetime,
+        *,
+        seed: bool = False,
     ) -> list[bool]: ...
 
     async def retry_outbox(

@@ -1,43 +1,79 @@
 """The Matrix device's end-to-end crypto state in SQL: one row per owner (``<user id>|<device
 id>``), the blob replaced whole on each save.
 
-A save is one ``INSERT … ON CONFLICT (owner) DO UPDATE`` that also counts the saves in
-``version``, the same statement on SQLite and PostgreSQL. Only the holder of the Matrix lease
-writes an owner's row, so saves do not race; if two ever did, the last one wins whole (a row is
-never a mix of two blobs). The blob holds the device's keys, pickled with the pickle key: it is
-never logged, and never read back except by :meth:`Crypto.load_crypto`.
+A save is one ``INSERT … SELECT … WHERE EXISTS (lease) ON CONFLICT (owner) DO UPDATE … RETURNING``
+that also counts the saves in ``version``, the same statement on SQLite and PostgreSQL. Given the
+lease the state is held under (``lease=(name, holder)``: the Matrix lease), the row is written
+only if that holder still has that lease and it has not run out at ``now``: a replica that lost
+the lease (paused, cut off) cannot roll its successor's state back, whatever it believes. The
+check and the write are one statement: on PostgreSQL the ``EXISTS`` locks the lease row
+``FOR SHARE``, so a take-over waits for a save in flight; SQLite serialises writers. Without a
+lease (tests, tools) the write is unconditional. Two saves never mix: the last one wins whole.
+
+The blob holds the device's keys, pickled with the pickle key: it is never logged, and never
+read back except by :meth:`Crypto.load_crypto`. It is bound once per save (the update takes the
+inserted row's, ``excluded``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import Integer, LargeBinary, String, Table, exists, literal, select, true
 from sqlalchemy.engine import Connection
 
 from store.sql.base import SqlBase
-from store.tables import MatrixCryptoRow
+from store.tables import LeaseRow, MatrixCryptoRow, UtcDateTime
 
 CRYPTO: Table = MatrixCryptoRow.__table__  # type: ignore[attr-defined]
+LEASE: Table = LeaseRow.__table__  # type: ignore[attr-defined]
+
+
+def _held(lease: tuple[str, str], now: datetime) -> Any:
+    """``lease`` is (name, holder)'s and has not run out at ``now`` (row locked on PostgreSQL;
+    SQLite renders no lock)."""
+    name, holder = lease
+    live = (
+        select(LEASE.c.name)
+        .where(
+            LEASE.c.name == name,
+            LEASE.c.holder == holder,
+            LEASE.c.until > literal(now, UtcDateTime()),
+        )
+        .with_for_update(read=True)
+    )
+    return exists(live)
 
 
 class Crypto(SqlBase):
     """The CryptoStates port of :class:`bot.domain.store.Store`."""
 
-    async def save_crypto(self, owner: str, blob: bytes, now: datetime) -> None:
-        statement = (
-            self._dialect_insert(CRYPTO)
-            .values(owner=owner, blob=blob, updated_at=now, version=1)
-            .on_conflict_do_update(
-                index_elements=[CRYPTO.c.owner],
-                set_={"blob": blob, "updated_at": now, "version": CRYPTO.c.version + 1},
-            )
+    async def save_crypto(
+        self, owner: str, blob: bytes, now: datetime, *, lease: tuple[str, str] | None = None
+    ) -> bool:
+        row = select(
+            literal(owner, String()),
+            literal(bytes(blob), LargeBinary()),
+            literal(now, UtcDateTime()),
+            literal(1, Integer()),
+        ).where(true() if lease is None else _held(lease, now))  # SQLite's upsert needs a WHERE
+        insert = self._dialect_insert(CRYPTO).from_select(
+            ["owner", "blob", "updated_at", "version"], row
         )
+        statement = insert.on_conflict_do_update(
+            index_elements=[CRYPTO.c.owner],
+            set_={
+                "blob": insert.excluded.blob,
+                "updated_at": insert.excluded.updated_at,
+                "version": CRYPTO.c.version + 1,
+            },
+        ).returning(CRYPTO.c.version)
 
-        def work(conn: Connection) -> None:
-            conn.execute(statement)
+        def work(conn: Connection) -> bool:
+            return conn.execute(statement).first() is not None
 
-        await self._run(work, write=True)
+        return await self._run(work, write=True)
 
     async def load_crypto(self, owner: str) -> bytes | None:
         def work(conn: Connection) -> bytes | None:
