@@ -181,9 +181,11 @@ class RoomEvents:
         if r.key.strip() != SUBMIT_KEY or not await self._first_time(r.event_id):
             return
         self.handled += 1
-        chosen = await self.selections.chosen(room_id, r.target, e, r.sender)
-        if not chosen:
-            nothing = Said(NOTHING_CHOSEN, mention=True, kind=NoticeKind.REFUSAL)
+        now = await self.selections.read(room_id, r.target, e, r.sender)
+        chosen = now.chosen
+        if now.unreadable or not chosen:  # a keycap not decrypted yet is unknown, not absent
+            text = now.unreadable_notice() if now.unreadable else NOTHING_CHOSEN
+            nothing = Said(text, mention=True, kind=NoticeKind.REFUSAL)
             self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
         else:
             name = await self.chat.display_name(room_id, r.sender)
@@ -417,9 +419,11 @@ class RoomEvents:
         )
 
     async def on_invite(self, room_id: str, invite_state: list[dict[str, Any]]) -> None:
-        """Join when a configured workspace admin invites; decline anyone else's invite."""
+        """Join when a configured workspace admin invites; decline anyone else's invite. A
+        direct room the admin made (``is_direct`` on the invite, as Element sends it) is then
+        listed as theirs (:meth:`DirectRooms.adopt`), unless the bot cannot post in it."""
         inviter = None
-        encrypted = False
+        encrypted = direct = False
         for event in invite_state:
             raw = event.get("content")
             content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -429,6 +433,7 @@ class RoomEvents:
                 and content.get("membership") == "invite"
             ):
                 inviter = event.get("sender")
+                direct = content.get("is_direct") is True
             if event.get("type") == "m.room.encryption" and content:
                 encrypted = True
         if not isinstance(inviter, str):
@@ -453,6 +458,9 @@ class RoomEvents:
                 self.chat.mark_encrypted(room_id)
         elif encrypted or await self.chat.is_encrypted(room_id):
             await self.encrypted_room(room_id)
+            return  # posts here are refused: not a direct room to use
+        if direct:
+            await self._quietly(self.chat.direct.adopt(room_id, inviter))
 
     async def encrypted_room(self, room_id: str) -> None:
         """Say once, in the room (unencrypted) and in the log, that elicitbot cannot work here;
