@@ -3,8 +3,8 @@ read half of :class:`~adapters.matrix.chat.MatrixChat`, every request through
 :func:`~adapters.matrix.client.call`.
 
 A name, a power level, a membership, an event (decrypted by nio where it can), the events a
-limited sync left out (``/messages``), a prompt's reactions now (``/relations``), whether a room
-is end-to-end encrypted.
+limited sync left out (``/messages``), a prompt's reactions now (``/relations``, decrypted where
+they are encrypted: :meth:`RoomReads.annotations`), whether a room is end-to-end encrypted.
 """
 
 from __future__ import annotations
@@ -12,16 +12,20 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from nio import (
     AsyncClient,
+    BadEvent,
+    EncryptionError,
+    MegolmEvent,
     MessageDirection,
     RoomGetEventResponse,
     RoomGetStateEventResponse,
     RoomMessagesResponse,
     RoomRedactResponse,
+    UnknownBadEvent,
 )
 from nio.api import Api, RelationshipType
 from nio.responses import RoomEventRelationsResponse
@@ -29,6 +33,9 @@ from nio.responses import RoomEventRelationsResponse
 from adapters.matrix.client import MAX_INLINE_WAIT, MAX_RETRIES, call
 from adapters.matrix.markup import txn_digest
 from bot.domain.errors import DeliveryError
+
+if TYPE_CHECKING:
+    from adapters.matrix.crypto import MatrixCrypto
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -40,6 +47,10 @@ MAX_PAGES = 10
 
 class RoomReads:
     """Reads for one bot account on ``client``."""
+
+    crypto: MatrixCrypto | None = None
+    """End-to-end encryption (set by :class:`~adapters.matrix.chat.MatrixChat`): what decrypts
+    the encrypted annotations :meth:`annotations` reads."""
 
     def __init__(
         self,
@@ -53,6 +64,7 @@ class RoomReads:
         self.max_inline_wait = max_inline_wait
         self._encrypted: dict[str, bool] = {}
         self._names: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+        self._asked: OrderedDict[str, None] = OrderedDict()
 
     async def display_name(self, room_id: str, user_id: str) -> str | None:
         """``user_id``'s name in the room; None when they have none (or it cannot be read now).
@@ -188,15 +200,19 @@ class RoomReads:
         return list(reversed(found))
 
     async def annotations(self, room_id: str, event_id: str) -> list[dict[str, Any]]:
-        """The ``m.reaction`` annotations on ``event_id`` as the homeserver holds them now
-        (``/relations``: a redacted reaction is gone), raw JSON, newest first. nio's iterator
-        hides error responses, so the pages are fetched here through :func:`call`."""
+        """The annotations on ``event_id`` as the homeserver holds them now (``/relations``: a
+        redacted one is gone), raw JSON, newest first: ``m.reaction`` events, and in an
+        encrypted room the encrypted ones (Element sends its reactions there as
+        ``m.room.encrypted``, the relation in the clear) decrypted (:meth:`_readable`). nio's
+        iterator hides error responses, so the pages are fetched here through :func:`call`;
+        no event type is asked for, since an encrypted annotation's type is not readable by
+        the homeserver."""
         found: list[dict[str, Any]] = []
         token: str | None = None
         for _ in range(MAX_PAGES):
             method, path = Api.room_get_event_relations(
                 self.client.access_token, room_id, event_id, RelationshipType.annotation,
-                "m.reaction", paginate_from=token, limit=PAGE,
+                paginate_from=token, limit=PAGE,
             )  # fmt: skip
             page = await call(
                 "relations",
@@ -212,8 +228,72 @@ class RoomReads:
                 max_inline_wait=self.max_inline_wait,
             )
             assert page is not None  # noqa: S101 - no errcode is accepted
-            found.extend(source for e in page.events if (source := getattr(e, "source", None)))
+            for event in page.events:
+                source = await self._readable(room_id, event)
+                if source is not None:
+                    found.append(source)
             if not page.next_batch or page.next_batch == token:
                 break
             token = page.next_batch
         return found
+
+    async def _readable(self, room_id: str, event: Any) -> dict[str, Any] | None:
+        """One annotation as the caller reads it. An encrypted one (not the bot's own) is
+        decrypted, and kept only if its key came from one of its sender's devices (the sync's
+        rule: :meth:`MatrixCrypto.sent_by_sender
+        <adapters.matrix.crypto.MatrixCrypto.sent_by_sender>`); one that cannot be decrypted
+        stays as it is, ``m.room.encrypted``, logged and its key asked of its sender's device
+        (:meth:`_unreadable`), for the caller to count as unknown, never as absent."""
+        source = getattr(event, "source", None)
+        if not isinstance(source, dict):
+            return None
+        if not isinstance(event, MegolmEvent) or event.sender == self.client.user_id:
+            return source  # plaintext, redacted, or the bot's own (no one's selection)
+        crypto = self.crypto
+        olm_client = crypto.client if crypto is not None else None
+        decrypted: Any = None
+        if olm_client is not None and olm_client.olm is not None:
+            event.room_id = room_id
+            try:
+                decrypted = olm_client.decrypt_event(event)
+            except EncryptionError:
+                decrypted = None
+        if crypto is None or decrypted is None or isinstance(decrypted, BadEvent | UnknownBadEvent):
+            await self._unreadable(room_id, event)
+            return source
+        if not await crypto.sent_by_sender(decrypted):
+            log.warning(
+                "matrix.sender_key_unknown",
+                room_id=room_id,
+                event_id=event.event_id,
+                sender=event.sender,
+                problem="its key did not come from any device of its sender: ignored",
+            )
+            return None
+        readable = getattr(decrypted, "source", None)
+        return readable if isinstance(readable, dict) else None
+
+    async def _unreadable(self, room_id: str, event: MegolmEvent) -> None:
+        """As for an answer the sync could not decrypt (:mod:`adapters.matrix.undecryptable`):
+        logged with its sender and room, and its key asked of the sender's device, once per
+        event in this process."""
+        if event.event_id in self._asked:
+            return
+        self._asked[event.event_id] = None
+        while len(self._asked) > REMEMBERED:
+            self._asked.popitem(last=False)
+        log.warning(
+            "matrix.undecryptable",
+            room_id=room_id,
+            event_id=event.event_id,
+            sender=event.sender,
+            device_id=event.device_id,
+            session_id=event.session_id,
+            read="relations",
+        )
+        if self.crypto is None or self.crypto.client.olm is None:
+            return
+        try:
+            await self.crypto.request_key(event)
+        except Exception as exc:  # asking is best effort: the reaction stays unknown anyway
+            log.warning("matrix.key_request_failed", event_id=event.event_id, error=str(exc))

@@ -12,6 +12,12 @@ filtered by sender; a redacted reaction is no longer there). So it survives rest
 replicas with no state, a removal the bot never saw (made while it was down) still counts, and a
 crafted event cannot claim a selection the room does not show.
 
+**In an encrypted room** Element's reactions are encrypted: the read decrypts them, keeping one
+only when its key came from its sender's own device (:meth:`RoomReads.annotations
+<adapters.matrix.reads.RoomReads.annotations>`). One of the person's keycaps that cannot be
+decrypted is *unknown*, never absent: its key is asked for, the notice says how many cannot be
+read, and ✅ submits nothing while any cannot be (the person is told; a later ✅ counts).
+
 **What the person sees before submitting:** a notice in the prompt's thread naming them (not
 pinging them), "Your choice so far: 1. linux, 3. windows — react ✅ to submit.", sent on their
 first tap and edited on each later tap, and on each removal the bot sees (a redaction of a keycap
@@ -62,9 +68,9 @@ def toggles(view: PromptView) -> bool:
     )
 
 
-def _key(event: Mapping[str, Any], prompt: str, sender: str) -> str | None:
-    """The key of ``sender``'s live annotation on ``prompt``, or None for any other event."""
-    if event.get("type") != "m.reaction" or event.get("sender") != sender:
+def _relation(event: Mapping[str, Any], prompt: str, sender: str) -> Mapping[str, Any] | None:
+    """The relation of ``sender``'s live (not redacted) annotation on ``prompt``, else None."""
+    if event.get("sender") != sender:
         return None
     unsigned = event.get("unsigned")
     if isinstance(unsigned, Mapping) and "redacted_because" in unsigned:
@@ -73,8 +79,20 @@ def _key(event: Mapping[str, Any], prompt: str, sender: str) -> str | None:
     relates = content.get("m.relates_to") if isinstance(content, Mapping) else None
     if not isinstance(relates, Mapping) or relates.get("rel_type") != "m.annotation":
         return None
-    key = relates.get("key")
-    return key if relates.get("event_id") == prompt and isinstance(key, str) else None
+    return relates if relates.get("event_id") == prompt else None
+
+
+def _key(event: Mapping[str, Any], prompt: str, sender: str) -> str | None:
+    """The key of ``sender``'s live reaction on ``prompt``, or None for any other event."""
+    relates = _relation(event, prompt, sender) if event.get("type") == "m.reaction" else None
+    key = None if relates is None else relates.get("key")
+    return key if isinstance(key, str) else None
+
+
+def _options(e: Elicitation, key: str) -> int | None:
+    """The 0-based option a keycap names on ``e`` (one past the options or keycaps: None)."""
+    index = key_index(key)
+    return index if index is not None and index < min(len(e.options), len(KEYCAPS)) else None
 
 
 def selection(
@@ -84,10 +102,61 @@ def selection(
     chosen: set[int] = set()
     for event in annotations:
         key = _key(event, prompt, sender)
-        index = None if key is None else key_index(key)
-        if index is not None and index < min(len(e.options), len(KEYCAPS)):
+        index = None if key is None else _options(e, key)
+        if index is not None:
             chosen.add(index)
     return tuple(e.options[i].id for i in sorted(chosen))
+
+
+def unreadable(
+    e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
+) -> int:
+    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted (the read
+    could not decrypt them) and may be keycaps: unknown choices. The key Element copies into
+    the clear narrows them (a 👍 is no choice, as it would not be decrypted); the choice itself
+    is only ever taken from a decrypted one."""
+    count = 0
+    for event in annotations:
+        relates = _relation(event, prompt, sender)
+        if event.get("type") != "m.room.encrypted" or relates is None:
+            continue
+        key = relates.get("key")
+        if not isinstance(key, str) or _options(e, key) is not None:
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class Read:
+    """A person's selection on a prompt as the homeserver holds it now."""
+
+    chosen: tuple[str, ...]
+    unreadable: int = 0
+    """Their keycaps that could not be decrypted (yet): while any, nothing is submitted."""
+
+    def unreadable_notice(self) -> str:
+        """What a ✅ is told while some of the person's keycaps cannot be decrypted."""
+        return cannot_read(self.unreadable)
+
+
+def selection_read(
+    e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
+) -> Read:
+    events = list(annotations)
+    return Read(selection(e, events, prompt, sender), unreadable(e, events, prompt, sender))
+
+
+def _reactions(n: int) -> str:
+    return f"{n} of your number reactions" if n > 1 else "one of your number reactions"
+
+
+def cannot_read(n: int) -> str:
+    """A ✅ while ``n`` of the person's keycaps cannot be decrypted."""
+    return (
+        f"Nothing is submitted: I cannot decrypt {_reactions(n)} on this question yet (my device "
+        f"has not received its key; I asked yours for it). React {SUBMIT_KEY} again in a "
+        "moment, or reply in this thread with the numbers you choose (for example: 1, 3)."
+    )
 
 
 def _listed(e: Elicitation, option_ids: Iterable[str]) -> str:
@@ -97,8 +166,13 @@ def _listed(e: Elicitation, option_ids: Iterable[str]) -> str:
     )
 
 
-def so_far(e: Elicitation, option_ids: tuple[str, ...]) -> str:
-    """What the person has chosen so far, and how to submit it."""
+def so_far(e: Elicitation, option_ids: tuple[str, ...], unknown: int = 0) -> str:
+    """What the person has chosen so far, and how to submit it (``unknown``: their keycaps
+    that cannot be decrypted yet)."""
+    if unknown:
+        unread = f"I cannot decrypt {_reactions(unknown)} yet (I asked your device for its key)"
+        chosen = f"Your choice so far: {_listed(e, option_ids)}; " if option_ids else ""
+        return f"{chosen}{unread} — react {SUBMIT_KEY} to submit once it can be read."
     if not option_ids:
         return NOTHING_CHOSEN
     return (
@@ -147,11 +221,9 @@ class Selections:
         """The toggle a redacted event made, when this process saw it."""
         return self._toggles.get(reaction)
 
-    async def chosen(
-        self, room_id: str, prompt: str, e: Elicitation, sender: str
-    ) -> tuple[str, ...]:
+    async def read(self, room_id: str, prompt: str, e: Elicitation, sender: str) -> Read:
         """``sender``'s selection on ``prompt`` as the homeserver holds it now."""
-        return selection(e, await self.chat.annotations(room_id, prompt), prompt, sender)
+        return selection_read(e, await self.chat.annotations(room_id, prompt), prompt, sender)
 
     async def show(
         self, room_id: str, prompt: str, e: Elicitation, sender: str, *, trigger: str
@@ -159,8 +231,9 @@ class Selections:
         """Refresh ``sender``'s notice with their selection now (``trigger``: the event that
         changed it)."""
         async with self._lock:
-            chosen = await self.chosen(room_id, prompt, e, sender)
-            await self._write(room_id, prompt, sender, so_far(e, chosen), trigger, create=True)
+            now = await self.read(room_id, prompt, e, sender)
+            text = so_far(e, now.chosen, now.unreadable)
+            await self._write(room_id, prompt, sender, text, trigger, create=True)
 
     async def submitted(
         self,
