@@ -110,6 +110,12 @@ class Dispatcher:
         self.sinks = sinks
         self.link_for = link_for
         self.claimer = claimer or owner_id()
+        self.chained = tuple(
+            lanes.chained_prefix(platform)
+            for platform, chat in chats.items()
+            if chat.post_interval <= 0
+        )
+        """The lanes whose posts are claimed as a chain (platforms that set no pace)."""
         self.concurrency = concurrency
         self.lease = lease
         self.heartbeat = heartbeat
@@ -135,10 +141,10 @@ class Dispatcher:
         """Claim what is due now and carry it all out; returns how many rows were handled.
 
         Each row is completed as soon as its own effect is done."""
-        items = await self._claim(self.concurrency)
-        if items:
-            await asyncio.gather(*(self._carry(item, batch) for item, batch in items))
-        return len(items)
+        units = await self._claim(self.concurrency)
+        if units:
+            await asyncio.gather(*(self._carry(unit, batch) for unit, batch in units))
+        return sum(len(unit) for unit, _ in units)
 
     async def drain(self, *, rounds: int = 1000) -> int:
         """``run_once`` until nothing is due now (tests, and ``serve --once``-like use)."""
@@ -158,14 +164,14 @@ class Dispatcher:
             while not stop.is_set():
                 self._wake.clear()  # before the claim: a wake() during it is not lost
                 room = self.concurrency - len(self._inflight)
-                claimed: list[tuple[OutboxItem, _Reads]] = []
+                claimed: list[tuple[list[OutboxItem], _Reads]] = []
                 if room > 0:
                     try:
                         claimed = await self._claim(room)
                     except Exception:
                         log.exception("outbox.claim_failed")
-                for item, batch in claimed:
-                    task = asyncio.create_task(self._carry(item, batch))
+                for unit, batch in claimed:
+                    task = asyncio.create_task(self._carry(unit, batch))
                     self._inflight.add(task)
                     task.add_done_callback(self._finished)
                 if claimed or stop.is_set():
@@ -206,14 +212,26 @@ class Dispatcher:
             except Exception:
                 log.exception("outbox.heartbeat_failed")
 
-    async def _claim(self, room: int) -> list[tuple[OutboxItem, _Reads]]:
+    async def _claim(self, room: int) -> list[tuple[list[OutboxItem], _Reads]]:
+        """What is due, as units to carry: each row alone, but an unpaced lane's posts claimed
+        together as one chain, carried in order."""
         items = await self.store.claim_outbox(
-            self.clock.now(), self.claimer, limit=room, lease=self.lease
+            self.clock.now(), self.claimer, limit=room, lease=self.lease, chained=self.chained
         )
         if not items:
             return []
         batch = _Reads(self.store, items)
-        return [(item, batch) for item in items]
+        chains: dict[str, list[OutboxItem]] = {}
+        units: list[list[OutboxItem]] = []
+        for item in items:  # in id order: a lane's posts in the order they came
+            if item.kind is EffectKind.POST and item.lane.startswith(self.chained):
+                if item.lane not in chains:
+                    chains[item.lane] = []
+                    units.append(chains[item.lane])
+                chains[item.lane].append(item)
+            else:
+                units.append([item])
+        return [(unit, batch) for unit in units]
 
     async def _idle(self, idle_seconds: float) -> float:
         """How long to sleep: until the next row is due, at most ``idle_seconds``. Rows that
@@ -231,17 +249,36 @@ class Dispatcher:
             return idle_seconds if self._inflight else min(idle_seconds, BLOCKED_LOOK_SECONDS)
         return max(0.01, min(idle_seconds, wait))
 
-    async def _carry(self, item: OutboxItem, batch: _Reads) -> None:
-        """One row, start to finish: read what it renders, carry it out, complete it."""
-        try:
-            stored, timelines = await batch.get()
-            outcome = await self._guarded(item, stored, timelines)
+    async def _carry(self, unit: list[OutboxItem], batch: _Reads) -> None:
+        """A unit start to finish: each row read, carried out and completed. A chain's rows are
+        started in order, at most ``lanes.POST_WINDOW`` in flight, each completion written while
+        the next ones are sent."""
+        window = asyncio.Semaphore(lanes.POST_WINDOW)
+
+        async def one(item: OutboxItem) -> None:
+            try:
+                stored, timelines = await batch.get()
+                outcome = await self._guarded(item, stored, timelines)
+            except Exception:
+                log.exception("outbox.carry_failed", id=item.id, kind=item.kind)
+                return  # its claim runs out and it is taken again (as uncertain)
+            finally:
+                window.release()
             if outcome is not None:
-                done, ref = outcome
-                seed = item.kind is EffectKind.POST and self._seeds(item.target)
-                await self.store.complete_outbox(
-                    done, self.claimer, self.clock.now(), ref=ref, seed=seed
-                )
+                await self._complete(item, *outcome)
+
+        started: list[asyncio.Task[None]] = []
+        for item in unit:
+            await window.acquire()
+            started.append(asyncio.create_task(one(item)))
+        await asyncio.gather(*started)
+
+    async def _complete(self, item: OutboxItem, done: OutboxItem, ref: MessageRef | None) -> None:
+        try:
+            seed = item.kind is EffectKind.POST and self._seeds(item.target)
+            await self.store.complete_outbox(
+                done, self.claimer, self.clock.now(), ref=ref, seed=seed
+            )
         except Exception:
             # The claim runs out and the row is taken again (as uncertain): nothing is lost.
             log.exception("outbox.complete_failed", id=item.id, kind=item.kind)

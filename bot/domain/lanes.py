@@ -10,7 +10,10 @@
   so several go at once.
 
 Within a chat lane at most one post and one update are in flight, so a rewrite waiting on the
-platform's update budget never holds back the channel's reminders.
+platform's update budget never holds back the channel's reminders. A lane of a platform that
+sets no pace (Matrix, the web inbox: ``chained``) has its due posts claimed as one chain of up to
+``POST_CHAIN``, sent ``POST_WINDOW`` at a time by one task: a burst is posted as fast as the
+homeserver takes events.
 
 Every replica claims from the same table: a lane's bound counts every live claim on it, whoever
 holds it, so a channel has at most ``CHAT_LANE_SLOTS`` effects in flight in the whole deployment.
@@ -30,6 +33,14 @@ SINK_LANE_SLOTS = 8
 """Write-backs to one upstream system in flight at once."""
 POSTS_IN_FLIGHT = 1
 """Posts of one channel in flight at once: questions appear in the order they came."""
+POST_CHAIN = 10
+"""Posts of one unpaced lane (Matrix, the web inbox) claimed at once and carried by one task,
+started in the order they came, each completion written while the next ones are sent."""
+POST_WINDOW = 3
+"""Posts of a chain in flight at once. A homeserver persists a room's events one at a time
+(Synapse: ~12 ms each here), so one send at a time leaves it idle between them; three keep it
+busy. Two questions in flight together may land in either order: questions taken in at the
+same moment can swap places with a neighbour; questions taken in apart stay in order."""
 UPDATES_IN_FLIGHT = 1
 """Rewrites of one channel's messages in flight at once: an update waiting for the platform's
 budget (Slack: chat.update per workspace) never holds the slots its channel's notices need."""
@@ -51,9 +62,22 @@ def slots_of(lane: str) -> int:
     return SINK_LANE_SLOTS if lane.startswith(SINK) else CHAT_LANE_SLOTS
 
 
-def kind_cap(kind: EffectKind) -> int | None:
-    """How many of this kind one chat lane may have in flight (None: only the lane's slots)."""
-    return {EffectKind.POST: POSTS_IN_FLIGHT, EffectKind.UPDATE: UPDATES_IN_FLIGHT}.get(kind)
+def kind_cap(kind: EffectKind, *, chained: bool = False) -> int | None:
+    """How many of this kind one chat lane may have in flight (None: only the lane's slots);
+    ``chained``: the lane's posts are carried in order by one task (an unpaced platform)."""
+    if kind is EffectKind.POST:
+        return POST_CHAIN if chained else POSTS_IN_FLIGHT
+    return {EffectKind.UPDATE: UPDATES_IN_FLIGHT}.get(kind)
+
+
+def lane_slots(lane: str, *, chained: bool = False) -> int:
+    """Effects of a lane in flight at once: a chained lane has room for its chain of posts."""
+    return max(slots_of(lane), POST_CHAIN) if chained else slots_of(lane)
+
+
+def chained_prefix(platform: str) -> str:
+    """The lanes of a platform whose posts are chained (``claim_outbox(chained=...)``)."""
+    return f"{CHAT}{platform}:"
 
 
 def waits_for_posts(kind: EffectKind) -> bool:

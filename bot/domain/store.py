@@ -206,8 +206,17 @@ class Store(
     # -- outbox ----------------------------------------------------------------------------
 
     async def claim_outbox(
-        self, now: datetime, claimer: str, *, limit: int = 20, lease: timedelta = ...
-    ) -> list[OutboxItem]: ...
+        self,
+        now: datetime,
+        claimer: str,
+        *,
+        limit: int = 20,
+        lease: timedelta = ...,
+        chained: Sequence[str] = (),
+    ) -> list[OutboxItem]:
+        """Due rows, lane by lane (:mod:`bot.domain.lanes`); a lane starting with one of the
+        ``chained`` prefixes may have ``POST_CHAIN`` posts in flight (carried in order)."""
+        ...
 
     async def complete_outbox(
         self,

@@ -197,6 +197,7 @@ class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
         *,
         limit: int = 20,
         lease: timedelta = lanes.CLAIM_LEASE,
+        chained: Sequence[str] = (),
     ) -> list[OutboxItem]:
         """Claim due rows lane by lane, as the SQL store does (see its docstring)."""
 
@@ -226,17 +227,18 @@ class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
             for lane, rows in by_lane.items():
                 rows.sort(key=lambda o: (lanes.rank_of(o.kind), o.next_attempt_at, o.id))
                 posting = any(o.kind is EffectKind.POST for o in rows)
+                chain = lane.startswith(tuple(chained)) if chained else False
                 seen: Counter[EffectKind] = Counter()
                 r = 0
                 for o in rows:
                     if posting and lanes.waits_for_posts(o.kind):
                         break  # messages first: the rest waits for the lane's posts
                     seen[o.kind] += 1
-                    cap = lanes.kind_cap(o.kind)
+                    cap = lanes.kind_cap(o.kind, chained=chain)
                     if cap is not None and seen[o.kind] + live_kind[lane, o.kind] > cap:
                         continue  # held back by its kind's bound: takes no place in the lane
                     r += 1
-                    if r + live[lane] > lanes.slots_of(lane):
+                    if r + live[lane] > lanes.lane_slots(lane, chained=chain):
                         break
                     ranked.append((r, o.next_attempt_at, o.id, o))
             chosen = [o for *_, o in sorted(ranked, key=lambda t: t[:3])[: max(limit, 0)]]

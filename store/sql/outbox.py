@@ -5,10 +5,25 @@ nothing."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, case, func, literal, not_, or_, select, type_coerce, update
+from sqlalchemy import (
+    Integer,
+    String,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+    type_coerce,
+    update,
+)
 from sqlalchemy.engine import Connection
 
 from bot.domain import lanes, planning
@@ -43,6 +58,136 @@ CLAIMED = EffectState.CLAIMED.value
 PACE_PREFIX = lanes.pace_key("")
 
 
+NOW = bindparam("now", type_=UtcDateTime())
+UNTIL = bindparam("until", type_=UtcDateTime())
+CLAIMER = bindparam("claimer", type_=String())
+LIMIT = bindparam("limit", type_=Integer())
+
+
+@functools.lru_cache(maxsize=16)
+def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
+    """The claim, built once per set of chained lanes (and per dialect's locking): its values
+    (now, claimer, until, limit) are bound at each call, so a claim costs the database's time,
+    not the time to build a statement of three windowed subqueries again."""
+    state, lane, kind = OUTBOX.c.state, OUTBOX.c.lane, OUTBOX.c.kind
+    due = or_(
+        and_(state == EffectState.PENDING.value, OUTBOX.c.next_attempt_at <= NOW),
+        and_(state == CLAIMED, OUTBOX.c.claimed_until < NOW),
+    )
+    is_post = kind == EffectKind.POST.value
+    is_update = kind == EffectKind.UPDATE.value
+    paced = select(PACE.c.key).where(PACE.c.not_before > NOW)
+    candidate = and_(due, not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))))
+    live = (
+        select(
+            lane.label("lane"),
+            func.count().label("n"),
+            func.sum(case((is_post, 1), else_=0)).label("np"),
+            func.sum(case((is_update, 1), else_=0)).label("nu"),
+        )
+        .where(state == CLAIMED, OUTBOX.c.claimed_until >= NOW)
+        .group_by(lane)
+        .subquery("live")
+    )
+    # 1. Due rows, numbered within their lane and kind (a lane's posts, its updates).
+    by_kind = (
+        select(
+            OUTBOX.c.id,
+            lane,
+            kind,
+            OUTBOX.c.next_attempt_at,
+            func.row_number()
+            .over(partition_by=(lane, kind), order_by=(OUTBOX.c.next_attempt_at, OUTBOX.c.id))
+            .label("kr"),
+        )
+        .where(candidate)
+        .subquery("by_kind")
+    )
+    # Messages first: the lanes with a post they could make now hold back everything else.
+    posting = select(OUTBOX.c.lane).where(candidate, is_post).distinct()
+    waits = [k.value for k in EffectKind if lanes.waits_for_posts(k)]
+    n, np_, nu = (func.coalesce(c, 0) for c in (live.c.n, live.c.np, live.c.nu))
+    # Unpaced lanes (``chained``) have a chain of posts in flight, carried in order.
+    post_cap = (
+        case(
+            (or_(*(by_kind.c.lane.like(p + "%") for p in chained)), lanes.POST_CHAIN),
+            else_=lanes.POSTS_IN_FLIGHT,
+        )
+        if chained
+        else literal(lanes.POSTS_IN_FLIGHT)
+    )
+    # 2. Those within their kind's bound, numbered within their lane (posts first): rows
+    # held back by a bound take no place ahead of the others.
+    post_first = case((by_kind.c.kind == EffectKind.POST.value, 0), else_=1)
+    ranked = (
+        select(
+            by_kind.c.id,
+            by_kind.c.lane,
+            by_kind.c.next_attempt_at,
+            n.label("n"),
+            func.row_number()
+            .over(
+                partition_by=by_kind.c.lane,
+                order_by=(post_first, by_kind.c.next_attempt_at, by_kind.c.id),
+            )
+            .label("r"),
+        )
+        .select_from(by_kind.outerjoin(live, live.c.lane == by_kind.c.lane))
+        .where(
+            or_(by_kind.c.kind != EffectKind.POST.value, by_kind.c.kr + np_ <= post_cap),
+            or_(
+                by_kind.c.kind != EffectKind.UPDATE.value,
+                by_kind.c.kr + nu <= lanes.UPDATES_IN_FLIGHT,
+            ),
+            or_(by_kind.c.kind.not_in(waits), by_kind.c.lane.not_in(posting)),
+        )
+        .subquery("ranked")
+    )
+    slots = case(
+        (ranked.c.lane.like(lanes.SINK + "%"), lanes.SINK_LANE_SLOTS),
+        *(
+            (ranked.c.lane.like(prefix + "%"), lanes.lane_slots(prefix, chained=True))
+            for prefix in chained
+        ),
+        else_=lanes.CHAT_LANE_SLOTS,
+    )
+    # 3. Within the lane's slots; round-robin across lanes (every lane's first, then ...).
+    pick = (
+        select(ranked.c.id)
+        .where(ranked.c.r + ranked.c.n <= slots)
+        .order_by(ranked.c.r, ranked.c.next_attempt_at, ranked.c.id)
+        .limit(LIMIT)
+    )
+    chosen = select(OUTBOX.c.id).where(OUTBOX.c.id.in_(pick.scalar_subquery()))
+    if locked:
+        chosen = chosen.with_for_update(skip_locked=True)
+
+    return (
+        update(OUTBOX)
+        # ``due`` again: on PostgreSQL a row another owner claimed meanwhile is re-read
+        # after its lock and no longer matches.
+        .where(OUTBOX.c.id.in_(chosen.scalar_subquery()), due)
+        .values(
+            state=CLAIMED,
+            claimed_by=CLAIMER,
+            claimed_until=UNTIL,
+            attempts=OUTBOX.c.attempts + 1,
+            first_attempt_at=func.coalesce(OUTBOX.c.first_attempt_at, NOW),
+        )
+        .returning(
+            OUTBOX.c.id,
+            OUTBOX.c.elicitation_key,
+            OUTBOX.c.kind,
+            OUTBOX.c.target,
+            OUTBOX.c.delivery_id,
+            OUTBOX.c.payload,
+            OUTBOX.c.attempts,
+            OUTBOX.c.lane,
+            OUTBOX.c.first_attempt_at,
+        )
+    )
+
+
 class Outbox(Applier):
     async def claim_outbox(
         self,
@@ -51,6 +196,7 @@ class Outbox(Applier):
         *,
         limit: int = 20,
         lease: timedelta = lanes.CLAIM_LEASE,
+        chained: Sequence[str] = (),
     ) -> list[OutboxItem]:
         """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out).
 
@@ -58,112 +204,11 @@ class Outbox(Applier):
         pace has not come yet is not due; rows are taken round-robin across lanes (every lane's
         first, then every lane's second, ...) so one deep lane cannot crowd the others out.
         """
-        state, lane, kind = OUTBOX.c.state, OUTBOX.c.lane, OUTBOX.c.kind
-        due = or_(
-            and_(state == EffectState.PENDING.value, OUTBOX.c.next_attempt_at <= now),
-            and_(state == CLAIMED, OUTBOX.c.claimed_until < now),
-        )
-        is_post = kind == EffectKind.POST.value
-        is_update = kind == EffectKind.UPDATE.value
-        paced = select(PACE.c.key).where(PACE.c.not_before > now)
-        candidate = and_(due, not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))))
-        live = (
-            select(
-                lane.label("lane"),
-                func.count().label("n"),
-                func.sum(case((is_post, 1), else_=0)).label("np"),
-                func.sum(case((is_update, 1), else_=0)).label("nu"),
-            )
-            .where(state == CLAIMED, OUTBOX.c.claimed_until >= now)
-            .group_by(lane)
-            .subquery("live")
-        )
-        # 1. Due rows, numbered within their lane and kind (a lane's posts, its updates).
-        by_kind = (
-            select(
-                OUTBOX.c.id,
-                lane,
-                kind,
-                OUTBOX.c.next_attempt_at,
-                func.row_number()
-                .over(partition_by=(lane, kind), order_by=(OUTBOX.c.next_attempt_at, OUTBOX.c.id))
-                .label("kr"),
-            )
-            .where(candidate)
-            .subquery("by_kind")
-        )
-        # Messages first: the lanes with a post they could make now hold back everything else.
-        posting = select(OUTBOX.c.lane).where(candidate, is_post).distinct()
-        waits = [k.value for k in EffectKind if lanes.waits_for_posts(k)]
-        n, np_, nu = (func.coalesce(c, 0) for c in (live.c.n, live.c.np, live.c.nu))
-        # 2. Those within their kind's bound, numbered within their lane (posts first): rows
-        # held back by a bound take no place ahead of the others.
-        post_first = case((by_kind.c.kind == EffectKind.POST.value, 0), else_=1)
-        ranked = (
-            select(
-                by_kind.c.id,
-                by_kind.c.lane,
-                by_kind.c.next_attempt_at,
-                n.label("n"),
-                func.row_number()
-                .over(
-                    partition_by=by_kind.c.lane,
-                    order_by=(post_first, by_kind.c.next_attempt_at, by_kind.c.id),
-                )
-                .label("r"),
-            )
-            .select_from(by_kind.outerjoin(live, live.c.lane == by_kind.c.lane))
-            .where(
-                or_(
-                    by_kind.c.kind != EffectKind.POST.value,
-                    by_kind.c.kr + np_ <= lanes.POSTS_IN_FLIGHT,
-                ),
-                or_(
-                    by_kind.c.kind != EffectKind.UPDATE.value,
-                    by_kind.c.kr + nu <= lanes.UPDATES_IN_FLIGHT,
-                ),
-                or_(by_kind.c.kind.not_in(waits), by_kind.c.lane.not_in(posting)),
-            )
-            .subquery("ranked")
-        )
-        slots = case(
-            (ranked.c.lane.like(lanes.SINK + "%"), lanes.SINK_LANE_SLOTS),
-            else_=lanes.CHAT_LANE_SLOTS,
-        )
-        # 3. Within the lane's slots; round-robin across lanes (every lane's first, then ...).
-        pick = (
-            select(ranked.c.id)
-            .where(ranked.c.r + ranked.c.n <= slots)
-            .order_by(ranked.c.r, ranked.c.next_attempt_at, ranked.c.id)
-            .limit(limit)
-        )
-        chosen = self._locked(select(OUTBOX.c.id).where(OUTBOX.c.id.in_(pick.scalar_subquery())))
+        statement = claim_statement(tuple(chained), self.dialect == "postgresql")
+        params = {"now": now, "until": now + lease, "claimer": claimer, "limit": limit}
 
         def work(conn: Connection) -> list[OutboxItem]:
-            rows = conn.execute(
-                update(OUTBOX)
-                # ``due`` again: on PostgreSQL a row another owner claimed meanwhile is re-read
-                # after its lock and no longer matches.
-                .where(OUTBOX.c.id.in_(chosen.scalar_subquery()), due)
-                .values(
-                    state=CLAIMED,
-                    claimed_by=claimer,
-                    claimed_until=now + lease,
-                    attempts=OUTBOX.c.attempts + 1,
-                    first_attempt_at=func.coalesce(OUTBOX.c.first_attempt_at, now),
-                )
-                .returning(
-                    OUTBOX.c.id,
-                    OUTBOX.c.elicitation_key,
-                    OUTBOX.c.kind,
-                    OUTBOX.c.target,
-                    OUTBOX.c.delivery_id,
-                    OUTBOX.c.payload,
-                    OUTBOX.c.attempts,
-                    OUTBOX.c.lane,
-                    OUTBOX.c.first_attempt_at,
-                )
-            ).all()
+            rows = conn.execute(statement, params).all()
             posting = [
                 r.delivery_id
                 for r in rows

@@ -216,3 +216,20 @@ async def test_a_completed_post_queues_its_seed_only_when_asked_and_still_pendin
     )
     seeds = [o for o in await store.outbox() if o.kind == EffectKind.SEED]
     assert seeds == []
+
+
+async def test_an_unpaced_room_s_posts_are_claimed_as_a_chain_in_the_order_they_came(
+    store: Store, clock: FakeClock
+) -> None:
+    """``chained`` lanes (platforms with no pace) take up to ``POST_CHAIN`` posts at once, for
+    one task to send in order; other lanes keep one post in flight."""
+    room = await queue(store, clock, lanes.POST_CHAIN + 5, ROOM, "r")
+    await queue(store, clock, 3, BUSY, "s")
+    chained = (lanes.chained_prefix("matrix"),)
+    got = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    by_lane = Counter(i.lane for i in got)
+    assert by_lane == {f"chat:{ROOM}": lanes.POST_CHAIN, f"chat:{BUSY}": 1}
+    assert [i.elicitation_key for i in got if i.lane == f"chat:{ROOM}"] == room[: lanes.POST_CHAIN]
+    assert await store.claim_outbox(clock.now(), "w2", limit=50, chained=chained) == []
+    # Without ``chained`` (a paced platform's replica, or an older one) a room keeps one.
+    assert await store.claim_outbox(clock.now(), "w3", limit=50) == []
