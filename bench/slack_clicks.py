@@ -9,7 +9,9 @@ value names its elicitation, as a click on any copy does. Slack's Web API is the
 :mod:`tests.slack_fake` (in the driver's process); answers are written back to a local webhook.
 
 Prints one JSON line: ack latency p50/p99/max (time to the HTTP response, which Bolt sends when
-the listener calls ``ack()``), the answers recorded and the write-backs received.
+the listener calls ``ack()``), the answers recorded and the write-backs received, and the server
+process's own CPU time (user + system, from ``/proc``) from the first click until everything
+settled, per click: a figure that holds on a noisy machine, where latencies do not.
 
     .venv/bin/python bench/slack_clicks.py [--clicks 1000] [--rate 100]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -104,6 +107,9 @@ async def serve(args: argparse.Namespace) -> None:
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=args.port, log_config=None, lifespan="off")
     )
+    # As `elicitbot serve` does (bot/wiring.py): what start built is out of the collector's sight.
+    gc.collect()
+    gc.freeze()
     try:
         await server.serve()
     finally:
@@ -215,6 +221,12 @@ async def clicks(
     return latencies, failures
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system), from ``/proc/<pid>/stat``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def count_answered(db: Path) -> int:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
         row = conn.execute("SELECT count(*) FROM elicitation WHERE status = 'answered'").fetchone()
@@ -256,6 +268,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             connector = aiohttp.TCPConnector(limit=256)
             async with aiohttp.ClientSession(connector=connector) as session:
                 keys = await intake(session, base, args.clicks, uuid.uuid4().hex[:8])
+                cpu_before = cpu_seconds(proc.pid)
                 started = time.perf_counter()
                 latencies, failures = await clicks(session, base, keys, args.rate)
                 sent_in = time.perf_counter() - started
@@ -268,6 +281,7 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                     break
                 await asyncio.sleep(0.25)
             settled_in = time.perf_counter() - started
+            server_cpu = cpu_seconds(proc.pid) - cpu_before
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -288,6 +302,8 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             "writebacks": written,
             "distinct_writebacks": len(write_keys),
             "settled_in_s": round(settled_in, 2),
+            "server_cpu_s": round(server_cpu, 2),
+            "server_cpu_ms_per_click": round(server_cpu * 1000 / args.clicks, 2),
             "thread_notes_posted": len([c for c in fake.calls_to("chat.postMessage") if c.ok]),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),

@@ -8,20 +8,14 @@ before an ack is pure: a modal submission over its text limit is answered
 ``response_action: errors`` (the modal stays open, the limit stated).
 
 - **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
-  service always passes one). A click, a modal submission and a thread reply in one of our
-  threads are recorded before the ack (``record_raw``, trimmed to what their handling reads:
-  :func:`~adapters.slack.translate.durable_click` and its siblings), then handled, then marked
-  handled. When it cannot be recorded (the database is down) the answer is 503, never an ack:
-  Slack shows the person an error (a click, a modal: they try again) or sends the event again.
-  A recorded event is marked handled as soon as ``act`` returns (before the thread note), or
-  when its handling fails (logged; a replay would fail alike); cancelled or killed, it stays
-  open and :meth:`SlackInteractivity.run_replays` hands it to the same path after a restart:
-  on SQLite at once, on PostgreSQL once :data:`REPLAY_GRACE` old (another replica may still be
-  on it). Whatever its age: Slack told the person it was received, the rules judge it as of now,
-  and the first answer wins, so a replay of something already done records nothing twice.
-  Never recorded: a secret (a replayed secret submission asks for it again while the question
-  is open; rule 10), and slash commands (they answer no question, and whoever typed one sees at
-  once whether it did anything).
+  service always passes one): :mod:`adapters.slack.durable` records a click, a modal submission
+  and a thread reply in one of our threads before the ack (trimmed to what their handling reads:
+  :func:`~adapters.slack.translate.durable_click` and its siblings), marks it handled once
+  ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
+  listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
+  recorded: a secret (a replayed secret submission asks for it again while the question is open;
+  rule 10), and slash commands (they answer no question, and whoever typed one sees at once
+  whether it did anything).
 - **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
   else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
   thread root's. elicitbot's own messages are ignored outright.
@@ -50,9 +44,11 @@ Bolt's authorization is precomputed from the ``auth.test`` that ran at start (no
 ``auth.test`` per request, which would turn a Slack outage into HTTP 500s and retry storms), and
 its loggers are kept at WARNING: at INFO Bolt logs the whole body of a refused request.
 
-(Over 500 lines for now: the Bolt listeners and the durable record/replay of the same
-interactions share one class's state. The seam is known: record/replay (``_record``, ``replay``,
-``run_replays``, ``_replayed``) moves to its own module next.)
+(About 650 lines, kept whole: what is left shares one class's state (the chat, the core, the
+tracked tasks, the review flow) between the listeners and the work each starts. The seam that
+stood alone, record/replay, is :mod:`adapters.slack.durable`; the next one, if this grows, is
+the Bolt shell (authorization, listeners, tasks) apart from the Bolt-free handling (``_act``
+onward), which needs only the chat and the core.)
 """
 
 from __future__ import annotations
@@ -63,9 +59,8 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from contextvars import ContextVar
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -76,6 +71,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack import review_modal, translate
 from adapters.slack.chat import SlackChat
+from adapters.slack.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
 from adapters.slack.modal import REPLY_CALLBACK, closes_all, reply_modal
 from adapters.slack.outcome import thread_note
 from adapters.slack.render import CLAIM_ACTION, MULTI_ACTION, REPLY_ACTION
@@ -85,7 +81,6 @@ from adapters.slack.review_parts import shown as message_shown
 from adapters.slack.translate import (
     EVENT_CHANNEL,
     MESSAGE_CHANNEL,
-    RAW_CHANNEL,
     Click,
     ThreadReply,
     Where,
@@ -113,23 +108,7 @@ COMMAND = "/elicitbot"
 ANNOUNCE_ATTEMPTS = 20
 """Transient failures (rate limits, Slack hiccups) a refusal or a thread note waits out."""
 
-REPLAY_EVERY = 10.0
-"""Seconds between looks for recorded interactions nobody finished handling."""
-KEEP_HANDLED = timedelta(days=1)
-"""How long a handled interaction's record (and its dedupe key) is kept: far beyond Slack's
-retries (minutes), after which the first-answer rule alone makes a late repeat harmless."""
-REPLAY_GRACE = timedelta(seconds=60)
-"""How old an open interaction must be before another process replays it: older than any live
-handling (the core has it within a second or two; the mark follows at once)."""
-REPLAY_PAGE = 100
-
 _ACTIONS = re.compile(r"^elicitbot\.")
-_RAW_ID: ContextVar[int | None] = ContextVar("slack_raw_id", default=None)
-"""The recorded event the running interaction handles (set in its task; see ``_settle``)."""
-
-
-class NotRecordedError(Exception):
-    """The interaction could not be recorded: it must not be acked."""
 
 
 class SlackInteractivity:
@@ -149,14 +128,10 @@ class SlackInteractivity:
         self.chat = chat
         self.elicitations = elicitations
         self.announce_in_thread = announce_in_thread
-        self.raw = raw
-        """Where interactions are recorded before their ack (None: acked unrecorded)."""
         self.clock: Clock = clock or SystemClock()
-        self.started_at = self.clock.now()
-        """What was recorded before this is a predecessor's (see :meth:`run_replays`)."""
+        self.durable = Durable(raw, self.clock, self._replayed)
+        """Where interactions are recorded before their ack (``raw`` None: acked unrecorded)."""
         self._tasks: set[asyncio.Task[None]] = set()
-        self._in_flight: set[int] = set()
-        """Recorded events being handled here (a replay leaves them alone)."""
         self._authorized: AuthorizeResult | None = None
 
         async def authorize() -> AuthorizeResult | None:
@@ -215,102 +190,12 @@ class SlackInteractivity:
         """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
         failure is logged by kind only (no message, no traceback). ``raw_id``: the recorded
         event it handles, marked handled when the work is done."""
-        task = asyncio.get_running_loop().create_task(self._guard(work, what, sensitive, raw_id))
+        work_done = self.durable.guard(work, what, sensitive, raw_id)
+        task = asyncio.get_running_loop().create_task(work_done)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guard(
-        self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
-    ) -> None:
-        """Run the work; then mark its recorded event handled, even when the work failed (the
-        failure is logged; a replay would fail alike). Cancelled (a stop, a kill): left open,
-        for a replay to finish."""
-        token = _RAW_ID.set(raw_id)
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the one boundary per interaction
-            if sensitive:
-                log.error("slack.interaction_failed", what=what, error=type(exc).__name__)  # noqa: TRY400
-            else:
-                log.exception("slack.interaction_failed", what=what)
-        finally:
-            unsettled = _RAW_ID.get()  # None once _settle marked it
-            _RAW_ID.reset(token)
-        if unsettled is not None:
-            await self._mark_handled(unsettled)
-
-    async def _settle(self) -> None:
-        """The core has the interaction's action (``act`` returned): mark its recorded event
-        handled now, so a replay from here on does not act again; what follows (a thread note,
-        an ephemeral) is best effort."""
-        raw_id = _RAW_ID.get()
-        if raw_id is not None:
-            _RAW_ID.set(None)
-            await self._mark_handled(raw_id)
-
-    async def _mark_handled(self, raw_id: int) -> None:
-        if self.raw is None:
-            return
-        try:
-            await self.raw.handled_raw(raw_id, self.clock.now())
-        except Exception as exc:  # left open: a later replay judges it again
-            log.warning("slack.raw_not_marked", raw_id=raw_id, error=type(exc).__name__)
-        else:
-            self._in_flight.discard(raw_id)
-
-    async def _record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
-        """Record an interaction before its ack: (handle it?, its raw id). Recorded before:
-        (False, None). No store: (True, None). Raises NotRecordedError when it could not be
-        recorded (nothing is acked then)."""
-        if self.raw is None:
-            return True, None
-        key = translate.raw_key(body)
-        try:
-            raw_id = await self.raw.record_raw(RAW_CHANNEL, key, body, self.clock.now())
-        except Exception as exc:
-            # By kind only: a database error's text carries the statement's parameters.
-            log.error("slack.not_recorded", key=key, error=type(exc).__name__)  # noqa: TRY400
-            raise NotRecordedError(key) from None
-        if raw_id is None:
-            log.info("slack.redelivered", key=key)
-            return False, None
-        self._in_flight.add(raw_id)
-        return True, raw_id
-
     # ------------------------------------------------------------------ replays
-
-    async def replay(self, *, before: datetime) -> int:
-        """Handle every interaction recorded before ``before`` and not handled yet (a killed
-        process's), oldest first, through the listeners' own path; returns how many.
-
-        Every one is handled whatever its age: Slack told the person it was received, and the
-        rules judge it as of now (expired, already answered: the person is told)."""
-        if self.raw is None:
-            return 0
-        handled = 0
-        seen: set[int] = set()
-        while True:
-            page = await self.raw.open_raw(RAW_CHANNEL, limit=REPLAY_PAGE)
-            due = [
-                r
-                for r in page
-                if r.id not in seen and r.id not in self._in_flight and r.received_at < before
-            ]
-            if not due:
-                return handled
-            for event in due:
-                seen.add(event.id)
-                self._in_flight.add(event.id)
-                log.info("slack.replay", raw_id=event.id, key=event.dedupe_key)
-                await self._guard(
-                    self._replayed(event),
-                    "replay",
-                    sensitive=event.body.get("type") == "view_submission",
-                    raw_id=event.id,
-                )
-                handled += 1
 
     async def run_replays(
         self,
@@ -320,28 +205,12 @@ class SlackInteractivity:
         every: float = REPLAY_EVERY,
         grace: timedelta = REPLAY_GRACE,
     ) -> None:
-        """Replay at start, then every ``every`` seconds until ``stop``.
-
-        ``ours``: one process owns the store (SQLite), so whatever was recorded before this app
-        started is a predecessor's, replayed at once; otherwise (several replicas) an open event
-        is replayed once it is ``grace`` old: its own process is done with it or dead."""
-        while not stop.is_set():
-            now = self.clock.now()
-            before = max(self.started_at, now - grace) if ours else now - grace
-            try:
-                replayed = await self.replay(before=before)
-                purged = await self.raw.purge_raw(now - KEEP_HANDLED) if self.raw else 0
-            except Exception as exc:  # the database is down: look again next round
-                log.warning("slack.replay_failed", error=type(exc).__name__)
-            else:
-                if replayed:
-                    log.info("slack.replayed", events=replayed)
-                if purged:
-                    log.info("slack.raw_purged", events=purged)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every)
+        """Replay what a killed process recorded and never handled: :meth:`Durable.run_replays
+        <adapters.slack.durable.Durable.run_replays>`, through :meth:`_replayed`."""
+        await self.durable.run_replays(stop, ours=ours, every=every, grace=grace)
 
     async def _replayed(self, event: RawEvent) -> None:
+        """A recorded interaction handled again, by the listeners' own path."""
         body = event.body
         kind = body.get("type")
         if kind == "block_actions":
@@ -387,15 +256,15 @@ class SlackInteractivity:
             if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
                 await ack()  # a selection changing: nothing yet
                 return None
-            durable = translate.durable_click(body)
+            kept = translate.durable_click(body)
             try:
-                handle, raw_id = await self._record(durable)
+                handle, raw_id = await self.durable.record(kept)
             except NotRecordedError:
                 return _not_recorded()
             await ack()
             if handle:
-                action = translate.first_action(durable)
-                self.spawn(self._click(durable, action), "click", raw_id=raw_id)
+                action = translate.first_action(kept)
+                self.spawn(self._click(kept, action), "click", raw_id=raw_id)
             return None
 
         @app.view(REPLY_CALLBACK)
@@ -407,9 +276,9 @@ class SlackInteractivity:
             if errors:
                 await ack(response_action="errors", errors=errors)
                 return None
-            durable = translate.durable_submission(body)  # without the secret
+            kept = translate.durable_submission(body)  # without the secret
             try:
-                handle, raw_id = await self._record(durable)
+                handle, raw_id = await self.durable.record(kept)
             except NotRecordedError:
                 return _not_recorded()
             if closes_all(meta):  # on top of a review: the decision is made, close both
@@ -418,7 +287,7 @@ class SlackInteractivity:
                 await ack()
             if handle:
                 self.spawn(
-                    self._submitted(durable, meta, text, chosen),
+                    self._submitted(kept, meta, text, chosen),
                     "modal",
                     sensitive=bool(meta.get("s")),
                     raw_id=raw_id,
@@ -428,7 +297,7 @@ class SlackInteractivity:
         @app.event("message")
         async def on_message(body: dict[str, Any], event: dict[str, Any]) -> BoltResponse | None:
             # Acked when this returns (Bolt acks events itself).
-            if self.raw is None:
+            if self.durable.raw is None:
                 self.spawn(self._message(body, event), "thread reply")
                 return None
             try:
@@ -436,8 +305,8 @@ class SlackInteractivity:
             except NotRecordedError:
                 return _not_recorded()
             if recorded is not None:
-                durable, key, raw_id = recorded
-                work = self._message(durable, durable["event"], key=key, deduped=True)
+                kept, key, raw_id = recorded
+                work = self._message(kept, kept["event"], key=key, deduped=True)
                 self.spawn(work, "thread reply", raw_id=raw_id)
             return None
 
@@ -465,9 +334,9 @@ class SlackInteractivity:
         if key is None or view is None:
             return None  # a thread that is not ours
         secret = view.elicitation.answer_mode is AnswerMode.SECRET
-        durable = translate.durable_reply(body, secret=secret)
-        handle, raw_id = await self._record(durable)
-        return (durable, key, raw_id) if handle else None
+        kept = translate.durable_reply(body, secret=secret)
+        handle, raw_id = await self.durable.record(kept)
+        return (kept, key, raw_id) if handle else None
 
     # ------------------------------------------------------------------ acting
 
@@ -500,10 +369,10 @@ class SlackInteractivity:
             # Only a secret goes upstream during act(); the error names no secret, but the
             # person is told without it and it is logged by kind only.
             log.warning("slack.secret_not_delivered", key=action.key, error=type(exc).__name__)
-            await self._settle()
+            await self.durable.settle()
             await self._tell(who, where, translate.not_delivered(exc))
             return None
-        await self._settle()
+        await self.durable.settle()
         kind = outcome.kind
         if kind in (OutcomeKind.ANSWERED, OutcomeKind.REFUSED):
             log.info(
@@ -534,7 +403,7 @@ class SlackInteractivity:
     async def _claim(self, action: ClaimIt, where: Where) -> None:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
         outcome = await self.elicitations.act(action)
-        await self._settle()
+        await self.durable.settle()
         if outcome.kind is OutcomeKind.NOT_FOUND:
             await self._tell(action.who, where, outcome.message or NOT_FOUND_TEXT)
         else:
@@ -661,7 +530,7 @@ class SlackInteractivity:
             await self._tell(submission.who, where, NOT_FOUND_TEXT)
             return
         if withheld:
-            await self._settle()
+            await self.durable.settle()
             if view.status is Status.PENDING:
                 await self._tell(submission.who, where, translate.RESEND_PRIVATE)
             return

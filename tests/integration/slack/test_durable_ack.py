@@ -124,7 +124,7 @@ async def kill(rig: DurableRig) -> None:
 async def restart(rig: DurableRig, url: str) -> DurableRig:
     rig.clock.advance(5)
     again = await durable_rig(url, rig.db.parent, rig.clock, rig.fake)
-    await again.slack.replay(before=again.slack.started_at)
+    await again.slack.durable.replay(before=again.slack.durable.started_at)
     await again.drain()
     return again
 
@@ -152,7 +152,7 @@ async def test_a_click_is_in_the_store_when_its_200_comes_back(
     assert "token" not in recorded.body, "the legacy verification token is not kept"
     assert "blocks" not in recorded.body["message"], "only what the handling reads"
     assert await rig.status(key) is Status.PENDING
-    assert await rig.slack.replay(before=rig.clock.advance(3600)) == 0, (
+    assert await rig.slack.durable.replay(before=rig.clock.advance(3600)) == 0, (
         "a replay leaves alone what this process is handling"
     )
 
@@ -263,7 +263,7 @@ async def test_an_answer_acked_before_a_kill_is_recorded_after_the_restart(
         notes = [m for m in again.thread(message) if m["user"] == BOT_USER]
         assert len(notes) == 1, "the win, said once in the thread"
 
-        assert await again.slack.replay(before=clock.advance(3600)) == 0, "handled once"
+        assert await again.slack.durable.replay(before=clock.advance(3600)) == 0, "handled once"
     finally:
         await again.close()
         await again.store.close()
@@ -277,7 +277,7 @@ async def test_a_replay_waits_for_what_another_process_may_still_be_handling(
     key = await rig.intake_fixture("options")
     await rig.drain()
     message = rig.message(key)
-    elsewhere = rig.slack.started_at  # recorded by another replica, not finished yet
+    elsewhere = rig.slack.durable.started_at  # recorded by another replica, not finished yet
     body: dict[str, object] = {
         "type": "block_actions",
         "trigger_id": "elsewhere.1",
@@ -291,11 +291,11 @@ async def test_a_replay_waits_for_what_another_process_may_still_be_handling(
     raw_id = await rig.store.record_raw(RAW_CHANNEL, "action:elsewhere.1", body, elsewhere)
     assert raw_id is not None
 
-    assert await rig.slack.replay(before=elsewhere) == 0
+    assert await rig.slack.durable.replay(before=elsewhere) == 0
     assert [r.id for r in await rig.open()] == [raw_id]
     assert await rig.status(key) is Status.PENDING
 
-    assert await rig.slack.replay(before=rig.clock.advance(61)) == 1
+    assert await rig.slack.durable.replay(before=rig.clock.advance(61)) == 1
     await rig.drain()
     assert await rig.status(key) is Status.ANSWERED
     assert await rig.open() == []
