@@ -233,3 +233,27 @@ async def test_an_unpaced_room_s_posts_are_claimed_as_a_chain_in_the_order_they_
     assert await store.claim_outbox(clock.now(), "w2", limit=50, chained=chained) == []
     # Without ``chained`` (a paced platform's replica, or an older one) a room keeps one.
     assert await store.claim_outbox(clock.now(), "w3", limit=50) == []
+
+
+async def test_a_channel_s_post_goes_before_its_updates_when_its_pace_allows(
+    store: Store, clock: FakeClock
+) -> None:
+    """Slack: a post the channel's pace allows now is claimed before the channel's rewrites;
+    while the pace holds the next post back, the rewrites go (the test above)."""
+    [answered] = await queue(store, clock, 1, BUSY, "a")
+    [post] = await store.claim_outbox(clock.now(), "w")
+    assert await store.complete_outbox(post, "w", clock.now(), ref=SlackRef("C0BUSY", "1.1"))
+    assert (
+        await store.record_answer(
+            answered, answer("slack:U0ALICE", clock.now()), clock.now(), approving=True, audit={}
+        )
+    ).won
+    [writeback] = await store.claim_outbox(clock.now(), "w")
+    assert await store.complete_outbox(writeback, "w", clock.now())
+    [waiting] = await queue(store, clock, 1, BUSY, "n")  # no pace set: it may go now
+    [first] = await store.claim_outbox(clock.now(), "w", limit=20)
+    assert (first.kind, first.elicitation_key) == (EffectKind.POST, waiting)
+    await store.set_pace(lanes.pace_key(first.lane), clock.now() + timedelta(seconds=1))
+    assert await store.complete_outbox(first, "w", clock.now(), ref=SlackRef("C0BUSY", "1.2"))
+    [then] = await store.claim_outbox(clock.now(), "w", limit=20)
+    assert (then.kind, then.elicitation_key) == (EffectKind.UPDATE, answered)
