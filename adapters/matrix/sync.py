@@ -108,7 +108,11 @@ class MatrixListener:
         self.max_backoff = max_backoff
         self.filter: dict[str, Any] = {
             "room": {
-                "timeline": {"limit": timeline_limit},
+                # Not the bot's own events: it never acts on them, and a burst of its prompts
+                # would otherwise wake (and, encrypted, be decrypted by) this sync once each.
+                # Its own state events still reach the room's state (the homeserver puts what
+                # the filter left out of the timeline into ``state``).
+                "timeline": {"limit": timeline_limit, "not_senders": [self.user_id]},
                 # The member event of everyone whose events a batch holds, every time (not
                 # only the first time this device saw them), so nio knows their names even
                 # after a restart (RoomEvents names people by their display name).
