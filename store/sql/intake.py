@@ -1,13 +1,15 @@
 """Intake: deduplicated on (channel, inbound id) and on the key, all or nothing per batch, with
 group commit; what a new or revised elicitation writes is decided by the domain.
 
-A group of independent items is written a statement per table for all of them (executemany)
-rather than several statements per item: per-statement overhead in SQLAlchemy and psycopg was
-most of the store's CPU per event."""
+A group of independent items is written a statement per table for all of them
+(:class:`store.sql.base.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
+text, whatever the group's size) rather than several statements per item: per-statement and
+per-row overhead in SQLAlchemy and psycopg was most of the store's CPU per event."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,14 +21,27 @@ from sqlalchemy.engine import Connection, Engine
 from bot.domain import planning
 from bot.domain.ports import IntakeOutcome
 from bot.domain.records import (
+    DeadlineKind,
     DeadlineState,
+    EffectKind,
     IntakeItem,
     IntakeResult,
+    Purpose,
 )
 from bot.domain.writes import PlannedDeadline, WriteSet
 from store.db import RawJson
-from store.sql.apply import Applier, Batch
-from store.sql.base import INBOUND, PENDING, E
+from store.sql.apply import ESCALATION_POST, Applier, Batch, copy_row
+from store.sql.base import (
+    AUDIT,
+    DEADLINE,
+    DELIVERY,
+    INBOUND,
+    OUTBOX,
+    PENDING,
+    E,
+    ManyRows,
+    outbox_row,
+)
 
 GROUP_COMMIT_MAX = 64
 """Most inbound batches written in one transaction."""
@@ -44,10 +59,20 @@ class Intake(Applier):
         super().__init__(engine)
         self._pending: list[_PendingIntake] = []
         self._drainer: asyncio.Task[None] | None = None
-        # For a whole group at once (executemany): the rows returned name which ones were new.
-        self._new_inbounds = self._insert_ignore(INBOUND, "channel", "inbound_id").returning(
-            INBOUND.c.channel, INBOUND.c.inbound_id
+        # For a whole group at once (one statement each): the rows returned name the new ones.
+        many = functools.partial(ManyRows, engine)
+        self._group_inbounds = many(
+            INBOUND, conflict=("channel", "inbound_id"), returning=("channel", "inbound_id")
         )
+        self._group_elicitations = many(E, conflict=("key",), returning=("key",))
+        self._group_copies = many(
+            DELIVERY,
+            conflict=("elicitation_key", "destination", "purpose"),
+            returning=("elicitation_key", "destination", "purpose", "id"),
+        )
+        self._group_deadlines = many(DEADLINE, conflict=("elicitation_key", "kind", "due_at"))
+        self._group_outbox = many(OUTBOX)
+        self._group_audit = many(AUDIT)
         self._first_key = select(INBOUND.c.elicitation_key).where(
             INBOUND.c.channel == bindparam("ch"), INBOUND.c.inbound_id == bindparam("iid")
         )
@@ -113,7 +138,7 @@ class Intake(Applier):
             return []
         # Rows in key order: replicas writing overlapping groups lock them in the same order.
         inbound = sorted((_inbound_row(item, now) for item, now in entries), key=_inbound_order)
-        new = {(r.channel, r.inbound_id) for r in conn.execute(self._new_inbounds, inbound)}
+        new = {(r.channel, r.inbound_id) for r in self._group_inbounds.execute(conn, inbound)}
         outcomes: list[IntakeOutcome | None] = [None] * len(entries)
         fresh: list[int] = []
         for index, (item, _) in enumerate(entries):
@@ -124,7 +149,7 @@ class Intake(Applier):
         created: set[str] = set()
         if fresh:
             rows = sorted((_elicitation_row(*entries[i]) for i in fresh), key=lambda r: r["key"])
-            created = {r.key for r in conn.execute(self._new_elicitation, rows)}
+            created = {r.key for r in self._group_elicitations.execute(conn, rows)}
         work: list[tuple[str, WriteSet, datetime]] = []
         for index in fresh:
             item, now = entries[index]
@@ -136,8 +161,15 @@ class Intake(Applier):
                 outcomes[index] = self._revise(conn, item, now)
         batch = Batch()
         self._apply_all(conn, work, batch)
-        # ``now`` here dates refreshes and version bumps only, which no intake write-set asks for.
-        self._finish(conn, batch, entries[-1][1])
+        if batch.bump or batch.refresh:  # no intake write-set asks for either: ``_finish`` then
+            # ``now`` here dates the refreshes and version bumps only.
+            self._finish(conn, batch, entries[-1][1])
+        else:  # what ``_finish`` would write (its ``_flush``), a statement per table
+            self._group_outbox.execute(conn, batch.outbox)
+            self._group_audit.execute(conn, batch.audit)
+            batch.outbox.clear()
+            batch.updating.clear()
+            batch.audit.clear()
         return [_present(outcome) for outcome in outcomes]
 
     def _apply_all(
@@ -152,7 +184,7 @@ class Intake(Applier):
         first here too, then the deadlines (the follow-ups after the planned ones, as there),
         then ``_apply`` with the rest. Deadlines stay with ``_apply`` when something must run
         before them (an activation, or pending deadlines to replace)."""
-        followups = self._add_copies(conn, work, batch)
+        followups = self._add_group_copies(conn, work, batch)
         deadlines: list[dict[str, Any]] = []
         rests: list[tuple[str, WriteSet, datetime]] = []
         for (key, ws, now), planned_after in zip(work, followups, strict=True):
@@ -163,11 +195,48 @@ class Intake(Applier):
             deadlines += (_deadline_row(key, d) for d in planned)
             rests.append((key, replace(ws, copies=(), deadlines=()), now))
         if deadlines:
-            conn.execute(self._new_deadline, deadlines)
+            self._group_deadlines.execute(conn, deadlines)
             # Once written, as ``_add_deadlines`` does: a row the database refused wakes nobody.
             self._planned.extend(row["due_at"] for row in deadlines)
         for key, rest, now in rests:
             self._apply(conn, key, rest, now, batch)
+
+    def _add_group_copies(
+        self, conn: Connection, work: Sequence[tuple[str, WriteSet, datetime]], batch: Batch
+    ) -> list[list[PlannedDeadline]]:
+        """:meth:`Applier._add_copies` (the same rows, posts queued and follow-ups returned) with
+        the copies inserted by one :class:`ManyRows` statement."""
+        rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
+        if not rows:
+            return [[] for _ in work]
+        ids = {
+            (r.elicitation_key, r.destination, r.purpose): r.id
+            for r in self._group_copies.execute(conn, rows)
+        }
+        followups: list[list[PlannedDeadline]] = []
+        for key, ws, now in work:
+            planned: list[PlannedDeadline] = []
+            for c in ws.copies:
+                delivery_id = ids.get((key, c.destination, c.purpose.value))
+                if delivery_id is None:  # this destination has this copy already
+                    continue
+                if c.post:
+                    payload = ESCALATION_POST if c.purpose is Purpose.ESCALATION else None
+                    batch.outbox.append(
+                        outbox_row(
+                            key,
+                            EffectKind.POST,
+                            c.destination,
+                            now,
+                            delivery_id=delivery_id,
+                            payload=payload,
+                        )
+                    )
+                if c.followup_at is not None:
+                    after = {"after": delivery_id}
+                    planned.append(PlannedDeadline(DeadlineKind.FOLLOWUP, c.followup_at, after))
+            followups.append(planned)
+        return followups
 
     def _intake_one(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         e = item.elicitation

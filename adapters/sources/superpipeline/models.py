@@ -33,8 +33,12 @@ def _exactly(*allowed: str | bool) -> BeforeValidator:
     else:
         message = "must be one of " + ", ".join(str(a) for a in allowed)
 
+    types = frozenset(type(a) for a in allowed)
+    values = frozenset(allowed)
+
     def check(value: object) -> object:
-        if any(type(value) is type(a) and value == a for a in allowed):
+        # The type first: ``0 in {False}`` holds, and a list or dict is not hashable.
+        if type(value) in types and value in values:
             return value
         raise PydanticCustomError("literal_error", message)
 

@@ -60,6 +60,7 @@ def superpipeline_router(
     intake_latency = Histogram(
         "elicitbot_intake_seconds", "Time to accept an intake request", registry=metrics
     )
+    counted: dict[str, Counter] = {}  # each result's child, looked up once rather than per event
 
     async def post_events(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -83,7 +84,9 @@ def superpipeline_router(
         for event, outcome in zip(events, outcomes, strict=True):
             duplicate = outcome.result == IntakeResult.DUPLICATE
             result = "duplicate" if duplicate else "accepted"
-            intake_counter.labels(METRICS_SOURCE, result).inc()
+            if (child := counted.get(result)) is None:
+                child = counted[result] = intake_counter.labels(METRICS_SOURCE, result)
+            child.inc()
             results.append({"id": event.id, "elicitation": outcome.key, "result": result})
         intake_latency.observe(time.perf_counter() - started)
         all_duplicates = not is_batch and results[0]["result"] == "duplicate"
