@@ -57,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{origin or 'embedded default'}: ok")
             return 0
         if args.command == "serve":
+            import uvloop  # noqa: PLC0415 - the server's event loop, as uvicorn's own default
+
             from bot.wiring import serve  # noqa: PLC0415 - heavy imports only for serve
 
-            asyncio.run(serve(config))
+            uvloop.run(serve(config))
             return 0
         if args.command == "db":
             from bot.wiring import upgrade_store  # noqa: PLC0415
