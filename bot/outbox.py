@@ -250,10 +250,8 @@ class Dispatcher:
         return max(0.01, min(idle_seconds, wait))
 
     async def _carry(self, unit: list[OutboxItem], batch: _Reads) -> None:
-        """A unit start to finish: each row read, carried out and completed. A chain's rows are
-        started in order, at most ``lanes.POST_WINDOW`` in flight, each completion written while
-        the next ones are sent."""
-        window = asyncio.Semaphore(lanes.POST_WINDOW)
+        """A unit start to finish: each row read, carried out and completed; a chain's rows all
+        at once, started in the order they came, each completed as soon as it is done."""
 
         async def one(item: OutboxItem) -> None:
             try:
@@ -262,16 +260,13 @@ class Dispatcher:
             except Exception:
                 log.exception("outbox.carry_failed", id=item.id, kind=item.kind)
                 return  # its claim runs out and it is taken again (as uncertain)
-            finally:
-                window.release()
             if outcome is not None:
                 await self._complete(item, *outcome)
 
-        started: list[asyncio.Task[None]] = []
-        for item in unit:
-            await window.acquire()
-            started.append(asyncio.create_task(one(item)))
-        await asyncio.gather(*started)
+        if len(unit) == 1:
+            await one(unit[0])
+        else:
+            await asyncio.gather(*(one(item) for item in unit))
 
     async def _complete(self, item: OutboxItem, done: OutboxItem, ref: MessageRef | None) -> None:
         try:
