@@ -69,7 +69,8 @@ def kind_cap(kind: EffectKind, *, chained: bool = False) -> int | None:
 
 
 def lane_slots(lane: str, *, chained: bool = False) -> int:
-    """Effects of a lane in flight at once: a chained lane has room for its chain of posts."""
+    """Effects of a lane in flight at once; ``chained``: for a chained lane's posts, room for
+    their chain (its other effects keep the usual slots)."""
     return max(slots_of(lane), POST_CHAIN) if chained else slots_of(lane)
 
 

@@ -238,7 +238,8 @@ class MemoryStore(MemoryLeases, MemoryRaw, MemoryCrypto):
                     if cap is not None and seen[o.kind] + live_kind[lane, o.kind] > cap:
                         continue  # held back by its kind's bound: takes no place in the lane
                     r += 1
-                    if r + live[lane] > lanes.lane_slots(lane, chained=chain):
+                    post = o.kind is EffectKind.POST
+                    if r + live[lane] > lanes.lane_slots(lane, chained=chain and post):
                         break
                     ranked.append((r, o.next_attempt_at, o.id, o))
             chosen = [o for *_, o in sorted(ranked, key=lambda t: t[:3])[: max(limit, 0)]]

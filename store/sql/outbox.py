@@ -123,6 +123,7 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
         select(
             by_kind.c.id,
             by_kind.c.lane,
+            by_kind.c.kind,
             by_kind.c.next_attempt_at,
             n.label("n"),
             func.row_number()
@@ -143,10 +144,15 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
         )
         .subquery("ranked")
     )
+    # A chained lane has room for its chain of posts; its other effects keep the lane's usual
+    # slots (a burst's reactions do not all go at once).
     slots = case(
         (ranked.c.lane.like(lanes.SINK + "%"), lanes.SINK_LANE_SLOTS),
         *(
-            (ranked.c.lane.like(prefix + "%"), lanes.lane_slots(prefix, chained=True))
+            (
+                and_(ranked.c.kind == EffectKind.POST.value, ranked.c.lane.like(prefix + "%")),
+                lanes.lane_slots(prefix, chained=True),
+            )
             for prefix in chained
         ),
         else_=lanes.CHAT_LANE_SLOTS,

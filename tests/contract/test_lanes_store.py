@@ -257,3 +257,19 @@ async def test_a_channel_s_post_goes_before_its_updates_when_its_pace_allows(
     assert await store.complete_outbox(first, "w", clock.now(), ref=SlackRef("C0BUSY", "1.2"))
     [then] = await store.claim_outbox(clock.now(), "w", limit=20)
     assert (then.kind, then.elicitation_key) == (EffectKind.UPDATE, answered)
+
+
+async def test_a_chained_room_s_reactions_keep_the_lane_s_usual_slots(
+    store: Store, clock: FakeClock
+) -> None:
+    """A chain has room for its posts; the seeds that follow go three at a time, so a burst's
+    reactions do not all reach the homeserver at once."""
+    await queue(store, clock, lanes.POST_CHAIN, ROOM, "k")
+    chained = (lanes.chained_prefix("matrix"),)
+    posts = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    assert len(posts) == lanes.POST_CHAIN
+    for n, post in enumerate(posts):
+        ref = MatrixRef("!burst", f"$k{n}")
+        assert await store.complete_outbox(post, "w", clock.now(), ref=ref, seed=True)
+    seeds = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    assert [s.kind for s in seeds] == [EffectKind.SEED] * lanes.CHAT_LANE_SLOTS
