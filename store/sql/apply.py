@@ -10,7 +10,7 @@ and never for one closed in the batch (its close updated every copy already).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -175,19 +175,26 @@ class Applier(SqlBase):
     # -- pieces --------------------------------------------------------------------------------
 
     def _add_copies(
-        self, conn: Connection, work: Sequence[tuple[str, WriteSet, datetime]], batch: Batch
+        self,
+        conn: Connection,
+        work: Sequence[tuple[str, WriteSet, datetime]],
+        batch: Batch,
+        *,
+        insert: Callable[[Connection, list[dict[str, Any]]], Iterable[Any]] | None = None,
     ) -> list[list[PlannedDeadline]]:
         """The copies of these write-sets, inserted in one statement (a copy its destination has
         already is skipped): each new one's post is queued, and each write-set's follow-ups are
         returned, to plan once the copies' ids are known. :meth:`_apply` passes one write-set;
-        intake passes a whole group's."""
+        intake passes a whole group's, and its own ``insert`` (one ``ManyRows`` statement)."""
         rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
         if not rows:
             return [[] for _ in work]
-        ids = {
-            (r.elicitation_key, r.destination, r.purpose): r.id
-            for r in conn.execute(self._new_copies, rows)
-        }
+        inserted: Iterable[Any]
+        if insert is None:
+            inserted = conn.execute(self._new_copies, rows)
+        else:
+            inserted = insert(conn, rows)
+        ids = {(r.elicitation_key, r.destination, r.purpose): r.id for r in inserted}
         followups: list[list[PlannedDeadline]] = []
         for key, ws, now in work:
             planned: list[PlannedDeadline] = []

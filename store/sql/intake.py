@@ -21,16 +21,13 @@ from sqlalchemy.engine import Connection, Engine
 from bot.domain import planning
 from bot.domain.ports import IntakeOutcome
 from bot.domain.records import (
-    DeadlineKind,
     DeadlineState,
-    EffectKind,
     IntakeItem,
     IntakeResult,
-    Purpose,
 )
 from bot.domain.writes import PlannedDeadline, WriteSet
 from store.db import RawJson
-from store.sql.apply import ESCALATION_POST, Applier, Batch, copy_row
+from store.sql.apply import Applier, Batch
 from store.sql.base import (
     AUDIT,
     DEADLINE,
@@ -40,7 +37,6 @@ from store.sql.base import (
     PENDING,
     E,
     ManyRows,
-    outbox_row,
 )
 
 GROUP_COMMIT_MAX = 64
@@ -184,7 +180,7 @@ class Intake(Applier):
         first here too, then the deadlines (the follow-ups after the planned ones, as there),
         then ``_apply`` with the rest. Deadlines stay with ``_apply`` when something must run
         before them (an activation, or pending deadlines to replace)."""
-        followups = self._add_group_copies(conn, work, batch)
+        followups = self._add_copies(conn, work, batch, insert=self._group_copies.execute)
         deadlines: list[dict[str, Any]] = []
         rests: list[tuple[str, WriteSet, datetime]] = []
         for (key, ws, now), planned_after in zip(work, followups, strict=True):
@@ -200,43 +196,6 @@ class Intake(Applier):
             self._planned.extend(row["due_at"] for row in deadlines)
         for key, rest, now in rests:
             self._apply(conn, key, rest, now, batch)
-
-    def _add_group_copies(
-        self, conn: Connection, work: Sequence[tuple[str, WriteSet, datetime]], batch: Batch
-    ) -> list[list[PlannedDeadline]]:
-        """:meth:`Applier._add_copies` (the same rows, posts queued and follow-ups returned) with
-        the copies inserted by one :class:`ManyRows` statement."""
-        rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
-        if not rows:
-            return [[] for _ in work]
-        ids = {
-            (r.elicitation_key, r.destination, r.purpose): r.id
-            for r in self._group_copies.execute(conn, rows)
-        }
-        followups: list[list[PlannedDeadline]] = []
-        for key, ws, now in work:
-            planned: list[PlannedDeadline] = []
-            for c in ws.copies:
-                delivery_id = ids.get((key, c.destination, c.purpose.value))
-                if delivery_id is None:  # this destination has this copy already
-                    continue
-                if c.post:
-                    payload = ESCALATION_POST if c.purpose is Purpose.ESCALATION else None
-                    batch.outbox.append(
-                        outbox_row(
-                            key,
-                            EffectKind.POST,
-                            c.destination,
-                            now,
-                            delivery_id=delivery_id,
-                            payload=payload,
-                        )
-                    )
-                if c.followup_at is not None:
-                    after = {"after": delivery_id}
-                    planned.append(PlannedDeadline(DeadlineKind.FOLLOWUP, c.followup_at, after))
-            followups.append(planned)
-        return followups
 
     def _intake_one(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         e = item.elicitation

@@ -6,9 +6,6 @@ after its own post, and a post that fails in the middle of a chain holds back no
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
-
-import pytest
 
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain import lanes
@@ -17,28 +14,15 @@ from bot.domain.model import People, Route
 from bot.domain.store import Store
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
-from store.memory import MemoryStore
-from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat
+from tests.integration import test_outbox
 from tests.unit.sources.superpipeline_fixtures import VALID
 
+store = test_outbox.store
+"""Every test here runs on every store behind the port (the outbox tests' fixture)."""
 ROOM = "matrix:!burst:example.org"
 BURST = 25
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        s: Store = MemoryStore()
-    else:
-        s = SqlStore.from_url(
-            str(request.getfixturevalue(f"{request.param}_url".replace("postgresql", "pg")))
-        )
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 async def burst(store: Store, clock: FakeClock, chat: FakeChat) -> tuple[Dispatcher, list[str]]:
