@@ -174,6 +174,9 @@ class Applier(SqlBase):
 
     # -- pieces --------------------------------------------------------------------------------
 
+    def _insert_copies(self, conn: Connection, rows: list[dict[str, Any]]) -> Iterable[Any]:
+        return conn.execute(self._new_copies, rows)
+
     def _add_copies(
         self,
         conn: Connection,
@@ -189,12 +192,8 @@ class Applier(SqlBase):
         rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
         if not rows:
             return [[] for _ in work]
-        inserted: Iterable[Any]
-        if insert is None:
-            inserted = conn.execute(self._new_copies, rows)
-        else:
-            inserted = insert(conn, rows)
-        ids = {(r.elicitation_key, r.destination, r.purpose): r.id for r in inserted}
+        put = insert or self._insert_copies
+        ids = {(r.elicitation_key, r.destination, r.purpose): r.id for r in put(conn, rows)}
         followups: list[list[PlannedDeadline]] = []
         for key, ws, now in work:
             planned: list[PlannedDeadline] = []
