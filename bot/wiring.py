@@ -1,7 +1,8 @@
 """The composition root: the only module that sees bot, adapters and store together.
 
-(Over 600 lines on purpose: the whole service is assembled here, read top to bottom; the Slack
-Socket Mode lease helpers are the next to move, into adapters/slack/socket.py.)
+(Over 500 lines on purpose: the whole service is assembled here, one factory per part, read top
+to bottom; what a part does at start and stop lives with the part, e.g. the Slack Socket Mode
+connection's token check and lease in adapters/slack/socket.py.)
 
 ``Elicitbot`` is built from a list of parts: the core (store, service, dispatcher, timekeeper) and
 one small factory per optional part (Slack, Matrix, NATS, each Pinework poller, the sources'
@@ -14,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import os
 import signal
 import threading
@@ -35,7 +35,6 @@ from adapters.matrix.crypto_state import pickle_key_from_env
 from adapters.shared.problem import problem
 from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
-from adapters.slack.errors import from_slack
 from adapters.slack.pacing import Pacer
 from adapters.slack.people import SlackNames
 from adapters.slack.routes import slack_router
@@ -461,11 +460,7 @@ def _slack(ctx: Context, bot: Elicitbot) -> list[Part]:
     # Socket Mode: one replica holds the connection (a lease): Slack hands each envelope to one
     # open connection, and one on a replica that died would swallow clicks until Slack noticed.
     socket_keeper = (
-        _keeper(
-            ctx,
-            f"slack-socket:{_slack_app(app_token)}",
-            lambda: _hold_socket(socket, config.app_token_env or "?"),
-        )
+        _keeper(ctx, socket.lease, lambda: socket.hold(config.app_token_env or "?"))
         if socket is not None and app_token
         else None
     )
@@ -475,7 +470,7 @@ def _slack(ctx: Context, bot: Elicitbot) -> list[Part]:
         ctx.learn_identities({f"slack:{i}" for i in (chat.bot_user_id, chat.bot_id) if i})
         if socket is not None and app_token:
             # Every replica checks the app-level token; only the lease holder connects.
-            await _check_app_token(socket, app_token, config.app_token_env or "?")
+            await socket.check_token(config.app_token_env or "?")
 
     async def stop() -> None:
         if replay_keeper is not None:
@@ -586,49 +581,6 @@ async def _verify_slack(slack: SlackChat, env: str) -> None:
         ) from None
     except DeliveryError as exc:
         raise ConfigError(f"slack.api_url: Slack did not answer auth.test ({exc})") from None
-
-
-async def _start_socket(socket: SlackSocket, env: str) -> None:
-    try:
-        await socket.start()
-    except PermanentDeliveryError as exc:
-        raise ConfigError(
-            f"slack.app_token_env: Slack refused the app-level token in {env} ({exc})"
-        ) from None
-    except DeliveryError as exc:
-        raise ConfigError(f"slack.api_url: Socket Mode did not connect ({exc})") from None
-
-
-async def _hold_socket(socket: SlackSocket, env: str) -> None:
-    """The lease holder's Socket Mode connection: open until the lease is lost or we stop."""
-    await _start_socket(socket, env)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await socket.stop()
-
-
-async def _check_app_token(socket: SlackSocket, token: str, env: str) -> None:
-    """One ``apps.connections.open`` at start on every replica: a refused app-level token stops
-    the start, named, also on a replica that will not hold the connection."""
-    try:
-        await socket.app.client.apps_connections_open(app_token=token)
-    except Exception as exc:  # mapped: the token is refused, or Slack does not answer
-        error = from_slack("apps.connections.open", exc)
-        if isinstance(error, PermanentDeliveryError):
-            raise ConfigError(
-                f"slack.app_token_env: Slack refused the app-level token in {env} ({error})"
-            ) from None
-        raise ConfigError(f"slack.api_url: Socket Mode did not connect ({error})") from None
-
-
-def _slack_app(app_token: str) -> str:
-    """The app an app-level token belongs to (``xapp-1-<app id>-…``), naming its Socket Mode
-    lease; a token of another shape is named by a digest of it (never the token itself)."""
-    parts = app_token.split("-")
-    if len(parts) > 3 and parts[2].startswith("A"):  # noqa: PLR2004 - xapp, version, app id, …
-        return parts[2]
-    return hashlib.sha256(app_token.encode()).hexdigest()[:16]
 
 
 async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> None:

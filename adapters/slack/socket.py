@@ -14,6 +14,7 @@ clicks routed to a dead one; for several replicas use HTTP mode.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 
 import structlog
@@ -21,7 +22,12 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
 from adapters.slack.errors import from_slack
-from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
+from bot.domain.errors import (
+    ConfigError,
+    DeliveryError,
+    PermanentDeliveryError,
+    TransientDeliveryError,
+)
 
 log = structlog.get_logger("elicitbot.slack.socket")
 
@@ -81,6 +87,31 @@ class SlackSocket:
         self._handler = handler
         log.info("slack.socket_connected")
 
+    @property
+    def lease(self) -> str:
+        """The lease that gives one replica this app's connection: named by the app."""
+        return f"slack-socket:{app_of(self._token)}"
+
+    async def check_token(self, env: str) -> None:
+        """One ``apps.connections.open`` at start on every replica: a refused app-level token
+        (from the variable ``env``) stops the start, named, also on a replica that will not
+        hold the connection."""
+        try:
+            await self.app.client.apps_connections_open(app_token=self._token)
+        except Exception as exc:  # mapped: the token is refused, or Slack does not answer
+            raise _config_error(from_slack("apps.connections.open", exc), env) from None
+
+    async def hold(self, env: str) -> None:
+        """The lease holder's connection: open until the lease is lost or we stop."""
+        try:
+            await self.start()
+        except DeliveryError as exc:
+            raise _config_error(exc, env) from None
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
     def connected(self) -> bool:
         """For ``/readyz`` (synchronous): the websocket is open and not stale."""
         handler = self._handler
@@ -95,3 +126,20 @@ class SlackSocket:
         if handler is not None:
             await handler.close_async()  # type: ignore[no-untyped-call]
             log.info("slack.socket_closed")
+
+
+def app_of(app_token: str) -> str:
+    """The app an app-level token belongs to (``xapp-1-<app id>-…``); a token of another shape
+    is named by a digest of it (never the token itself)."""
+    parts = app_token.split("-")
+    if len(parts) > 3 and parts[2].startswith("A"):  # noqa: PLR2004 - xapp, version, app id, …
+        return parts[2]
+    return hashlib.sha256(app_token.encode()).hexdigest()[:16]
+
+
+def _config_error(error: DeliveryError, env: str) -> ConfigError:
+    if isinstance(error, PermanentDeliveryError):
+        return ConfigError(
+            f"slack.app_token_env: Slack refused the app-level token in {env} ({error})"
+        )
+    return ConfigError(f"slack.api_url: Socket Mode did not connect ({error})")
