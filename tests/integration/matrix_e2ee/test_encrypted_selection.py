@@ -110,6 +110,10 @@ async def test_a_keycap_the_bot_cannot_decrypt_is_unknown_not_absent(e2ee: E2eeR
         lambda ev: [e for e in from_bot(e2ee, ev, RoomMessageNotice) if "submitted" in e.body],
         "the bot saying it submitted nothing",
     )
+    content = refusal.source["content"]
+    print("\n--- what alice reads in the thread (decrypted m.notice) ---")  # the rendering
+    print(content["body"])
+    print(content.get("formatted_body", "(no HTML)"))
     assert refusal.body == f"{rig.cast.alice.user_id}: {cannot_read(1)}"
     assert refusal.source["content"]["m.mentions"] == {"user_ids": [rig.cast.alice.user_id]}
     assert await rig.status(key) is Status.PENDING, "keycap 1 alone is not what alice chose"
