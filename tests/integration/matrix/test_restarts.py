@@ -167,13 +167,14 @@ async def test_a_homeserver_outage_then_the_same_transaction_ids_give_one_event_
     rig.synapse.stop()
     try:
         during = await rig.intake("free-text")
-        # The dead process's claim runs out (nobody renews it); the cut-off post is first in the
-        # room's lane, so it is retried before the new one, and fails while Synapse is down.
+        # The dead process's claim runs out (nobody renews it); the cut-off post and the new one
+        # are the room's chain, retried together, and both fail while Synapse is down.
         rig.clock.advance(11)
-        assert await rig.bot.dispatcher.run_once() == 1
-        [failed] = [r for r in await rig.store.outbox(cut_off) if r.kind == "post"]
-        assert failed.state == "pending"
-        assert "ClientConnectorError" in (failed.last_error or "")
+        assert await rig.bot.dispatcher.run_once() == 2
+        for key_ in (cut_off, during):
+            [failed] = [r for r in await rig.store.outbox(key_) if r.kind == "post"]
+            assert failed.state == "pending"
+            assert "ClientConnectorError" in (failed.last_error or "")
         await until(flag(lambda: not rig.bot.listener.ready), "not ready")
         await asyncio.sleep(OUTAGE_SECONDS)
         assert not rig.bot.listener.ready
@@ -182,7 +183,8 @@ async def test_a_homeserver_outage_then_the_same_transaction_ids_give_one_event_
 
     await until(flag(lambda: rig.bot.listener.ready), "ready again", within=30)
     rig.clock.advance(120)
-    assert await rig.bot.dispatcher.drain() == 2  # the cut-off post and the one made meanwhile
+    # The cut-off post and the one made meanwhile, then their keycaps.
+    assert await rig.bot.dispatcher.drain() == 4
     [adopted] = await rig.store.deliveries(cut_off)
     assert adopted.ref == orphan
     assert len(await rig.prompts(cut_off)) == 1
