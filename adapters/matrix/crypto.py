@@ -46,12 +46,16 @@ from typing import Any, NoReturn
 
 import structlog
 from nio import (
+    BadEvent,
+    EncryptionError,
     ErrorResponse,
     Event,
     KeysUploadResponse,
     MatrixRoom,
+    MegolmEvent,
     RoomGetStateResponse,
     RoomMemberEvent,
+    UnknownBadEvent,
 )
 
 from adapters.matrix import crypto_state
@@ -329,6 +333,20 @@ class MatrixCrypto:
         return room
 
     # ------------------------------------------------------------------ receiving
+
+    def decrypt(self, room_id: str, event: MegolmEvent) -> Event | None:
+        """The event decrypted with the room keys this device holds, or None while its key is
+        missing (or it does not decrypt at all): the caller reports it, never drops it."""
+        if self.client.olm is None:
+            return None
+        event.room_id = room_id
+        try:
+            decrypted = self.client.decrypt_event(event)
+        except EncryptionError:
+            return None
+        if decrypted is None or isinstance(decrypted, BadEvent | UnknownBadEvent):
+            return None
+        return decrypted
 
     async def sent_by_sender(self, event: Any) -> bool:
         """A decrypted event's Megolm key came from one of its sender's devices (nio binds the

@@ -17,15 +17,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from nio import (
     AsyncClient,
-    BadEvent,
-    EncryptionError,
     MegolmEvent,
     MessageDirection,
     RoomGetEventResponse,
     RoomGetStateEventResponse,
     RoomMessagesResponse,
     RoomRedactResponse,
-    UnknownBadEvent,
 )
 from nio.api import Api, RelationshipType
 from nio.responses import RoomEventRelationsResponse
@@ -250,15 +247,8 @@ class RoomReads:
         if not isinstance(event, MegolmEvent) or event.sender == self.client.user_id:
             return source  # plaintext, redacted, or the bot's own (no one's selection)
         crypto = self.crypto
-        olm_client = crypto.client if crypto is not None else None
-        decrypted: Any = None
-        if olm_client is not None and olm_client.olm is not None:
-            event.room_id = room_id
-            try:
-                decrypted = olm_client.decrypt_event(event)
-            except EncryptionError:
-                decrypted = None
-        if crypto is None or decrypted is None or isinstance(decrypted, BadEvent | UnknownBadEvent):
+        decrypted = crypto.decrypt(room_id, event) if crypto is not None else None
+        if crypto is None or decrypted is None:
             await self._unreadable(room_id, event)
             return source
         if not await crypto.sent_by_sender(decrypted):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from nio import BadEvent, EncryptionError, MegolmEvent, UnknownBadEvent
+from nio import MegolmEvent
 
 from adapters.matrix.crypto import MatrixCrypto
 from adapters.matrix.handlers import RoomEvents
@@ -90,14 +90,9 @@ class Undecryptable:
     def retry(self) -> list[tuple[str, Any]]:
         """The waiting events that decrypt now: (room id, decrypted event), oldest first."""
         readable: list[tuple[str, Any]] = []
-        if self.crypto.client.olm is None:
-            return readable
         for event_id, waiting in list(self._waiting.items()):
-            try:
-                decrypted = self.crypto.client.decrypt_event(waiting.event)
-            except EncryptionError:
-                continue
-            if decrypted is None or isinstance(decrypted, BadEvent | UnknownBadEvent):
+            decrypted = self.crypto.decrypt(waiting.room_id, waiting.event)
+            if decrypted is None:
                 continue
             del self._waiting[event_id]
             if waiting.timer is not None:
