@@ -422,23 +422,11 @@ class RoomEvents:
         """Join when a configured workspace admin invites; decline anyone else's invite. A
         direct room the admin made (``is_direct`` on the invite, as Element sends it) is then
         listed as theirs (:meth:`DirectRooms.adopt`), unless the bot cannot post in it."""
-        inviter = None
-        encrypted = direct = False
-        for event in invite_state:
-            raw = event.get("content")
-            content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-            if (
-                event.get("type") == "m.room.member"
-                and event.get("state_key") == self.user_id
-                and content.get("membership") == "invite"
-            ):
-                inviter = event.get("sender")
-                direct = content.get("is_direct") is True
-            if event.get("type") == "m.room.encryption" and content:
-                encrypted = True
-        if not isinstance(inviter, str):
+        invite = inbound.read_invite(invite_state, own_user_id=self.user_id)
+        if invite is None:
             log.warning("matrix.invite_unreadable", room_id=room_id)
             return
+        inviter = invite.inviter
         if f"matrix:{inviter}" not in self.elicitations.people.admins:
             if await self.chat.membership(room_id, self.user_id) == "join":
                 return  # a stale invite of a room the bot is in: declining would leave it
@@ -454,12 +442,12 @@ class RoomEvents:
         await call("join", lambda: self.chat.client.join(room_id), JoinResponse)
         log.info("matrix.joined", room_id=room_id, inviter=inviter)
         if self.chat.crypto is not None:
-            if encrypted:
+            if invite.encrypted:
                 self.chat.mark_encrypted(room_id)
-        elif encrypted or await self.chat.is_encrypted(room_id):
+        elif invite.encrypted or await self.chat.is_encrypted(room_id):
             await self.encrypted_room(room_id)
             return  # posts here are refused: not a direct room to use
-        if direct:
+        if invite.direct:
             await self._quietly(self.chat.direct.adopt(room_id, inviter))
 
     async def encrypted_room(self, room_id: str) -> None:

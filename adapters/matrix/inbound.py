@@ -287,3 +287,32 @@ def on_command(
         return None
     who = identity(message.sender, bots=bots, name=name)
     return Command(who, via(room_id), words, elevated=elevated)
+
+
+@dataclass(frozen=True)
+class Invite:
+    """What an invite's stripped state says: who invited the bot, whether the room is end-to-end
+    encrypted, and whether the inviter made it a direct room (``is_direct``, as Element does)."""
+
+    inviter: str
+    encrypted: bool
+    direct: bool
+
+
+def read_invite(invite_state: list[dict[str, Any]], *, own_user_id: str) -> Invite | None:
+    """The bot's invite in ``invite_state``; None when no event says who invited it."""
+    inviter = None
+    encrypted = direct = False
+    for event in invite_state:
+        raw = event.get("content")
+        content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        if (
+            event.get("type") == "m.room.member"
+            and event.get("state_key") == own_user_id
+            and content.get("membership") == "invite"
+        ):
+            inviter = event.get("sender")
+            direct = content.get("is_direct") is True
+        if event.get("type") == "m.room.encryption" and content:
+            encrypted = True
+    return Invite(inviter, encrypted, direct) if isinstance(inviter, str) else None

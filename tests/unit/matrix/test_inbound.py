@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from adapters.matrix import inbound
 from adapters.matrix.commands import NOT_ALLOWED, USAGE, problem_text, reply_text
 from adapters.matrix.inbound import (
     CommandMessage,
@@ -379,3 +380,36 @@ def test_command_replies_in_the_rooms_words() -> None:
     assert reply_text(unknown) == f"Unknown command 'frob'.\n{USAGE}"
     usage = parse_command("subscribe")
     assert reply_text(usage) == f"Usage: !elicitbot subscribe <workspace> [board <id>]\n{USAGE}"
+
+
+INVITED = "@elicitbot:example.org"
+
+
+def member(state_key: str, sender: str, **content: object) -> dict[str, Any]:
+    return {"type": "m.room.member", "state_key": state_key, "sender": sender, "content": content}
+
+
+def test_an_element_direct_invite_says_who_made_it_encrypted_and_direct() -> None:
+    state = [
+        {"type": "m.room.encryption", "content": {"algorithm": "m.megolm.v1.aes-sha2"}},
+        member("@alice:example.org", "@alice:example.org", membership="join"),
+        member(INVITED, "@alice:example.org", membership="invite", is_direct=True),
+    ]
+    assert inbound.read_invite(state, own_user_id=INVITED) == inbound.Invite(
+        "@alice:example.org", encrypted=True, direct=True
+    )
+
+
+def test_a_room_invite_is_neither_direct_nor_encrypted_unless_its_state_says_so() -> None:
+    state = [
+        {"type": "m.room.encryption", "content": {}},  # no algorithm: not an encryption event
+        member(INVITED, "@bob:example.org", membership="invite", is_direct="yes"),
+    ]
+    assert inbound.read_invite(state, own_user_id=INVITED) == inbound.Invite(
+        "@bob:example.org", encrypted=False, direct=False
+    )
+
+
+def test_an_invite_without_the_bot_s_member_event_names_nobody() -> None:
+    state = [member("@carol:example.org", "@bob:example.org", membership="invite")]
+    assert inbound.read_invite(state, own_user_id=INVITED) is None
