@@ -129,7 +129,7 @@ class MatrixChat(RoomReads):
         super().__init__(client, max_retries=max_retries, max_inline_wait=max_inline_wait)
         self.crypto = crypto
         """End-to-end encryption (None: off, encrypted rooms are refused)."""
-        self.direct = DirectRooms(client, encrypted=crypto is not None)
+        self.direct = DirectRooms(client, self.membership, encrypted=crypto is not None)
         self._posted: OrderedDict[str, str] = OrderedDict()
         self._threaded: OrderedDict[str, None] = OrderedDict()
 

@@ -47,7 +47,7 @@ import functools
 import hashlib
 import json
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -56,7 +56,6 @@ from nio import (
     DirectRoomsResponse,
     ErrorResponse,
     RoomCreateResponse,
-    RoomGetStateEventResponse,
     RoomPreset,
     RoomPutStateResponse,
     RoomResolveAliasResponse,
@@ -93,8 +92,17 @@ def is_person(target: str) -> bool:
 class DirectRooms:
     """The bot's direct rooms with people (``client``: the shared nio client)."""
 
-    def __init__(self, client: AsyncClient, *, encrypted: bool, settle: float = SETTLE) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        membership: Callable[[str, str], Awaitable[str | None]],
+        *,
+        encrypted: bool,
+        settle: float = SETTLE,
+    ) -> None:
+        """``membership(room, user)``: what the room says of the user (the chat's own read)."""
         self.client = client
+        self._membership = membership
         self.encrypted = encrypted
         self.settle = settle
         self.created = 0
@@ -236,16 +244,6 @@ class DirectRooms:
         """The bot is in the room and the person is in it or invited."""
         ours = await self._membership(room_id, self._me)
         return ours == "join" and await self._membership(room_id, user_id) in ("join", "invite")
-
-    async def _membership(self, room_id: str, user_id: str) -> str | None:
-        state = await call(
-            "get membership",
-            lambda: self.client.room_get_state_event(room_id, "m.room.member", user_id),
-            RoomGetStateEventResponse,
-            accept=frozenset({"M_NOT_FOUND", "M_FORBIDDEN"}),
-        )
-        membership = state.content.get("membership") if state is not None else None
-        return membership if isinstance(membership, str) else None
 
     async def _create(self, user_id: str, alias: str | None) -> str | None:
         """A new direct room (under ``alias``, its local part); None: the alias is taken."""

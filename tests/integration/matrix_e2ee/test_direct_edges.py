@@ -17,6 +17,7 @@ from nio import AsyncClient, RoomCreateResponse, RoomMessageText, RoomPreset
 
 from adapters.matrix.client import make_client
 from adapters.matrix.direct import DirectRooms, alias_name
+from adapters.matrix.reads import RoomReads
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import until
 from tests.integration.matrix_e2ee.adapter_rig import E2eeRig
@@ -36,7 +37,7 @@ class Replicas:
         bot = self.bot
         client = make_client(self.synapse.base_url, bot.user_id, bot.device_id, bot.access_token)
         self.clients.append(client)
-        return kind(client, encrypted=True, **options)
+        return kind(client, RoomReads(client).membership, encrypted=True, **options)
 
 
 @pytest.fixture
