@@ -18,16 +18,7 @@ from tests.synapse import cast, homeserver, synapse
 __all__ = ["cast", "homeserver", "synapse"]  # one session Synapse for every Matrix test
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 PG_URL = os.environ.get("ELICITBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def shared_path(*parts: str) -> Path:
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        msg = f"{path} is missing: the shared/ folder must sit beside the repository"
-        raise FileNotFoundError(msg)
-    return path
 
 
 class FakeClock:

@@ -190,8 +190,9 @@ PREVIEWS: dict[str, dict[str, Any]] = {
 
 
 def corpus(*, now: datetime = NOW) -> dict[str, Elicitation]:
-    """Every valid fixture of every source, as its elicitation: the SuperPipeline corpus
-    (``../shared/fixtures``), handup, Toolshed, engine and Pinework (``tests/fixtures/sources``),
+    """Every valid fixture of every source, as its elicitation: the SuperPipeline
+    corpus (``tests/fixtures/superpipeline``), handup, Toolshed, engine and Pinework
+    (``tests/fixtures/sources``),
     named ``<source>: <case>``."""
     out: dict[str, Elicitation] = {}
     for name, data in superpipeline_fixtures.VALID.items():

@@ -1,6 +1,6 @@
 """Elicitations, people and attempts for the domain tests.
 
-The four SuperPipeline example shapes (``/work/shared/fixtures/superpipeline/valid.json``) are
+The four SuperPipeline example shapes (``tests/fixtures/superpipeline/valid.json``) are
 mapped here by hand; the real parser lives in ``adapters/sources`` and is not imported.
 """
 
