@@ -63,6 +63,13 @@ def long_diff(size: int = LONG_DIFF_BYTES) -> str:
     return "\n".join(lines) + "\n"
 
 
+def long_question(size: int, tag: str = "q") -> str:
+    """``size`` characters of question, each line numbered so a cut shows where."""
+    line = f"{tag}: every character of this question must reach the person who answers it."
+    lines = [f"{i:06d} {line}" for i in range(size // (len(line) + 8) + 1)]
+    return "\n".join(lines)[:size]
+
+
 def long_request() -> dict[str, Any]:
     """The deploy with a 40 KB diff and 30 previews in all."""
     request = deploy_request()

@@ -13,9 +13,11 @@ Two character rules:
 - **text** (``Rule.TEXT``): no NUL, no lone surrogate; at most its maximum (newlines, tabs and any
   other character are fine).
 
-Lengths are counted in characters (Unicode code points). The maxima fit the store's columns on
-SQLite and PostgreSQL alike: the narrowest id columns (workspace, board) hold 200 characters, and a
-CloudEvent's source is stored as ``ce:<source>`` in a 300-character column.
+Lengths are counted in characters (Unicode code points). The identifier maxima fit the store's
+columns on SQLite and PostgreSQL alike: the narrowest id columns (workspace, board) hold 200
+characters, and a CloudEvent's source is stored as ``ce:<source>`` in a 300-character column. Free
+text has no maximum of ours: it is bounded by the request's body (:data:`TEXT_MAX`), and stored in
+the elicitation's JSON document.
 Pure: standard library and the domain only.
 """
 
@@ -41,14 +43,12 @@ CE_SOURCE_MAX = 255
 """A CloudEvent ``source`` (a URI-reference)."""
 CE_TYPE_MAX = 255
 CE_SUBJECT_MAX = 255
-NAME_MAX = 1_000
-"""A short text shown as a heading or a button: a title, a board name, a card title, a label."""
-TEXT_MAX = 65_536
-"""A text shown in full: the question, an option's description, a preview field's value."""
-URL_MAX = 8_192
-PREVIEW_TEXT_MAX = 1_048_576
-"""A preview block (a text, a diff, a command, an action or arguments as JSON): the intake body
-limit (1 MiB), since a text from a body can hold no more characters than the body's bytes."""
+TEXT_MAX = 1_048_576
+"""A free text (a question, a title, a board name, a card title, an option's label or description,
+a preview's label, text, value or URL): no source's spec sets a maximum on any of them, so the
+request's body is the bound. A body of at most 1 MiB (the intake limit) holds no more characters
+than bytes. A source whose spec bounds a field itself checks it in its parser (the engine's
+``ask.body``, 32 KiB of UTF-8)."""
 
 
 class Rule(StrEnum):
@@ -65,7 +65,6 @@ class Bound:
 
 
 _ID = Bound(Rule.ID, ID_MAX)
-_NAME = Bound(Rule.TEXT, NAME_MAX)
 _TEXT = Bound(Rule.TEXT, TEXT_MAX)
 
 BOUNDS: Mapping[str, Bound] = {
@@ -73,19 +72,19 @@ BOUNDS: Mapping[str, Bound] = {
     "source_id": Bound(Rule.ID, ID_MAX, required=True),
     "workspace": _ID,
     "context.board_id": _ID,
-    "context.board_name": _NAME,
+    "context.board_name": _TEXT,
     "context.card_id": _ID,
-    "context.card_title": _NAME,
+    "context.card_title": _TEXT,
     "context.run_id": _ID,
     "context.stage_key": _ID,
     "context.task_id": _ID,
     "context.conversation_id": _ID,
     "asker": _ID,
-    "title": _NAME,
+    "title": _TEXT,
     "question": _TEXT,
     "approval_request_id": _ID,
     "options[].id": _ID,
-    "options[].label": _NAME,
+    "options[].label": _TEXT,
     "options[].description": _TEXT,
     "options[].style": _ID,
     "options[].outcome": _ID,
@@ -93,10 +92,10 @@ BOUNDS: Mapping[str, Bound] = {
     "subject.digest": _ID,
     "subject.schema": _ID,
     "subject.preview[].type": _ID,
-    "subject.preview[].label": _NAME,
-    "subject.preview[].text": Bound(Rule.TEXT, PREVIEW_TEXT_MAX),
+    "subject.preview[].label": _TEXT,
+    "subject.preview[].text": _TEXT,
     "subject.preview[].value": _TEXT,
-    "subject.preview[].url": Bound(Rule.TEXT, URL_MAX),
+    "subject.preview[].url": _TEXT,
     "subject.preview[].language": _ID,
     "deadlines.on_timeout": _ID,
 }

@@ -24,6 +24,7 @@ from bot.domain.records import EffectView
 from bot.outbox import Dispatcher
 from bot.wiring import Elicitbot
 from tests.conftest import FakeClock
+from tests.showcase import long_question
 from tests.unit.sources.superpipeline_fixtures import REFUSED, VALID
 
 SUBJECT = "evt.acme.superpipeline.elicitation.pending"
@@ -430,6 +431,37 @@ async def test_the_same_event_three_ways_is_stored_and_posted_once(
     assert await inbox_copies(bot) == ["posted"]
     assert await posted_outbox(bot, "post") == []
     assert await posted_outbox(bot, "update") == []
+
+
+@pytest.mark.parametrize("size", [100_000, 900_000], ids=["100KB", "900KB"])
+async def test_a_long_question_is_accepted_in_every_mode_and_read_back_whole(
+    client: httpx.AsyncClient, bot: Elicitbot, size: int
+) -> None:
+    """No spec sets a maximum on ``question``: a 100 KB and a 900 KB one are taken in by
+    structured, binary and batch mode alike, stored and read back exactly."""
+    for i, mode in enumerate(("structured", "binary", "batch")):
+        data = {
+            **body(),
+            "elicitationId": f"eli_long_{mode}",
+            "question": long_question(size, mode),
+        }
+        document = envelope(data, id=f"ce-long-{i}")
+        if mode == "structured":
+            response = await post_structured(client, document)
+        elif mode == "binary":
+            raw = json.dumps(data).encode()
+            response = await client.post(
+                "/v1/events", content=raw, headers=binary_headers(document)
+            )
+        else:
+            response = await post_batch(client, [document])
+        assert response.status_code == 202, (mode, response.text[:500])
+        read = await client.get(f"/v1/elicitations/eli_long_{mode}")
+        assert read.status_code == 200, read.text[:500]
+        stored = await bot.store.get(f"superpipeline:eli_long_{mode}")
+        assert stored is not None
+        assert stored.elicitation.question == data["question"], mode
+        assert len(stored.elicitation.question) == size
 
 
 async def test_percent_encoded_binary_headers_dedupe_with_structured(

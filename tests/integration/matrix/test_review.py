@@ -23,7 +23,13 @@ from bot.domain.errors import TransientDeliveryError
 from bot.domain.model import RefusalCode, Status
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, TWO, Rig, flag, name_of, refusal_of, until
-from tests.showcase import DEPLOY_DECISIVE, deploy_elicitation, long_diff, long_elicitation
+from tests.showcase import (
+    DEPLOY_DECISIVE,
+    deploy_elicitation,
+    long_diff,
+    long_elicitation,
+    long_question,
+)
 
 NOT_SHOWN_REFUSAL = (
     "You cannot choose “Approve” here: this message does not show everything you would approve."
@@ -201,3 +207,21 @@ async def test_a_post_cut_off_after_its_thread_repeats_nothing_and_the_deploy_an
     await rig.hs.react(rig.cast.alice, rig.room, copy["event_id"], ONE)
     answer = await rig.answered(deploy)
     assert (answer.option_ids, answer.display_name) == (("approve",), name_of(rig.cast.alice))
+
+
+async def test_a_100kb_question_goes_whole_into_the_copys_thread(rig: Rig) -> None:
+    """No spec bounds a question: the copy cuts it, and its thread holds every line of it."""
+    question = long_question(100_000)
+    key = await rig.intake("options", question=question)
+    assert await rig.bot.dispatcher.run_once() == 1
+    [prompt] = await rig.prompts(key)
+    root = prompt["event_id"]
+    assert "the whole request goes into this message's thread" in prompt["content"]["body"]
+    parts = [event for event in await rig.timeline() if is_part(event, root)]
+    assert len(parts) > 1
+    print(parts[0]["content"]["formatted_body"][:2000])
+    bodies = "\n".join(p["content"]["body"] for p in parts)
+    missing = [line for line in question.splitlines() if line not in bodies]
+    assert missing == [], f"{len(missing)} lines of the question are not in the thread"
+    [delivery] = await rig.store.deliveries(key)
+    assert delivery.ref == MatrixRef(rig.room, root, full_in_thread=True)

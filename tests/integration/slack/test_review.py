@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from adapters.slack import review_modal
 from adapters.slack.review_parts import REVIEW_ACTION
 from bot.domain.disclosure import decisive
@@ -35,7 +37,13 @@ from tests.integration.slack.rig import (
     texts,
     view_buttons,
 )
-from tests.showcase import deploy_elicitation, elicitation_of, long_diff, long_request
+from tests.showcase import (
+    deploy_elicitation,
+    elicitation_of,
+    long_diff,
+    long_question,
+    long_request,
+)
 
 OUTPUT = Path(__file__).resolve().parents[3] / "test-output"
 _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
@@ -243,3 +251,38 @@ async def test_the_deploy_request_fits_its_message_and_approve_there_answers(rig
     assert view.status is Status.ANSWERED
     assert view.answer is not None
     assert view.answer.option_ids == ("approve",)
+
+
+@pytest.mark.parametrize("size", [100_000, 900_000], ids=["100KB", "900KB"])
+async def test_a_long_question_is_cut_in_the_message_and_whole_behind_review(
+    rig: Rig, size: int
+) -> None:
+    """No spec bounds a question: the message cuts it and offers Review…, whose pages (or,
+    beyond what a modal holds, the file in the thread) reach every character of it."""
+    key = await rig.intake_fixture("options", question=long_question(size))
+    await rig.drain()
+    message = rig.message(key)
+    view = await rig.service.view(key)
+    assert view is not None
+    e = view.elicitation
+    assert len(e.question) == size
+    print(json.dumps(message["blocks"], indent=2, ensure_ascii=False)[:4000])
+
+    assert any(b["action_id"] == REVIEW_ACTION for b in buttons(message))
+    assert not any(option_of(b) in approving_ids(e) for b in buttons(message))
+    assert any("does not show everything" in t for t in texts(message["blocks"]))
+
+    view_id = await open_review(rig, message)
+    files = rig.fake.files()
+    if files:  # beyond a modal: the whole question in one file in the thread
+        [shared] = files
+        assert (shared["channel"], shared["thread_ts"]) == (C1, message["ts"])
+        assert e.question in shared["content"]
+        modal = rig.fake.view(view_id)
+        assert modal is not None
+        assert "The whole request is in the file" in " ".join(texts(modal["blocks"]))
+    else:
+        pages = await page_through(rig, view_id, e)
+        assert len(pages) > 1
+        assert_shows_everything(e, [t for p in pages for t in texts(p["blocks"])], "the review")
+    assert (size > 120_000) == bool(files), "a modal pages 100 KB; 900 KB goes as a file"

@@ -8,6 +8,7 @@ refusals, audit rows, write-backs and the rewrite of the Slack copy.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 from collections.abc import AsyncIterator
@@ -47,6 +48,7 @@ from tests.integration.web import (
     intake_elicitation,
     make_rig,
 )
+from tests.showcase import long_question
 
 HEADER = "X-Forwarded-User"
 PROXY = ServerConfig.model_validate({"trusted_proxies": ["127.0.0.1"]})
@@ -217,6 +219,20 @@ async def test_pending_newest_first_with_everything_slack_shows(
     assert "(no question text)" in empty
     assert 'data-max="32768"' in empty
     assert "Nothing answered or expired yet." in section(page, "history")
+
+
+async def test_a_900kb_question_is_shown_whole_with_its_approving_options(
+    rig: Rig, client: httpx.AsyncClient
+) -> None:
+    """No spec bounds a question: the inbox shows all of it, so approving stays offered."""
+    question = long_question(900_000)
+    key = await intake(rig, "options", question=question)
+    response = await client.get("/")
+    assert response.status_code == 200
+    shown = html.unescape(card(response.text, key))
+    missing = [line for line in question.splitlines() if line not in shown]
+    assert missing == [], f"{len(missing)} lines of the question are not on the card"
+    assert 'value="allow_once" class="opt approve">Allow once</button>' in shown
 
 
 async def test_page_headers_forbid_inline_script_and_framing(client: httpx.AsyncClient) -> None:

@@ -17,8 +17,6 @@ from bot.domain.bounds import (
     FIELD_NAMES,
     ID_MAX,
     KEY_MAX,
-    NAME_MAX,
-    PREVIEW_TEXT_MAX,
     TEXT_MAX,
     Rule,
     check_cloudevent,
@@ -56,7 +54,7 @@ nasty_text = st.lists(
 ).map("".join)
 long_text = st.builds(
     lambda n, c, edge: edge + c * n + edge,
-    st.sampled_from([ID_MAX - 1, ID_MAX, ID_MAX + 1, NAME_MAX, NAME_MAX + 1, TEXT_MAX + 1]),
+    st.sampled_from([ID_MAX - 1, ID_MAX, ID_MAX + 1, 1_001, 65_537, TEXT_MAX, TEXT_MAX + 1]),
     st.sampled_from(["a", "é", "\x00", " "]),
     st.sampled_from(["", " ", "x"]),
 )
@@ -94,8 +92,8 @@ def test_an_accepted_id_has_no_nul_control_or_edge_whitespace_and_fits(value: st
 @FAST
 @given(values)
 def test_an_accepted_text_has_no_nul_and_fits(value: str) -> None:
-    found = text_problem(value, max_length=NAME_MAX)
-    assert (found is None) == fine_text(value, NAME_MAX), (value, found)
+    found = text_problem(value)
+    assert (found is None) == fine_text(value, TEXT_MAX), (value, found)
 
 
 @pytest.mark.parametrize(
@@ -221,7 +219,7 @@ def _sp(**changes: Any) -> Elicitation:
         ),
         (_sp(extra={"runId": "r\x00"}), "data.runId"),
         (_sp(source="engine", source_id="d\n"), "id"),
-        (_sp(source="engine", title="t" * (NAME_MAX + 1)), "ask.title"),
+        (_sp(source="engine", title="t" * (TEXT_MAX + 1)), "ask.title"),
         (_sp(source="engine", options=(Option(id=" yes", label="yes"),)), "ask.choices[0]"),
         (_sp(source="engine", extra={"destinations": ["web", "x\x00"]}), "destinations[1]"),
         (_sp(source="engine", extra={"shared_key": "k\x00"}), "ask.shared_key"),
@@ -243,7 +241,7 @@ def test_a_field_out_of_bounds_is_named_as_its_source_calls_it(e: Elicitation, l
 
 
 def test_a_title_from_a_context_field_is_reported_once() -> None:
-    e = _sp(title="t" * (NAME_MAX + 1), context=Context(card_title="t" * (NAME_MAX + 1)))
+    e = _sp(title="t" * (TEXT_MAX + 1), context=Context(card_title="t" * (TEXT_MAX + 1)))
     assert [p.loc for p in check_elicitation(e)] == ["data.cardTitle"]
 
 
@@ -272,9 +270,34 @@ def test_every_field_problem_is_reported_at_once() -> None:
 
 
 def test_preview_text_takes_a_whole_body() -> None:
-    big = "x" * PREVIEW_TEXT_MAX
+    big = "x" * TEXT_MAX
     e = _sp(subject=subject(preview=(PreviewItem(type="json", text=big),)))
     assert check_elicitation(e) == []
+
+
+@pytest.mark.parametrize("size", [100_000, 900_000])
+def test_free_text_is_bounded_by_the_body_not_by_a_number_of_ours(size: int) -> None:
+    """No source's spec sets a maximum on a question, a label, a description, a board name, a
+    card title or a preview's parts: each takes what a 1 MiB body can carry."""
+    text = "é" * size
+    e = _sp(
+        title=text,
+        question=text,
+        context=Context(board_name=text, card_title=text),
+        options=(Option(id="yes", label=text, description=text),),
+        subject=subject(
+            preview=(
+                PreviewItem(type="field", label=text, value=text),
+                PreviewItem(type="link", label=text, url="https://example.com/?q=" + text),
+                PreviewItem(type="text", label=text, text=text),
+            )
+        ),
+    )
+    assert check_elicitation(e) == []
+    over = _sp(question="q" * (TEXT_MAX + 1))
+    assert [(p.loc, p.message) for p in check_elicitation(over)] == [
+        ("data.question", f"must be at most {TEXT_MAX} characters (has {TEXT_MAX + 1})")
+    ]
 
 
 def test_the_table_names_every_normalised_field() -> None:
@@ -327,10 +350,10 @@ def test_check_elicitation_never_raises_and_names_every_refusal(data: st.DataObj
         assert e.source_id
         assert e.workspace is None or fine_id(e.workspace)
         assert fine_id(e.asker)
-        assert fine_text(e.title, NAME_MAX)
+        assert fine_text(e.title, TEXT_MAX)
         assert fine_text(e.question, TEXT_MAX)
         for o in e.options:
             assert fine_id(o.id)
-            assert fine_text(o.label, NAME_MAX)
+            assert fine_text(o.label, TEXT_MAX)
         for key, value in e.extra.items():
             assert "\x00" not in key + value
