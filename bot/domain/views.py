@@ -1,24 +1,19 @@
-"""What a surface renders: the one builder of :class:`~bot.domain.ports.PromptView`, and the one
-title of an elicitation."""
+"""What a surface renders: the one builder of :class:`~bot.domain.ports.PromptView`, and what a
+copy says about the write-back. The title, the names and the result line are
+:mod:`bot.domain.wording`'s."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from bot.domain import deadlines
-from bot.domain.model import Answer, Elicitation, Kind, Status
+from bot.domain.model import Answer, Status
 from bot.domain.ports import PromptView
 from bot.domain.records import StoredElicitation, Timeline, WritebackState
 from bot.domain.rules import describe_answer
+from bot.domain.wording import source_name, title_of
 
-
-def title_of(e: Elicitation) -> str:
-    """The message's title: the elicitation's own, else its card's or board's, else its kind."""
-    c = e.context
-    title = e.title or c.card_title or c.board_name
-    if title and title.strip():
-        return " ".join(title.split())
-    return "Approval request" if e.kind is Kind.APPROVAL else "Question"
+__all__ = ["prompt_view", "sending", "source_name", "title_of", "writeback_note"]
 
 
 def prompt_view(
@@ -46,35 +41,6 @@ def prompt_view(
         escalation=escalation,
         writeback=stored.writeback,
     )
-
-
-CANCELLED_TEXT = "🚫 Cancelled — this request was withdrawn; it can no longer be answered."
-
-
-def cancelled_line(view: PromptView) -> str:
-    """How every copy says a request was cancelled, with the upstream's reason where it gave one
-    (a Pinework system close: ``[system:<reason>] …``, kept as the system's answer text)."""
-    answer = view.answer
-    reason = None
-    if answer is not None and answer.respondent == "system" and answer.text:
-        reason = " ".join(answer.text.split())
-    if not reason:
-        return CANCELLED_TEXT
-    return f"🚫 Closed by the system — {reason} — it can no longer be answered."
-
-
-SOURCE_NAMES = {
-    "superpipeline": "SuperPipeline",
-    "handup": "handup",
-    "toolshed": "Toolshed",
-    "engine": "the engine",
-    "pinework": "Pinework",
-}
-
-
-def source_name(e: Elicitation) -> str:
-    """The system that asked, as people call it."""
-    return SOURCE_NAMES.get(e.source, e.source)
 
 
 def _whose(answer: Answer | None) -> str:
