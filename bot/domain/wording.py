@@ -104,13 +104,11 @@ def title_of(e: Elicitation) -> str:
 
 
 def named(e: Elicitation) -> str:
-    """How a notice away from the message names the request (a reminder): its title where it has
-    one of its own (:func:`title_of`), else its question, else its key; cut to
-    :data:`NAME_LIMIT`."""
-    c = e.context
-    own = (e.title or c.card_title or c.board_name or "").strip()
-    text = title_of(e) if own else one_line(e.question) or e.key
-    return cut(text, NAME_LIMIT)
+    """How a notice standing on its own (a reminder) names the request: its own title, else its
+    question, else its key; cut to :data:`NAME_LIMIT`. Not :func:`title_of`: a card's or board's
+    title names the message above its question, but many questions share a card, so a notice names
+    what is asked."""
+    return cut(one_line(e.title) or one_line(e.question) or e.key, NAME_LIMIT)
 
 
 # --------------------------------------------------------------------------- the result
