@@ -5,8 +5,8 @@ Pure: no I/O, no markup. A surface reads the :class:`Result` of a view
 (:attr:`bot.domain.ports.PromptView.result`, from :func:`result_of`) and writes its sentence with
 :func:`result_sentence`; it only adds its markup: Slack escapes each value for mrkdwn (and
 mentions a person it has no name for), Matrix escapes the line for HTML and puts it in bold, the
-web inbox lets its templates escape it. The sentences themselves live in :data:`RESULT_LINES` and
-:data:`PARTS` and nowhere else.
+web inbox lets its templates escape it. The sentences themselves live in :data:`RESULT_LINES`,
+:data:`PARTS` and :data:`NOTES` (what a copy says about a refused write-back) and nowhere else.
 
 Where the surfaces had drifted apart, this is the wording kept: a timeout's decision is "the
 timeout outcome" (as the write-back note calls it); an answer the system that asked refused for
@@ -288,3 +288,45 @@ def short_sentence(result: Result, fill: Fill = _plain) -> str:
 def answered_note(result: Result, fill: Fill = _plain) -> str:
     """The note said in a chat's thread when someone answers (never "Answered")."""
     return PARTS["answered_note"].format(**_values(result, fill))
+
+
+# --------------------------------------------------------------------------- the write-back note
+
+NOTES: Mapping[str, str] = {
+    "gave_up": (
+        "⚠️ {upstream} could not be reached to deliver the {subject}{what}: {error} "
+        "It may not have arrived."
+    ),
+    "reopened": (
+        "⚠️ {whose}{what} was not accepted by {upstream}: {error} "
+        "The question is open again: answer it again."
+    ),
+    "failed": "⚠️ The {subject}{what} was not accepted by {upstream}: {error}",
+}
+"""What a copy says, under its result or above its buttons, about an outcome the system that
+asked refused: never confirmed, refused on a question open again, refused on one closed there."""
+
+
+def writeback_sentence(e: Elicitation, status: Status, writeback: Writeback | None) -> str | None:
+    """The note of a refused write-back (:data:`NOTES`); None unless it was refused."""
+    wb = writeback
+    if wb is None or wb.state is not WritebackState.REFUSED:
+        return None
+    refused = wb.refused
+    person = refused is not None and refused.respondent != SYSTEM
+    error = one_line(wb.error or "no reason given")
+    values = {
+        "upstream": source_name(e),
+        "subject": "answer" if person else "outcome",
+        "what": "" if refused is None else f" ({describe_answer(e, refused)})",
+        "error": error,
+    }
+    if wb.gave_up:
+        return NOTES["gave_up"].format(**values)
+    values["error"] = error if error.endswith((".", "!", "?")) else f"{error}."
+    if wb.reopened and status is Status.PENDING:
+        whose = "The outcome"
+        if person and refused is not None:
+            whose = PARTS["whose"].format(who=who(refused.respondent, refused.display_name))
+        return NOTES["reopened"].format(whose=whose, **values)
+    return NOTES["failed"].format(**values)
