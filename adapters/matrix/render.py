@@ -58,14 +58,14 @@ from adapters.matrix.wording import (
     escalation_block,
     how_to,
     result_line,
-    shorten_digest,
     timeline,
 )
 from bot.domain.disclosure import SHOWN_WHOLE, not_shown
 from bot.domain.model import ApprovalSubject, Disclosure, Elicitation, Kind, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, approving_withheld, format_time, offered_options
-from bot.domain.views import title_of, writeback_note
+from bot.domain.views import writeback_note
+from bot.domain.wording import shorten_digest, title_of
 
 __all__ = [
     "CONTENT_BUDGET",

@@ -37,7 +37,7 @@ from adapters.matrix.previews import (
 )
 from adapters.matrix.render import question_block
 from bot.domain.model import Elicitation, PreviewItem
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 PART_MARKER = "org.elicitbot.part"
 """Content key of a thread part: ``{"key": <elicitation key>, "part": i, "of": n}``."""

@@ -1,6 +1,6 @@
-"""The sentences of a Matrix prompt that are not agent content: how to answer, the result, who
-answered (or whose answer is on its way to the system that asked, or was refused there), the
-escalation banner and the schedule. Pure: no I/O."""
+"""The sentences of a Matrix prompt that are not agent content: how to answer, the result line
+(:mod:`bot.domain.wording`'s words, cut to Matrix's budgets), the escalation banner and the
+schedule. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -8,43 +8,15 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from adapters.matrix.form import describe, how_to_answer, is_form
-from adapters.matrix.markup import anchor, clip, esc, matrix_users, one_line, pill
+from adapters.matrix.form import how_to_answer, is_form
+from adapters.matrix.markup import anchor, clip, esc, matrix_users, pill
 from adapters.matrix.previews import Block
 from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from bot.domain.deadlines import active_claim, claim_line, schedule_line
-from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.model import AnswerMode, Elicitation
 from bot.domain.ports import PromptView
-from bot.domain.records import WritebackState
 from bot.domain.refs import MatrixRef
-from bot.domain.rules import format_time
-from bot.domain.views import cancelled_line, sending, source_name
-
-_PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
-
-
-def shorten_digest(digest: str) -> str:
-    """``sha256:4f2a0c1e9b8d…`` -> ``sha256:4f2a0c1e…``."""
-    algorithm, sep, value = digest.partition(":")
-    if sep and len(value) > 8:  # noqa: PLR2004 - eight hex digits identify it to a person
-        return f"{algorithm}:{value[:8]}…"
-    return clip(digest, 20)
-
-
-def who(respondent: str, display_name: str | None) -> str:
-    """How a respondent is named: by name where there is one (a Matrix person's display name
-    as the room showed it, which the spec's rule disambiguates with the Matrix ID when another
-    member shares it; a Slack person's name), else by their ID; the timeout rule as such."""
-    platform, _, user = respondent.partition(":")
-    if respondent == "system":
-        return "the timeout rule"
-    name = one_line(display_name or "")
-    return name or (user if platform == "matrix" and user else respondent)
-
-
-def platform_name(via: str) -> str:
-    platform = via.partition(":")[0]
-    return _PLATFORMS.get(platform, platform)
+from bot.domain.wording import result_sentence
 
 
 def how_to(e: Elicitation) -> str:
@@ -79,38 +51,18 @@ def how_to(e: Elicitation) -> str:
 
 
 def result_line(view: PromptView, limit: int) -> str:
-    """A closed copy's first line: who answered what, when and where; expired; cancelled (with
-    the upstream's reason, e.g. Pinework's ``[system:<reason>]``)."""
-    e = view.elicitation
-    answer = view.answer
-    if view.status is Status.ANSWERED and answer is not None:
-        what = clip(describe(e, answer), limit)
-        when = format_time(answer.at)
-        system = answer.respondent == "system"
-        name = clip(who(answer.respondent, answer.display_name), 300)
-        whose = "the timeout decision" if system else f"{name}’s answer"  # noqa: RUF001
-        where = "" if system else f" via {platform_name(answer.via)}"
-        if sending(view):
-            return f"⏳ Sending {whose} — {what} — to {source_name(e)}…"
-        wb = view.writeback
-        if wb is not None and wb.state is WritebackState.REFUSED:
-            lead = "⚠️ Not confirmed by" if wb.gave_up else "❌ Not accepted by"
-            return f"{lead} {source_name(e)}: {whose} — {what} — {when}{where}"
-        if system:
-            return f"⏱️ Decided at timeout — {what} — {when}"
-        return f"✅ Answered by {name} — {what} — {when}{where}"
-    if view.status is Status.EXPIRED:
-        text = "⌛ Expired — nobody answered"
-        if e.deadlines.expires_at is not None:
-            text += f" by {format_time(e.deadlines.expires_at)}"
-        if answer is not None:
-            text += f" — outcome: {clip(describe(e, answer), limit)}"
-        if sending(view):
-            text += f" — sending it to {source_name(e)}…"
-        return text
-    if view.status is Status.CANCELLED:
-        return clip(cancelled_line(view), limit)
-    return "Closed."
+    """A closed copy's first line (:data:`bot.domain.wording.RESULT_LINES`): who answered what,
+    when and where; on its way, refused or never confirmed upstream; expired; cancelled (with the
+    upstream's reason, e.g. Pinework's ``[system:<reason>]``). Plain text: the caller escapes it."""
+    result = view.result
+    if result is None:
+        return "Closed."
+    cuts = {"what": limit, "reason": limit, "who": 300}
+
+    def fill(name: str, value: str) -> str:
+        return clip(value, cuts.get(name, 300))
+
+    return result_sentence(result, fill)
 
 
 def escalated_to(view: PromptView) -> list[str]:

@@ -84,14 +84,6 @@ def cut(text: str, limit: int, full_text: str) -> str:
     return safe_head(text, limit - len(note)) + note
 
 
-def shorten_digest(digest: str) -> str:
-    """``sha256:4f2a0c1e9b8d…`` -> ``sha256:4f2a0c1e…``."""
-    algorithm, sep, value = digest.partition(":")
-    if sep and len(value) > 8:  # noqa: PLR2004 - eight hex digits identify it to a person
-        return f"{algorithm}:{value[:8]}…"
-    return clip(digest, 20)
-
-
 # --------------------------------------------------------------------------- text objects, blocks
 
 

@@ -34,7 +34,7 @@ from adapters.slack.blocks import (
     plain,
     value_json,
 )
-from bot.domain.model import Answer, Elicitation, FormQuestion, Option
+from bot.domain.model import Elicitation, FormQuestion, Option
 
 FORM_BLOCK = "elicitbot.form"
 INPUT_ACTION = "value"
@@ -43,8 +43,6 @@ MAX_LABEL = 2000
 MAX_HINT = 2000
 MAX_DESCRIPTION = 75
 RECOMMENDED = "⭐ "
-ANSWER_PART = 200
-"""A typed answer is cut to this in the words that say the answers."""
 FORM_HINT = 500
 
 
@@ -221,25 +219,6 @@ def form_hint(e: Elicitation) -> str:
         f"number and your answer: `{escape(example)}{more}`",
         FORM_HINT,
     )
-
-
-def answer_text(e: Elicitation, answer: Answer) -> str | None:
-    """A form's answers in words (not escaped): ``Channel: beta · Which targets? linux,
-    macos · Release notes? “Ship it”``; None when ``answer`` holds no form answers."""
-    given = answer.fields.get("answers")
-    if not is_form(e) or not isinstance(given, Mapping):
-        return None
-    parts: list[str] = []
-    for q in e.form:
-        one = given.get(q.id)
-        one = one if isinstance(one, Mapping) else {}
-        selected = ", ".join(str(s) for s in one.get("selected") or ())
-        text = one.get("text")
-        quoted = f"“{clip(_flat(text), ANSWER_PART)}”" if isinstance(text, str) and text else ""
-        said = ": ".join(x for x in (selected, quoted) if x) or "—"
-        name = clip(_flat(q.header or q.question), 60)
-        parts.append(f"{name} {said}" if name.endswith("?") else f"{name}: {said}")
-    return " · ".join(parts)
 
 
 # --------------------------------------------------------------------------- the submission

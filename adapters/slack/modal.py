@@ -30,7 +30,7 @@ from adapters.slack.form_modal import form_inputs, is_form, summary
 from bot.domain.model import AnswerMode, Disclosure, Elicitation
 from bot.domain.ports import PromptView
 from bot.domain.rules import MAX_FREE_TEXT, offered_options
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 REPLY_CALLBACK = "elicitbot.reply"
 TEXT_BLOCK = "elicitbot.text"

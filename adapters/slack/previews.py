@@ -38,12 +38,12 @@ from adapters.slack.blocks import (
     clip,
     escape,
     link,
-    shorten_digest,
 )
 from adapters.slack.blocks import mrkdwn as mrkdwn_text
 from adapters.slack.mrkdwn import Part
 from bot.domain.model import ApprovalSubject, Elicitation, PreviewItem
 from bot.domain.rules import OfferedOption, format_time
+from bot.domain.wording import shorten_digest
 
 CONTEXT_PART = 150
 CONTEXT_TEXT = 600

@@ -80,7 +80,7 @@ from bot.domain.model import (
 )
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 # Our own budgets, inside Block Kit's limits.
 MAX_BUTTONS = 20

@@ -23,7 +23,7 @@ from adapters.slack.previews import groups, metadata_blocks, options_line
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.ports import PromptView
 from bot.domain.rules import offered_options
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 PAGE_BLOCKS = 90
 """Blocks of content on one page (a modal holds 100)."""

@@ -45,7 +45,7 @@ from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Meaning, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 REVIEW_CALLBACK = "elicitbot.review"
 """The review modal's ``callback_id`` (its clicks come as ``block_actions`` with a ``view``)."""

@@ -17,7 +17,7 @@ from adapters.web.reads import PAGE_LIMIT, RECENT_SCAN, Reads
 from adapters.web.session import SECURITY_HEADERS, Session, filters_of
 from bot.domain.ports import Elicitations
 from bot.domain.records import AuditEntry, Writeback, WritebackState
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 
 class AdminRoutes:

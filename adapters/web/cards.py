@@ -25,20 +25,14 @@ from bot.domain.deadlines import (
     destination_name,
 )
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Answer, AnswerMode, Elicitation, Meaning, PreviewItem, Status
+from bot.domain.model import AnswerMode, Elicitation, Meaning, PreviewItem, Status
 from bot.domain.ports import PromptView
-from bot.domain.rules import (
-    MAX_FREE_TEXT,
-    approving_withheld,
-    describe_answer,
-    format_time,
-    offered_options,
-)
-from bot.domain.views import cancelled_line, sending, source_name, title_of, writeback_note
+from bot.domain.rules import MAX_FREE_TEXT, approving_withheld, offered_options
+from bot.domain.views import writeback_note
+from bot.domain.wording import ResultState, result_sentence, short_sentence, title_of
 
 LONG_TEXT = 1500
 """Code points past which a text sits in a scrolling box."""
-PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox", "system": "elicitbot"}
 _BLOCK_TYPES = frozenset({"code", "command", "json"})
 
 
@@ -109,8 +103,12 @@ class ResultView:
     when: datetime | None
     via: str
     line: str
+    """The result line every copy shows (:func:`bot.domain.wording.result_sentence`)."""
     sending: str = ""
-    """While the upstream has not accepted it: ``Sending to handup…``."""
+    """Where it stands upstream until accepted: ``⏳ sending to handup…``, ``❌ not accepted by
+    handup`` (:func:`bot.domain.wording.short_sentence`)."""
+    state: str = ""
+    """The :class:`~bot.domain.wording.ResultState` (the card's class)."""
 
 
 @dataclass(frozen=True)
@@ -286,46 +284,27 @@ def _text_box(e: Elicitation, draft: str) -> TextBox | None:
     return None
 
 
-def who_answered(answer: Answer) -> str:
-    if answer.respondent == "system":
-        return "the timeout rule"
-    return answer.display_name or answer.respondent
-
-
-def platform_name(via: str) -> str:
-    platform = via.partition(":")[0]
-    return PLATFORMS.get(platform, platform)
-
-
 def result_view(view: PromptView) -> ResultView | None:
-    e = view.elicitation
-    answer = view.answer
-    status = view.status
-    if status is Status.PENDING:
+    """The result as the card says it (the same sentence as every copy:
+    :mod:`bot.domain.wording`), and the parts a history row lists."""
+    result = view.result
+    if result is None:
         return None
-    if status is Status.CANCELLED:
-        # Every copy says it the same way, with Pinework's [system:<reason>] where it gave one.
-        line = cancelled_line(view)
-        what = "withdrawn" if answer is None else describe_answer(e, answer)
-        return ResultView(status.value, "", what, None if answer is None else answer.at, "", line)
-    if answer is not None:
-        what = describe_answer(e, answer)
-        who = who_answered(answer)
-        via = platform_name(answer.via)
-        if status is Status.ANSWERED and sending(view):
-            line = f"⏳ Sending {who}’s answer ({what}) to {source_name(e)}…"  # noqa: RUF001
-            note = f"⏳ sending to {source_name(e)}…"
-            return ResultView(status.value, who, what, answer.at, via, line, note)
-        if status is Status.ANSWERED:
-            line = f"Answered by {who}: {what}, {format_time(answer.at)} via {via}"
-        else:
-            line = f"{status.value.capitalize()}: outcome {what} ({format_time(answer.at)})"
-        return ResultView(status.value, who, what, answer.at, via, line)
-    if status is Status.EXPIRED:
-        when = e.deadlines.expires_at
-        line = "Expired: nobody answered" + (f" by {format_time(when)}" if when else "")
-        return ResultView(status.value, "nobody", "expired", when, "", line)
-    return ResultView(status.value, "", "closed", None, "", "Closed.")
+    line = result_sentence(result)
+    state, status = result.state, view.status.value
+    if state in (ResultState.CANCELLED, ResultState.CLOSED_UPSTREAM):
+        what = result.reason or "withdrawn"
+        at = None if view.answer is None else view.answer.at
+        return ResultView(status, "", what, at, "", line, state=state)
+    if state is ResultState.EXPIRED and not result.what:
+        return ResultView(status, "nobody", "expired", result.at, "", line, state=state)
+    if state is ResultState.CLOSED:
+        return ResultView(status, "", "closed", None, "", line, state=state)
+    answer = view.answer
+    at = answer.at if answer is not None else result.at
+    return ResultView(
+        status, result.who, result.what, at, result.via, line, short_sentence(result), state
+    )
 
 
 def schedule_item(step: ScheduleStep) -> ScheduleItem:

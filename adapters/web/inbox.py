@@ -35,7 +35,7 @@ from bot.domain.model import Answer, RefusalCode, Status
 from bot.domain.ports import Elicitations
 from bot.domain.records import StoredElicitation
 from bot.domain.rules import describe_answer, format_time
-from bot.domain.views import title_of
+from bot.domain.wording import title_of
 
 HISTORY_LIMIT = 50
 NOT_FOUND = "No such elicitation."

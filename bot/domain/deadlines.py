@@ -29,19 +29,43 @@ replaces any pending deadline. What it waits for is bounded by what it is for:
 
 A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
 
-(Over 500 lines on purpose: every due-time rule — reminders, escalations, follow-ups, expiry,
-the claim, waiting for copies — and the schedule a message shows are one decision table, tested
-together; split, the schedule line and the firing rules would drift.)
+Every due-time rule — reminders, escalations, follow-ups, expiry, the claim, waiting for copies —
+and the schedule a message shows stay here, one decision table tested together; the values they
+read and write are :mod:`bot.domain.deadline_values`' (re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain import rules, writes
+from bot.domain import rules
+from bot.domain.deadline_values import (
+    CLAIM_LAPSE,
+    ESCALATE,
+    ESCALATION,
+    EXPIRE,
+    FOLLOWUP,
+    PAUSED_BY_CLAIM,
+    PLANNED_AT_INTAKE,
+    PRIMARY,
+    REMIND,
+    SUBJECT_EXPIRED,
+    SYSTEM,
+    WEB,
+    Claim,
+    Closing,
+    Copy,
+    Escalation,
+    EscalationPost,
+    FireContext,
+    Firing,
+    Original,
+    ScheduleStep,
+    ThreadNotice,
+    Timer,
+)
 from bot.domain.model import (
     Answer,
     Attempt,
@@ -55,32 +79,41 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.records import DeadlineKind, DeliveryState, Purpose
-from bot.domain.refs import MessageRef
+from bot.domain.records import DeliveryState
+from bot.domain.wording import named
 from bot.domain.writes import PlannedDeadline
 
-REMIND = DeadlineKind.REMIND
-ESCALATE = DeadlineKind.ESCALATE
-FOLLOWUP = DeadlineKind.FOLLOWUP
-EXPIRE = DeadlineKind.EXPIRE
-SUBJECT_EXPIRED = DeadlineKind.SUBJECT_EXPIRED
-CLAIM_LAPSE = DeadlineKind.CLAIM_LAPSE
-
-PLANNED_AT_INTAKE = (REMIND, ESCALATE, EXPIRE, SUBJECT_EXPIRED)
-"""Kinds planned from the elicitation itself: a revision replaces the pending ones."""
-PAUSED_BY_CLAIM = frozenset({ESCALATE, FOLLOWUP})
-"""What an active claim holds back (expiry and reminders go on)."""
-
-PRIMARY = Purpose.PRIMARY
-ESCALATION = Purpose.ESCALATION
-WEB = "web"
-SYSTEM = writes.SYSTEM
-"""Respondent and ``via`` of a decision made by the timeout rule."""
+# Callers import the values from here; the functions below are public too (``__all__`` only
+# names what is re-exported).
+__all__ = [
+    "CLAIM_LAPSE",
+    "ESCALATE",
+    "ESCALATION",
+    "EXPIRE",
+    "FOLLOWUP",
+    "PAUSED_BY_CLAIM",
+    "PLANNED_AT_INTAKE",
+    "PRIMARY",
+    "REMIND",
+    "SUBJECT_EXPIRED",
+    "SYSTEM",
+    "WEB",
+    "Claim",
+    "Closing",
+    "Copy",
+    "Escalation",
+    "EscalationPost",
+    "FireContext",
+    "Firing",
+    "Original",
+    "ScheduleStep",
+    "ThreadNotice",
+    "Timer",
+]
 
 DEFAULT_CLAIM_MINUTES = 30.0
 NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 """The engine's "no implicit deadline": an expiry at or after it is never shown."""
-_ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
 
 COPY_RETRY = timedelta(seconds=5)
 """A deadline waiting for a copy on its way looks again this soon (a post takes a second)..."""
@@ -92,161 +125,6 @@ WAITING_SINCE = "waiting_since"
 """The deadline detail key kept while it waits: when it first came due."""
 
 _STEP_ORDER = {REMIND: 0, FOLLOWUP: 1, ESCALATE: 2, EXPIRE: 3}
-_TITLE_LIMIT = 150
-
-
-# --------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Someone said "I'm on it": escalation and follow-ups wait until ``until``."""
-
-    by: str
-    """The identity key of who claimed it."""
-    until: datetime
-    name: str | None = None
-
-    def active(self, now: datetime) -> bool:
-        return self.until > now
-
-    @property
-    def who(self) -> str:
-        return self.name or self.by
-
-
-@dataclass(frozen=True)
-class Copy:
-    """One delivery as deadlines see it."""
-
-    id: int
-    destination: str
-    position: int
-    purpose: Purpose
-    state: DeliveryState
-    ref: MessageRef | None = None
-
-    @property
-    def live(self) -> bool:
-        """Posted and in a chat (the web inbox has no thread to remind in)."""
-        return (
-            self.state is DeliveryState.POSTED and self.destination != WEB and self.ref is not None
-        )
-
-    @property
-    def on_its_way(self) -> bool:
-        """Queued or being posted to a chat: posted within moments, or failed for good."""
-        return self.state in _ON_ITS_WAY and self.destination != WEB
-
-
-@dataclass(frozen=True)
-class Timer:
-    """A pending deadline."""
-
-    kind: DeadlineKind
-    due_at: datetime
-
-
-@dataclass(frozen=True)
-class ScheduleStep:
-    """One step still to come, as a message shows it."""
-
-    kind: DeadlineKind
-    """remind, followup, escalate or expire."""
-    at: datetime
-    targets: tuple[str, ...] = ()
-    """Destinations of an escalation or a follow-up."""
-    outcome: str | None = None
-    """What expiry records (approve / deny); None: it just expires."""
-    held_by: str | None = None
-    """Pushed back to ``at`` by this person's claim."""
-
-
-@dataclass(frozen=True)
-class Original:
-    """A primary copy an escalation links to."""
-
-    destination: str
-    ref: MessageRef
-
-
-@dataclass(frozen=True)
-class Escalation:
-    """What makes a copy an escalation: whom it mentions and where the original is.
-
-    The web inbox link is the view's ``link``; a Slack original may be linked by its permalink.
-    """
-
-    mentions: tuple[str, ...]
-    originals: tuple[Original, ...] = ()
-
-
-@dataclass(frozen=True)
-class FireContext:
-    """A claimed deadline and its elicitation, read in the transaction that fires it."""
-
-    kind: DeadlineKind
-    due_at: datetime
-    now: datetime
-    elicitation: Elicitation
-    status: Status
-    route: Route
-    copies: tuple[Copy, ...]
-    claim: Claim | None = None
-    detail: Mapping[str, Any] | None = None
-    """The deadline row's detail: what planned it, and (``waiting_since``) how long it has waited
-    for a copy on its way."""
-
-
-@dataclass(frozen=True)
-class ThreadNotice:
-    """A reminder in the thread of one live copy."""
-
-    delivery_id: int
-    destination: str
-    thread: MessageRef
-    text: str
-    mentions: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class EscalationPost:
-    """A new, answerable copy in an escalation destination."""
-
-    destination: str
-    position: int
-    escalation: Escalation
-
-
-@dataclass(frozen=True)
-class Closing:
-    status: Status
-    answer: Answer | None
-
-
-@dataclass(frozen=True)
-class Firing:
-    """What a due deadline does now; the empty value does nothing (closed, or stale)."""
-
-    defer_to: datetime | None = None
-    notices: tuple[ThreadNotice, ...] = ()
-    escalations: tuple[EscalationPost, ...] = ()
-    activate: Copy | None = None
-    """The next waiting destination to deliver to."""
-    close: Closing | None = None
-    refresh: bool = False
-    """What the copies show changed: update every copy."""
-    audit: str | None = None
-    """The audit action to record, if any."""
-    detail: dict[str, Any] = field(default_factory=dict)
-    wait_until: datetime | None = None
-    """Waiting for a copy on its way: the row is due again then (nothing else is written)."""
-    waiting_since: datetime | None = None
-    """With ``wait_until``: when it first came due (the row keeps it in its detail)."""
-    skipped: bool = False
-    """Nothing to send it to: only its audit is written (saying why), and the row is cancelled."""
-
-
 # --------------------------------------------------------------------------- planning
 
 
@@ -343,13 +221,10 @@ def timeout_closing(e: Elicitation, now: datetime) -> Closing:
     )
 
 
-def title_of(e: Elicitation) -> str:
-    text = e.title.strip() or " ".join(e.question.split()) or e.key
-    return text if len(text) <= _TITLE_LIMIT else text[: _TITLE_LIMIT - 1] + "…"
-
-
 def reminder_text(e: Elicitation) -> str:
-    return f"⏰ Reminder: “{title_of(e)}” is still waiting for an answer."
+    """The reminder said in a copy's thread, naming the request as :func:`~bot.domain.wording.
+    named` does."""
+    return f"⏰ Reminder: “{named(e)}” is still waiting for an answer."
 
 
 def reminders(e: Elicitation, route: Route, copies: Sequence[Copy]) -> tuple[ThreadNotice, ...]:

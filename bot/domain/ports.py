@@ -21,6 +21,7 @@ from bot.domain.model import (
 )
 from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Writeback
 from bot.domain.refs import MessageRef
+from bot.domain.wording import Result, result_of
 
 __all__ = ["MessageRef"]
 
@@ -51,6 +52,12 @@ class PromptView:
     writeback: Writeback | None = None
     """Where the outcome stands upstream: copies say "Sending…" until it is accepted, and say
     what was refused (:func:`bot.domain.views.writeback_note`)."""
+
+    @property
+    def result(self) -> Result | None:
+        """What became of it, as every surface says it (:mod:`bot.domain.wording`); None while
+        it waits for an answer."""
+        return result_of(self.elicitation, self.status, self.answer, self.writeback)
 
 
 @dataclass(frozen=True)

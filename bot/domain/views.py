@@ -1,24 +1,18 @@
-"""What a surface renders: the one builder of :class:`~bot.domain.ports.PromptView`, and the one
-title of an elicitation."""
+"""What a surface renders: the one builder of :class:`~bot.domain.ports.PromptView`, and what a
+copy says about the write-back. The title, the names and the result line are
+:mod:`bot.domain.wording`'s."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from bot.domain import deadlines
-from bot.domain.model import Answer, Elicitation, Kind, Status
+from bot.domain.model import Status
 from bot.domain.ports import PromptView
 from bot.domain.records import StoredElicitation, Timeline, WritebackState
-from bot.domain.rules import describe_answer
+from bot.domain.wording import source_name, title_of, writeback_sentence
 
-
-def title_of(e: Elicitation) -> str:
-    """The message's title: the elicitation's own, else its card's or board's, else its kind."""
-    c = e.context
-    title = e.title or c.card_title or c.board_name
-    if title and title.strip():
-        return " ".join(title.split())
-    return "Approval request" if e.kind is Kind.APPROVAL else "Question"
+__all__ = ["prompt_view", "sending", "source_name", "title_of", "writeback_note"]
 
 
 def prompt_view(
@@ -48,42 +42,6 @@ def prompt_view(
     )
 
 
-CANCELLED_TEXT = "🚫 Cancelled — this request was withdrawn; it can no longer be answered."
-
-
-def cancelled_line(view: PromptView) -> str:
-    """How every copy says a request was cancelled, with the upstream's reason where it gave one
-    (a Pinework system close: ``[system:<reason>] …``, kept as the system's answer text)."""
-    answer = view.answer
-    reason = None
-    if answer is not None and answer.respondent == "system" and answer.text:
-        reason = " ".join(answer.text.split())
-    if not reason:
-        return CANCELLED_TEXT
-    return f"🚫 Closed by the system — {reason} — it can no longer be answered."
-
-
-SOURCE_NAMES = {
-    "superpipeline": "SuperPipeline",
-    "handup": "handup",
-    "toolshed": "Toolshed",
-    "engine": "the engine",
-    "pinework": "Pinework",
-}
-
-
-def source_name(e: Elicitation) -> str:
-    """The system that asked, as people call it."""
-    return SOURCE_NAMES.get(e.source, e.source)
-
-
-def _whose(answer: Answer | None) -> str:
-    if answer is None or answer.respondent == "system":
-        return "the"
-    name = answer.display_name or answer.respondent.partition(":")[2] or answer.respondent
-    return f"{name}’s"  # noqa: RUF001 - typographic apostrophe
-
-
 def sending(view: PromptView) -> bool:
     """The outcome is recorded here and not yet accepted upstream: a copy says "Sending…"
     (never "Answered") until it is."""
@@ -95,25 +53,6 @@ def sending(view: PromptView) -> bool:
 
 def writeback_note(view: PromptView) -> str | None:
     """What a copy says about a write-back the upstream refused: reopened (the question is open
-    again: answer it again) or failed (closed there too); None otherwise."""
-    wb = view.writeback
-    if wb is None or wb.state is not WritebackState.REFUSED:
-        return None
-    upstream = source_name(view.elicitation)
-    person = wb.refused is not None and wb.refused.respondent != "system"
-    subject = "answer" if person else "outcome"
-    what = "" if wb.refused is None else f" ({describe_answer(view.elicitation, wb.refused)})"
-    error = " ".join((wb.error or "no reason given").split())
-    if wb.gave_up:
-        return (
-            f"⚠️ {upstream} could not be reached to deliver the {subject}{what}: {error} "
-            "It may not have arrived."
-        )
-    error = error if error.endswith((".", "!", "?")) else f"{error}."
-    if wb.reopened and view.status is Status.PENDING:
-        whose = _whose(wb.refused)
-        return (
-            f"⚠️ {whose[:1].upper()}{whose[1:]} {subject}{what} was not accepted by {upstream}: "
-            f"{error} The question is open again: answer it again."
-        )
-    return f"⚠️ The {subject}{what} was not accepted by {upstream}: {error}"
+    again: answer it again), failed (closed there too) or never confirmed
+    (:func:`bot.domain.wording.writeback_sentence`); None otherwise."""
+    return writeback_sentence(view.elicitation, view.status, view.writeback)

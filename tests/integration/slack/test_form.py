@@ -104,8 +104,8 @@ async def test_a_three_question_form_answered_in_the_modal_reaches_the_callback(
     rewritten = rig.fake.message("C0APPROVALS", message["ts"])
     assert rewritten is not None
     assert last_text(rewritten).startswith(
-        "✅ Answered by u0alice — Channel: beta · Which targets? linux, macos · "
-        "Release notes? “First release on macOS.” — "
+        "✅ Answered by u0alice — Channel: beta · Which targets?: linux, macos · "
+        "Release notes?: “First release on macOS.” — "
     )
     [note] = [m for m in rig.thread(message) if m["user"] == BOT_USER]
     assert note["text"].startswith("📨 u0alice answered — Channel: beta · ")

@@ -58,7 +58,7 @@ async def test_a_click_is_answered_by_name_on_every_copy(rig: Rig) -> None:
     web = result_view(view)
     assert web is not None
     print(web.line)
-    assert web.line.startswith("Answered by Alice: ")
+    assert web.line.startswith("✅ Answered by Alice — ")
     assert [d.view.answer.display_name for d in rig.sink.delivered if d.view.answer] == ["Alice"]
     # The Slack copy, rewritten with chat.update, and the note in its thread.
     *_, update = [c for c in rig.fake.calls_to("chat.update") if c.params["ts"] == message["ts"]]
@@ -123,7 +123,7 @@ async def test_without_users_read_answers_still_count_and_ids_are_shown(rig: Rig
     for view in (click, reply):
         web = result_view(view)
         assert web is not None
-        assert web.line.startswith(f"Answered by slack:{ALICE}: ")
+        assert web.line.startswith(f"✅ Answered by slack:{ALICE} — ")
     for posted in (message, thread):
         rewritten = rig.fake.message(C1, posted["ts"])
         assert rewritten is not None

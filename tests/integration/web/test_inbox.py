@@ -55,7 +55,7 @@ PROXY = ServerConfig.model_validate({"trusted_proxies": ["127.0.0.1"]})
 """The sign-in proxy runs on this machine: only its requests may name a user."""
 ALICE_SLACK = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 CANARY = "s3cr3t-canary-7f1e9a"
-SENDING_ALICE_DENY = "⏳ Sending Alice\u2019s answer (Deny) to SuperPipeline…"
+SENDING_ALICE_DENY = "⏳ Sending Alice\u2019s answer — Deny — to SuperPipeline…"
 """What a card says while Alice's answer is recorded here and not yet accepted upstream."""
 
 
@@ -436,7 +436,7 @@ async def test_a_stale_click_is_refused_with_who_answered(
     again = await post_answer(client, key, option="allow_once")
     assert again.status_code == 409
     assert said in again.text
-    assert "Answered by Alice: Deny" in again.text
+    assert "Answered by Alice — Deny" in again.text
     assert SENDING_ALICE_DENY not in again.text
     refusals = [a for a in await rig.store.audit(key) if a.action == "refusal"]
     assert [(a.actor, a.code) for a in refusals] == [("web:local", "already_answered")] * 3
@@ -664,11 +664,11 @@ async def test_a_secret_goes_upstream_and_is_never_stored_or_shown(
     assert stored.answer.secret
     assert stored.answer.text is None
     sending = (await client.get("/", params={"key": key})).text
-    assert "⏳ Sending local admin\u2019s answer ((secret)) to vault…" in sending
+    assert "⏳ Sending local admin\u2019s answer — (secret) — to vault…" in sending
     assert CANARY not in sending
     await rig.dispatcher.drain()  # the write-back (of the fact, never the secret) is done
     after = (await client.get("/", params={"key": key})).text
-    assert "Answered by local admin: (secret)" in after
+    assert "Answered by local admin — (secret)" in after
     assert CANARY not in after
     export = await client.get("/admin/audit.jsonl", params={"key": key})
     assert CANARY not in export.text

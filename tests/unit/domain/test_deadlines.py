@@ -26,6 +26,7 @@ from bot.domain.model import (
 )
 from bot.domain.records import DeadlineKind, DeliveryState, Purpose
 from bot.domain.refs import InboxRef, MatrixRef, MessageRef, SlackRef
+from bot.domain.wording import named
 from tests.conftest import FakeClock
 from tests.unit.domain.builders import (
     AGENT_BOT,
@@ -498,9 +499,9 @@ def test_an_unknown_kind_does_nothing_and_long_titles_are_cut(clock: FakeClock) 
     long = elicitation(title="", question="word " * 100)
     text = dl.reminder_text(long)
     assert text.startswith("⏰ Reminder: “word word")
-    assert len(dl.title_of(long)) == 150
-    assert dl.title_of(long).endswith("…")
-    assert dl.title_of(elicitation(title="", question="")) == "superpipeline:eli_1a2b3c4d5e6f7081"
+    assert len(named(long)) == 150
+    assert named(long).endswith("…")
+    assert named(elicitation(title="", question="")) == "superpipeline:eli_1a2b3c4d5e6f7081"
 
 
 def test_a_claim_without_a_display_name_shows_the_identity(clock: FakeClock) -> None:

@@ -121,7 +121,7 @@ def test_an_answer_never_confirmed_says_not_confirmed() -> None:
     lost = Writeback(WritebackState.REFUSED, error="HTTP 503.", refused=ALICE, gave_up=True)
     v = view(elicitation(), Status.ANSWERED, ALICE, lost)
     body = lines(v)
-    assert body[1].startswith("⚠️ Not confirmed by SuperPipeline: Alice’s answer — Deny")  # noqa: RUF001
+    assert body[1].startswith("❔ Not confirmed by SuperPipeline: Alice’s answer — Deny")  # noqa: RUF001
     assert body[2] == writeback_note(v)
     assert "Answered" not in message_content(v)["body"]
 
@@ -129,7 +129,7 @@ def test_an_answer_never_confirmed_says_not_confirmed() -> None:
 def test_a_timeout_decision_on_its_way_says_so() -> None:
     system = ALICE.model_copy(update={"respondent": "system", "display_name": None})
     v = view(elicitation(), Status.ANSWERED, system, Writeback(WritebackState.SENDING))
-    assert lines(v)[1] == "⏳ Sending the timeout decision — Deny — to SuperPipeline…"
+    assert lines(v)[1] == "⏳ Sending the timeout outcome — Deny — to SuperPipeline…"
 
 
 # --------------------------------------------------------------------------- a form

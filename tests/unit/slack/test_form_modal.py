@@ -307,8 +307,8 @@ def test_a_forms_result_says_each_answer() -> None:
     text, blocks = render(view_of(e, Status.ANSWERED, result=result))
 
     assert blocks[-1]["text"]["text"] == (
-        "✅ Answered by Alice — Channel: beta · Which targets? linux, macos · "
-        "Release notes? “Ship &lt;it&gt; &amp; tell @here” — 2026-11-10 09:31 UTC via Slack"
+        "✅ Answered by Alice — Channel: beta · Which targets?: linux, macos · "
+        "Release notes?: “Ship &lt;it&gt; &amp; tell @here” — 2026-11-10 09:31 UTC via Slack"
     )
     assert block_kit_problems(blocks, text) == []
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.blocks import escape, link, shorten_digest
+from adapters.slack.blocks import escape, link
 from adapters.slack.render import (
     MAX_TOTAL_TEXT,
     OPTION_ACTION,
@@ -33,6 +33,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import PromptView
+from bot.domain.wording import shorten_digest
 from tests.slack_fake import MAX_MESSAGE_TEXT, block_kit_problems, block_text_length
 from tests.unit.domain.builders import (
     NOW,

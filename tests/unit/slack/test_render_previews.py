@@ -472,7 +472,7 @@ def test_a_system_close_shows_its_reason() -> None:
     [
         ("slack:U0ALICE", "Alice", "Answered by Alice"),
         ("slack:U0ALICE", None, "Answered by <@U0ALICE>"),
-        ("matrix:@bob:example.org", None, "Answered by matrix:@bob:example.org"),
+        ("matrix:@bob:example.org", None, "Answered by @bob:example.org"),
     ],
 )
 def test_the_answer_names_the_person(respondent: str, name: str | None, expected: str) -> None:

@@ -118,7 +118,8 @@ def test_a_refused_answer_on_a_question_closed_upstream_says_not_accepted() -> N
     assert block_kit_problems(blocks, text) == []
     result, note = blocks[-2], blocks[-1]
     assert result["text"]["text"] == (
-        "❌ Not accepted by SuperPipeline — Alice answered: Deny — 2026-11-10 09:31 UTC"
+        "❌ Not accepted by SuperPipeline: Alice’s answer — Deny — "  # noqa: RUF001
+        "2026-11-10 09:31 UTC via Slack"
     )
     said = writeback_note(view)
     assert said is not None
@@ -130,7 +131,7 @@ def test_a_refused_answer_on_a_question_closed_upstream_says_not_accepted() -> N
 
     never = Writeback(WritebackState.REFUSED, error="HTTP 503", gave_up=True, refused=alice("deny"))
     line = result_text(view_of(sp_options(), Status.ANSWERED, alice("deny"), never))
-    assert line.startswith("❔ Not confirmed by SuperPipeline — Alice answered: Deny — ")
+    assert line.startswith("❔ Not confirmed by SuperPipeline: Alice’s answer — Deny — ")  # noqa: RUF001
 
 
 def test_the_thread_note_claims_no_acceptance_whatever_was_read_before() -> None:
