@@ -27,6 +27,7 @@ from adapters.sources.mcp import form as forms
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.model import (
+    Answer,
     AnswerMode,
     ApprovalSubject,
     Context,
@@ -160,6 +161,32 @@ def _shape_problems(
     return problems
 
 
+def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
+    """How a form is answered: one question by its own options or text (as handup's single
+    question is, so a chat reply or a button answers it), several by the form."""
+    if len(form.questions) > 1:
+        return (), AnswerMode.FREE_TEXT
+    only = form.questions[0]
+    if only.multi:
+        return only.options, AnswerMode.MULTI_CHOICE
+    if only.options and only.takes_text:
+        return only.options, AnswerMode.CHOICE_OR_TEXT
+    if only.options:
+        return only.options, AnswerMode.SINGLE_CHOICE
+    return (), AnswerMode.FREE_TEXT
+
+
+def form_content(schema: Any, answer: Answer) -> dict[str, Any] | list[FieldProblem]:
+    """A form's content from its answer: the form's answers, or (a one-question form answered
+    by an option or a text) that answer as the question's."""
+    form = forms.parse_form(schema)
+    answers = answer.fields.get("answers")
+    if not isinstance(answers, dict) and len(form.fields) == 1:
+        text = None if answer.secret else answer.text
+        answers = {form.fields[0].name: {"selected": list(answer.option_ids), "text": text}}
+    return forms.content_of(form, answers if isinstance(answers, dict) else {})
+
+
 def route_for(
     *,
     workspace: str | None,
@@ -224,7 +251,7 @@ def to_elicitation(
     option_values = _options(options, on_timeout)
     approving = any(o.approving for o in option_values)
     if parsed_form is not None:
-        mode = AnswerMode.FREE_TEXT
+        option_values, mode = _form_answers(parsed_form)
     elif options and free_text is not None:
         mode = AnswerMode.CHOICE_OR_TEXT
     elif options:
@@ -298,7 +325,7 @@ def result_of(view: PromptView) -> dict[str, Any]:
     problems: list[FieldProblem] = []
     schema = e.extra.get("form")
     if schema is not None:
-        content = forms.content_of(forms.parse_form(schema), answer.fields.get("answers") or {})
+        content = form_content(schema, answer)
         if isinstance(content, list):
             problems = content
             fields = {}

@@ -186,6 +186,13 @@ def test_answer_modes() -> None:
     with_form = _ask(form={"properties": {"a": {"type": "string"}}})
     assert with_form.form[0].id == "a"
     assert with_form.extra["form"] == {"properties": {"a": {"type": "string"}}}
+    assert with_form.answer_mode is AnswerMode.CHOICE_OR_TEXT  # text, or leave it empty
+    assert [o.label for o in with_form.options] == [forms.LEAVE_EMPTY]
+    one_choice = _ask(form={"properties": {"b": {"type": "boolean"}}, "required": ["b"]})
+    assert one_choice.answer_mode is AnswerMode.SINGLE_CHOICE
+    assert [o.id for o in one_choice.options] == ["Yes", "No"]
+    two = _ask(form={"properties": {"a": {"type": "string"}, "b": {"type": "boolean"}}})
+    assert (two.answer_mode, two.options) == (AnswerMode.FREE_TEXT, ())
 
 
 def test_an_id_out_of_bounds_is_named_as_the_tool_names_it() -> None:
@@ -230,6 +237,15 @@ def test_the_result_shape() -> None:
         "at": "2026-12-02T09:00:00Z",
     }
     assert asks.result_of(_view(e, Status.EXPIRED, None))["answer"] is None
+
+
+def test_a_one_question_form_answered_by_an_option_or_a_text() -> None:
+    e = _ask(form={"properties": {"b": {"type": "boolean"}}, "required": ["b"]})
+    chose = Answer(option_ids=("No",), respondent="slack:U1", via="web", at=NOW)
+    assert asks.result_of(_view(e, Status.ANSWERED, chose))["answer"]["fields"] == {"b": False}
+    e = _ask(form={"properties": {"n": {"type": "number"}}, "required": ["n"]})
+    wrote = Answer(text="2.5", respondent="slack:U1", via="web", at=NOW)
+    assert asks.result_of(_view(e, Status.ANSWERED, wrote))["answer"]["fields"] == {"n": 2.5}
 
 
 def test_a_form_answer_the_schema_refuses_is_named() -> None:
