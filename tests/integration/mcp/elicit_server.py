@@ -1,0 +1,48 @@
+"""A small MCP server (stdio) whose tools elicit mid-call: the upstream behind the proxy in the
+proxy's tests. Run as a script."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
+
+server: MCPServer = MCPServer("deployer", instructions="Deploys things, after asking.")
+
+
+class DeployForm(BaseModel):
+    replicas: int = Field(ge=1, le=9, description="How many replicas")
+    canary: bool
+    note: str | None = None
+
+
+class Confirm(BaseModel):
+    pass
+
+
+@server.tool()
+async def deploy(service: str, ctx: Context) -> str:
+    """Deploy a service, asking for its settings first."""
+    result = await ctx.elicit(f"Deploy settings for {service}?", schema=DeployForm)
+    data = result.data.model_dump() if result.action == "accept" else None
+    return f"{result.action}: {data}"
+
+
+@server.tool()
+async def wipe(ctx: Context) -> str:
+    """Wipe the cache, after a confirmation."""
+    result = await ctx.elicit("Wipe the cache?", schema=Confirm)
+    return result.action
+
+
+@server.resource("memo://motd")
+def motd() -> str:
+    return "deploys are frozen on Fridays"
+
+
+@server.prompt()
+def release_notes(version: str) -> str:
+    return f"Write the release notes for {version}."
+
+
+if __name__ == "__main__":
+    server.run("stdio")
