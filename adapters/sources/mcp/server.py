@@ -9,7 +9,8 @@ questions: another agent's id reads as unknown.
 
 Waiting: ``ask`` stores the question, then holds the call up to ``[mcp] wait_seconds`` reading the
 question's state every :data:`POLL_SECONDS` (one short read each, no connection held in between),
-sending a progress notification each time when the client asked for progress; it returns
+with a progress notification every :data:`PROGRESS_SECONDS` when the client asked for progress
+(clients that reset their timeout on progress then wait as long as a person takes); it returns
 ``pending`` with the id when nobody has answered yet, and ``get_answer`` waits again. On shutdown
 every wait returns at once (still ``pending``), so the client asks again after the restart.
 
@@ -20,6 +21,7 @@ bound to the token that opened it) and 2026-07-28 (no session; each request stan
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -49,6 +51,8 @@ log = structlog.get_logger("elicitbot.mcp")
 
 POLL_SECONDS = 0.5
 """How often a waiting call reads its question's state."""
+PROGRESS_SECONDS = 5.0
+"""How often a waiting call sends a progress notification (when the client asked for them)."""
 NAME = "elicitbot"
 INSTRUCTIONS = (
     "Ask people a question and get their answer: `ask` posts it where the people who answer "
@@ -172,9 +176,11 @@ class McpTools:
 
     async def wait(self, view: PromptView, seconds: float, ctx: Context) -> PromptView:
         """Read the state every ``poll_seconds`` until it is not pending, ``seconds`` have
-        passed or the server stops; a progress notification after each read."""
+        passed or the server stops; a progress notification after the first read and then
+        every :data:`PROGRESS_SECONDS`."""
         key = view.elicitation.key
         started = time.monotonic()
+        told = -PROGRESS_SECONDS  # the first read is told at once
         stopping = self.waits.stopping
         while view.status is Status.PENDING and not stopping.is_set():
             left = seconds - (time.monotonic() - started)
@@ -187,9 +193,11 @@ class McpTools:
                 break
             view = fresh
             elapsed = time.monotonic() - started
-            await ctx.report_progress(
-                elapsed, seconds, f"Waiting for a person to answer ({elapsed:.0f}s)"
-            )
+            if view.status is Status.PENDING and elapsed - told >= PROGRESS_SECONDS:
+                told = elapsed
+                await ctx.report_progress(
+                    elapsed, seconds, f"Waiting for a person to answer ({elapsed:.0f}s)"
+                )
         return view
 
     async def ask(
@@ -263,6 +271,19 @@ class McpTools:
         return asks.result_of(await self.own_view(agent, id))
 
 
+def _server() -> MCPServer:
+    """The SDK's server, without the root logging handler its constructor installs
+    (``logging.basicConfig``, a no-op while the root logger has a handler): the process's
+    logging is configured by elicitbot alone."""
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    root.addHandler(guard)
+    try:
+        return MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    finally:
+        root.removeHandler(guard)
+
+
 def mcp_part(
     config: McpConfig,
     environ: Mapping[str, str],
@@ -276,7 +297,7 @@ def mcp_part(
     shutdown. ConfigError when an agent's token variable is unset or two agents share a token."""
     tokens = agent_tokens(config, environ)
     tools = McpTools(config, tokens, elicitations, clock, new_id=new_id, poll_seconds=poll_seconds)
-    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _server()
     for tool in (tools.ask, tools.get_answer, tools.cancel):
         server.add_tool(tool, name=tool.__name__, structured_output=True)
     # The Starlette app it returns is not used: building it makes the session manager we drive.

@@ -34,6 +34,15 @@ async def wipe(ctx: Context) -> str:
     return result.action
 
 
+@server.tool()
+async def login(ctx: Context) -> str:
+    """Sign in to the registry, in the person's browser."""
+    result = await ctx.elicit_url(
+        "Sign in to the registry", url="https://registry.example.org/login?s=1", elicitation_id="e1"
+    )
+    return result.action
+
+
 @server.resource("memo://motd")
 def motd() -> str:
     return "deploys are frozen on Fridays"

@@ -67,7 +67,7 @@ async def test_a_form_elicitation_is_answered_by_a_person_through_elicitbot(
     sqlite_url: str, mode: str
 ) -> None:
     async with rig(sqlite_url, wait_seconds=1) as r, proxied(r, mode) as client:
-        assert {t.name for t in (await client.list_tools()).tools} == {"deploy", "wipe"}
+        assert {t.name for t in (await client.list_tools()).tools} == {"deploy", "wipe", "login"}
         call = asyncio.create_task(client.call_tool("deploy", {"service": "api"}))
         view = await asked(r)
         e = view.elicitation
@@ -118,3 +118,20 @@ async def test_resources_and_prompts_pass_through(sqlite_url: str) -> None:
         assert [p.name for p in prompts.prompts] == ["release_notes"]
         prompt = await client.get_prompt("release_notes", {"version": "2.4"})
         assert "2.4" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_a_url_elicitation_shows_the_link_and_accept_means_the_person_opened_it(
+    sqlite_url: str,
+) -> None:
+    async with rig(sqlite_url, wait_seconds=1) as r, proxied(r) as client:
+        call = asyncio.create_task(client.call_tool("login", {}))
+        view = await asked(r)
+        e = view.elicitation
+        assert "https://registry.example.org/login?s=1" in e.question
+        assert e.subject is not None
+        assert e.subject.preview[0].url == "https://registry.example.org/login?s=1"
+        opened = await r.service.answer(
+            e.key, Attempt(respondent=ALICE, option_ids=("accept",), via="web", shown=SHOWN_WHOLE)
+        )
+        assert isinstance(opened.result, Answer)
+        assert text_of(await asyncio.wait_for(call, 30)) == "accept"

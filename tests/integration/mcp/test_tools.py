@@ -294,3 +294,43 @@ async def test_a_form_answer_comes_back_typed_by_its_schema(sqlite_url: str) -> 
             "canary": True,
             "region": "eu",
         }
+
+
+async def test_shutdown_returns_every_waiting_call_as_pending_at_once(sqlite_url: str) -> None:
+    async with rig(sqlite_url, wait_seconds=60) as r, r.client() as client:
+        assert r.part.ready() is None
+        call = asyncio.create_task(client.call_tool("ask", {"question": "Why?", "free_text": {}}))
+        await pending(r, "mcp:q1")
+        r.part.shutdown()
+        out = body(await asyncio.wait_for(call, 5))
+        assert out["status"] == "pending"
+
+
+async def test_a_session_answers_only_the_token_that_opened_it(sqlite_url: str) -> None:
+    """2025-11-25 sessions are bound to the agent: another agent's token with the session id is
+    answered as if the session did not exist."""
+    async with rig(sqlite_url, wait_seconds=0.2) as r, httpx.AsyncClient() as http:
+        accept = {"Accept": "application/json, text/event-stream"}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        mine = {**accept, "Authorization": f"Bearer {TOKENS['CI_TOKEN']}"}
+        opened = await http.post(r.url, json=init, headers=mine)
+        assert opened.status_code == 200
+        session = opened.headers["mcp-session-id"]
+        theirs = {
+            **accept,
+            "Authorization": f"Bearer {TOKENS['OTHER_TOKEN']}",
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+        }
+        listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        refused = await http.post(r.url, json=listed, headers=theirs)
+        assert refused.status_code == 404

@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import mcp_types as types
 import pytest
 from pydantic import ValidationError
 
 from adapters.sources.mcp import ask as asks
 from adapters.sources.mcp import form as forms
+from adapters.sources.mcp import proxy
 from adapters.sources.mcp.config import McpConfig, agent_tokens
 from adapters.sources.mcp.server import agent_for
 from bot.domain.errors import ConfigError
@@ -259,3 +261,72 @@ def test_a_form_answer_the_schema_refuses_is_named() -> None:
     answer = asks.result_of(_view(e, Status.ANSWERED, given))["answer"]
     assert answer["fields"] == {}
     assert answer["problems"][0]["field"] == "n"
+
+
+# --- the proxy's mapping ------------------------------------------------------------------------
+
+
+def _form_params(schema: dict[str, Any]) -> Any:
+    return types.ElicitRequestFormParams(message="Settings?", requested_schema=schema)
+
+
+def test_an_elicitation_as_ask_arguments() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert proxy.ask_arguments(_form_params(schema)) == {"question": "Settings?", "form": schema}
+    confirm = proxy.ask_arguments(_form_params({"type": "object", "properties": {}}))
+    assert [o["id"] for o in confirm["options"]] == ["accept", "decline"]
+    url = types.ElicitRequestURLParams(
+        message="Sign in", url="https://x.example/a", elicitation_id="1"
+    )
+    asked = proxy.ask_arguments(url)
+    assert asked["previews"] == [{"type": "link", "label": "Open", "url": "https://x.example/a"}]
+    assert "https://x.example/a" in asked["question"]
+
+
+def test_the_final_state_as_the_elicitation_result() -> None:
+    form = _form_params({"type": "object", "properties": {"n": {"type": "integer"}}})
+    answered: dict[str, Any] = {
+        "option_ids": [],
+        "text": None,
+        "fields": {"n": 3},
+        "by": "u",
+        "at": "x",
+    }
+    result = proxy.elicit_result(form, {"status": "answered", "answer": answered})
+    assert (result.action, result.content) == ("accept", {"n": 3})
+    declined = {**answered, "option_ids": ["decline"], "fields": {}}
+    assert proxy.elicit_result(form, {"status": "answered", "answer": declined}).action == "decline"
+    bad = {**answered, "fields": {}, "problems": [{"field": "n", "message": "not an integer"}]}
+    assert proxy.elicit_result(form, {"status": "answered", "answer": bad}).action == "cancel"
+    for status in ("expired", "cancelled"):
+        assert proxy.elicit_result(form, {"status": status, "answer": None}).action == "cancel"
+    confirmed = {**answered, "option_ids": ["accept"], "fields": {}}
+    accepted = proxy.elicit_result(form, {"status": "answered", "answer": confirmed})
+    assert (accepted.action, accepted.content) == ("accept", {})
+    url = types.ElicitRequestURLParams(message="m", url="https://x.example", elicitation_id="1")
+    opened = proxy.elicit_result(url, {"status": "answered", "answer": confirmed})
+    assert (opened.action, opened.content) == ("accept", None)
+
+
+def test_the_proxys_agent_and_token() -> None:
+    one = McpConfig.model_validate({"agents": {"ci": {"token_env": "T"}}})
+    assert proxy.proxy_agent(one, {"T": "tok"}, None) == ("ci", "tok")
+    with pytest.raises(ConfigError, match=r"mcp\.agents\.ci\.token_env"):
+        proxy.proxy_agent(one, {}, "ci")
+    with pytest.raises(ConfigError, match=r"mcp\.agents\.other: no such agent"):
+        proxy.proxy_agent(one, {"T": "tok"}, "other")
+    two = McpConfig.model_validate({"agents": AGENTS})
+    with pytest.raises(ConfigError, match="--agent"):
+        proxy.proxy_agent(two, {}, None)
+    with pytest.raises(ConfigError, match="--agent"):
+        proxy.proxy_agent(McpConfig(), {}, None)
+
+
+def test_the_upstream_is_a_command_or_a_url() -> None:
+    assert proxy._upstream(None, "http://x/mcp") == "http://x/mcp"
+    params = proxy._upstream(["python", "-m", "srv"], None)
+    assert not isinstance(params, str)
+    assert (params.command, params.args) == ("python", ["-m", "srv"])
+    for command, url in ((None, None), (["x"], "http://x"), ([], None)):
+        with pytest.raises(ConfigError, match="mcp-proxy"):
+            proxy._upstream(command, url)
