@@ -14,7 +14,8 @@ import pytest
 from mcp import Client
 
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Answer, Attempt, Identity, Refusal, RefusalCode, Status
+from bot.domain.model import Answer, Attempt, Identity, People, Refusal, RefusalCode, Status
+from bot.timekeeper import Timekeeper
 from tests.integration.mcp import MODES, TOKENS, Rig, rig
 
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
@@ -334,3 +335,18 @@ async def test_a_session_answers_only_the_token_that_opened_it(sqlite_url: str) 
         listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         refused = await http.post(r.url, json=listed, headers=theirs)
         assert refused.status_code == 404
+
+
+async def test_expiry_with_on_timeout_is_the_systems_answer(sqlite_url: str) -> None:
+    async with rig(sqlite_url, wait_seconds=0.2) as r, r.client() as client:
+        arguments = {"question": "Ship?", "options": YES_NO, "timeout_seconds": 60}
+        body(await client.call_tool("ask", {**arguments, "on_timeout": "no"}))
+        body(await client.call_tool("ask", arguments))
+        r.clock.advance(61)
+        await Timekeeper(r.store, r.clock, People()).tick()
+        chose = body(await client.call_tool("get_answer", {"id": "q1"}))
+        assert chose["status"] == "expired"
+        assert chose["answer"]["option_ids"] == ["no"]
+        assert chose["answer"]["by"] == "system"
+        lapsed = body(await client.call_tool("get_answer", {"id": "q2"}))
+        assert lapsed == {"id": "q2", "status": "expired", "answer": None}
