@@ -108,6 +108,12 @@ def key_of(question_id: str) -> str:
     return question_id if question_id.startswith(f"{SOURCE}:") else f"{SOURCE}:{question_id}"
 
 
+def keyed_id(agent: str, idempotency_key: str) -> str:
+    """The question id of an ``ask`` with an idempotency key: the same for the same agent and
+    key, never the same as another agent's."""
+    return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import structlog
@@ -36,7 +36,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -213,12 +213,20 @@ class McpTools:
         destinations: list[str] | None = None,
         timeout_seconds: int | None = None,
         on_timeout: str | None = None,
+        idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None,
     ) -> dict[str, Any]:
         """Ask people a question (choose among options, write a text, or fill in a form).
         Waits for the answer up to the server's wait, then returns status 'pending' with the
-        id to pass to get_answer."""
+        id to pass to get_answer. An ask repeated with the same idempotency_key (a retried
+        call) asks nothing new: it waits for the first one's answer."""
         agent = self.agent_of(ctx)
-        question_id = self.new_id()
+        if idempotency_key is not None:
+            question_id = asks.keyed_id(agent, idempotency_key)
+            asked = await self.elicitations.view(asks.key_of(question_id))
+            if asked is not None:
+                return asks.result_of(await self.wait(asked, self.config.wait_seconds, ctx))
+        else:
+            question_id = self.new_id()
         try:
             route = asks.route_for(
                 workspace=workspace,

@@ -350,3 +350,18 @@ async def test_expiry_with_on_timeout_is_the_systems_answer(sqlite_url: str) -> 
         assert chose["answer"]["by"] == "system"
         lapsed = body(await client.call_tool("get_answer", {"id": "q2"}))
         assert lapsed == {"id": "q2", "status": "expired", "answer": None}
+
+
+async def test_an_ask_retried_with_its_idempotency_key_asks_nothing_new(sqlite_url: str) -> None:
+    async with rig(sqlite_url, wait_seconds=0.2) as r, r.client() as client:
+        arguments = {"question": "Ship?", "options": YES_NO, "idempotency_key": "run-7/ship"}
+        first = body(await client.call_tool("ask", arguments))
+        again = body(await client.call_tool("ask", arguments))
+        assert first == again
+        assert first["id"].startswith("k")
+        async with r.client(TOKENS["OTHER_TOKEN"]) as other:
+            theirs = body(await other.call_tool("ask", {**arguments, "question": "Other?"}))
+        assert theirs["id"] != first["id"]
+        view = await r.service.view(f"mcp:{first['id']}")
+        assert view is not None
+        assert view.elicitation.question == "Ship?"
