@@ -17,14 +17,17 @@ question closes, and answers the server:
 - expired or cancelled (in elicitbot, or by the agent's ``cancel`` at ``/mcp``) → ``cancel``.
 
 When the server gives up on its elicitation (the tool call is cancelled), the question is
-cancelled in elicitbot too. The proxy talks to elicitbot at protocol 2026-07-28 (no session), so
-an elicitbot restart mid-question costs one retried ``get_answer``, not the question.
+cancelled in elicitbot too. While a person answers, elicitbot's progress is relayed to the
+agent's tool calls in flight (:class:`Calls`). The proxy talks to elicitbot at protocol 2026-07-28
+(no session), so an elicitbot restart mid-question costs one retried ``get_answer``, not the
+question.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any, TextIO
 
 import anyio
@@ -34,8 +37,10 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import ProgressFnT
 
 from adapters.sources.mcp.config import McpConfig
 from bot.domain.errors import ConfigError
@@ -117,6 +122,36 @@ def _say(text: str, stream: TextIO | None = None) -> None:
     print(text, file=stream or sys.stderr, flush=True)  # stdout is the MCP wire
 
 
+class Call:
+    """One tool call of the agent's, in flight through the proxy."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self.ctx = ctx
+        self.last = 0.0
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """Progress must increase per call: a value not above the last one sent is sent as one
+        step above it (without a total)."""
+        if progress <= self.last:
+            progress, total = self.last + 1, None
+        self.last = progress
+        await self.ctx.session.report_progress(progress, total, message)
+
+
+class Calls:
+    """The agent's tool calls in flight, told how a question stands: while a person answers,
+    elicitbot's progress is relayed to every call in flight (most clients make one at a time),
+    so a client that resets its timeout on progress keeps waiting."""
+
+    def __init__(self) -> None:
+        self.open: set[Call] = set()
+
+    async def waiting(self, progress: float, total: float | None, message: str | None) -> None:
+        for call in list(self.open):
+            with suppress(Exception):  # a call that ended meanwhile
+                await call.progress(0.0, None, f"elicitbot: {message}" if message else None)
+
+
 # --- elicitbot's side -----------------------------------------------------------------------------
 
 
@@ -134,24 +169,32 @@ class Elicitbot:
         )
         return Client(streamable_http_client(self.url, http_client=http), mode=MODERN)
 
-    async def _call(self, client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await client.call_tool(tool, arguments)
+    async def _call(
+        self,
+        client: Client,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]:
+        result = await client.call_tool(tool, arguments, progress_callback=progress)
         if result.is_error or not isinstance(result.structured_content, dict):
             text = " ".join(getattr(c, "text", "") for c in result.content)
             raise RuntimeError(f"elicitbot {tool}: {text}")
         return dict(result.structured_content)
 
-    async def answer(self, params: types.ElicitRequestParams) -> types.ElicitResult:
-        """Ask, then wait until the question is answered or closed; cancel it if the server
-        stops waiting first."""
+    async def answer(
+        self, params: types.ElicitRequestParams, progress: ProgressFnT | None = None
+    ) -> types.ElicitResult:
+        """Ask, then wait until the question is answered or closed (elicitbot's progress to
+        ``progress``); cancel it if the server stops waiting first."""
         async with self.client() as client:
-            body = await self._call(client, "ask", ask_arguments(params))
+            body = await self._call(client, "ask", ask_arguments(params), progress)
             question_id = str(body["id"])
             try:
                 failures = 0
                 while body.get("status") == "pending":
                     try:
-                        body = await self._call(client, "get_answer", {"id": question_id})
+                        body = await self._call(client, "get_answer", {"id": question_id}, progress)
                         failures = 0
                     except (
                         Exception
@@ -184,16 +227,27 @@ def _upstream(command: Sequence[str] | None, url: str | None) -> StdioServerPara
     return StdioServerParameters(command=command[0], args=list(command[1:]))
 
 
-def passthrough(upstream: Client, name: str) -> Server[Any]:
-    """A server whose tools, resources and prompts are the upstream's."""
+def passthrough(upstream: Client, name: str, calls: Calls | None = None) -> Server[Any]:
+    """A server whose tools, resources and prompts are the upstream's (tool calls in flight
+    kept in ``calls``, with the upstream's progress passed on)."""
+    in_flight = calls or Calls()
 
     async def list_tools(
         _: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return await upstream.list_tools(cursor=params.cursor if params else None)
 
-    async def call_tool(_: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await upstream.call_tool(params.name, params.arguments)
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        call = Call(ctx)
+        in_flight.open.add(call)
+        try:
+            return await upstream.call_tool(
+                params.name, params.arguments, progress_callback=call.progress
+            )
+        finally:
+            in_flight.open.discard(call)
 
     async def list_resources(
         _: Any, params: types.PaginatedRequestParams | None
@@ -249,18 +303,20 @@ async def run_proxy(
     ``2026-07-28`` for a server that answers ``input_required``)."""
     target = _upstream(command, url)
     elicitbot = Elicitbot(elicitbot_url, token)
+    calls = Calls()
 
     async def on_elicit(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         try:
-            return await elicitbot.answer(params)
+            return await elicitbot.answer(params, calls.waiting)
         except RuntimeError as exc:
             _say(f"elicitbot mcp-proxy: {exc}")
             return types.ElicitResult(action="cancel")
 
     async with Client(target, mode=upstream_mode, elicitation_callback=on_elicit) as upstream:
         info = upstream.server_info
-        server = passthrough(upstream, f"elicitbot-proxy/{info.name if info else 'upstream'}")
+        name = f"elicitbot-proxy/{info.name if info else 'upstream'}"
+        server = passthrough(upstream, name, calls)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())

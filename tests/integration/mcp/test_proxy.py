@@ -68,8 +68,16 @@ async def test_a_form_elicitation_is_answered_by_a_person_through_elicitbot(
 ) -> None:
     async with rig(sqlite_url, wait_seconds=1) as r, proxied(r, mode) as client:
         assert {t.name for t in (await client.list_tools()).tools} == {"deploy", "wipe", "login"}
-        call = asyncio.create_task(client.call_tool("deploy", {"service": "api"}))
+        seen: list[tuple[float, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, message))
+
+        call = asyncio.create_task(
+            client.call_tool("deploy", {"service": "api"}, progress_callback=on_progress)
+        )
         view = await asked(r)
+        await asyncio.sleep(1.5)  # a get_answer round or two: their progress is relayed
         e = view.elicitation
         assert e.asker == "mcp:ci-agent"
         assert e.question == "Deploy settings for api?"
@@ -85,6 +93,10 @@ async def test_a_form_elicitation_is_answered_by_a_person_through_elicitbot(
         assert isinstance(given.result, Answer)
         out = text_of(await asyncio.wait_for(call, 30))
         assert out == "accept: {'replicas': 3, 'canary': True, 'note': None}"
+        assert seen
+        assert all((m or "").startswith("elicitbot: Waiting for a person") for _, m in seen)
+        values = [p for p, _ in seen]
+        assert values == sorted(set(values))  # increasing, as the spec wants
 
 
 async def test_a_declined_confirmation_is_decline_and_a_cancelled_question_is_cancel(
