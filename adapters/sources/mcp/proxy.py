@@ -273,16 +273,21 @@ def passthrough(upstream: Client, name: str, calls: Calls | None = None) -> Serv
         return await upstream.get_prompt(params.name, params.arguments)
 
     caps = upstream.server_capabilities
+    # A version pin (no discover) knows no capabilities: then everything is passed through.
+    unknown = caps.tools is None and caps.resources is None and caps.prompts is None
+    tools = unknown or caps.tools is not None
+    resources = unknown or caps.resources is not None
+    prompts = unknown or caps.prompts is not None
     return Server(
         name,
         instructions=upstream.instructions,
-        on_list_tools=list_tools if caps.tools is not None else None,
-        on_call_tool=call_tool if caps.tools is not None else None,
-        on_list_resources=list_resources if caps.resources is not None else None,
-        on_list_resource_templates=list_templates if caps.resources is not None else None,
-        on_read_resource=read_resource if caps.resources is not None else None,
-        on_list_prompts=list_prompts if caps.prompts is not None else None,
-        on_get_prompt=get_prompt if caps.prompts is not None else None,
+        on_list_tools=list_tools if tools else None,
+        on_call_tool=call_tool if tools else None,
+        on_list_resources=list_resources if resources else None,
+        on_list_resource_templates=list_templates if resources else None,
+        on_read_resource=read_resource if resources else None,
+        on_list_prompts=list_prompts if prompts else None,
+        on_get_prompt=get_prompt if prompts else None,
     )
 
 

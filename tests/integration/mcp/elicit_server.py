@@ -3,7 +3,10 @@ proxy's tests. Run as a script."""
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import Context, MCPServer
+from typing import Annotated
+
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, MCPServer, Resolve
+from mcp.server.mcpserver.resolve import ElicitationResult
 from pydantic import BaseModel, Field
 
 server: MCPServer = MCPServer("deployer", instructions="Deploys things, after asking.")
@@ -41,6 +44,23 @@ async def login(ctx: Context) -> str:
         "Sign in to the registry", url="https://registry.example.org/login?s=1", elicitation_id="e1"
     )
     return result.action
+
+
+class ScaleForm(BaseModel):
+    replicas: int = Field(ge=1, le=9)
+
+
+def ask_scale(service: str) -> Elicit[ScaleForm]:
+    return Elicit(f"How far should {service} scale?", ScaleForm)
+
+
+@server.tool()
+async def scale(
+    service: str, plan: Annotated[ElicitationResult[ScaleForm], Resolve(ask_scale)]
+) -> str:
+    """Scale a service; asks how far (mid-call on 2025-11-25, input_required on 2026-07-28)."""
+    data = plan.data.model_dump() if isinstance(plan, AcceptedElicitation) else None
+    return f"{plan.action}: {data}"
 
 
 @server.resource("memo://motd")

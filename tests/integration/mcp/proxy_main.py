@@ -17,7 +17,8 @@ def main(argv: list[str]) -> None:
     token = os.environ["ELICITBOT_MCP_TOKEN"]
 
     async def run() -> None:
-        await run_proxy(elicitbot_url=url, token=token, command=command)
+        mode = os.environ.get("ELICITBOT_PROXY_UPSTREAM_MODE", "legacy")
+        await run_proxy(elicitbot_url=url, token=token, command=command, upstream_mode=mode)
 
     anyio.run(run)
 

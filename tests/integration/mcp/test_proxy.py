@@ -26,9 +26,10 @@ ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 
 
 @asynccontextmanager
-async def proxied(r: Rig, mode: str = LEGACY) -> AsyncIterator[Client]:
+async def proxied(r: Rig, mode: str = LEGACY, upstream: str = LEGACY) -> AsyncIterator[Client]:
     env = {
         **os.environ,
+        "ELICITBOT_PROXY_UPSTREAM_MODE": upstream,
         "ELICITBOT_MCP_TOKEN": TOKENS["CI_TOKEN"],
         "PYTHONPATH": str(REPO),
     }
@@ -67,7 +68,12 @@ async def test_a_form_elicitation_is_answered_by_a_person_through_elicitbot(
     sqlite_url: str, mode: str
 ) -> None:
     async with rig(sqlite_url, wait_seconds=1) as r, proxied(r, mode) as client:
-        assert {t.name for t in (await client.list_tools()).tools} == {"deploy", "wipe", "login"}
+        assert {t.name for t in (await client.list_tools()).tools} == {
+            "deploy",
+            "wipe",
+            "login",
+            "scale",
+        }
         seen: list[tuple[float, str | None]] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -147,3 +153,20 @@ async def test_a_url_elicitation_shows_the_link_and_accept_means_the_person_open
         )
         assert isinstance(opened.result, Answer)
         assert text_of(await asyncio.wait_for(call, 30)) == "accept"
+
+
+@pytest.mark.parametrize("upstream", [LEGACY, MODERN, "auto"])
+async def test_an_upstream_on_either_protocol_version_is_answered(
+    sqlite_url: str, upstream: str
+) -> None:
+    """2025-11-25: the server sends elicitation/create mid-call; 2026-07-28: the call returns
+    input_required and is retried with the answer. The proxy answers both the same way."""
+    async with rig(sqlite_url, wait_seconds=1) as r, proxied(r, upstream=upstream) as client:
+        call = asyncio.create_task(client.call_tool("scale", {"service": "api"}))
+        view = await asked(r)
+        assert view.elicitation.question == "How far should api scale?"
+        given = await r.service.answer(
+            view.elicitation.key, Attempt(respondent=ALICE, text="4", via="web")
+        )
+        assert isinstance(given.result, Answer)
+        assert text_of(await asyncio.wait_for(call, 30)) == "accept: {'replicas': 4}"
