@@ -202,18 +202,37 @@ class McpTools:
 
     async def ask(
         self,
-        question: str,
+        question: Annotated[str, Field(description="The question, in Markdown")],
         ctx: Context,
-        options: list[asks.AskOption] | None = None,
-        free_text: asks.FreeText | None = None,
-        form: dict[str, Any] | None = None,
-        previews: list[asks.AskPreview] | None = None,
-        workspace: str | None = None,
-        board: str | None = None,
-        destinations: list[str] | None = None,
-        timeout_seconds: int | None = None,
-        on_timeout: str | None = None,
-        idempotency_key: Annotated[str, Field(min_length=1, max_length=200)] | None = None,
+        options: Annotated[
+            list[asks.AskOption] | None, Field(description="Choices offered as buttons")
+        ] = None,
+        free_text: Annotated[
+            asks.FreeText | None, Field(description="Take a written answer (with options: or)")
+        ] = None,
+        form: Annotated[
+            dict[str, Any] | None,
+            Field(description="An MCP requestedSchema: a flat form people fill in"),
+        ] = None,
+        previews: Annotated[
+            list[asks.AskPreview] | None, Field(description="What the decision is about")
+        ] = None,
+        workspace: Annotated[str | None, Field(description="Route by workspace")] = None,
+        board: Annotated[str | None, Field(description="Route by board")] = None,
+        destinations: Annotated[
+            list[str] | None,
+            Field(description="Where to post it (slack:<channel>, matrix:<room>, web)"),
+        ] = None,
+        timeout_seconds: Annotated[
+            int | None, Field(description="Expire the question after this many seconds")
+        ] = None,
+        on_timeout: Annotated[
+            str | None, Field(description="The option id chosen when it expires")
+        ] = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(min_length=1, max_length=200, description="Same key again: no new question"),
+        ] = None,
     ) -> dict[str, Any]:
         """Ask people a question (choose among options, write a text, or fill in a form).
         Waits for the answer up to the server's wait, then returns status 'pending' with the
@@ -257,7 +276,12 @@ class McpTools:
         return asks.result_of(await self.wait(view, self.config.wait_seconds, ctx))
 
     async def get_answer(
-        self, id: str, ctx: Context, wait_seconds: float | None = None
+        self,
+        id: Annotated[str, Field(description="The id ask returned")],
+        ctx: Context,
+        wait_seconds: Annotated[
+            float | None, Field(description="Wait this long at most while it is pending")
+        ] = None,
     ) -> dict[str, Any]:
         """The question's status and answer; while it is pending, waits up to wait_seconds
         (at most the server's wait, which is also the default)."""
@@ -267,7 +291,9 @@ class McpTools:
         seconds = most if wait_seconds is None else max(0.0, min(float(wait_seconds), most))
         return asks.result_of(await self.wait(view, seconds, ctx))
 
-    async def cancel(self, id: str, ctx: Context) -> dict[str, Any]:
+    async def cancel(
+        self, id: Annotated[str, Field(description="The id ask returned")], ctx: Context
+    ) -> dict[str, Any]:
         """Withdraw a pending question: every copy people see says it was cancelled."""
         agent = self.agent_of(ctx)
         view = await self.own_view(agent, id)

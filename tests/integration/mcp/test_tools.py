@@ -365,3 +365,27 @@ async def test_an_ask_retried_with_its_idempotency_key_asks_nothing_new(sqlite_u
         view = await r.service.view(f"mcp:{first['id']}")
         assert view is not None
         assert view.elicitation.question == "Ship?"
+
+
+async def test_the_tools_and_their_arguments_are_the_contracts(sqlite_url: str) -> None:
+    async with rig(sqlite_url) as r, r.client() as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"ask", "get_answer", "cancel"}
+        ask = tools["ask"].input_schema
+        assert set(ask["properties"]) == {
+            "question",
+            "options",
+            "free_text",
+            "form",
+            "previews",
+            "workspace",
+            "board",
+            "destinations",
+            "timeout_seconds",
+            "on_timeout",
+            "idempotency_key",
+        }
+        assert ask["required"] == ["question"]
+        assert ask["properties"]["question"]["description"]
+        assert set(tools["get_answer"].input_schema["properties"]) == {"id", "wait_seconds"}
+        assert set(tools["cancel"].input_schema["properties"]) == {"id"}
