@@ -20,6 +20,7 @@ bound to the token that opened it) and 2026-07-28 (no session; each request stan
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import time
@@ -92,10 +93,12 @@ def _bearer(headers: Mapping[str, str] | None) -> str:
 
 
 def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
-    """The agent whose token this is, compared in constant time with every token."""
+    """The agent whose token this is: compared with every token, in constant time, as SHA-256
+    digests (so neither a token's content nor its length shows in the time taken)."""
+    given = hashlib.sha256(token.encode()).digest()
     found = None
     for known, agent in tokens.items():
-        if hmac.compare_digest(token.encode(), known.encode()):
+        if hmac.compare_digest(given, hashlib.sha256(known.encode()).digest()):
             found = agent
     return found if token else None
 
