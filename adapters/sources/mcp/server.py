@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -78,7 +78,7 @@ class McpPart:
 
     app: Callable[[Scope, Receive, Send], Awaitable[None]]
     route: Route
-    lifespan: Callable[[], Any]
+    lifespan: Callable[[], AbstractAsyncContextManager[None]]
     ready: Callable[[], str | None]
     shutdown: Callable[[], None]
     server: MCPServer

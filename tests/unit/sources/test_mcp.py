@@ -14,7 +14,7 @@ from adapters.sources.mcp import ask as asks
 from adapters.sources.mcp import form as forms
 from adapters.sources.mcp import proxy
 from adapters.sources.mcp.config import McpConfig, agent_tokens
-from adapters.sources.mcp.server import agent_for
+from adapters.sources.mcp.server import agent_for, mcp_part
 from bot.domain.errors import ConfigError
 from bot.domain.model import Answer, AnswerMode, Kind, Meaning, Status
 from bot.domain.ports import PromptView
@@ -48,6 +48,17 @@ def test_tokens_come_from_the_environment_and_must_be_distinct() -> None:
         agent_tokens(config, {"CI_TOKEN": "t1"})
     with pytest.raises(ConfigError, match=r"mcp\.agents\.b\.token_env: the same token"):
         agent_tokens(config, {"CI_TOKEN": "t1", "B": "t1"})
+
+
+def test_the_part_is_built_before_any_event_loop_runs() -> None:
+    """The composition root may build it synchronously; it refuses a config it cannot serve."""
+    config = McpConfig.model_validate({"agents": AGENTS})
+    unused: Any = object()  # the Elicitations port: not called while building
+    part = mcp_part(config, {"CI_TOKEN": "t1", "B": "t2"}, unused, unused)
+    assert part.route.path == "/mcp"
+    assert part.ready() == "mcp: the session manager is not running"
+    with pytest.raises(ConfigError, match=r"mcp\.agents\.b\.token_env"):
+        mcp_part(config, {"CI_TOKEN": "t1"}, unused, unused)
 
 
 def test_agent_for_a_token() -> None:
