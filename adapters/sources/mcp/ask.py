@@ -1,0 +1,349 @@
+"""The ``ask`` tool's arguments as an elicitation, and an elicitation's state as the tools' result.
+
+Pure: no I/O. The arguments arrive already typed by the tool's input schema (:class:`AskOption`,
+:class:`AskPreview`, :class:`FreeText`); :func:`to_elicitation` checks what a schema cannot say
+(an answer to offer, distinct option ids, ``on_timeout`` naming an option, the form's schema, the
+destinations the agent may use, the intake bounds of ``bot.domain.bounds``) and raises
+:class:`AskError` naming each bad field as the tool's arguments name it.
+
+Mapping: source ``mcp``, source id a fresh id, asker ``mcp:<agent name>`` (rule 1 refuses that
+identity as a respondent). Options with ``meaning: approve`` make it an approval; previews (and
+any approval) make an approval subject whose digest covers the question, the options, the form
+and every preview, so an approval is given on exactly what was shown. ``timeout_seconds`` is the
+expiry; ``on_timeout`` an option that expiry then chooses as the system's answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.sources.mcp import form as forms
+from bot.domain.bounds import check_elicitation, id_problem
+from bot.domain.errors import FieldProblem
+from bot.domain.model import (
+    Answer,
+    AnswerMode,
+    ApprovalSubject,
+    Context,
+    Deadlines,
+    Elicitation,
+    Kind,
+    Meaning,
+    Option,
+    PreviewItem,
+    Route,
+    RouteMatch,
+    Status,
+)
+from bot.domain.ports import PromptView
+
+SOURCE = "mcp"
+SUBJECT_SCHEMA = "mcp.ask"
+TIMEOUT_MAX = 90 * 24 * 3600
+"""The longest ``timeout_seconds``: 90 days, the engine's longest expiry."""
+FREE_TEXT_MAX = 1_048_576
+PREVIEW_TYPES = ("text", "markdown", "code", "diff", "command", "link")
+
+NAMES: dict[str, str] = {
+    "source_id": "id",
+    "workspace": "workspace",
+    "context.board_id": "board",
+    "asker": "agent",
+    "question": "question",
+    "title": "question",
+    "options": "options",
+    "subject.preview": "previews",
+    "deadlines.on_timeout": "on_timeout",
+}
+"""Normalised fields by the tool's argument names (``bot.domain.bounds.check_elicitation``)."""
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AskOption(_Args):
+    id: str = Field(min_length=1, description="Stable id, returned in answer.option_ids")
+    label: str = Field(min_length=1, description="What the person sees on the button")
+    description: str | None = None
+    meaning: Literal["approve", "reject"] | None = Field(
+        default=None, description="approve: shown and checked as an approval (rule 2)"
+    )
+    recommended: bool = False
+
+
+class FreeText(_Args):
+    max_length: int | None = Field(default=None, ge=1, le=FREE_TEXT_MAX)
+
+
+class AskPreview(_Args):
+    type: Literal["text", "markdown", "code", "diff", "command", "link"]
+    label: str | None = None
+    text: str | None = None
+    url: str | None = None
+    language: str | None = None
+
+
+class AskError(ValueError):
+    """The arguments cannot make an elicitation; ``problems`` name each field."""
+
+    def __init__(self, problems: Sequence[FieldProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
+
+
+def asker_of(agent: str) -> str:
+    """The agent's identity key: the asker of its questions, refused as a respondent."""
+    return f"{SOURCE}:{agent}"
+
+
+def key_of(question_id: str) -> str:
+    """The elicitation key of a tool's ``id`` (the bare id, or already ``mcp:<id>``)."""
+    return question_id if question_id.startswith(f"{SOURCE}:") else f"{SOURCE}:{question_id}"
+
+
+def keyed_id(agent: str, idempotency_key: str) -> str:
+    """The question id of an ``ask`` with an idempotency key: the same for the same agent and
+    key, never the same as another agent's."""
+    return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _options(options: Sequence[AskOption], on_timeout: str | None) -> tuple[Option, ...]:
+    out = []
+    for o in options:
+        meaning = {"approve": Meaning.APPROVE, "reject": Meaning.REJECT}.get(
+            o.meaning or "", Meaning.CHOOSE
+        )
+        outcome = None
+        if o.id == on_timeout:  # deadlines.timeout_option matches the option's own outcome
+            outcome = "approve" if meaning is Meaning.APPROVE else "deny"
+        out.append(
+            Option(
+                id=o.id,
+                label=o.label,
+                description=o.description,
+                meaning=meaning,
+                recommended=o.recommended,
+                style={"approve": "primary", "reject": "danger"}.get(o.meaning or ""),
+                outcome=outcome,
+            )
+        )
+    return tuple(out)
+
+
+def _shape_problems(
+    options: Sequence[AskOption],
+    free_text: FreeText | None,
+    form: Any,
+    timeout_seconds: int | None,
+    on_timeout: str | None,
+) -> list[FieldProblem]:
+    problems: list[FieldProblem] = []
+    if form is not None and (options or free_text is not None):
+        problems.append(FieldProblem("form", "cannot be given with options or free_text"))
+    if form is None and not options and free_text is None:
+        problems.append(FieldProblem("options", "give options, free_text or a form to answer"))
+    ids = [o.id for o in options]
+    for index, option_id in enumerate(ids):
+        if option_id in ids[:index]:
+            problems.append(FieldProblem(f"options[{index}].id", "must be distinct"))
+    if timeout_seconds is not None and not 1 <= timeout_seconds <= TIMEOUT_MAX:
+        problems.append(FieldProblem("timeout_seconds", f"must be between 1 and {TIMEOUT_MAX}"))
+    if on_timeout is not None:
+        if on_timeout not in ids:
+            problems.append(FieldProblem("on_timeout", "must be the id of one of the options"))
+        elif timeout_seconds is None:
+            problems.append(FieldProblem("on_timeout", "needs timeout_seconds"))
+    return problems
+
+
+def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
+    """How a form is answered: one question by its own options or text (as handup's single
+    question is, so a chat reply or a button answers it), several by the form."""
+    if len(form.questions) > 1:
+        return (), AnswerMode.FREE_TEXT
+    only = form.questions[0]
+    if only.multi:
+        return only.options, AnswerMode.MULTI_CHOICE
+    if only.options and only.takes_text:
+        return only.options, AnswerMode.CHOICE_OR_TEXT
+    if only.options:
+        return only.options, AnswerMode.SINGLE_CHOICE
+    return (), AnswerMode.FREE_TEXT
+
+
+def form_content(schema: Any, answer: Answer) -> dict[str, Any] | list[FieldProblem]:
+    """A form's content from its answer: the form's answers, or (a one-question form answered
+    by an option or a text) that answer as the question's."""
+    form = forms.parse_form(schema)
+    answers = answer.fields.get("answers")
+    if not isinstance(answers, dict) and len(form.fields) == 1:
+        text = None if answer.secret else answer.text
+        answers = {form.fields[0].name: {"selected": list(answer.option_ids), "text": text}}
+    return forms.content_of(form, answers if isinstance(answers, dict) else {})
+
+
+def route_for(
+    *,
+    workspace: str | None,
+    board: str | None,
+    destinations: Sequence[str] | None,
+    allowed: Sequence[str],
+) -> Route | None:
+    """Where the question goes: the named ``destinations`` (each one the agent's config lists),
+    else None (the config's routes, by workspace and board) when it names a workspace or board,
+    else the agent's own destinations (None when it has none: the config's routes)."""
+    if destinations:
+        problems = [
+            FieldProblem(f"destinations[{i}]", f"{d!r} is not one of this agent's destinations")
+            for i, d in enumerate(destinations)
+            if d not in allowed
+        ]
+        if problems:
+            raise AskError(problems)
+        return Route(
+            match=RouteMatch(source=SOURCE),
+            destinations=tuple(dict.fromkeys(destinations)),
+            origin="request",
+        )
+    if workspace is not None or board is not None or not allowed:
+        return None
+    return Route(match=RouteMatch(source=SOURCE), destinations=tuple(allowed), origin="request")
+
+
+def to_elicitation(
+    *,
+    question_id: str,
+    agent: str,
+    question: str,
+    options: Sequence[AskOption] = (),
+    free_text: FreeText | None = None,
+    form: Any = None,
+    previews: Sequence[AskPreview] = (),
+    workspace: str | None = None,
+    board: str | None = None,
+    timeout_seconds: int | None = None,
+    on_timeout: str | None = None,
+    now: datetime,
+) -> Elicitation:
+    """The elicitation the ``ask`` arguments describe, or AskError naming each bad field."""
+    problems = _shape_problems(options, free_text, form, timeout_seconds, on_timeout)
+    if not question.strip():
+        problems.append(FieldProblem("question", "must not be empty"))
+    parsed_form: forms.Form | None = None
+    if form is not None:
+        try:
+            parsed_form = forms.parse_form(form)
+        except forms.SchemaError as exc:
+            problems.extend(exc.problems)
+        else:
+            problems.extend(
+                FieldProblem(f"form.properties.{q.id}", bad)
+                for q in parsed_form.questions
+                if (bad := id_problem(q.id, required=True)) is not None
+            )
+    if problems:
+        raise AskError(problems)
+    option_values = _options(options, on_timeout)
+    approving = any(o.approving for o in option_values)
+    if parsed_form is not None:
+        option_values, mode = _form_answers(parsed_form)
+    elif options and free_text is not None:
+        mode = AnswerMode.CHOICE_OR_TEXT
+    elif options:
+        mode = AnswerMode.SINGLE_CHOICE
+    else:
+        mode = AnswerMode.FREE_TEXT
+    preview = tuple(
+        PreviewItem(type=p.type, label=p.label, text=p.text, url=p.url, language=p.language)
+        for p in previews
+    )
+    subject = None
+    if preview or approving:
+        decisive = {
+            "question": question,
+            "options": [o.model_dump(mode="json") for o in options],
+            "form": form,
+            "previews": [p.model_dump(mode="json") for p in previews],
+        }
+        subject = ApprovalSubject(
+            id=question_id,
+            digest="sha256:" + hashlib.sha256(_canonical(decisive).encode()).hexdigest(),
+            schema_=SUBJECT_SCHEMA,
+            revision=0,
+            preview=preview,
+        )
+    expires = None if timeout_seconds is None else now + timedelta(seconds=timeout_seconds)
+    e = Elicitation(
+        source=SOURCE,
+        source_id=question_id,
+        workspace=workspace,
+        context=Context(board_id=board),
+        asker=asker_of(agent),
+        kind=Kind.APPROVAL if approving else Kind.QUESTION,
+        title=f"Question from {agent}",
+        question=question,
+        answer_mode=mode,
+        options=option_values,
+        max_length=None if free_text is None else free_text.max_length,
+        form=() if parsed_form is None else parsed_form.questions,
+        subject=subject,
+        deadlines=Deadlines(
+            expires_at=expires,
+            on_timeout=None
+            if on_timeout is None
+            else next(o.outcome for o in option_values if o.id == on_timeout),
+        ),
+        created_at=now,
+        extra={"agent": agent} | ({} if form is None else {"form": form}),
+    )
+    if bounds := check_elicitation(e, names=NAMES):
+        raise AskError(bounds)
+    return e
+
+
+# --- the tools' result ---------------------------------------------------------------------------
+
+
+def result_of(view: PromptView) -> dict[str, Any]:
+    """``{"id", "status", "answer": {"option_ids", "text", "fields", "by", "at"} | null}``.
+
+    ``fields`` holds a form's content as the schema types it (a value the schema refuses is left
+    out and named in ``problems``); ``answer`` is null while pending, and after an expiry or a
+    cancel that chose nothing."""
+    e = view.elicitation
+    status = view.status
+    answer = view.answer
+    body: dict[str, Any] = {"id": e.source_id, "status": status.value, "answer": None}
+    if answer is None or status is Status.PENDING:
+        return body
+    fields: dict[str, Any] = dict(answer.fields)
+    problems: list[FieldProblem] = []
+    schema = e.extra.get("form")
+    if schema is not None:
+        content = form_content(schema, answer)
+        if isinstance(content, list):
+            problems = content
+            fields = {}
+        else:
+            fields = content
+    body["answer"] = {
+        "option_ids": list(answer.option_ids),
+        "text": None if answer.secret else answer.text,
+        "fields": fields,
+        "by": answer.respondent,
+        "at": answer.at.isoformat().replace("+00:00", "Z"),
+    }
+    if problems:
+        body["answer"]["problems"] = [{"field": p.loc, "message": p.message} for p in problems]
+    return body

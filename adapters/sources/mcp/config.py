@@ -1,0 +1,72 @@
+"""``[mcp]`` in the config: the MCP server at ``/mcp`` and the agents that may use it.
+
+```toml
+[mcp]
+wait_seconds = 45
+[mcp.agents.ci-agent]
+token_env = "ELICITBOT_MCP_TOKEN_CI"
+destinations = ["slack:C0APPROVALS", "web"]
+```
+
+Unknown keys are refused and the models are frozen, as every section of the config is (the
+behaviour of ``bot.config.Section``, mirrored here so that this package imports only the domain).
+Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env``
+names, in an environment mapping the caller passes (tests pass a dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot.domain.errors import ConfigError
+from bot.domain.model import check_destinations
+
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+WAIT_MAX = 600
+"""The longest ``wait_seconds`` (a client that waits longer times out first)."""
+
+
+class McpSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class McpAgentConfig(McpSection):
+    """One agent identity: its bearer token's variable and where its questions go by default."""
+
+    token_env: EnvName
+    destinations: tuple[str, ...] = ()
+    """Where its questions go when it names no route (no workspace, board or destinations);
+    also the only destinations its ``ask`` may name. Empty: the config's routes decide."""
+
+    @field_validator("destinations")
+    @classmethod
+    def _destination_form(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return check_destinations(values)
+
+
+class McpConfig(McpSection):
+    """``[mcp]``: absent means no MCP server."""
+
+    wait_seconds: float = Field(default=45, gt=0, le=WAIT_MAX)
+    """How long ``ask`` (and ``get_answer`` at most) holds the call before returning pending."""
+    agents: dict[AgentName, McpAgentConfig] = Field(default_factory=dict)
+
+
+def agent_tokens(config: McpConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """Agent name by bearer token. ConfigError names the key of a missing, empty or shared
+    token (two agents with one token could read each other's questions)."""
+    tokens: dict[str, str] = {}
+    for name, agent in config.agents.items():
+        token = environ.get(agent.token_env, "")
+        if not token.strip():
+            msg = f"mcp.agents.{name}.token_env: the variable {agent.token_env} is not set"
+            raise ConfigError(msg)
+        if token in tokens:
+            msg = f"mcp.agents.{name}.token_env: the same token as mcp.agents.{tokens[token]}"
+            raise ConfigError(msg)
+        tokens[token] = name
+    return tokens
