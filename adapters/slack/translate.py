@@ -27,7 +27,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from adapters.slack import form_modal
@@ -43,7 +42,7 @@ from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, Outcome,
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Disclosure, Elicitation, Identity
 from bot.domain.refs import SlackRef
-from bot.domain.rules import format_time, offered_options
+from bot.domain.rules import format_time
 
 EVENT_CHANNEL = "slack"
 """``first_time`` namespace of Slack ``event_id``s."""
@@ -218,28 +217,25 @@ def picked_option(click: Click, e: Elicitation) -> str | None:
     return None
 
 
-def offered(e: Elicitation, now: datetime, option_id: str, shown: Disclosure) -> bool:
-    """The option is offered on a surface that showed ``shown`` (approving ones only where it
-    was the whole request, rule 2)."""
-    return any(o.option.id == option_id and o.offered for o in offered_options(e, now, shown=shown))
-
-
 def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choose | None:
-    """The choice a click makes: a button or select (one option), the multi-select's Submit
-    (its options), Acknowledge (none). None: the click answers nothing.
+    """The choice a click makes: a button or select (one option, which opens the reply modal
+    when it needs a comment: ``form``), the multi-select's Submit (its options), Acknowledge
+    (none). None: the click answers nothing.
 
     ``shown``: what the message clicked on shows, from the app's own rendering of the request as
     it stands (never read from the payload, which a crafted click could fill in)."""
     revision = revision_of(click.value)
+    picked = picked_option(click, e)
     if click.action_id == SUBMIT_ACTION:
         ids = tuple(chosen_id(e, v) for v in click.selection)
-    elif (option_id := picked_option(click, e)) is not None:
-        ids = (option_id,)
+    elif picked is not None:
+        ids = (picked,)
     elif click.action_id == ACK_ACTION:
         ids = ()
     else:
         return None
-    return Choose(key, click.who, click.where.via, ids, revision, shown=shown)
+    form = picked is not None
+    return Choose(key, click.who, click.where.via, ids, revision, shown=shown, form=form)
 
 
 def claim_it(click: Click, key: str) -> ClaimIt:

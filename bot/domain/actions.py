@@ -34,8 +34,9 @@ class Choose:
     """What the message (or review) it came from showed: approving needs ``whole`` (rule 2).
     The surface decides it from its own rendering, never from the payload."""
     form: bool = False
-    """The surface can open a form for a comment: one option that needs a comment, offered
-    here, comes back as :attr:`OutcomeKind.FORM` (nothing written) rather than refused."""
+    """The surface can open a form for a comment: one option that needs a comment, which this
+    person may pick here, comes back as :attr:`OutcomeKind.FORM` (nothing written) rather than
+    refused for the missing comment."""
 
 
 @dataclass(frozen=True)

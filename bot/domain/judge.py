@@ -205,19 +205,19 @@ def attempt_audit(attempt: Attempt) -> dict[str, Any]:
 def _needs_comment(
     stored: StoredElicitation, attempt: Attempt, people: People, now: datetime
 ) -> str | None:
-    """The one option picked, when it needs a comment and is offered on the surface that showed
-    ``attempt.shown`` (approving options only where it showed the whole request, rule 2)."""
+    """The one option picked, when it needs a comment and this person may pick it on the
+    surface that showed ``attempt.shown`` (:func:`~bot.domain.rules.who_may_decide`): the form
+    opens for it. Otherwise the choice is judged as it is (and refused)."""
     if len(attempt.option_ids) != 1:
         return None
     e = stored.elicitation
     option = e.option(attempt.option_ids[0])
     if option is None or not option.requires_text:
         return None
-    shown = attempt.shown
-    offered = rules.offered_options(e, now, shown=shown) if shown is not None else ()
-    if any(o.option.id == option.id and o.offered for o in offered):
-        return option.id
-    return None
+    pick = rules.Pick(option, now, attempt.shown, attempt.revision)
+    if rules.who_may_decide(e, attempt.respondent, people, pick) is not None:
+        return None
+    return option.id
 
 
 def _reply(stored: StoredElicitation, action: Reply, people: People, now: datetime) -> Judgement:

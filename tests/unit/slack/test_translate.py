@@ -85,7 +85,7 @@ def test_a_button_is_a_choice_of_its_option_with_the_revision_seen() -> None:
     assert click.where == Where(C1, "1700000000.000100", None)
     assert click.key == KEY
     assert choice(click, KEY, sp_options(), shown=WHOLE) == Choose(
-        KEY, ALICE, f"slack:{C1}", ("deny",), 3, shown=WHOLE
+        KEY, ALICE, f"slack:{C1}", ("deny",), 3, shown=WHOLE, form=True
     )
 
 
