@@ -10,7 +10,7 @@ before an ack is pure: a modal submission over its text limit is answered
 - **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
   service always passes one): :mod:`adapters.slack.durable` records a click, a modal submission
   and a thread reply in one of our threads before the ack (trimmed to what their handling reads:
-  :func:`~adapters.slack.translate.durable_click` and its siblings), marks it handled once
+  :func:`~adapters.slack.trims.durable_click` and its siblings), marks it handled once
   ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
   listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
   recorded: a secret (a replayed secret submission asks for it again while the question is open;
@@ -20,7 +20,7 @@ before an ack is pure: a modal submission over its text limit is answered
   else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
   thread root's. elicitbot's own messages are ignored outright.
 - **Redelivery.** Deduplicated in the database, never by the retry header
-  (:func:`~adapters.slack.translate.raw_key`): a click by its ``trigger_id`` (a second click is
+  (:func:`~adapters.slack.trims.raw_key`): a click by its ``trigger_id`` (a second click is
   a new one: judged, and told "already answered"), a modal by its view id and hash, a thread
   reply by its message's channel/ts (Slack can send one message under several event ids).
   Without a raw-events store, thread replies are deduplicated by ``event_id`` and channel/ts
@@ -64,7 +64,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 
-from adapters.slack import review_modal, translate
+from adapters.slack import review_modal, translate, trims
 from adapters.slack.chat import SlackChat
 from adapters.slack.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
 from adapters.slack.handling import SlackHandling
@@ -185,10 +185,10 @@ class SlackInteractivity(SlackHandling):
             if action.get("action_id") != MULTI_ACTION:
                 await self._click(body, action)
         elif kind == "view_submission":
-            meta, text, chosen, withheld = translate.kept_submission(body)
+            meta, text, chosen, withheld = trims.kept_submission(body)
             await self._submitted(body, meta, text, chosen, withheld=withheld)
         elif kind == "event_callback":
-            await self._message(body, translate.kept_event(body), deduped=True)
+            await self._message(body, trims.kept_event(body), deduped=True)
         else:
             log.warning("slack.replay_unknown", raw_id=event.id, kind=str(kind))
 
@@ -223,7 +223,7 @@ class SlackInteractivity(SlackHandling):
             if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
                 await ack()  # a selection changing: nothing yet
                 return None
-            kept = translate.durable_click(body)
+            kept = trims.durable_click(body)
             try:
                 handle, raw_id = await self.durable.record(kept)
             except NotRecordedError:
@@ -243,7 +243,7 @@ class SlackInteractivity(SlackHandling):
             if errors:
                 await ack(response_action="errors", errors=errors)
                 return None
-            kept = translate.durable_submission(body)  # without the secret
+            kept = trims.durable_submission(body)  # without the secret
             try:
                 handle, raw_id = await self.durable.record(kept)
             except NotRecordedError:
@@ -301,7 +301,7 @@ class SlackInteractivity(SlackHandling):
         if key is None or view is None:
             return None  # a thread that is not ours
         secret = view.elicitation.answer_mode is AnswerMode.SECRET
-        kept = translate.durable_reply(body, secret=secret)
+        kept = trims.durable_reply(body, secret=secret)
         handle, raw_id = await self.durable.record(kept)
         return (kept, key, raw_id) if handle else None
 

@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.slack import review_modal, translate
+from adapters.slack import commands, review_modal, translate
 from adapters.slack.chat import SlackChat
 from adapters.slack.durable import Durable
 from adapters.slack.modal import reply_modal
@@ -314,7 +314,7 @@ class SlackHandling:
     # ------------------------------------------------------------------ /elicitbot
 
     async def _command(self, body: Mapping[str, Any]) -> None:
-        read = translate.read_command(body)
+        read = commands.read_command(body)
         if read is None:
             return
         command, channel = read
@@ -326,11 +326,11 @@ class SlackHandling:
             log.info("slack.command_refused", by=command.who.key)
         else:
             log.info("slack.command", verb=result.verb, by=command.who.key, channel=channel)
-        await self._reply_command(body, translate.command_text(result, channel))
+        await self._reply_command(body, commands.command_text(result, channel))
 
     async def _reply_command(self, body: Mapping[str, Any], text: str) -> None:
         """To the one who ran the command only: the command's response_url, else ephemeral."""
-        url, user, channel = translate.command_reply_to(body)
+        url, user, channel = commands.command_reply_to(body)
         if url is not None:
             with contextlib.suppress(Exception):
                 sent = await AsyncWebhookClient(url).send_dict(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from adapters.slack.commands import REFUSED_COMMAND, USAGE, command_text, read_command
 from adapters.slack.modal import CHOICE_BLOCK, INPUT_ACTION, TEXT_BLOCK
 from adapters.slack.render import (
     ACK_ACTION,
@@ -19,17 +20,13 @@ from adapters.slack.render import (
     SUBMIT_ACTION,
 )
 from adapters.slack.translate import (
-    REFUSED_COMMAND,
-    USAGE,
     Where,
     choice,
     claim_text,
-    command_text,
     first_action,
     parse_submission,
     payload_key,
     read_click,
-    read_command,
     read_reply,
     read_submission,
     submission_errors,
