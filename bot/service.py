@@ -13,7 +13,7 @@ from datetime import datetime
 
 import structlog
 
-from bot.domain import actions, deadlines
+from bot.domain import deadlines
 from bot.domain.actions import Action, ClaimIt, Command, CommandResult, Outcome, OutcomeKind
 from bot.domain.judge import (
     CANNOT_ANSWER,
@@ -24,6 +24,7 @@ from bot.domain.judge import (
     after_lost,
     judge,
     judge_attempt,
+    judge_command,
     lost_for_good,
     refuse_write,
 )
@@ -158,12 +159,11 @@ class Service:
         return judgement.outcome
 
     async def _command(self, command: Command) -> CommandResult:
-        parsed = actions.parse_command(command.text)
-        if parsed.problem is not None or parsed.verb == "help":
-            return parsed
-        if not actions.may_command(command.who, self.people, elevated=command.elevated):
+        parsed = judge_command(command, self.people)
+        if parsed.refused:
             log.info("command.refused", by=command.who.key, verb=parsed.verb)
-            return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+        if parsed.refused or parsed.problem is not None or parsed.verb == "help":
+            return parsed
         log.info("command", by=command.who.key, verb=parsed.verb, where=command.destination)
         workspace = parsed.workspace or ""
         if parsed.verb == "subscribe":

@@ -22,13 +22,25 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain import deadlines, rules
-from bot.domain.actions import NOT_FOUND_TEXT, ClaimIt, Open, Outcome, OutcomeKind, Reply, Submit
-from bot.domain.actions import Choose as ChooseAction
+from bot.domain.actions import (
+    NOT_FOUND_TEXT,
+    Choose,
+    ClaimIt,
+    Command,
+    CommandResult,
+    Open,
+    Outcome,
+    OutcomeKind,
+    Reply,
+    Submit,
+    may_command,
+    parse_command,
+)
 from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Status
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
 
-Judged = ChooseAction | Reply | Submit | ClaimIt | Open
+Judged = Choose | Reply | Submit | ClaimIt | Open
 """The actions judged on an elicitation (a chat command is judged on no elicitation)."""
 
 NOTHING_TO_CLAIM = "This request is no longer waiting for an answer: nothing to claim."
@@ -101,7 +113,7 @@ def judge(
         return judge_attempt(stored, Attempt(respondent=action.who, via=action.via), people, now)
     if isinstance(action, Reply):
         return _reply(stored, action, people, now)
-    if isinstance(action, ChooseAction):
+    if isinstance(action, Choose):
         attempt = Attempt(
             respondent=action.who,
             option_ids=action.option_ids,
@@ -125,6 +137,18 @@ def judge(
         shown=action.shown,
     )
     return judge_attempt(stored, attempt, people, now)
+
+
+def judge_command(command: Command, people: People) -> CommandResult:
+    """A chat command read (:func:`~bot.domain.actions.parse_command`) and checked against who
+    may run it: final when it is help, unreadable or ``refused``; otherwise the verb the shell
+    carries out (its routes are the shell's to change)."""
+    parsed = parse_command(command.text)
+    if parsed.problem is not None or parsed.verb == "help":
+        return parsed
+    if not may_command(command.who, people, elevated=command.elevated):
+        return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+    return parsed
 
 
 def judge_attempt(

@@ -8,7 +8,16 @@ from datetime import datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.domain.actions import Choose, ClaimIt, Open, OutcomeKind, Reply, Submit
+from bot.domain.actions import (
+    Choose,
+    ClaimIt,
+    Command,
+    CommandResult,
+    Open,
+    OutcomeKind,
+    Reply,
+    Submit,
+)
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.judge import (
     Judged,
@@ -18,6 +27,7 @@ from bot.domain.judge import (
     RecordRefusal,
     after_lost,
     judge,
+    judge_command,
     lost_for_good,
 )
 from bot.domain.model import (
@@ -259,3 +269,15 @@ def test_an_option_that_needs_a_comment_asks_for_it_where_the_surface_has_a_form
 def test_an_unknown_elicitation_is_not_found_and_writes_nothing() -> None:
     j = judge(None, Choose("nope", ALICE, "web", ("x",)), People(), NOW)
     assert (j.outcome.kind, j.write) == (OutcomeKind.NOT_FOUND, None)
+
+
+def test_a_command_is_judged_on_who_may_run_it() -> None:
+    admin = Identity(platform="slack", user="U0ADMIN")
+    p = People(admins=frozenset({admin.key}))
+
+    assert judge_command(Command(ALICE, "slack:C1", "subscribe acme"), p).refused
+    assert not judge_command(Command(ALICE, "slack:C1", "routes", elevated=True), p).refused
+    assert judge_command(Command(admin, "slack:C1", "subscribe acme"), p) == CommandResult(
+        "subscribe", "acme"
+    )
+    assert judge_command(Command(ALICE, "slack:C1", "help"), p) == CommandResult("help")
