@@ -97,7 +97,9 @@ class SlackHandling:
         than reading it again. ``quiet``: say nothing when the elicitation is not found (a thread
         reply in a thread elicitbot no longer knows). ``in_modal``: the review modal says the
         outcome, so nothing is said privately (the win still goes in the thread)."""
-        if self.identify is not None:  # every copy says who by name ("Answered by Alice")
+        if self.identify is not None and not isinstance(action, Open):
+            # Every copy says who by name ("Answered by Alice"); an Open records no answer, and
+            # its modal must open within the click's three seconds.
             action = replace(action, who=await self.identify(action.who))
         who = action.who
         try:
