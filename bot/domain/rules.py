@@ -183,15 +183,14 @@ def who_may_decide(
                 f"{not_shown(review)[1:]}",
             )
     if option.admin_only and key not in people.admins:
-        return _refuse(
-            RefusalCode.NOT_ADMIN,
-            f"Only a workspace admin can choose “{option.label}”.",
-        )
+        only = f"Only a workspace admin can choose “{option.label}”."
+        return _refuse(RefusalCode.NOT_ADMIN, only)
     return None
 
 
 def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
-    """Rule 1 for an attempt (:func:`who_may_decide` without a pick)."""
+    """Rule 1 for an attempt: :func:`who_may_decide` without a pick (``deadlines.claim_refusal``
+    still calls it by this name)."""
     return who_may_decide(e, attempt.respondent, people)
 
 
@@ -302,7 +301,7 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
 
     Returns the :class:`Answer` to record or a :class:`Refusal` with a code and one sentence.
     """
-    refusal = _check_respondent(e, attempt, people)
+    refusal = who_may_decide(e, attempt.respondent, people)
     if refusal is not None:
         return refusal
 
