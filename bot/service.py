@@ -10,16 +10,27 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 import structlog
 
-from bot.domain import actions, deadlines, rules
-from bot.domain.actions import Action, Choose, ClaimIt, Command, CommandResult, Outcome, OutcomeKind
+from bot.domain import deadlines
+from bot.domain.actions import Action, ClaimIt, Command, CommandResult, Outcome, OutcomeKind
+from bot.domain.judge import (
+    CANNOT_ANSWER,
+    Judgement,
+    RecordAnswer,
+    RecordClaim,
+    RecordRefusal,
+    after_lost,
+    judge,
+    judge_attempt,
+    judge_command,
+    lost_for_good,
+    refuse_write,
+)
 from bot.domain.model import (
     Answer,
     Attempt,
-    Elicitation,
     Identity,
     People,
     Refusal,
@@ -37,8 +48,7 @@ from bot.domain.ports import (
     PromptView,
     SecretSink,
 )
-from bot.domain.records import DeliveryView, IntakeItem, IntakeResult
-from bot.domain.replies import HelpReply, reply_attempt
+from bot.domain.records import DeliveryView, IntakeItem, IntakeResult, StoredElicitation
 from bot.domain.routing import resolve_route
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
@@ -48,6 +58,9 @@ __all__ = ["AnswerOutcome", "Inbound", "Service"]
 log = structlog.get_logger("elicitbot.service")
 
 CHAT_ROUTES_TTL_SECONDS = 5.0
+FENCE_ROUNDS = 3
+"""Judgements of one action whose conditional write lost before it is refused as closed (a
+lost write is judged again on the state the store reports, which normally refuses at once)."""
 
 
 class Service:
@@ -127,74 +140,30 @@ class Service:
     # -- what people do ------------------------------------------------------------------------
 
     async def act(self, action: Action) -> Outcome:
-        """The one entry for what a person did on a surface; returns what to show them."""
+        """The one entry for what a person did on a surface; returns what to show them.
+
+        One read, one judgement (:func:`bot.domain.judge.judge`), one conditional write; when
+        the write loses (someone answered first, it closed) the action is judged again on the
+        state the store reports.
+        """
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)
+
+        def judged(state: StoredElicitation, now: datetime) -> Judgement:
+            return judge(state, action, self.people, now, claim_minutes=self.claim_minutes)
+
         if stored is None:
-            return Outcome(OutcomeKind.NOT_FOUND, action.key, actions.NOT_FOUND_TEXT)
-        if isinstance(action, ClaimIt):
-            claimed = await self.claim(action.key, action.who)
-            if claimed.claim is not None:
-                return Outcome(OutcomeKind.CLAIMED, action.key, claim=claimed.claim)
-            refusal = claimed.refusal or Refusal(
-                code=RefusalCode.CLOSED, message="Nothing to claim."
-            )
-            return Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
-        if isinstance(action, Choose):
-            attempt = Attempt(
-                respondent=action.who,
-                option_ids=action.option_ids,
-                via=action.via,
-                revision=action.revision,
-                shown=action.shown,
-            )
-        elif isinstance(action, actions.Reply):
-            parsed = reply_attempt(stored.elicitation, action.text, action.who, action.via)
-            pending = stored.status is Status.PENDING
-            refused_who = rules.refused_for_who(stored.elicitation, action.who, self.people)
-            if isinstance(parsed, HelpReply):
-                if not pending:
-                    return Outcome(OutcomeKind.IGNORED, action.key)  # talk after the answer
-                if refused_who is None:
-                    return Outcome(OutcomeKind.HELP, action.key, parsed.message)
-                attempt = Attempt(respondent=action.who, via=action.via)
-            elif parsed.text is not None and not pending:
-                return Outcome(OutcomeKind.IGNORED, action.key)
-            else:
-                attempt = parsed.model_copy(update={"shown": action.shown})
-        else:
-            attempt = Attempt(
-                respondent=action.who,
-                option_ids=action.option_ids,
-                text=action.text,
-                secret=action.secret,
-                via=action.via,
-                fields=action.fields,
-                revision=action.revision,
-                shown=action.shown,
-            )
-        answered = await self.answer(action.key, attempt)
-        if isinstance(answered.result, Refusal):
-            return Outcome(
-                OutcomeKind.REFUSED,
-                action.key,
-                answered.result.message,
-                refusal=answered.result,
-                identity_refused=rules.refused_for_who(
-                    stored.elicitation, attempt.respondent, self.people
-                )
-                is not None,
-            )
-        return Outcome(OutcomeKind.ANSWERED, action.key, answer=answered.result)
+            return judge(None, action, self.people, self.clock.now()).outcome
+        judgement, _ = await self._carry_out(stored, judged)
+        return judgement.outcome
 
     async def _command(self, command: Command) -> CommandResult:
-        parsed = actions.parse_command(command.text)
-        if parsed.problem is not None or parsed.verb == "help":
-            return parsed
-        if not actions.may_command(command.who, self.people, elevated=command.elevated):
+        parsed = judge_command(command, self.people)
+        if parsed.refused:
             log.info("command.refused", by=command.who.key, verb=parsed.verb)
-            return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+        if parsed.refused or parsed.problem is not None or parsed.verb == "help":
+            return parsed
         log.info("command", by=command.who.key, verb=parsed.verb, where=command.destination)
         workspace = parsed.workspace or ""
         if parsed.verb == "subscribe":
@@ -210,27 +179,11 @@ class Service:
     async def claim(self, key: str, who: Identity) -> ClaimOutcome:
         """Someone is on it: escalation and follow-ups wait ``claim_minutes`` (reminders and
         expiry do not); every copy shows who. Again renews it; another person takes it over."""
-        stored = await self.store.get(key)
-        if stored is None:
+        outcome = await self.act(ClaimIt(key, who, who.platform))
+        if outcome.kind is OutcomeKind.NOT_FOUND:
             msg = f"no elicitation {key}"
             raise KeyError(msg)
-        now = self.clock.now()
-        refusal = deadlines.claim_refusal(stored.elicitation, stored.status, who, self.people)
-        if refusal is None:
-            until = deadlines.claim_until(now, self.claim_minutes)
-            if await self.store.claim(key, who.key, who.display_name, until, now):
-                log.info("claim.recorded", key=key, by=who.key, until=until.isoformat())
-                self.on_change()
-                return ClaimOutcome(key, deadlines.Claim(who.key, until, who.display_name))
-            refusal = Refusal(
-                code=RefusalCode.CLOSED,
-                message="This request is no longer waiting for an answer: nothing to claim.",
-            )
-        log.info("claim.refused", key=key, by=who.key, code=refusal.code.value)
-        await self.store.record_refusal(
-            key, who.key, refusal.code.value, now, {"claim": True, "message": refusal.message}
-        )
-        return ClaimOutcome(key, None, refusal)
+        return ClaimOutcome(key, outcome.claim, outcome.refusal)
 
     async def key_for_message(self, ref_key: str) -> str | None:
         return await self.store.key_for_message(ref_key)
@@ -280,29 +233,72 @@ class Service:
         if stored is None:
             msg = f"no elicitation {key}"
             raise KeyError(msg)
+
+        def judged(state: StoredElicitation, now: datetime) -> Judgement:
+            return judge_attempt(state, attempt, self.people, now)
+
+        judgement, won = await self._carry_out(stored, judged)
+        outcome = judgement.outcome
+        if outcome.answer is not None and won:
+            return AnswerOutcome(key, outcome.answer, won=True)
+        refusal = outcome.refusal or Refusal(code=RefusalCode.CLOSED, message=CANNOT_ANSWER)
+        return AnswerOutcome(key, refusal, won=False)
+
+    async def _carry_out(
+        self,
+        stored: StoredElicitation,
+        judged: Callable[[StoredElicitation, datetime], Judgement],
+    ) -> tuple[Judgement, bool]:
+        """Judge on ``stored`` and write what the judgement says: (the judgement carried out,
+        whether its conditional write won). A write that loses is judged again on the state the
+        store reports (read again while it still says pending), at most ``FENCE_ROUNDS`` times."""
+        key = stored.elicitation.key
         now = self.clock.now()
-        state = rules.AnswerState(stored.status, stored.answer)
-        decision = rules.decide(stored.elicitation, state, attempt, self.people, now)
-        result = decision.result
-        if isinstance(result, Answer) and result.secret:
-            refusal = await self._deliver_secret(key, stored.elicitation.source, attempt)
-            if refusal is not None:
-                result = refusal
-        if isinstance(result, Answer):
-            approving = any(
-                (o := stored.elicitation.option(i)) is not None and o.approving
-                for i in result.option_ids
+        secret_sent = False
+        judgement = judged(stored, now)
+        for _ in range(FENCE_ROUNDS):
+            write = judgement.write
+            if isinstance(write, RecordAnswer):
+                if write.secret is not None and not secret_sent:
+                    refusal = await self._deliver_secret(stored, write.secret, now)
+                    if refusal is not None:
+                        judgement = refuse_write(judgement, refusal)
+                        break
+                    secret_sent = True
+                recorded = await self.store.record_answer(
+                    key, write.answer, now, approving=write.approving, audit=dict(write.audit)
+                )
+                if recorded.won:
+                    answer = write.answer
+                    log.info(
+                        "answer.recorded", key=key, respondent=answer.respondent, via=answer.via
+                    )
+                    self.on_change()
+                    return judgement, True
+                stored = after_lost(stored, recorded)
+                if stored.status is Status.PENDING:
+                    stored = await self.store.get(key) or stored
+            elif isinstance(write, RecordClaim):
+                if await self.store.claim(key, write.by, write.name, write.until, now):
+                    log.info("claim.recorded", key=key, by=write.by, until=write.until.isoformat())
+                    self.on_change()
+                    return judgement, True
+                stored = await self.store.get(key) or stored
+            else:
+                break
+            judgement = judged(stored, now)
+        else:
+            judgement = lost_for_good(judgement)
+        write = judgement.write
+        if isinstance(write, RecordRefusal):
+            if write.detail.get("claim"):
+                log.info("claim.refused", key=key, by=write.actor, code=write.code.value)
+            else:
+                log.info("answer.refused", key=key, respondent=write.actor, code=write.code.value)
+            await self.store.record_refusal(
+                key, write.actor, write.code.value, now, dict(write.detail)
             )
-            recorded = await self.store.record_answer(
-                key, result, now, approving=approving, audit=_attempt_audit(attempt)
-            )
-            if recorded.won:
-                log.info("answer.recorded", key=key, respondent=result.respondent, via=result.via)
-                self.on_change()
-                return AnswerOutcome(key, result, won=True)
-            result = _lost(stored.elicitation, recorded.status, recorded.answer, now)
-        await self._refused(key, attempt, result)
-        return AnswerOutcome(key, result, won=False)
+        return judgement, False
 
     async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
         """Close a pending elicitation from its source's side; every copy is updated."""
@@ -313,29 +309,21 @@ class Service:
             self.on_change()
         return done
 
-    async def _deliver_secret(self, key: str, source: str, attempt: Attempt) -> Refusal | None:
-        sink = self.secret_sinks.get(source)
-        view = await self.view(key)
-        if sink is None or view is None or attempt.text is None:
+    async def _deliver_secret(
+        self, stored: StoredElicitation, secret: str, now: datetime
+    ) -> Refusal | None:
+        """Pass a secret answer upstream (never stored); a refusal when nothing takes it."""
+        key = stored.elicitation.key
+        sink = self.secret_sinks.get(stored.elicitation.source)
+        if sink is None:
             return Refusal(
                 code=RefusalCode.NOT_OFFERED, message="This question takes no secret answers."
             )
+        view = prompt_view(stored, None, link=self.link_for(key), now=now)
         # One key per attempt: a retry of this call repeats it; another value is another answer.
         attempt_key = f"elicitbot:{key}:secret:{uuid.uuid4().hex}"
-        await sink.deliver_secret(view, attempt.text, idempotency_key=attempt_key)
+        await sink.deliver_secret(view, secret, idempotency_key=attempt_key)
         return None
-
-    async def _refused(self, key: str, attempt: Attempt, refusal: Refusal) -> None:
-        log.info(
-            "answer.refused", key=key, respondent=attempt.respondent.key, code=refusal.code.value
-        )
-        await self.store.record_refusal(
-            key,
-            attempt.respondent.key,
-            refusal.code.value,
-            self.clock.now(),
-            {**_attempt_audit(attempt), "message": refusal.message},
-        )
 
 
 def _dispatches(item: IntakeItem, outcome: IntakeOutcome, now: datetime) -> bool:
@@ -354,29 +342,3 @@ def _dispatches(item: IntakeItem, outcome: IntakeOutcome, now: datetime) -> bool
     return deadlines.expired_at_intake(e, now) or any(
         destination != deadlines.WEB for destination in item.route.destinations
     )
-
-
-def _lost(e: Elicitation, status: Status, answer: Answer | None, now: datetime) -> Refusal:
-    """The refusal for a valid attempt the store turned down: someone else won, or time ran out."""
-    if status is Status.PENDING:
-        if e.deadlines.expires_at is not None and e.deadlines.expires_at <= now:
-            return Refusal(code=RefusalCode.EXPIRED, message="This question has expired.")
-        return Refusal(
-            code=RefusalCode.SUBJECT_EXPIRED,
-            message="The approval subject has expired, so it can no longer be approved.",
-        )
-    probe = Attempt(respondent=Identity(platform="system", user="system"), via="system")
-    decision = rules.decide(e, rules.AnswerState(status, answer), probe, People(), now)
-    if isinstance(decision.result, Refusal):
-        return decision.result
-    return Refusal(code=RefusalCode.CLOSED, message="This question can no longer be answered.")
-
-
-def _attempt_audit(attempt: Attempt) -> dict[str, Any]:
-    """What the audit log keeps of an attempt: never a secret's text."""
-    return {
-        "via": attempt.via,
-        "options": list(attempt.option_ids),
-        "text_length": len(attempt.text) if attempt.text is not None else None,
-        "secret": attempt.secret,
-    }

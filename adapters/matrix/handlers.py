@@ -88,6 +88,9 @@ class RoomEvents:
         """Events acted on (an answer attempt, a claim, a command, an edit)."""
         self.background: set[asyncio.Task[None]] = set()
         self._unfinished: set[str] = set()
+        """Dedupe ids whose handling began here and has not finished (failed: ours to retry)."""
+        self._claims: dict[str, str] = {}
+        """Event id -> the dedupe id its handling claimed, until :meth:`finished`."""
         self._not_ours = _Lru()
         self._warned: set[str] = set()
         self.selections = Selections(chat)
@@ -109,18 +112,22 @@ class RoomEvents:
         else:
             await self._on_command(room_id, item)
 
-    def finished(self, claimed: str) -> None:
-        """The event deduped as ``claimed`` is done with (handled, or given up on)."""
-        self._unfinished.discard(claimed)
+    def finished(self, event_id: str) -> None:
+        """The event ``event_id`` is done with (handled, or given up on): whatever it claimed."""
+        claimed = self._claims.pop(event_id, None)
+        if claimed is not None:
+            self._unfinished.discard(claimed)
 
-    async def _first_time(self, claimed: str) -> bool:
-        """First sight of this event (store-deduped by :func:`inbound.claim_id`); one whose
-        handling failed here before is ours to finish."""
-        if claimed in self._unfinished:
-            return True
-        if not await self.elicitations.first_time("matrix", claimed):
-            return False
-        self._unfinished.add(claimed)
+    async def _first_time(self, event_id: str, claimed: str | None = None) -> bool:
+        """First sight of this event, store-deduped by ``claimed`` (a reaction's
+        :func:`inbound.claim_id`; else its event id); one whose handling failed here before is
+        ours to finish."""
+        claimed = claimed or event_id
+        if claimed not in self._unfinished:
+            if not await self.elicitations.first_time("matrix", claimed):
+                return False
+            self._unfinished.add(claimed)
+        self._claims[event_id] = claimed
         return True
 
     # ------------------------------------------------------------------ answers
@@ -142,9 +149,8 @@ class RoomEvents:
             bots=self.bots,
             name=await self.chat.display_name(room_id, r.sender),
         )
-        reopened = inbound.reopenings(view.writeback)
-        claimed = inbound.claim_id(r, reopened=reopened)
-        if action is None or not await self._first_time(claimed):
+        claimed = inbound.claim_id(r, reopened=inbound.reopenings(view.writeback))
+        if action is None or not await self._first_time(r.event_id, claimed):
             return
         self.handled += 1
         # A notice cannot reply to a reaction: it goes in the prompt's thread (a claim's names
@@ -159,7 +165,7 @@ class RoomEvents:
             trigger=r.event_id,
             reply_to=reply_to,
         )
-        self.finished(claimed)  # the listener finishes the claim of the first round
+        self.finished(r.event_id)
 
     async def _on_selection(
         self, room_id: str, key: str, view: PromptView, r: inbound.Reaction

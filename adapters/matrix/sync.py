@@ -344,7 +344,7 @@ class MatrixListener:
         item = inbound.classify(event, own_user_id=self.user_id)
         if item is None:
             return
-        claimed = inbound.claim_id(item)
+        event_id = item.event_id
         try:
             await self.events.handle(room_id, item)
         except PermanentDeliveryError as exc:
@@ -352,15 +352,15 @@ class MatrixListener:
                 "matrix.event_failed", room_id=room_id, event_id=item.event_id, error=str(exc)
             )
         except Exception:
-            count = self._failures.get(claimed, 0) + 1
-            self._failures[claimed] = count
+            count = self._failures.get(event_id, 0) + 1
+            self._failures[event_id] = count
             if count >= MAX_EVENT_FAILURES:
-                log.exception("matrix.event_given_up", room_id=room_id, event_id=item.event_id)
-                self.events.finished(claimed)
+                log.exception("matrix.event_given_up", room_id=room_id, event_id=event_id)
+                self.events.finished(event_id)
                 return
             raise
-        self._failures.pop(claimed, None)
-        self.events.finished(claimed)
+        self._failures.pop(event_id, None)
+        self.events.finished(event_id)
 
 
 def _source(event: Any) -> dict[str, Any]:

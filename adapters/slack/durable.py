@@ -9,7 +9,7 @@ a slash command) and how a kept body is handled again (the listeners' own path, 
 record id to mark, an open record to hand back.
 
 - **Record** (:meth:`Durable.record`): ``record_raw`` under
-  :func:`~adapters.slack.translate.raw_key`, deduplicated in the database whichever replica the
+  :func:`~adapters.slack.trims.raw_key`, deduplicated in the database whichever replica the
   delivery reaches: a second delivery gets no id and is not handled again. When the record
   cannot be made (the database is down) it raises :class:`NotRecordedError` and the listener
   answers 503, never an ack. What the ack waits for is the record's commit: on SQLite the store
@@ -42,8 +42,7 @@ from typing import Any
 
 import structlog
 
-from adapters.slack import translate
-from adapters.slack.translate import RAW_CHANNEL
+from adapters.slack.trims import RAW_CHANNEL, raw_key
 from bot.domain.ports import Clock
 from bot.domain.records import RawEvent
 from bot.domain.store import RawEvents
@@ -96,7 +95,7 @@ class Durable:
         recorded (nothing is acked then)."""
         if self.raw is None:
             return True, None
-        key = translate.raw_key(body)
+        key = raw_key(body)
         try:
             raw_id = await self.raw.record_raw(RAW_CHANNEL, key, body, self.clock.now())
         except Exception as exc:

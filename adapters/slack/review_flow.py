@@ -37,15 +37,15 @@ from adapters.slack.blocks import escape
 from adapters.slack.chat import SlackChat, view_conflict
 from adapters.slack.modal import reply_modal
 from adapters.slack.outcome import just_answered
-from adapters.slack.translate import Click, Where, chosen_id, offered
-from bot.domain.actions import NOT_FOUND_TEXT, Choose, Outcome, OutcomeKind
+from adapters.slack.translate import Click, Where, chosen_id
+from bot.domain.actions import NOT_FOUND_TEXT, Choose, Open, Outcome, OutcomeKind
 from bot.domain.errors import DeliveryError
 from bot.domain.model import Identity, Status
 from bot.domain.ports import Elicitations, PromptView
 
 log = structlog.get_logger("elicitbot.slack.review")
 
-Act = Callable[[Choose, Where, PromptView | None], Awaitable[Outcome | None]]
+Act = Callable[[Choose | Open, Where, PromptView | None], Awaitable[Outcome | None]]
 Tell = Callable[[Identity, Where, str], Awaitable[None]]
 
 NOT_OPENED = "The review could not be opened; click Review… again, or use the web inbox."
@@ -162,8 +162,12 @@ class ReviewFlow:
         self, click: rm.ReviewClick, view: PromptView, where: Where, *, option_id: str | None
     ) -> None:
         meta = click.meta
-        if view.status is not Status.PENDING or click.trigger_id is None:
-            await self._decide(click, view, where, ids=())
+        if option_id is None:  # Reply…: it opens while the question waits (the core says)
+            opens = Open(meta.key, click.who, where.via)
+            outcome = await self._decide(click, view, where, action=opens)
+            if outcome is None or outcome.kind is not OutcomeKind.FORM:
+                return
+        if click.trigger_id is None:
             return
         shown = rm.review_shown(meta, view)
         modal = reply_modal(
@@ -200,34 +204,34 @@ class ReviewFlow:
         view: PromptView,
         where: Where,
         *,
-        ids: tuple[str, ...] | None = None,
-    ) -> None:
+        action: Open | None = None,
+    ) -> Outcome | None:
+        """A decision click (or ``action``, Reply…'s opening) handed to the core; the modal says
+        the outcome. An option that needs a comment pushes the reply modal for it instead."""
         meta = click.meta
         e = view.elicitation
-        ids = self._chosen(click, view) if ids is None else ids
-        if ids is None:
-            return
-        shown = rm.review_shown(meta, view)
-        if len(ids) == 1 and view.status is Status.PENDING:
-            option = e.option(ids[0])
-            if (
-                option is not None
-                and option.requires_text
-                and offered(e, view.now, option.id, shown)
-            ):
-                await self._push_reply(click, view, where, option_id=option.id)
-                return
-        choice = Choose(e.key, click.who, where.via, ids, meta.revision, shown=shown)
-        outcome = await self.act(choice, where, view)
+        if action is None:
+            ids = self._chosen(click, view)
+            if ids is None:
+                return None
+            shown = rm.review_shown(meta, view)
+            choice = Choose(e.key, click.who, where.via, ids, meta.revision, shown=shown, form=True)
+            outcome = await self.act(choice, where, view)
+        else:
+            outcome = await self.act(action, where, view)
         if outcome is None:
-            return
+            return None
+        if outcome.kind is OutcomeKind.FORM:
+            if action is None:
+                await self._push_reply(click, view, where, option_id=outcome.option_id)
+            return outcome
         if outcome.kind is OutcomeKind.ANSWERED:
             text = ANSWERED
             if outcome.answer is not None:
                 # Its write-back is on its way: "Sending…", not "Answered", until accepted.
                 text = review_parts.result_text(just_answered(view, outcome.answer))
             await self._say(click, where, text, fallback=None)
-            return
+            return outcome
         reason = (
             outcome.refusal.message if outcome.refusal is not None else outcome.message
         ) or NOT_FOUND_TEXT
@@ -240,8 +244,9 @@ class ReviewFlow:
                 modal = rm.file_modal(view, meta, state=state, notice=notice)
             if not await self._update(click.view_id, modal, click.view_hash):
                 await self.tell(click.who, where, reason)
-            return
+            return outcome
         await self._say(click, where, notice, fallback=reason)
+        return outcome
 
     # ------------------------------------------------------------------ helpers
 

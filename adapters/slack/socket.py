@@ -4,7 +4,7 @@ Used when ``[slack] app_token_env`` is set. slack_bolt's aiohttp ``AsyncSocketMo
 ``apps.connections.open`` (with the ``xapp-`` app-level token) for the websocket URL, connects,
 acks each envelope with its ``envelope_id`` once the listener has called ``ack()``, and
 reconnects by itself. Envelope retries arrive as ``x-slack-retry-num`` headers; interactions are
-deduplicated in the database either way (:func:`adapters.slack.translate.raw_key`), and one
+deduplicated in the database either way (:func:`adapters.slack.trims.raw_key`), and one
 that could not be recorded is answered 503, which Bolt's handler does not ack.
 
 Socket Mode suits one replica: Slack sends each envelope to one random open connection and drops

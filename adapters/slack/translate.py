@@ -10,24 +10,21 @@
 - **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
   :class:`~bot.domain.actions.Submit` (a form's with ``fields["answers"]`` by question id,
   :mod:`adapters.slack.form_modal`), a thread reply :class:`~bot.domain.actions.Reply` (the core
-  reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` and ``/elicitbot …``
-  :class:`~bot.domain.actions.Command`. An option value naming the option by index (ids too long
+  reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` (``/elicitbot …`` is
+  :mod:`adapters.slack.commands`). An option value naming the option by index (ids too long
   for the value) is read back against the elicitation's options.
 
-(Over 500 lines on purpose: one pure reader per Slack payload kind — clicks, modals, thread
-replies, commands — and the trims recorded before the ack sit beside the readers they mirror, so
-a field read and its trimmed copy cannot drift apart.)
+What is kept of an interaction before its ack (its dedupe key, the body trimmed to what these
+readers read) is :mod:`adapters.slack.trims`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from adapters.slack import form_modal
@@ -39,21 +36,16 @@ from adapters.slack.render import (
     SELECT_ACTION,
     SUBMIT_ACTION,
 )
-from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, Outcome, Reply, Submit
+from bot.domain.actions import Choose, ClaimIt, Outcome, Reply, Submit
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Disclosure, Elicitation, Identity
-from bot.domain.refs import SlackRef
-from bot.domain.rules import format_time, offered_options
+from bot.domain.rules import format_time
 
 EVENT_CHANNEL = "slack"
 """``first_time`` namespace of Slack ``event_id``s."""
 MESSAGE_CHANNEL = "slack:message"
 """``first_time`` namespace of Slack messages (``<channel>/<ts>``)."""
-RAW_CHANNEL = "slack"
-"""``record_raw`` channel of the interactions recorded before their ack (see :func:`raw_key`)."""
 REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message", "bot_message"})
-MAX_RAW_KEY = 400
-"""The ``raw_event.dedupe_key`` column's width."""
 
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
@@ -218,28 +210,25 @@ def picked_option(click: Click, e: Elicitation) -> str | None:
     return None
 
 
-def offered(e: Elicitation, now: datetime, option_id: str, shown: Disclosure) -> bool:
-    """The option is offered on a surface that showed ``shown`` (approving ones only where it
-    was the whole request, rule 2)."""
-    return any(o.option.id == option_id and o.offered for o in offered_options(e, now, shown=shown))
-
-
 def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choose | None:
-    """The choice a click makes: a button or select (one option), the multi-select's Submit
-    (its options), Acknowledge (none). None: the click answers nothing.
+    """The choice a click makes: a button or select (one option, which opens the reply modal
+    when it needs a comment: ``form``), the multi-select's Submit (its options), Acknowledge
+    (none). None: the click answers nothing.
 
     ``shown``: what the message clicked on shows, from the app's own rendering of the request as
     it stands (never read from the payload, which a crafted click could fill in)."""
     revision = revision_of(click.value)
+    picked = picked_option(click, e)
     if click.action_id == SUBMIT_ACTION:
         ids = tuple(chosen_id(e, v) for v in click.selection)
-    elif (option_id := picked_option(click, e)) is not None:
-        ids = (option_id,)
+    elif picked is not None:
+        ids = (picked,)
     elif click.action_id == ACK_ACTION:
         ids = ()
     else:
         return None
-    return Choose(key, click.who, click.where.via, ids, revision, shown=shown)
+    form = picked is not None
+    return Choose(key, click.who, click.where.via, ids, revision, shown=shown, form=form)
 
 
 def claim_it(click: Click, key: str) -> ClaimIt:
@@ -429,163 +418,8 @@ def read_reply(
     )
 
 
-# --------------------------------------------------------------------------- durable before ack
-
-
-def raw_key(body: Mapping[str, Any]) -> str:
-    """What makes one interaction unique, for recording it once before its ack.
-
-    - a click (``block_actions``): its ``trigger_id``, which Slack issues afresh for every click
-      (a double click is two clicks, judged twice; the same payload delivered twice is one);
-      without one, the user, action and ``action_ts``;
-    - a modal submission: the view's ``id`` and ``hash`` (the hash changes whenever the view does,
-      so a double press on *Send* is one submission);
-    - a message event: the message's ``<channel>/<ts>``, not the ``event_id``: Slack retries an
-      event under its ``event_id`` but can also send one message under several event ids;
-    - anything else: the ``event_id``, else a digest of the body (an identical redelivery).
-    """
-    kind = body.get("type")
-    if kind == "block_actions":
-        trigger = _str(body.get("trigger_id"))
-        action = first_action(body)
-        user = _str(_map(body.get("user")).get("id"))
-        key = (
-            f"action:{trigger}"
-            if trigger
-            else f"action:{user}:{action.get('action_id')}:{action.get('action_ts')}"
-        )
-    elif kind == "view_submission":
-        view = _map(body.get("view"))
-        key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
-    elif kind == "event_callback":
-        event = _map(body.get("event"))
-        channel, ts = _str(event.get("channel")), _str(event.get("ts"))
-        if event.get("type") == "message" and channel and ts:
-            key = f"message:{SlackRef(channel, ts).key}"
-        else:
-            key = f"event:{body.get('event_id')}"
-    else:
-        key = "body:" + _digest(body)
-    return key if len(key) <= MAX_RAW_KEY else f"{key[:8]}sha256:{_digest(key)}"
-
-
-def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _pick(value: Any, *keys: str) -> dict[str, Any]:
-    source = _map(value)
-    return {k: source[k] for k in keys if k in source}
-
-
-def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What a click's handling reads, and nothing else: kept before the ack and handled from.
-
-    The message's blocks, the legacy verification ``token`` and the ``response_url`` (a
-    capability to post in the channel) are left out. A click inside a modal (the review) keeps
-    the view's id, hash, callback, metadata and state, not its blocks."""
-    kept = {
-        **_pick(body, "type", "trigger_id", "actions"),
-        "team": _pick(body.get("team"), "id"),
-        "user": _pick(body.get("user"), "id", "team_id", "name"),
-        "channel": _pick(body.get("channel"), "id"),
-        "container": _pick(body.get("container"), "type", "channel_id", "message_ts", "view_id"),
-        "message": _pick(body.get("message"), "ts", "thread_ts", "metadata"),
-        "state": _pick(body.get("state"), "values"),
-    }
-    if isinstance(body.get("view"), Mapping):
-        kept["view"] = {
-            **_pick(body.get("view"), "id", "hash", "callback_id", "private_metadata", "type"),
-            "state": _pick(_map(body.get("view")).get("state"), "values"),
-        }
-    return kept
-
-
-def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A modal submission as kept before its ack: who, and the view's metadata and state, with
-    the secret box's value left out (rule 10: a secret never touches our database). A replay
-    therefore cannot deliver a secret: see :func:`kept_submission`."""
-    view = _map(body.get("view"))
-    values = {
-        block: value
-        for block, value in _map(_map(view.get("state")).get("values")).items()
-        if block != SECRET_BLOCK
-    }
-    return {
-        **_pick(body, "type", "trigger_id"),
-        "team": _pick(body.get("team"), "id"),
-        "user": _pick(body.get("user"), "id", "team_id", "name"),
-        "view": {
-            **_pick(view, "id", "hash", "callback_id", "private_metadata"),
-            "state": {"values": values},
-        },
-    }
-
-
-def kept_submission(
-    body: Mapping[str, Any],
-) -> tuple[dict[str, Any], str | None, list[dict[str, Any]], bool]:
-    """A kept submission read back (:func:`parse_submission` of its view), and whether it was a
-    secret's, which was never kept."""
-    meta, text, chosen = parse_submission(_map(body.get("view")))
-    return meta, text, chosen, bool(meta.get("s"))
-
-
-def kept_event(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The event of a kept event envelope."""
-    return _map(body.get("event"))
-
-
-def durable_reply(body: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:
-    """A thread reply's event as kept before its ack: what :func:`read_reply` reads. Under a
-    secret question the text is left out (a secret typed in the thread is refused whatever it
-    says, and is never stored)."""
-    event = _pick(
-        body.get("event"),
-        "type",
-        "subtype",
-        "channel",
-        "ts",
-        "thread_ts",
-        "user",
-        "bot_id",
-        "team",
-        "user_team",
-        *(() if secret else ("text",)),
-    )
-    return {**_pick(body, "type", "team_id", "event_id", "event_time"), "event": event}
-
-
-# --------------------------------------------------------------------------- /elicitbot
-
-
-def read_command(body: Mapping[str, Any]) -> tuple[Command, str] | None:
-    """The command and the channel it was typed in."""
-    user = _str(body.get("user_id"))
-    channel = _str(body.get("channel_id"))
-    if user is None or channel is None:
-        return None
-    who = Identity(platform="slack", user=user, team=_str(body.get("team_id")))
-    return Command(who, f"slack:{channel}", str(body.get("text") or "")), channel
-
-
-def command_reply_to(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """Where a command's reply goes: (its ``response_url``, else an ephemeral to the user in the
-    channel)."""
-    return _str(body.get("response_url")), _str(body.get("user_id")), _str(body.get("channel_id"))
-
-
 # --------------------------------------------------------------------------- in Slack's words
 
-REFUSED_COMMAND = "Only elicitbot admins (`people.admins` in the config) can use /elicitbot."
-USAGE = (
-    "Usage, in the channel to route to:\n"
-    "• `/elicitbot subscribe <workspace> [board <id>]`: post that workspace's (or board's) "
-    "requests here\n"
-    "• `/elicitbot unsubscribe <workspace> [board <id>]`: stop\n"
-    "• `/elicitbot routes`: every route, from the config and from chat"
-)
 NOT_DELIVERED = (
     "Your answer could not be passed on upstream; nothing was recorded. Please try again."
 )
@@ -605,29 +439,6 @@ RESEND_PRIVATE = (
     "such an answer. The question is still open: please send it again with the Reply… button."
 )
 MODAL_NOT_OPENED = "The form could not be opened; click again, or reply in the thread."
-
-
-def command_text(result: CommandResult, channel: str) -> str:
-    """What a ``/elicitbot`` command did, for the one who ran it."""
-    if result.refused:
-        return REFUSED_COMMAND
-    if result.problem is not None or result.verb not in ("routes", "subscribe", "unsubscribe"):
-        return USAGE
-    if result.verb == "routes":
-        shown = "\n".join(result.routes) if result.routes else "(no routes)"
-        return f"Routes, first match wins:\n```{shown}```"
-    what = f"workspace `{result.workspace}`" + (f", board `{result.board}`" if result.board else "")
-    if result.verb == "subscribe":
-        return (
-            f"Subscribed: requests of {what} now come to <#{channel}>."
-            if result.changed
-            else f"Already subscribed: {what} comes to <#{channel}>."
-        )
-    return (
-        f"Unsubscribed: {what} no longer comes to <#{channel}>."
-        if result.changed
-        else f"Nothing to remove: {what} was not subscribed here from chat."
-    )
 
 
 def claim_text(outcome: Outcome) -> str:

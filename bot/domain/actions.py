@@ -33,6 +33,20 @@ class Choose:
     shown: Disclosure | None = None
     """What the message (or review) it came from showed: approving needs ``whole`` (rule 2).
     The surface decides it from its own rendering, never from the payload."""
+    form: bool = False
+    """The surface can open a form for a comment: one option that needs a comment, which this
+    person may pick here, comes back as :attr:`OutcomeKind.FORM` (nothing written) rather than
+    refused for the missing comment."""
+
+
+@dataclass(frozen=True)
+class Open:
+    """Reply… or Review…: the person asks for a form to answer in. While the question waits the
+    outcome is :attr:`OutcomeKind.FORM`; once it closed, the refusal that says how."""
+
+    key: str
+    who: Identity
+    via: str
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,7 @@ class Command:
     elevated: bool = False
 
 
-Action = Choose | Reply | Submit | ClaimIt | Command
+Action = Choose | Reply | Submit | ClaimIt | Open | Command
 
 
 # --------------------------------------------------------------------------- outcomes
@@ -101,6 +115,8 @@ class OutcomeKind(StrEnum):
     IGNORED = "ignored"
     """Nothing to say: chatter in a thread after the answer."""
     CLAIMED = "claimed"
+    FORM = "form"
+    """Nothing written: the surface opens its form (for ``option_id``'s comment, or Reply…)."""
     COMMAND = "command"
     NOT_FOUND = "not_found"
     """The message is no longer connected to an elicitation elicitbot knows."""
@@ -139,6 +155,8 @@ class Outcome:
     command: CommandResult | None = None
     identity_refused: bool = False
     """Refused for who the person is (the asker, an agent, a bot), not for what they said."""
+    option_id: str | None = None
+    """The option a :attr:`OutcomeKind.FORM` asks a comment for."""
 
 
 # --------------------------------------------------------------------------- chat commands

@@ -37,7 +37,6 @@ MAX_FREE_TEXT = 32_768
 DESCRIBE_TEXT_LIMIT = 200
 """Code points of an answer's text shown in "already answered" and result messages."""
 
-_CHOICE_MODES = frozenset({AnswerMode.SINGLE_CHOICE, AnswerMode.MULTI_CHOICE})
 _TEXT_ONLY_MODES = frozenset({AnswerMode.FREE_TEXT, AnswerMode.SECRET})
 
 USE_PRIVATE_FORM = (
@@ -131,9 +130,29 @@ def _refuse(code: RefusalCode, message: str) -> Refusal:
     return Refusal(code=code, message=message)
 
 
-def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
-    """Rule 1: the asker, configured agents, bots and elicitbot itself never answer."""
-    who = attempt.respondent
+@dataclass(frozen=True)
+class Pick:
+    """An option someone picks, with what the surface they picked it on showed them."""
+
+    option: Option
+    now: datetime
+    shown: Disclosure | None = None
+    revision: int | None = None
+    """The approval subject revision the surface showed, when it knows it."""
+
+
+def who_may_decide(
+    e: Elicitation, who: Identity, people: People, pick: Pick | None = None
+) -> Refusal | None:
+    """Who may decide: the one rule for who answers, claims and picks (None: ``who`` may).
+
+    - rule 1: the asker (by identity or principal), configured agents, bots and elicitbot
+      itself never decide, whatever they say;
+    - rule 2, for ``pick``: an approving option only while it is offered (preview complete,
+      subject not expired), on the revision the surface showed, and where that surface showed
+      the whole decisive content;
+    - rule 3, for ``pick``: an admin-only option only from a workspace admin.
+    """
     key = who.key
     if e.asker in (key, who.user) or people.principal_of(key) == e.asker:
         return _refuse(RefusalCode.ASKER, "You asked this question, so you cannot answer it.")
@@ -141,12 +160,38 @@ def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refus
         return _refuse(RefusalCode.AGENT, "Agents cannot answer questions; a person must answer.")
     if who.is_bot or key in people.bot_identities:
         return _refuse(RefusalCode.BOT, "Bots cannot answer questions; a person must answer.")
+    if pick is None:
+        return None
+    option = pick.option
+    if option.approving:
+        withheld = _withheld(e, pick.now)
+        if withheld is not None:
+            code, reason = withheld
+            because = reason[:1].lower() + reason[1:]
+            return _refuse(code, f"You cannot choose “{option.label}” now: {because}")
+        subject = e.subject
+        if subject is not None and pick.revision is not None and pick.revision != subject.revision:
+            return _refuse(
+                RefusalCode.STALE_REVISION,
+                "The request changed since this message was shown; answer on the updated message.",
+            )
+        if not shows_everything(pick.shown):
+            review = pick.shown.review if pick.shown is not None else None
+            return _refuse(
+                RefusalCode.NOT_SHOWN,
+                f"You cannot choose “{option.label}” here: {not_shown(review)[:1].lower()}"
+                f"{not_shown(review)[1:]}",
+            )
+    if option.admin_only and key not in people.admins:
+        only = f"Only a workspace admin can choose “{option.label}”."
+        return _refuse(RefusalCode.NOT_ADMIN, only)
     return None
 
 
-def refused_for_who(e: Elicitation, who: Identity, people: People) -> Refusal | None:
-    """Refused for who the person is (the asker, an agent, a bot, elicitbot), whatever they say."""
-    return _check_respondent(e, Attempt(respondent=who, via=who.platform), people)
+def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
+    """Rule 1 for an attempt: :func:`who_may_decide` without a pick (``deadlines.claim_refusal``
+    still calls it by this name)."""
+    return who_may_decide(e, attempt.respondent, people)
 
 
 def _count(n: int) -> str:
@@ -237,35 +282,12 @@ def _check_option(
     now: datetime,
     has_text: bool,
 ) -> Refusal | None:
-    """Rules 2-4 for one chosen option: withheld approval, stale revision, admin, needs text."""
-    if option.approving:
-        withheld = _withheld(e, now)
-        if withheld is not None:
-            code, reason = withheld
-            because = reason[:1].lower() + reason[1:]
-            return _refuse(code, f"You cannot choose “{option.label}” now: {because}")
-        subject = e.subject
-        if (
-            subject is not None
-            and attempt.revision is not None
-            and attempt.revision != subject.revision
-        ):
-            return _refuse(
-                RefusalCode.STALE_REVISION,
-                "The request changed since this message was shown; answer on the updated message.",
-            )
-        if not shows_everything(attempt.shown):
-            review = attempt.shown.review if attempt.shown is not None else None
-            return _refuse(
-                RefusalCode.NOT_SHOWN,
-                f"You cannot choose “{option.label}” here: {not_shown(review)[:1].lower()}"
-                f"{not_shown(review)[1:]}",
-            )
-    if option.admin_only and attempt.respondent.key not in people.admins:
-        return _refuse(
-            RefusalCode.NOT_ADMIN,
-            f"Only a workspace admin can choose “{option.label}”.",
-        )
+    """Rules 2-4 for one chosen option: who may pick it here (:func:`who_may_decide`), then
+    whether it needs a comment."""
+    pick = Pick(option, now, attempt.shown, attempt.revision)
+    refusal = who_may_decide(e, attempt.respondent, people, pick)
+    if refusal is not None:
+        return refusal
     if option.requires_text and not has_text:
         return _refuse(
             RefusalCode.NEEDS_TEXT,
@@ -279,7 +301,7 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
 
     Returns the :class:`Answer` to record or a :class:`Refusal` with a code and one sentence.
     """
-    refusal = _check_respondent(e, attempt, people)
+    refusal = who_may_decide(e, attempt.respondent, people)
     if refusal is not None:
         return refusal
 

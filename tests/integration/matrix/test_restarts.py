@@ -12,8 +12,9 @@ import pytest
 from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.chat import post_txn
 from adapters.matrix.sync import token_key
+from bot.domain.actions import Action, Outcome
 from bot.domain.errors import ConfigError, StoreError
-from bot.domain.model import Attempt, Route
+from bot.domain.model import Route
 from bot.domain.ports import PromptView
 from bot.domain.refs import MatrixRef
 from bot.service import Service
@@ -69,12 +70,12 @@ class FlakyService(Service):
         self.fail = fail
         self.log = log
 
-    async def answer(self, key: str, attempt: Attempt) -> Any:
+    async def act(self, action: Action) -> Outcome:
         if self.fail:
             self.fail -= 1
             self.log.append("failed")
             raise StoreError("database is down")
-        outcome = await super().answer(key, attempt)
+        outcome = await super().act(action)
         self.log.append("answered")
         return outcome
 

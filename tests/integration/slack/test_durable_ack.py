@@ -23,7 +23,8 @@ from sqlalchemy.exc import OperationalError
 from adapters.slack.app import build_app
 from adapters.slack.render import REPLY_ACTION
 from adapters.slack.routes import slack_router
-from adapters.slack.translate import MAX_RAW_KEY, RAW_CHANNEL, RESEND_PRIVATE, raw_key
+from adapters.slack.translate import RESEND_PRIVATE
+from adapters.slack.trims import MAX_RAW_KEY, RAW_CHANNEL, raw_key
 from bot.domain.actions import Action, Outcome
 from bot.domain.model import AnswerMode, Status
 from bot.domain.records import RawEvent

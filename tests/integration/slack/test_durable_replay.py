@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.slack.durable import KEEP_HANDLED, Durable, NotRecordedError
-from adapters.slack.translate import RAW_CHANNEL
+from adapters.slack.trims import RAW_CHANNEL
 from bot.domain.records import RawEvent
 from store.sql import SqlStore
 from tests.conftest import FakeClock

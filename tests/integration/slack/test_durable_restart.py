@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.slack.translate import RAW_CHANNEL
+from adapters.slack.trims import RAW_CHANNEL
 from adapters.sources.superpipeline.parse import parse_body
 from bot.config import AppConfig, parse_config
 from bot.domain.actions import Action, Outcome

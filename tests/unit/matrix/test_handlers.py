@@ -173,7 +173,7 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
 
     for _ in range(2):  # handled, then replayed: deduped by the store
         await events.handle(ROOM, reaction)
-        events.finished(inbound.claim_id(reaction))
+        events.finished(reaction.event_id)
     await settled(events)
 
     assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE)]

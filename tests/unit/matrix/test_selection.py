@@ -228,7 +228,7 @@ async def test_after_a_refusal_reopened_the_question_the_same_keycap_answers_aga
     again = inbound.Reaction("$r2", ALICE, PROMPT, THREE)  # taken back and made again
 
     await events.handle(ROOM, first)
-    events.finished(inbound.claim_id(first))
+    events.finished(first.event_id)
     core.writeback = Writeback(WritebackState.SENDING)
     await events.handle(ROOM, again)
     assert len(core.acted) == 1, "the same question: the same reaction counts once"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from adapters.slack.commands import REFUSED_COMMAND, USAGE, command_text, read_command
 from adapters.slack.modal import CHOICE_BLOCK, INPUT_ACTION, TEXT_BLOCK
 from adapters.slack.render import (
     ACK_ACTION,
@@ -19,17 +20,13 @@ from adapters.slack.render import (
     SUBMIT_ACTION,
 )
 from adapters.slack.translate import (
-    REFUSED_COMMAND,
-    USAGE,
     Where,
     choice,
     claim_text,
-    command_text,
     first_action,
     parse_submission,
     payload_key,
     read_click,
-    read_command,
     read_reply,
     read_submission,
     submission_errors,
@@ -85,7 +82,7 @@ def test_a_button_is_a_choice_of_its_option_with_the_revision_seen() -> None:
     assert click.where == Where(C1, "1700000000.000100", None)
     assert click.key == KEY
     assert choice(click, KEY, sp_options(), shown=WHOLE) == Choose(
-        KEY, ALICE, f"slack:{C1}", ("deny",), 3, shown=WHOLE
+        KEY, ALICE, f"slack:{C1}", ("deny",), 3, shown=WHOLE, form=True
     )
 
 

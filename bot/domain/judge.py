@@ -1,0 +1,290 @@
+"""One judgement per action: the stored state and what a person did in, what to show them and
+what to write out. Pure: no store, no clock (``now`` is passed in), no surface.
+
+:func:`judge` takes the elicitation as the store read it and an action (a choice, a reply, a
+form, a claim, Reply…/Review…) and returns a :class:`Judgement`: the :class:`Outcome` the
+surface shows and the one write that makes it true. Who is answering, what is offered on the
+surface the action came from (its ``shown``), what a reply means and why a question is closed
+are all decided here, by the answer rules (:mod:`bot.domain.rules`; who may decide is the one
+rule :func:`~bot.domain.rules.who_may_decide`). Surfaces translate and show; they never judge.
+
+The writes are conditional where the outcome depends on the state: an answer is recorded only
+while the elicitation is still pending and not expired (first valid answer wins), a claim only
+while it is pending. When such a write loses, the shell judges again on the state the store
+returned (:func:`after_lost`) rather than making up a refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from bot.domain import deadlines, rules
+from bot.domain.actions import (
+    NOT_FOUND_TEXT,
+    Choose,
+    ClaimIt,
+    Command,
+    CommandResult,
+    Open,
+    Outcome,
+    OutcomeKind,
+    Reply,
+    Submit,
+    may_command,
+    parse_command,
+)
+from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Status
+from bot.domain.records import RecordResult, StoredElicitation
+from bot.domain.replies import HelpReply, reply_attempt
+
+Judged = Choose | Reply | Submit | ClaimIt | Open
+"""The actions judged on an elicitation (a chat command is judged on no elicitation)."""
+
+NOTHING_TO_CLAIM = "This request is no longer waiting for an answer: nothing to claim."
+CANNOT_ANSWER = "This question can no longer be answered."
+
+
+# --------------------------------------------------------------------------- the write-set
+
+
+@dataclass(frozen=True)
+class RecordAnswer:
+    """Record the answer: conditional on the elicitation still pending and not expired (nor,
+    for an approving option, its subject). A secret's text goes upstream first."""
+
+    answer: Answer
+    approving: bool
+    audit: Mapping[str, Any]
+    secret: str | None = None
+    """The secret to pass upstream before recording (never stored)."""
+
+
+@dataclass(frozen=True)
+class RecordClaim:
+    """Record "I'm on it": conditional on the elicitation still pending."""
+
+    by: str
+    name: str | None
+    until: datetime
+
+
+@dataclass(frozen=True)
+class RecordRefusal:
+    """An audit row for a refused attempt; nothing about the elicitation changes."""
+
+    actor: str
+    code: RefusalCode
+    detail: Mapping[str, Any]
+
+
+Write = RecordAnswer | RecordClaim | RecordRefusal
+
+
+@dataclass(frozen=True)
+class Judgement:
+    outcome: Outcome
+    """What the surface shows the person."""
+    write: Write | None = None
+    """What makes it true (None: nothing to write)."""
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def judge(
+    stored: StoredElicitation | None,
+    action: Judged,
+    people: People,
+    now: datetime,
+    *,
+    claim_minutes: float = deadlines.DEFAULT_CLAIM_MINUTES,
+) -> Judgement:
+    """The one judgement of ``action`` on the elicitation as stored (None: unknown)."""
+    if stored is None:
+        return Judgement(Outcome(OutcomeKind.NOT_FOUND, action.key, NOT_FOUND_TEXT))
+    if isinstance(action, ClaimIt):
+        return _claim(stored, action, people, now, claim_minutes)
+    if isinstance(action, Open):
+        if stored.status is Status.PENDING:
+            return Judgement(Outcome(OutcomeKind.FORM, action.key))
+        return judge_attempt(stored, Attempt(respondent=action.who, via=action.via), people, now)
+    if isinstance(action, Reply):
+        return _reply(stored, action, people, now)
+    if isinstance(action, Choose):
+        attempt = Attempt(
+            respondent=action.who,
+            option_ids=action.option_ids,
+            via=action.via,
+            revision=action.revision,
+            shown=action.shown,
+        )
+        if action.form and stored.status is Status.PENDING:
+            option = _needs_comment(stored, attempt, people, now)
+            if option is not None:
+                return Judgement(Outcome(OutcomeKind.FORM, action.key, option_id=option))
+        return judge_attempt(stored, attempt, people, now)
+    attempt = Attempt(
+        respondent=action.who,
+        option_ids=action.option_ids,
+        text=action.text,
+        secret=action.secret,
+        via=action.via,
+        fields=action.fields,
+        revision=action.revision,
+        shown=action.shown,
+    )
+    return judge_attempt(stored, attempt, people, now)
+
+
+def judge_command(command: Command, people: People) -> CommandResult:
+    """A chat command read (:func:`~bot.domain.actions.parse_command`) and checked against who
+    may run it: final when it is help, unreadable or ``refused``; otherwise the verb the shell
+    carries out (its routes are the shell's to change)."""
+    parsed = parse_command(command.text)
+    if parsed.problem is not None or parsed.verb == "help":
+        return parsed
+    if not may_command(command.who, people, elevated=command.elevated):
+        return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+    return parsed
+
+
+def judge_attempt(
+    stored: StoredElicitation, attempt: Attempt, people: People, now: datetime
+) -> Judgement:
+    """An answer attempt by the answer rules (:func:`bot.domain.rules.decide`): an answer to
+    record (it wins if the write does) or a refusal to tell and audit."""
+    e = stored.elicitation
+    state = rules.AnswerState(stored.status, stored.answer)
+    result = rules.decide(e, state, attempt, people, now).result
+    key = e.key
+    if isinstance(result, Refusal):
+        return refused(stored, attempt, result, people)
+    approving = any((o := e.option(i)) is not None and o.approving for i in result.option_ids)
+    secret = attempt.text if result.secret else None
+    write = RecordAnswer(result, approving, attempt_audit(attempt), secret)
+    return Judgement(Outcome(OutcomeKind.ANSWERED, key, answer=result), write)
+
+
+def refused(
+    stored: StoredElicitation, attempt: Attempt, refusal: Refusal, people: People
+) -> Judgement:
+    """A refused attempt: the refusal told privately, one audit row."""
+    e = stored.elicitation
+    outcome = Outcome(
+        OutcomeKind.REFUSED,
+        e.key,
+        refusal.message,
+        refusal=refusal,
+        identity_refused=rules.who_may_decide(e, attempt.respondent, people) is not None,
+    )
+    detail = {**attempt_audit(attempt), "message": refusal.message}
+    return Judgement(outcome, RecordRefusal(attempt.respondent.key, refusal.code, detail))
+
+
+def after_lost(stored: StoredElicitation, lost: RecordResult) -> StoredElicitation:
+    """The state a lost answer write reported (someone else answered, it closed), to judge the
+    attempt again on."""
+    return replace(stored, status=lost.status, answer=lost.answer)
+
+
+def refuse_write(judgement: Judgement, refusal: Refusal) -> Judgement:
+    """A judgement whose answer or claim cannot be written after all, refused instead: a secret
+    with nowhere upstream to go, or a write that kept losing while the state read said it would
+    win (the store's clock and ours disagree on an expiry)."""
+    write = judgement.write
+    key = judgement.outcome.key
+    outcome = Outcome(OutcomeKind.REFUSED, key, refusal.message, refusal=refusal)
+    detail: dict[str, Any] = {"message": refusal.message}
+    if isinstance(write, RecordAnswer):
+        actor = write.answer.respondent
+        detail = {**write.audit, **detail}
+    elif isinstance(write, RecordClaim):
+        actor = write.by
+        detail = {"claim": True, **detail}
+    else:
+        return judgement
+    return Judgement(outcome, RecordRefusal(actor, refusal.code, detail))
+
+
+def lost_for_good(judgement: Judgement) -> Judgement:
+    """:func:`refuse_write` for a write that kept losing: closed."""
+    claim = isinstance(judgement.write, RecordClaim)
+    message = NOTHING_TO_CLAIM if claim else CANNOT_ANSWER
+    return refuse_write(judgement, Refusal(code=RefusalCode.CLOSED, message=message))
+
+
+def attempt_audit(attempt: Attempt) -> dict[str, Any]:
+    """What the audit log keeps of an attempt: never a secret's text."""
+    return {
+        "via": attempt.via,
+        "options": list(attempt.option_ids),
+        "text_length": len(attempt.text) if attempt.text is not None else None,
+        "secret": attempt.secret,
+    }
+
+
+def _needs_comment(
+    stored: StoredElicitation, attempt: Attempt, people: People, now: datetime
+) -> str | None:
+    """The one option picked, when it needs a comment and this person may pick it on the
+    surface that showed ``attempt.shown`` (:func:`~bot.domain.rules.who_may_decide`): the form
+    opens for it. Otherwise the choice is judged as it is (and refused)."""
+    if len(attempt.option_ids) != 1:
+        return None
+    e = stored.elicitation
+    option = e.option(attempt.option_ids[0])
+    if option is None or not option.requires_text:
+        return None
+    pick = rules.Pick(option, now, attempt.shown, attempt.revision)
+    if rules.who_may_decide(e, attempt.respondent, people, pick) is not None:
+        return None
+    return option.id
+
+
+def _reply(stored: StoredElicitation, action: Reply, people: People, now: datetime) -> Judgement:
+    """A thread reply: what it means (an option, a text, a form's lines, or nothing this
+    question takes), then judged as an attempt. Talk in the thread after the answer is
+    ignored, and so is a reply naming nothing while the question waits, from someone who may
+    answer: they are told how."""
+    e = stored.elicitation
+    parsed = reply_attempt(e, action.text, action.who, action.via)
+    pending = stored.status is Status.PENDING
+    if isinstance(parsed, HelpReply):
+        if not pending:
+            return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
+        if rules.who_may_decide(e, action.who, people) is None:
+            return Judgement(Outcome(OutcomeKind.HELP, action.key, parsed.message))
+        attempt = Attempt(respondent=action.who, via=action.via)
+    elif parsed.text is not None and not pending:
+        return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
+    else:
+        attempt = parsed.model_copy(update={"shown": action.shown})
+    return judge_attempt(stored, attempt, people, now)
+
+
+def _claim(
+    stored: StoredElicitation, action: ClaimIt, people: People, now: datetime, minutes: float
+) -> Judgement:
+    """Someone is on it: anyone who may answer, while it waits for an answer."""
+    who = action.who
+    refusal: Refusal | None
+    if stored.status is not Status.PENDING:
+        code = (
+            RefusalCode.ALREADY_ANSWERED if stored.status is Status.ANSWERED else RefusalCode.CLOSED
+        )
+        refusal = Refusal(code=code, message=NOTHING_TO_CLAIM)
+    else:
+        refusal = rules.who_may_decide(stored.elicitation, who, people)
+    if refusal is not None:
+        outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
+        detail = {"claim": True, "message": refusal.message}
+        return Judgement(outcome, RecordRefusal(who.key, refusal.code, detail))
+    until = deadlines.claim_until(now, minutes)
+    claim = deadlines.Claim(who.key, until, who.display_name)
+    return Judgement(
+        Outcome(OutcomeKind.CLAIMED, action.key, claim=claim),
+        RecordClaim(who.key, who.display_name, until),
+    )
