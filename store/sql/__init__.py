@@ -23,6 +23,8 @@ Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-se
 
 from __future__ import annotations
 
+from typing import Self
+
 from store.db import make_engine
 from store.sql.answers import Answers
 from store.sql.base import DEADLINE, DELIVERY, OUTBOX
@@ -42,5 +44,5 @@ class SqlStore(Intake, Answers, Outbox, Deadlines, Reads, Leases, Raw, Crypto):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod
-    def from_url(cls, url: str) -> SqlStore:
+    def from_url(cls, url: str) -> Self:
         return cls(make_engine(url))
