@@ -60,14 +60,6 @@ def slots_of(lane: str) -> int:
     return SINK_LANE_SLOTS if lane.startswith(SINK) else CHAT_LANE_SLOTS
 
 
-def kind_cap(kind: EffectKind, *, chained: bool = False) -> int | None:
-    """How many of this kind one chat lane may have in flight (None: only the lane's slots);
-    ``chained``: the lane's posts are carried in order by one task (an unpaced platform)."""
-    if kind is EffectKind.POST:
-        return POST_CHAIN if chained else POSTS_IN_FLIGHT
-    return {EffectKind.UPDATE: UPDATES_IN_FLIGHT}.get(kind)
-
-
 def lane_slots(lane: str, *, chained: bool = False) -> int:
     """Effects of a lane in flight at once; ``chained``: for a chained lane's posts, room for
     their chain (its other effects keep the usual slots)."""
@@ -83,11 +75,6 @@ def waits_for_posts(kind: EffectKind) -> bool:
     """Whether a row of this kind waits while its chat lane has a post it could make now: every
     chat effect but the post itself (a write-back's lane holds write-backs only)."""
     return kind not in (EffectKind.POST, EffectKind.WRITEBACK)
-
-
-def rank_of(kind: EffectKind) -> int:
-    """Order inside a lane: posts first, then everything else by due time."""
-    return 0 if kind is EffectKind.POST else 1
 
 
 def pace_key(lane: str) -> str:

@@ -1,7 +1,7 @@
 """The core's records: every state and kind as a ``StrEnum``, and what a store hands back.
 
-These are the types the store port (:mod:`bot.domain.store`) speaks; every store (SQL, memory)
-returns them, and nothing above the store sees a row or a ``dict`` of one.
+These are the types the store port (:mod:`bot.domain.store`) speaks; the store (SQLite or
+PostgreSQL) returns them, and nothing above the store sees a row or a ``dict`` of one.
 """
 
 from __future__ import annotations

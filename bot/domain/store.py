@@ -1,8 +1,8 @@
 """The store port: what the service, the dispatcher, the timekeeper, the HTTP shell and the web
 inbox need of persistence, and nothing about how it is kept.
 
-Implementations: ``store.sql.SqlStore`` (SQLite WAL or PostgreSQL) and ``store.memory.MemoryStore``;
-one contract suite (``tests/contract``) runs on all of them.
+Implementation: ``store.sql.SqlStore`` (SQLite WAL or PostgreSQL); one contract suite
+(``tests/contract``) runs on both engines.
 
 Every guarantee is the store's to keep whatever the backend:
 - intake is all or nothing per batch, deduplicated on (channel, inbound id) and on the key;

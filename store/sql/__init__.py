@@ -18,14 +18,18 @@ Lock order on PostgreSQL: an elicitation row before its deadline, delivery and o
 every transaction that writes more than one of them (answers, revisions, closes, claims, firing).
 
 Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-sets), ``intake``,
-``answers``, ``outbox``, ``deadlines``, ``reads``.
+``answers``, ``claims`` (the outbox's claims, lanes and pace), ``outbox`` (completions),
+``deadlines``, ``reads``.
 """
 
 from __future__ import annotations
 
+from typing import Self
+
 from store.db import make_engine
 from store.sql.answers import Answers
 from store.sql.base import DEADLINE, DELIVERY, OUTBOX
+from store.sql.claims import Claims
 from store.sql.crypto import Crypto
 from store.sql.deadlines import Deadlines
 from store.sql.intake import Intake
@@ -38,9 +42,9 @@ __all__ = ["DEADLINE", "DELIVERY", "OUTBOX", "SqlStore"]
 """The tables too: benchmarks read them directly."""
 
 
-class SqlStore(Intake, Answers, Outbox, Deadlines, Reads, Leases, Raw, Crypto):
+class SqlStore(Intake, Answers, Outbox, Claims, Deadlines, Reads, Leases, Raw, Crypto):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod
-    def from_url(cls, url: str) -> SqlStore:
+    def from_url(cls, url: str) -> Self:
         return cls(make_engine(url))

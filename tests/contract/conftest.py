@@ -1,10 +1,8 @@
-"""The store contract runs on every store: in memory, SQLite (file, WAL) and PostgreSQL.
+"""The store contract runs on both engines: SQLite (file, WAL) and PostgreSQL, never skipped.
 
-A test that takes ``store`` alone runs three times (ids ``memory``, ``sqlite``, ``postgresql``).
-A test that needs a real database keeps to SQL, on both engines, never skipped:
-- it asks for ``db_url`` (its ``store`` then opens that database: a race, a second process),
-  ``sqlite_url`` or ``pg_url`` (its ``store``, if any, opens that one);
-- or it is marked ``@pytest.mark.sql_only`` (an SQL-specific check: column types, statements).
+A test that takes ``store`` alone runs twice (ids ``sqlite``, ``postgresql``). A test that needs
+the database itself asks for ``db_url`` (its ``store`` then opens that database: a race, a second
+process), ``sqlite_url`` or ``pg_url`` (its ``store``, if any, opens that one).
 """
 
 from __future__ import annotations
@@ -14,27 +12,17 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.domain.store import Store
-from store.memory import MemoryStore
 from store.sql import SqlStore
 
-BACKENDS = ("memory", "sqlite", "postgresql")
-SQL_BACKENDS = ("sqlite", "postgresql")
+BACKENDS = ("sqlite", "postgresql")
 REAL_DATABASE = frozenset({"db_url", "sqlite_url", "pg_url"})
 URL_FIXTURE = {"sqlite": "sqlite_url", "postgresql": "pg_url"}
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "sql_only: an SQL-specific store check (runs on SQLite and PostgreSQL only)"
-    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store" not in metafunc.fixturenames or REAL_DATABASE & set(metafunc.fixturenames):
         return
-    sql_only = metafunc.definition.get_closest_marker("sql_only") is not None
-    backends = SQL_BACKENDS if sql_only else BACKENDS
-    metafunc.parametrize("store_backend", backends, indirect=True)
+    metafunc.parametrize("store_backend", BACKENDS, indirect=True)
 
 
 @pytest.fixture
@@ -46,13 +34,6 @@ def store_backend(request: pytest.FixtureRequest) -> str | None:
 
 @pytest.fixture
 async def store(request: pytest.FixtureRequest, store_backend: str | None) -> AsyncIterator[Store]:
-    if store_backend == "memory":
-        memory = MemoryStore()
-        try:
-            yield memory
-        finally:
-            await memory.close()
-        return
     s = SqlStore.from_url(_url(request, store_backend))
     try:
         yield s

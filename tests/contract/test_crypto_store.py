@@ -1,4 +1,4 @@
-"""The CryptoStates port on every store (memory, SQLite, PostgreSQL): a Matrix device's crypto
+"""The CryptoStates port on SQLite and PostgreSQL: a Matrix device's crypto
 snapshot comes back byte for byte, a save replaces it whole, an unknown owner has none, and a save
 fenced on the Matrix lease is written only by its live holder: one whose lease ran out or was
 taken is refused and leaves the newer blob."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import select
 
 from bot.domain.store import Store
@@ -46,7 +45,6 @@ async def test_a_five_megabyte_blob_round_trips(store: Store, clock: FakeClock) 
     assert await store.load_crypto(OWNER) == blob
 
 
-@pytest.mark.sql_only
 async def test_each_save_counts_and_stamps_the_row(store: Store, clock: FakeClock) -> None:
     assert isinstance(store, SqlStore)
     await store.save_crypto(OWNER, b"a", clock.now())
@@ -107,7 +105,6 @@ async def test_a_fenced_save_without_the_lease_creates_nothing(
     assert await store.load_crypto(OWNER) is None
 
 
-@pytest.mark.sql_only
 async def test_a_refused_save_leaves_the_row_untouched(store: Store, clock: FakeClock) -> None:
     assert isinstance(store, SqlStore)
     start = clock.now()

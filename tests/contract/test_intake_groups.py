@@ -2,8 +2,8 @@
 
 Concurrent intake calls share one transaction on SQL (``store.sql.intake``), and a group of
 independent items is written a statement per table for all of them. The first test runs the same
-intakes on the SQL store all at once and on the memory store (which writes them one at a time,
-and which the contract holds to the same results) one call at a time, and compares everything
+intakes all at once, and on another SQLite database one call at a time with every item written
+on its own (the path a group that repeats an inbound id or a key takes), and compares everything
 each elicitation got: outcomes, copies, deadlines, outbox rows, audit and status.
 """
 
@@ -12,13 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot.domain.model import Route
 from bot.domain.records import IntakeItem
 from bot.domain.store import Store
-from store.memory import MemoryStore
-from tests.conftest import FakeClock
+from store.sql import SqlStore
+from tests.conftest import FakeClock, fresh_sqlite_url
 from tests.contract.test_store import SLACK, THREE_FOLLOWUP, THREE_NOW, TWO_NOW, item, make
 
 WEB_THEN_SLACK = Route(destinations=("web", SLACK), followup_seconds=30)
@@ -95,11 +98,18 @@ async def run(store: Store, clock: FakeClock, prefix: str, *, together: bool) ->
 
 
 async def test_a_group_writes_what_one_by_one_writes(
-    db_url: str, store: Store, clock: FakeClock
+    db_url: str,
+    store: Store,
+    clock: FakeClock,
+    sqlite_template: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reference = MemoryStore()
+    reference = SqlStore.from_url(fresh_sqlite_url(sqlite_template, tmp_path / "one.db"))
     try:
-        one_by_one = await run(reference, clock, "one", together=False)
+        with monkeypatch.context() as one_at_a_time:
+            one_at_a_time.setattr("store.sql.intake._independent", lambda _entries: False)
+            one_by_one = await run(reference, clock, "one", together=False)
     finally:
         await reference.close()
     together = await run(store, clock, "all", together=True)

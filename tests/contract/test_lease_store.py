@@ -1,6 +1,6 @@
-"""The Leases and Pacing ports on every store (memory, SQLite, PostgreSQL): one holder at a time,
-a lease that runs out moves, and a shared rate hands out distinct slots ``interval`` apart even
-to replicas asking at the same moment."""
+"""The Leases and Pacing ports on SQLite and PostgreSQL: one holder at a time, a lease that runs
+out moves, and a shared rate hands out distinct slots ``interval`` apart even to replicas asking
+at the same moment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The raw-events contract (durable before ack), on every store: in memory, SQLite, PostgreSQL.
+"""The raw-events contract (durable before ack), on SQLite and PostgreSQL.
 
 An inbound chat event is recorded once per (channel, dedupe key) before its ack, and stays open
 until it is marked handled; ``open_raw`` is what a restart handles again.

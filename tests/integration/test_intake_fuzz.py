@@ -41,10 +41,10 @@ from slack_bolt.async_app import AsyncApp
 from adapters.slack.routes import slack_router
 from adapters.sources.superpipeline import CE_TYPE
 from bot.config import AppConfig, StoreConfig
+from bot.domain.store import Store
 from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
 from bot.wiring import Elicitbot
-from store.memory import MemoryStore
 from tests.conftest import FakeClock
 from tests.unit.sources.superpipeline_fixtures import VALID
 
@@ -479,11 +479,11 @@ def header_values(examples: list[str]) -> st.SearchStrategy[str | None]:
 
 
 @pytest.fixture
-async def slack() -> AsyncIterator[httpx.AsyncClient]:
-    """``POST /slack/events`` in front of a Bolt app with a signing secret; no store is needed:
-    nothing reaches one before the signature is verified."""
+async def slack(sqlite_store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    """``POST /slack/events`` in front of a Bolt app with a signing secret; the store is an
+    empty one: nothing reaches it before the signature is verified."""
     app = AsyncApp(signing_secret=SLACK_SECRET, token="xoxb-fuzz-0000")
-    runtime = Runtime(store=MemoryStore(), routers=[slack_router(app)])
+    runtime = Runtime(store=sqlite_store, routers=[slack_router(app)])
     transport = httpx.ASGITransport(app=create_app(runtime))
     async with httpx.AsyncClient(transport=transport, base_url="http://elicitbot.test") as c:
         yield c

@@ -16,13 +16,13 @@ from structlog.testing import capture_logs
 from bot import cli
 from bot.domain.bounds import KEY_MAX
 from bot.http import CORRELATION_HEADER, Runtime, create_app
-from store.memory import MemoryStore
+from store.sql import SqlStore
 
 PROBLEM = "application/problem+json"
 SECRETISH = "token-in-the-exception-8c1d"
 
 
-class _ReadNothingStore(MemoryStore):
+class _ReadNothingStore(SqlStore):
     """A store that fails the test if a read by id reaches it."""
 
     async def resolve_key(self, ident: str) -> str | None:
@@ -48,11 +48,15 @@ def _broken_routes() -> APIRouter:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    runtime = Runtime(store=_ReadNothingStore(), routers=[_broken_routes()])
+async def client(sqlite_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    store = _ReadNothingStore.from_url(sqlite_url)
+    runtime = Runtime(store=store, routers=[_broken_routes()])
     transport = httpx.ASGITransport(app=create_app(runtime))
-    async with httpx.AsyncClient(transport=transport, base_url="http://elicitbot.test") as c:
-        yield c
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://elicitbot.test") as c:
+            yield c
+    finally:
+        await store.close()
 
 
 async def test_an_unexpected_error_is_a_500_problem_with_a_logged_correlation_id(

@@ -1,7 +1,7 @@
 """``/metrics`` on the work in the database: lane depth and age, the oldest pending write-back,
 lease holders (``bot.metrics``).
 
-The backlog figures come from real stores (memory, SQLite, PostgreSQL) with rows queued through
+The backlog figures come from real stores (SQLite, PostgreSQL) with rows queued through
 the service; folding, a failed read and the scrape-time refresh use a small fake store, where
 every figure is chosen by the test.
 """
@@ -27,7 +27,6 @@ from bot.http import Runtime, create_app
 from bot.metrics import MAX_CHAT_LANES, OTHER, StoreMetrics
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
-from store.memory import MemoryStore
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeSink
@@ -38,13 +37,9 @@ ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 T0 = datetime(2026, 11, 10, 9, 30, tzinfo=UTC)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        s: Store = MemoryStore()
-    else:
-        name = "pg_url" if request.param == "postgresql" else "sqlite_url"
-        s = SqlStore.from_url(str(request.getfixturevalue(name)))
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = SqlStore.from_url(db_url)
     try:
         yield s
     finally:

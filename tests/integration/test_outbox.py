@@ -1,7 +1,7 @@
 """The outbox end to end: Service -> Store -> Dispatcher -> chat fake and answer sink.
 
-Every test runs on the in-memory store, SQLite and PostgreSQL: the service and the dispatcher
-depend on the store port only. Time is a FakeClock: a retry is due only
+Every test runs on SQLite and PostgreSQL: the service and the dispatcher depend on the store port
+only. Time is a FakeClock: a retry is due only
 once the clock passes its backoff, so "not before" is asserted by running the dispatcher early,
 never by sleeping.
 """
@@ -37,7 +37,6 @@ from bot.domain.records import AuditEntry, EffectView, NoticeKind, WritebackStat
 from bot.domain.store import Store
 from bot.outbox import Dispatcher, writeback_key
 from bot.service import Inbound, Service
-from store.memory import MemoryStore
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeSink, FakeWebhook, Update
@@ -82,15 +81,10 @@ def make_rig(store: Store, clock: FakeClock, sink: AnswerSink) -> Rig:
     return Rig(store, clock, chat, service, dispatcher)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    """Each test here runs on every store behind the port."""
-    if request.param == "memory":
-        s: Store = MemoryStore()
-    else:
-        s = SqlStore.from_url(
-            str(request.getfixturevalue(f"{request.param}_url".replace("postgresql", "pg")))
-        )
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    """Each test here runs on every store behind the port (ids ``sqlite``, ``postgresql``)."""
+    s = SqlStore.from_url(db_url)
     try:
         yield s
     finally:

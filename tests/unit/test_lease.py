@@ -1,5 +1,5 @@
-"""The LeaseKeeper on the in-memory store: the work runs only while the lease is ours, stops the
-moment it is lost or can no longer be renewed in time, and a crashed work is restarted.
+"""The LeaseKeeper on a SQLite store: the work runs only while the lease is ours, stops the moment
+it is lost or can no longer be renewed in time, and a crashed work is restarted.
 
 Lease times come from a FakeClock the test moves; the keeper's sleeps are real but short (a ttl
 of 0.3 s renews every 0.1 s)."""
@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 
 import pytest
 
+from bot.domain.store import Leases
 from bot.lease import OWNER, LeaseKeeper, owner_id
-from store.memory import MemoryStore
+from store.sql import SqlStore
 from tests.conftest import FakeClock
 
 NAME = "pinework:https://pinework.example#acme"
@@ -55,13 +56,11 @@ class Work:
             self.running = False
 
 
-class FlakyStore(MemoryStore):
-    """The in-memory store, whose lease calls fail while ``down``."""
+class FlakyStore(SqlStore):
+    """A SQLite store whose lease calls fail while ``down`` and hang while ``hangs``."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-        self.hangs = False
+    down = False
+    hangs = False
 
     async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: timedelta) -> bool:
         if self.down:
@@ -71,7 +70,21 @@ class FlakyStore(MemoryStore):
         return await super().acquire_lease(name, holder, now, ttl)
 
 
-def keeper(store: MemoryStore, work: Work, clock: FakeClock, holder: str) -> LeaseKeeper:
+@pytest.fixture
+async def flaky_store(sqlite_url: str) -> AsyncIterator[FlakyStore]:
+    store = FlakyStore.from_url(sqlite_url)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def store(sqlite_store: SqlStore) -> SqlStore:
+    return sqlite_store
+
+
+def keeper(store: Leases, work: Work, clock: FakeClock, holder: str) -> LeaseKeeper:
     return LeaseKeeper(store, NAME, work, clock=clock, holder=holder, ttl=TTL)
 
 
@@ -80,8 +93,9 @@ def test_the_owner_id_names_this_process_and_is_unique_per_call() -> None:
     assert owner_id() != owner_id()
 
 
-async def test_the_work_runs_only_while_the_lease_is_held(clock: FakeClock) -> None:
-    store = MemoryStore()
+async def test_the_work_runs_only_while_the_lease_is_held(
+    store: SqlStore, clock: FakeClock
+) -> None:
     first, second = Work(), Work()
     async with keeper(store, first, clock, "a") as a:
         await eventually(lambda: first.running, "the holder's work")
@@ -97,9 +111,10 @@ async def test_the_work_runs_only_while_the_lease_is_held(clock: FakeClock) -> N
     assert await store.leases() == [], "and releases the lease"
 
 
-async def test_a_lease_taken_over_cancels_the_old_holders_work(clock: FakeClock) -> None:
+async def test_a_lease_taken_over_cancels_the_old_holders_work(
+    store: SqlStore, clock: FakeClock
+) -> None:
     """A paused holder (its renewals late) finds another replica holding its lease."""
-    store = MemoryStore()
     work = Work()
     async with keeper(store, work, clock, "a") as a:
         await eventually(lambda: work.running, "the work")
@@ -112,14 +127,13 @@ async def test_a_lease_taken_over_cancels_the_old_holders_work(clock: FakeClock)
 
 
 async def test_a_store_that_cannot_renew_stops_the_work_before_the_lease_runs_out(
-    clock: FakeClock,
+    flaky_store: FlakyStore, clock: FakeClock
 ) -> None:
-    store = FlakyStore()
     work = Work()
-    async with keeper(store, work, clock, "a") as a:
+    async with keeper(flaky_store, work, clock, "a") as a:
         await eventually(lambda: work.running, "the work")
-        [held] = await store.leases()
-        store.down = True
+        [held] = await flaky_store.leases()
+        flaky_store.down = True
         # One renewal missed with time to spare: the work goes on.
         clock.advance(TTL / 3)
         await asyncio.sleep(TTL / 2)
@@ -130,26 +144,26 @@ async def test_a_store_that_cannot_renew_stops_the_work_before_the_lease_runs_ou
         assert clock.now() < held.until
         assert not a.held
         # The store is back: the lease (still ours, or free) is taken again and the work restarts.
-        store.down = False
+        flaky_store.down = False
         await eventually(lambda: work.running and a.held, "the work to restart")
         assert work.started == 2
 
 
-async def test_a_store_that_hangs_counts_as_down(clock: FakeClock) -> None:
-    store = FlakyStore()
+async def test_a_store_that_hangs_counts_as_down(flaky_store: FlakyStore, clock: FakeClock) -> None:
     work = Work()
-    async with keeper(store, work, clock, "a") as a:
+    async with keeper(flaky_store, work, clock, "a") as a:
         await eventually(lambda: work.running, "the work")
-        [held] = await store.leases()
-        store.hangs = True
+        [held] = await flaky_store.leases()
+        flaky_store.hangs = True
         clock.current = held.until - timedelta(seconds=TTL / 3)
         await eventually(lambda: not work.running, "the work to stop")
         assert not a.held
-        store.hangs = False
+        flaky_store.hangs = False
 
 
-async def test_a_work_that_fails_lets_the_lease_go_and_runs_again(clock: FakeClock) -> None:
-    store = MemoryStore()
+async def test_a_work_that_fails_lets_the_lease_go_and_runs_again(
+    store: SqlStore, clock: FakeClock
+) -> None:
     work = Work()
     work.fail_next = True
     async with keeper(store, work, clock, "a") as a:
@@ -159,9 +173,8 @@ async def test_a_work_that_fails_lets_the_lease_go_and_runs_again(clock: FakeClo
 
 
 async def test_cancelling_the_keeper_is_a_crash_the_lease_is_left_to_run_out(
-    clock: FakeClock,
+    store: SqlStore, clock: FakeClock
 ) -> None:
-    store = MemoryStore()
     work = Work()
     a = keeper(store, work, clock, "a")
     task = asyncio.create_task(a.run())
@@ -180,8 +193,7 @@ async def test_cancelling_the_keeper_is_a_crash_the_lease_is_left_to_run_out(
         assert [v.holder for v in await store.leases()] == ["b"]
 
 
-async def test_a_stop_event_ends_the_run_and_releases(clock: FakeClock) -> None:
-    store = MemoryStore()
+async def test_a_stop_event_ends_the_run_and_releases(store: SqlStore, clock: FakeClock) -> None:
     work = Work()
     stop = asyncio.Event()
     task = asyncio.create_task(keeper(store, work, clock, "a").run(stop))
@@ -192,8 +204,10 @@ async def test_a_stop_event_ends_the_run_and_releases(clock: FakeClock) -> None:
     assert await store.leases() == []
 
 
-def test_the_default_ttl_moves_a_dead_holders_lease_within_15_seconds() -> None:
-    k = LeaseKeeper(MemoryStore(), NAME, Work(), clock=FakeClock())
+async def test_the_default_ttl_moves_a_dead_holders_lease_within_15_seconds(
+    store: SqlStore,
+) -> None:
+    k = LeaseKeeper(store, NAME, Work(), clock=FakeClock())
     # Dead right after a renewal: its lease lasts ttl; a standby asks every retry seconds.
     assert k.ttl.total_seconds() + k.retry <= 12.5
     assert k.renew_every * 2 < k.ttl.total_seconds(), "two renewals fit in a lease"

@@ -37,7 +37,6 @@ from adapters.matrix.cross_signing import (
     signing_keys_upload,
 )
 from adapters.matrix.e2ee import EncryptingClient, send_event
-from store.memory import MemoryStore
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.integration.matrix_e2ee.conftest import (
@@ -281,7 +280,7 @@ async def test_restored_crypto_state_decrypts_on_another_replica_with_the_same_d
 
 
 async def test_the_bot_cross_signs_its_own_device_with_an_access_token_alone(
-    synapse: Synapse, pair: Pair
+    synapse: Synapse, pair: Pair, sqlite_store: SqlStore
 ) -> None:
     bot, alice = pair.bot, pair.alice
     user_id, device_id = bot.user.user_id, bot.user.device_id
@@ -312,7 +311,7 @@ async def test_the_bot_cross_signs_its_own_device_with_an_access_token_alone(
     _verify(own["master_keys"][user_id], user_id, device_id, device["keys"][f"ed25519:{device_id}"])
 
     # The private keys keep in the store sealed with the pickle key, and sign after a reload.
-    store = MemoryStore()
+    store = sqlite_store
     await store.save_crypto(owner_key(user_id), keys.seal(PICKLE_KEY), FakeClock().now())
     sealed = await store.load_crypto(owner_key(user_id))
     assert sealed is not None

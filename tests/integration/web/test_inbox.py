@@ -63,15 +63,6 @@ SENDING_ALICE_DENY = "⏳ Sending Alice\u2019s answer — Deny — to SuperPipel
 
 
 @pytest.fixture
-async def sqlite_store(sqlite_url: str) -> AsyncIterator[SqlStore]:
-    s = SqlStore.from_url(sqlite_url)
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-@pytest.fixture
 def sink() -> FakeSink:
     return FakeSink()
 

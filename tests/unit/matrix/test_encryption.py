@@ -28,8 +28,8 @@ from bot.domain.model import Status
 from bot.domain.ports import Notice
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
+from bot.domain.store import Store
 from bot.wiring import Elicitbot
-from store.memory import MemoryStore
 from tests.conftest import FakeClock
 from tests.unit.matrix.test_handlers import ALICE, PROMPT, ROOM, Chat, Core, fixture, rig, settled
 
@@ -68,14 +68,16 @@ class Client:
         raise AssertionError("nothing may be sent here")
 
 
-def chat_on(client: Client) -> MatrixChat:
-    crypto = MatrixCrypto(cast(Any, client), MemoryStore(), pickle_key="k" * 32, clock=FakeClock())
+def chat_on(client: Client, store: Store) -> MatrixChat:
+    crypto = MatrixCrypto(cast(Any, client), store, pickle_key="k" * 32, clock=FakeClock())
     return MatrixChat(cast(Any, client), crypto=crypto, max_retries=0)
 
 
-async def test_without_the_crypto_state_nothing_goes_to_an_encrypted_room() -> None:
+async def test_without_the_crypto_state_nothing_goes_to_an_encrypted_room(
+    sqlite_store: Store,
+) -> None:
     client = Client(encrypted=True)
-    chat = chat_on(client)
+    chat = chat_on(client, sqlite_store)
     with pytest.raises(TransientDeliveryError) as raised:
         await chat.send(ROOM, "m.room.message", {"body": "secret"}, "txn", "post")
     assert "does not hold the bot's crypto state" in str(raised.value)
@@ -193,8 +195,8 @@ async def test_an_unreadable_edit_is_reported_under_its_replys_prompt_and_others
     assert (notice.thread, notice.reply_to) == (MatrixRef(ROOM, PROMPT), "$edit")
 
 
-async def test_snapshots_are_fenced_on_the_matrix_lease() -> None:
-    store, clock = MemoryStore(), FakeClock()
+async def test_snapshots_are_fenced_on_the_matrix_lease(sqlite_store: Store) -> None:
+    store, clock = sqlite_store, FakeClock()
     fence = lease_fence(store, "matrix:@elicitbot:localhost", "me", clock)
     assert not await fence()
     assert await store.acquire_lease("matrix:@elicitbot:localhost", "me", clock.now(), TTL)
