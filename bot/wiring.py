@@ -62,7 +62,7 @@ from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.domain.store import Store
 from bot.http import Runtime, authorised, create_app
-from bot.lease import LeaseKeeper
+from bot.lease import LeaseKeeper, owner_id
 from bot.outbox import Dispatcher
 from bot.scheduler import Scheduler
 from bot.service import Service
@@ -93,6 +93,8 @@ class Part:
     name: str
     chats: dict[str, ChatAdapter] = field(default_factory=dict)
     """Outbound chat by platform."""
+    sinks: dict[str, AnswerSink] = field(default_factory=dict)
+    """Write-backs by source."""
     routers: list[APIRouter] = field(default_factory=list)
     tasks: dict[str, Task] = field(default_factory=dict)
     """Background loops, run until the stop event is set."""
@@ -121,6 +123,10 @@ class Context:
     """Add elicitbot's own identity keys on a platform (bots never answer)."""
     owner: str
     """This replica's identity: its outbox claims and its single-owner leases (bot.lease)."""
+    registry: CollectorRegistry
+    """What ``/metrics`` serves; routers register their metrics on it."""
+    pinework_tokens: Mapping[str, str]
+    """Each Pinework account's token, by :func:`account_key`."""
 
 
 class Elicitbot:
@@ -147,35 +153,31 @@ class Elicitbot:
             admins=config.web.admins,
             trusts=config.server.trusts,
         )
-        self.chats: dict[str, ChatAdapter] = {"web": WebChat()}
-        self.sinks: dict[str, AnswerSink] = {}
         self.registry = CollectorRegistry()
         """What ``/metrics`` serves (the runtime's); the dispatcher counts refused write-backs."""
-        self.dispatcher = Dispatcher(
-            self.store, self.clock, self.chats, self.sinks, link_for, registry=self.registry
-        )
+        self.owner = owner_id()
+        """This replica's identity: its outbox claims and its single-owner leases."""
+        # New outbox rows wake the dispatcher: the service and the timekeeper set this event,
+        # the dispatcher (built last, once every chat is known) waits on it.
+        changed = asyncio.Event()
+        pinework_tokens = _pinework_tokens(config, self.environ)
         self.service = Service(
             self.store,
             self.clock,
             self._people(),
             config.route_list(),
-            on_change=self.dispatcher.wake,
+            on_change=changed.set,
             link_for=link_for,
+            secret_sinks={"pinework": PineworkSecretSink(self.http_client, pinework_tokens)},
             claim_minutes=config.deadlines.claim_minutes,
         )
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         # The timekeeper reads the service's people at each firing: identities learnt at start
         # (the Slack bot's own) reach it too.
         self.timekeeper = Timekeeper(
-            self.store, self.clock, lambda: self.service.people, on_change=self.dispatcher.wake
+            self.store, self.clock, lambda: self.service.people, on_change=changed.set
         )
         self.scheduler = Scheduler(self.timekeeper, sweep_seconds=config.deadlines.sweep_seconds)
-        self.runtime = Runtime(
-            store=self.store,
-            registry=self.registry,
-            elicitations=self.service,
-            intake_token=secret(self.environ, config.server.intake_token_env),
-        )
         context = Context(
             config=config,
             environ=self.environ,
@@ -185,7 +187,9 @@ class Elicitbot:
             elicitations=self.service,
             authorise=self.authorise,
             learn_identities=self._learn_identities,
-            owner=self.dispatcher.claimer,
+            owner=self.owner,
+            registry=self.registry,
+            pinework_tokens=pinework_tokens,
         )
         self.parts: list[Part] = [
             *_sources(context, self),
@@ -193,10 +197,33 @@ class Elicitbot:
             *_slack(context, self),
             *_matrix(context, self),
         ]
-        for part in self.parts:
-            self.chats.update(part.chats)
-            self.runtime.routers += part.routers
-        self.runtime.adapters_ready = self.adapters_ready
+        # Every part is built: the dispatcher gets the final chats and sinks (it decides from
+        # the chats which lanes' posts go out as a chain).
+        self.chats: Mapping[str, ChatAdapter] = {
+            "web": WebChat(),
+            **{k: v for part in self.parts for k, v in part.chats.items()},
+        }
+        self.sinks: Mapping[str, AnswerSink] = {
+            k: v for part in self.parts for k, v in part.sinks.items()
+        }
+        self.dispatcher = Dispatcher(
+            self.store,
+            self.clock,
+            self.chats,
+            self.sinks,
+            link_for,
+            claimer=self.owner,
+            wake=changed,
+            registry=self.registry,
+        )
+        self.runtime = Runtime(
+            store=self.store,
+            registry=self.registry,
+            elicitations=self.service,
+            intake_token=secret(self.environ, config.server.intake_token_env),
+            adapters_ready=self.adapters_ready,
+            routers=[router for part in self.parts for router in part.routers],
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._prepared = False
@@ -320,37 +347,23 @@ def _check_startable(config: AppConfig, environ: Mapping[str, str]) -> None:
 # --------------------------------------------------------------------------- the parts
 
 
+def _pinework_tokens(config: AppConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    return {
+        account_key(str(p.base_url), p.workspace): environ[p.token_env]
+        for p in config.sources.pinework
+    }
+
+
 def _sources(ctx: Context, bot: Elicitbot) -> list[Part]:
     """Every upstream system: its routes, its answer sink, its poller."""
     config = ctx.config
-    tokens = {
-        account_key(str(p.base_url), p.workspace): ctx.environ[p.token_env]
-        for p in config.sources.pinework
-    }
+    tokens = ctx.pinework_tokens
     allowlist = [str(u) for u in config.sources.handup.callback_allowlist]
     webhook = config.sources.superpipeline.answer_webhook
     superpipeline: AnswerSink = SuperPipelineSink(
         str(webhook) if webhook else None, ctx.http_client
     )
-    parts = [
-        Part(
-            "sources",
-            routers=[
-                superpipeline_router(
-                    ctx.elicitations, ctx.authorise, registry=bot.runtime.registry
-                ),
-                toolshed_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
-                handup_router(
-                    ctx.elicitations,
-                    ctx.authorise,
-                    allowlist,
-                    clock=ctx.clock,
-                    default_timeout=config.sources.handup.default_timeout,
-                ),
-                engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
-            ],
-        )
-    ]
+    parts: list[Part] = []
     if config.nats is not None:
         parts.append(_nats(ctx, bot))
         # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
@@ -360,20 +373,29 @@ def _sources(ctx: Context, bot: Elicitbot) -> list[Part]:
         bot.nats_publisher = publisher
         superpipeline = CompositeSink([superpipeline, publisher])
         parts.append(Part("nats-publisher", close=publisher.close))
-    bot.sinks.update(
-        {
+    engine_webhook = config.sources.engine.answer_webhook  # unset: only read back
+    sources = Part(
+        "sources",
+        sinks={
             "superpipeline": superpipeline,
             "pinework": PineworkSink(ctx.http_client, tokens),
             "handup": HandupSink(ctx.http_client, allowlist),
-        }
+            "engine": EngineSink(str(engine_webhook) if engine_webhook else None, ctx.http_client),
+        },
+        routers=[
+            superpipeline_router(ctx.elicitations, ctx.authorise, registry=ctx.registry),
+            toolshed_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
+            handup_router(
+                ctx.elicitations,
+                ctx.authorise,
+                allowlist,
+                clock=ctx.clock,
+                default_timeout=config.sources.handup.default_timeout,
+            ),
+            engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
+        ],
     )
-    engine_webhook = config.sources.engine.answer_webhook  # unset: only read back
-    bot.sinks["engine"] = EngineSink(
-        str(engine_webhook) if engine_webhook else None, ctx.http_client
-    )
-    bot.service.secret_sinks["pinework"] = PineworkSecretSink(ctx.http_client, tokens)
-    parts += [_pinework(ctx, p, tokens) for p in config.sources.pinework]
-    return parts
+    return [sources, *parts, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
 
 
 def _nats(ctx: Context, bot: Elicitbot) -> Part:
