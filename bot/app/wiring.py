@@ -32,7 +32,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, lease_fence, matrix_chat
 from adapters.matrix.crypto_state import pickle_key_from_env
-from adapters.shared.problem import problem
 from adapters.slack.app import SlackInteractivity, build_app
 from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer
@@ -54,14 +53,14 @@ from adapters.sources.toolshed import toolshed_router
 from adapters.web.chat import WebChat
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
-from bot import logs
+from bot.app import logs
+from bot.app.config import AppConfig, PineworkConfig, preflight, secret
+from bot.app.http import Runtime, authorised, create_app, problem
 from bot.clock import SystemClock
-from bot.config import AppConfig, PineworkConfig, preflight, secret
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
 from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.domain.store import Store
-from bot.http import Runtime, authorised, create_app
 from bot.lease import LeaseKeeper, owner_id
 from bot.outbox import Dispatcher
 from bot.scheduler import Scheduler
