@@ -46,6 +46,7 @@ from adapters.sources.pinework import (
     PineworkSink,
     account_key,
 )
+from adapters.sources.pinework.config import PineworkConfig
 from adapters.sources.superpipeline import superpipeline_router
 from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublisher, NatsIntake
 from adapters.sources.superpipeline.sink import SuperPipelineSink
@@ -54,7 +55,7 @@ from adapters.web.chat import WebChat
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
 from bot.app import logs
-from bot.app.config import AppConfig, PineworkConfig, preflight, secret
+from bot.app.config import AppConfig, preflight, secret
 from bot.app.http import Runtime, authorised, create_app, problem
 from bot.clock import SystemClock
 from bot.domain.errors import ConfigError, DeliveryError, PermanentDeliveryError
