@@ -47,16 +47,16 @@ def parts(ctx: Context) -> list[Part]:
     superpipeline: AnswerSink = SuperPipelineSink(
         str(webhook) if webhook else None, ctx.http_client
     )
-    parts: list[Part] = []
+    nats: list[Part] = []
     if config.nats is not None:
-        parts.append(_nats(ctx))
+        nats.append(_nats(ctx))
         # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
         publisher = NatsAnswerPublisher(
             config.nats.url, config.sources.superpipeline.answer_subject
         )
         ctx.views.nats_publisher = publisher
         superpipeline = CompositeSink([superpipeline, publisher])
-        parts.append(Part("nats-publisher", close=publisher.close))
+        nats.append(Part("nats-publisher", close=publisher.close))
     engine_webhook = config.sources.engine.answer_webhook  # unset: only read back
     sources = Part(
         "sources",
@@ -79,7 +79,7 @@ def parts(ctx: Context) -> list[Part]:
             engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
         ],
     )
-    return [sources, *parts, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
+    return [sources, *nats, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
 
 
 def _nats(ctx: Context) -> Part:
