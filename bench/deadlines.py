@@ -135,7 +135,7 @@ async def spread_due(
 
 async def serve(url: str, spawned: float, rows: int, give_up_s: float) -> dict[str, Any]:
     """What ``serve`` does for deadlines: migrate, start the Timekeeper and Scheduler, fire."""
-    from bot import logs
+    from bot.app import logs
     from bot.clock import SystemClock
     from bot.domain.model import People
     from bot.scheduler import Scheduler

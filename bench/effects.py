@@ -65,11 +65,11 @@ def drop(schema: str | None) -> None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from adapters.sources.superpipeline.parse import parse_body
-    from bot import logs
-    from bot.config import parse_config
+    from bot.app import logs
+    from bot.app.config import parse_config
+    from bot.app.wiring import Elicitbot
     from bot.domain.model import Attempt, Identity
     from bot.service import Inbound
-    from bot.wiring import Elicitbot
     from tests.fakes import FakeWebhook
     from tests.integration.test_crash import free_port
     from tests.slack_fake import FakeSlack

@@ -77,7 +77,7 @@ from adapters.matrix.e2ee import EncryptingClient, housekeeping, send_event, upl
 from adapters.matrix.render import MARKER, message_content  # noqa: E402
 from adapters.sources.superpipeline.parse import parse_body  # noqa: E402
 from bench.figures import percentile  # noqa: E402 - after the path
-from bot import logs  # noqa: E402
+from bot.app import logs  # noqa: E402
 from bot.clock import SystemClock  # noqa: E402
 from bot.domain.model import People, Route, Status  # noqa: E402
 from bot.domain.ports import PromptView  # noqa: E402

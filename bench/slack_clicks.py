@@ -60,10 +60,10 @@ async def serve(args: argparse.Namespace) -> None:
     from adapters.slack.routes import slack_router
     from adapters.sources.superpipeline.sink import SuperPipelineSink
     from adapters.web.chat import WebChat
-    from bot import logs
+    from bot.app import logs
+    from bot.app.http import Runtime, create_app
     from bot.clock import SystemClock
     from bot.domain.model import People, Route
-    from bot.http import Runtime, create_app
     from bot.outbox import Dispatcher
     from bot.service import Service
     from store.db import upgrade
@@ -107,7 +107,8 @@ async def serve(args: argparse.Namespace) -> None:
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=args.port, log_config=None, lifespan="off")
     )
-    # As `elicitbot serve` does (bot/wiring.py): what start built is out of the collector's sight.
+    # As `elicitbot serve` does (bot/app/wiring.py): what start built is out of the collector's
+    # sight.
     gc.collect()
     gc.freeze()
     try:

@@ -41,7 +41,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from adapters.slack.chat import SlackChat
     from adapters.slack.pacing import Pacer
     from adapters.sources.superpipeline.parse import parse_body
-    from bot import logs
+    from bot.app import logs
     from bot.clock import SystemClock
     from bot.domain.model import People, Route, RouteMatch
     from bot.outbox import Dispatcher

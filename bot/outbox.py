@@ -103,7 +103,10 @@ class Dispatcher:
         lease: timedelta = lanes.CLAIM_LEASE,
         heartbeat: timedelta = lanes.HEARTBEAT,
         registry: CollectorRegistry | None = None,
+        wake: asyncio.Event | None = None,
     ) -> None:
+        """``wake``: the event that says new rows are due (set by whoever writes them; the
+        dispatcher's own when not given, set through :meth:`wake`)."""
         self.store = store
         self.clock = clock
         self.chats = chats
@@ -119,7 +122,7 @@ class Dispatcher:
         self.concurrency = concurrency
         self.lease = lease
         self.heartbeat = heartbeat
-        self._wake = asyncio.Event()
+        self._wake = wake if wake is not None else asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self.refused = Counter(
@@ -231,6 +234,8 @@ class Dispatcher:
                 chains[item.lane].append(item)
             else:
                 units.append([item])
+        for lane, chain in chains.items():
+            log.debug("outbox.chain", lane=lane, size=len(chain))
         return [(unit, batch) for unit in units]
 
     async def _idle(self, idle_seconds: float) -> float:

@@ -9,8 +9,22 @@
   :func:`~adapters.matrix.connection.lease_fence`, which keeps its snapshots under the lease.
 """
 
-from adapters.matrix.chat import MatrixChat, make_client
-from adapters.matrix.connection import lease_fence, matrix_chat
-from adapters.matrix.sync import MatrixListener
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.matrix.chat import MatrixChat, make_client
+    from adapters.matrix.connection import lease_fence, matrix_chat
+    from adapters.matrix.sync import MatrixListener
 
 __all__ = ["MatrixChat", "MatrixListener", "lease_fence", "make_client", "matrix_chat"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "chat": ("MatrixChat", "make_client"),
+        "connection": ("lease_fence", "matrix_chat"),
+        "sync": ("MatrixListener",),
+    },
+)

@@ -6,18 +6,14 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from bot.domain.errors import FieldProblem
+from bot.domain.errors import PROBLEM, FieldProblem, problem_body
 
-PROBLEM = "application/problem+json"
+__all__ = ["PROBLEM", "problem"]
 
 
 def problem(
     status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any
 ) -> JSONResponse:
-    """RFC 9457 shape plus ``errors: [{field, message}]`` and any ``more`` members."""
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
-    body["detail"] = detail
-    if errors is not None:
-        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
-    body.update(more)
+    """:func:`bot.domain.errors.problem_body` as a response with its status and media type."""
+    body = problem_body(status, title, detail, errors, **more)
     return JSONResponse(body, status_code=status, media_type=PROBLEM)

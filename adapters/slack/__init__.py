@@ -1,5 +1,17 @@
 """The Slack surface: Block Kit rendering, the ChatAdapter, error mapping."""
 
-from adapters.slack.chat import SlackChat
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.slack.chat import SlackChat
 
 __all__ = ["SlackChat"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "chat": ("SlackChat",),
+    },
+)

@@ -15,6 +15,10 @@ ElicitBotError
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+PROBLEM = "application/problem+json"
+"""The media type of every refusal elicitbot answers over HTTP (RFC 9457)."""
 
 
 class ElicitBotError(Exception):
@@ -34,6 +38,18 @@ class FieldProblem:
 
     def __str__(self) -> str:
         return f"{self.loc}: {self.message}"
+
+
+def problem_body(
+    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any
+) -> dict[str, Any]:
+    """A problem document: RFC 9457's members plus ``errors: [{field, message}]`` and ``more``."""
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
+    body["detail"] = detail
+    if errors is not None:
+        body["errors"] = [{"field": p.loc, "message": p.message} for p in errors]
+    body.update(more)
+    return body
 
 
 class IntakeError(ElicitBotError):

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from bot import cli
-from bot.config import load_config
+from bot.app import cli
+from bot.app.config import load_config
+from bot.app.wiring import Elicitbot
 from bot.domain.errors import ConfigError
-from bot.wiring import Elicitbot
 
 SECRETS = {
     "AGREE_INTAKE": "intake-token-0001",

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from adapters.sources.superpipeline import CE_TYPE
-from bot.config import AppConfig, StoreConfig
-from bot.wiring import Elicitbot
+from bot.app.config import AppConfig, StoreConfig
+from bot.app.wiring import Elicitbot
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 REPO = Path(__file__).resolve().parents[2]

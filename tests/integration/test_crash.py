@@ -6,7 +6,7 @@
    the same file: every accepted event is there once, and Slack got exactly one
    ``chat.postMessage`` per elicitation (reliability.md §8 test 4: a post Slack took before the
    crash is found by its metadata and adopted, not posted again).
-2. An in-process :class:`bot.wiring.Elicitbot` records an answer whose write-back keeps failing
+2. An in-process :class:`bot.app.wiring.Elicitbot` records an answer whose write-back keeps failing
    (503), is stopped without draining, and a fresh one on the same file delivers the write-back
    with the same ``Idempotency-Key``.
 """
@@ -30,14 +30,14 @@ import httpx
 import pytest
 
 from adapters.sources.superpipeline.parse import CE_TYPE, parse_body
-from bot.config import AppConfig, parse_config
+from bot.app.config import AppConfig, parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, Status
 from bot.domain.records import DeliveryView, EffectView
 from bot.domain.refs import SlackRef
 from bot.outbox import writeback_key
 from bot.service import Inbound
-from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.fakes import FakeWebhook
 from tests.slack_fake import FakeSlack, SlackCall

@@ -22,6 +22,7 @@ import pytest
 
 from adapters.sources.engine import NO_DEADLINE_TEXT, EngineSink, engine_router
 from adapters.sources.engine.parse import MAX_BODY_BYTES
+from bot.app.http import Runtime, authorised, create_app
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
@@ -35,7 +36,6 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import AnswerSink
-from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore

@@ -19,14 +19,14 @@ import pytest
 from fastapi import FastAPI
 
 from adapters.sources.handup import HandupSink, handup_router
-from bot.config import parse_config
+from bot.app.config import parse_config
+from bot.app.http import Runtime, authorised, create_app
+from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, People, Refusal, RefusalCode, Route, Status
 from bot.domain.views import writeback_note
-from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
-from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeChat, FakeWebhook

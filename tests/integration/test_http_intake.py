@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from adapters.sources.superpipeline import CE_TYPE
-from bot.config import AppConfig, ServerConfig, StoreConfig
+from bot.app.config import AppConfig, ServerConfig, StoreConfig
+from bot.app.wiring import Elicitbot
 from bot.domain.model import Status
 from bot.domain.records import EffectView
 from bot.outbox import Dispatcher
-from bot.wiring import Elicitbot
 from tests.conftest import FakeClock
 from tests.showcase import long_question
 from tests.unit.sources.superpipeline_fixtures import REFUSED, VALID

@@ -40,11 +40,11 @@ from slack_bolt.async_app import AsyncApp
 
 from adapters.slack.routes import slack_router
 from adapters.sources.superpipeline import CE_TYPE
-from bot.config import AppConfig, StoreConfig
+from bot.app.config import AppConfig, StoreConfig
+from bot.app.http import Runtime, create_app
+from bot.app.wiring import Elicitbot
 from bot.domain.store import Store
-from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
-from bot.wiring import Elicitbot
 from tests.conftest import FakeClock
 from tests.unit.sources.superpipeline_fixtures import VALID
 

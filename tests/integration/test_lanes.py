@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from adapters.sources.superpipeline.parse import parse_body
-from bot.config import parse_config
+from bot.app.config import parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity
 from bot.service import Inbound
-from bot.wiring import Elicitbot
 from tests.fakes import FakeWebhook
 from tests.integration.test_crash import free_port, poll
 from tests.slack_fake import FakeSlack, SlackCall

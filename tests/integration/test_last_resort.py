@@ -13,9 +13,9 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from structlog.testing import capture_logs
 
-from bot import cli
+from bot.app import cli
+from bot.app.http import CORRELATION_HEADER, Runtime, create_app
 from bot.domain.bounds import KEY_MAX
-from bot.http import CORRELATION_HEADER, Runtime, create_app
 from store.sql import SqlStore
 
 PROBLEM = "application/problem+json"

@@ -19,14 +19,14 @@ import pytest
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.sync import token_key
+from bot.app.config import AppConfig, parse_config
+from bot.app.wiring import Elicitbot
 from bot.clock import SystemClock
-from bot.config import AppConfig, parse_config
 from bot.domain.errors import ConfigError
 from bot.domain.model import Route
 from bot.lease import LeaseKeeper
 from bot.outbox import Dispatcher
 from bot.service import Service
-from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.fakes import FakeSink
@@ -189,7 +189,7 @@ class Tokens:
 @dataclass
 class MatrixReplica:
     """One elicitbot replica with Matrix: its own nio client, outbox, service and listener on the
-    shared store; the sync loop runs under the Matrix lease (as bot.wiring runs it)."""
+    shared store; the sync loop runs under the Matrix lease (as bot.app.wiring runs it)."""
 
     bot: Bot
     tokens: Tokens

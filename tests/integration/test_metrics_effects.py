@@ -1,5 +1,5 @@
 """``/metrics`` on the work in the database: lane depth and age, the oldest pending write-back,
-lease holders (``bot.metrics``).
+lease holders (``bot.app.metrics``).
 
 The backlog figures come from real stores (SQLite, PostgreSQL) with rows queued through
 the service; folding, a failed read and the scrape-time refresh use a small fake store, where
@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.sources.superpipeline.parse import parse_body
+from bot.app.http import Runtime, create_app
+from bot.app.metrics import MAX_CHAT_LANES, OTHER, StoreMetrics
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, People, Route
 from bot.domain.records import LaneView, LeaseView
 from bot.domain.store import Store
-from bot.http import Runtime, create_app
-from bot.metrics import MAX_CHAT_LANES, OTHER, StoreMetrics
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
 from store.sql import SqlStore

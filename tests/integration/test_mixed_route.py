@@ -42,11 +42,11 @@ from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer
 from adapters.slack.routes import slack_router
 from adapters.sources.superpipeline.parse import parse_body
+from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Command, Outcome
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import Answer, People, Route, Status
 from bot.domain.refs import MatrixRef, SlackRef
-from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher, writeback_key
 from bot.service import Inbound, Service
 from store.sql import SqlStore

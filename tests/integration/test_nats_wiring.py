@@ -12,10 +12,10 @@ import httpx
 import nats
 
 from adapters.sources.superpipeline.parse import CE_TYPE
-from bot.config import parse_config
+from bot.app.config import parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity
-from bot.wiring import Elicitbot
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 NATS_URL = "nats://127.0.0.1:4222"

@@ -32,7 +32,7 @@ from adapters.sources.pinework import (
     account_key,
 )
 from adapters.sources.pinework.poller import NOT_FOUND_TEXT
-from bot import logs
+from bot.app import logs
 from bot.domain.actions import OutcomeKind, Reply
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError

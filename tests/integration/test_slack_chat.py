@@ -24,7 +24,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.chat import LOOKUP_MARGIN, SlackChat, slack_ts
 from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, notice_metadata
 from adapters.sources.superpipeline.parse import parse_body
-from bot.config import AppConfig, parse_config
+from bot.app.config import AppConfig, parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, Attempt, Elicitation, Identity, People, Route, Status
@@ -33,7 +34,6 @@ from bot.domain.records import EffectView, NoticeKind
 from bot.domain.refs import MatrixRef, SlackRef
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
-from bot.wiring import Elicitbot
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.slack_fake import BOT_USER, FakeSlack, SlackCall

@@ -1,8 +1,9 @@
 """The Toolshed routes end to end on SQLite and PostgreSQL: a runtime's exact requests and
 responses, resolving through the route or in chat, every error path, what the database holds.
 
-The app is ``bot.http.create_app`` with the router in ``Runtime.routers`` (as ``bot.wiring`` mounts
-it), driven through ``httpx.ASGITransport``; the outbox runs by ``Dispatcher.run_once``.
+The app is ``bot.app.http.create_app`` with the router in ``Runtime.routers`` (as
+``bot.app.wiring`` mounts it), driven through ``httpx.ASGITransport``; the outbox runs by
+``Dispatcher.run_once``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from adapters.sources.toolshed import toolshed_router
+from bot.app.http import Runtime, authorised, create_app
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Attempt,
@@ -28,7 +30,6 @@ from bot.domain.model import (
     RouteMatch,
     Status,
 )
-from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore

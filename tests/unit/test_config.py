@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot.config import (
+from bot.app.config import (
     AppConfig,
     ServerConfig,
     StoreConfig,
@@ -31,9 +31,9 @@ EXAMPLE = REPO / "config.example.toml"
 
 
 def _elicitbot() -> Any:
-    """``bot.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
+    """``bot.app.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
     do not build it run without the adapters)."""
-    from bot.wiring import Elicitbot
+    from bot.app.wiring import Elicitbot
 
     return Elicitbot
 

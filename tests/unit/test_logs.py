@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 import structlog
 
-from bot import logs
-from bot.config import AppConfig, ServerConfig, StoreConfig, parse_config
+from bot.app import logs
+from bot.app.config import AppConfig, ServerConfig, StoreConfig, parse_config
 
 CANARY = "xoxb-canary-123456"
 
 
 def _elicitbot() -> Any:
-    """``bot.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
+    """``bot.app.wiring.Elicitbot``, imported when a test needs it (the config and log tests that
     do not build it run without the adapters)."""
-    from bot.wiring import Elicitbot
+    from bot.app.wiring import Elicitbot
 
     return Elicitbot
 

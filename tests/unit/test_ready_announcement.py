@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from bot import logs
-from bot.config import AppConfig
+from bot.app import logs
+from bot.app.config import AppConfig
 
 
 @pytest.fixture(autouse=True)

@@ -8,17 +8,22 @@ POSTed to its allowlisted ``callback_url`` out.
 - :mod:`.routes` and :mod:`.sink`: the HTTP edges.
 """
 
-from adapters.sources.handup.document import request_document
-from adapters.sources.handup.duration import parse_timeout
-from adapters.sources.handup.elicitation import SOURCE, to_elicitation
-from adapters.sources.handup.routes import handup_router
-from adapters.sources.handup.sink import HandupSink
-from adapters.sources.handup.validation import (
-    CheckedRequest,
-    callback_allowed,
-    check,
-    schema,
-)
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.sources.handup.document import request_document
+    from adapters.sources.handup.duration import parse_timeout
+    from adapters.sources.handup.elicitation import SOURCE, to_elicitation
+    from adapters.sources.handup.routes import handup_router
+    from adapters.sources.handup.sink import HandupSink
+    from adapters.sources.handup.validation import (
+        CheckedRequest,
+        callback_allowed,
+        check,
+        schema,
+    )
 
 __all__ = [
     "SOURCE",
@@ -32,3 +37,15 @@ __all__ = [
     "schema",
     "to_elicitation",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "document": ("request_document",),
+        "duration": ("parse_timeout",),
+        "elicitation": ("SOURCE", "to_elicitation"),
+        "routes": ("handup_router",),
+        "sink": ("HandupSink",),
+        "validation": ("CheckedRequest", "callback_allowed", "check", "schema"),
+    },
+)

@@ -1,18 +1,23 @@
 """Pinework questions (spec 003): polled in, answered back through the answer and secret routes."""
 
-from adapters.sources.pinework.parse import (
-    SOURCE,
-    account_key,
-    answer_body,
-    channel_of,
-    inbound_id,
-    parse_question,
-    read_page,
-    to_elicitation,
-    upstream_close,
-)
-from adapters.sources.pinework.poller import ClosingElicitations, PineworkPoller, PollError
-from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.sources.pinework.parse import (
+        SOURCE,
+        account_key,
+        answer_body,
+        channel_of,
+        inbound_id,
+        parse_question,
+        read_page,
+        to_elicitation,
+        upstream_close,
+    )
+    from adapters.sources.pinework.poller import ClosingElicitations, PineworkPoller, PollError
+    from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
 
 __all__ = [
     "SOURCE",
@@ -30,3 +35,22 @@ __all__ = [
     "to_elicitation",
     "upstream_close",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "parse": (
+            "SOURCE",
+            "account_key",
+            "answer_body",
+            "channel_of",
+            "inbound_id",
+            "parse_question",
+            "read_page",
+            "to_elicitation",
+            "upstream_close",
+        ),
+        "poller": ("ClosingElicitations", "PineworkPoller", "PollError"),
+        "sink": ("PineworkSecretSink", "PineworkSink"),
+    },
+)

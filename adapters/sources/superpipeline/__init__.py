@@ -1,14 +1,19 @@
 """SuperPipeline `elicitation.pending` v1 intake (spec 000): a CloudEvent in, an Elicitation out."""
 
-from adapters.sources.superpipeline.parse import (
-    CE_TYPE,
-    SOURCE,
-    SUBJECT_RE,
-    parse_body,
-    to_elicitation,
-    workspace_from_subject,
-)
-from adapters.sources.superpipeline.routes import superpipeline_router
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.sources.superpipeline.parse import (
+        CE_TYPE,
+        SOURCE,
+        SUBJECT_RE,
+        parse_body,
+        to_elicitation,
+        workspace_from_subject,
+    )
+    from adapters.sources.superpipeline.routes import superpipeline_router
 
 __all__ = [
     "CE_TYPE",
@@ -19,3 +24,18 @@ __all__ = [
     "to_elicitation",
     "workspace_from_subject",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "parse": (
+            "CE_TYPE",
+            "SOURCE",
+            "SUBJECT_RE",
+            "parse_body",
+            "to_elicitation",
+            "workspace_from_subject",
+        ),
+        "routes": ("superpipeline_router",),
+    },
+)

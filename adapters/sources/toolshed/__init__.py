@@ -1,17 +1,22 @@
 """Toolshed elicitation routes (spec 002): elicitbot serves the runtime's three routes."""
 
-from adapters.sources.toolshed.parse import (
-    ASKER,
-    RESOLVER,
-    SOURCE,
-    ElicitationRequest,
-    Resolution,
-    parse_request,
-    parse_resolution,
-    poll_body,
-    to_elicitation,
-)
-from adapters.sources.toolshed.routes import toolshed_router
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.sources.toolshed.parse import (
+        ASKER,
+        RESOLVER,
+        SOURCE,
+        ElicitationRequest,
+        Resolution,
+        parse_request,
+        parse_resolution,
+        poll_body,
+        to_elicitation,
+    )
+    from adapters.sources.toolshed.routes import toolshed_router
 
 __all__ = [
     "ASKER",
@@ -25,3 +30,21 @@ __all__ = [
     "to_elicitation",
     "toolshed_router",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "parse": (
+            "ASKER",
+            "RESOLVER",
+            "SOURCE",
+            "ElicitationRequest",
+            "Resolution",
+            "parse_request",
+            "parse_resolution",
+            "poll_body",
+            "to_elicitation",
+        ),
+        "routes": ("toolshed_router",),
+    },
+)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from adapters.matrix import matrix_chat
 from adapters.matrix.crypto_state import owner_key
-from bot.config import parse_config
-from bot.wiring import Elicitbot
+from bot.app.config import parse_config
+from bot.app.wiring import Elicitbot
 from tests.integration.matrix.rig import flag, until
 from tests.integration.matrix_e2ee.adapter_rig import E2eeRig
 from tests.integration.matrix_e2ee.clients import PICKLE_KEY

@@ -1,7 +1,7 @@
 """The rig for Slack interactivity end to end (clicks, thread replies, the reply modal, commands).
 
 The real Bolt ``AsyncApp`` (:mod:`adapters.slack.app`) is mounted with
-:func:`adapters.slack.routes.slack_router` on the one FastAPI app (:func:`bot.http.create_app`)
+:func:`adapters.slack.routes.slack_router` on the one FastAPI app (:func:`bot.app.http.create_app`)
 and reached over HTTP (httpx's ASGI transport) with requests signed like Slack signs them. Behind
 it: the real Service, SqlStore (SQLite file) and outbox Dispatcher, and SlackChat on slack_sdk's
 AsyncWebClient against the fake Web API (:mod:`tests.slack_fake`), which checks every message
@@ -27,6 +27,7 @@ from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer, Rate
 from adapters.slack.routes import slack_router
 from adapters.sources.superpipeline.parse import parse_body
+from bot.app.http import Runtime, create_app
 from bot.domain.model import (
     Elicitation,
     People,
@@ -34,7 +35,6 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import AnswerSink, PromptView
-from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
 from store.sql import SqlStore

@@ -13,10 +13,10 @@ import httpx
 
 from adapters.slack.app import COMMAND, build_app
 from adapters.slack.routes import EVENTS_PATH, slack_router
+from bot.app.http import Runtime, create_app
 from bot.domain.model import (
     Status,
 )
-from bot.http import Runtime, create_app
 from store.sql import SqlStore
 from tests.conftest import REPO, FakeClock
 from tests.integration.slack.rig import (

@@ -25,10 +25,10 @@ from adapters.slack.render import REPLY_ACTION
 from adapters.slack.routes import slack_router
 from adapters.slack.translate import RESEND_PRIVATE
 from adapters.slack.trims import MAX_RAW_KEY, RAW_CHANNEL, raw_key
+from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Outcome
 from bot.domain.model import AnswerMode, Status
 from bot.domain.records import RawEvent
-from bot.http import Runtime, create_app
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.integration.slack.rig import (

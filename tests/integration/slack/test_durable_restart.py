@@ -1,4 +1,4 @@
-"""Durable before ack through the composition root: an in-process :class:`bot.wiring.Elicitbot`
+"""Durable before ack through the composition root: an in-process :class:`bot.app.wiring.Elicitbot`
 (SQLite, HTTP mode, the fake Slack Web API) acks a click, is killed before the click's answer is
 recorded, and the next Elicitbot on the same file records it at start (its ``slack-replay``
 task), with no click from anyone."""
@@ -18,11 +18,11 @@ import pytest
 
 from adapters.slack.trims import RAW_CHANNEL
 from adapters.sources.superpipeline.parse import parse_body
-from bot.config import AppConfig, parse_config
+from bot.app.config import AppConfig, parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.actions import Action, Outcome
 from bot.domain.model import Status
 from bot.service import Inbound
-from bot.wiring import Elicitbot
 from tests.integration.slack.rig import ALICE, C1, SIGNING_SECRET, button, sign
 from tests.slack_fake import TEAM_ID, FakeSlack
 from tests.unit.sources.superpipeline_fixtures import VALID

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def with_names(rig: Rig) -> None:
-    """What bot.wiring does: the app names people through users.info, cached."""
+    """What bot.app.wiring does: the app names people through users.info, cached."""
     rig.slack.identify = SlackNames(rig.chat.client, clock=rig.clock).identify
     rig.fake.add_user(ALICE, display_name="Alice", real_name="Alice Smith")
     rig.fake.add_user(BOB, real_name="Bob Jones")

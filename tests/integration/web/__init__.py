@@ -1,6 +1,6 @@
 """The web inbox against a real Service, SqlStore and Dispatcher; shared by its tests.
 
-:func:`make_rig` wires what ``bot.wiring`` will: the inbox router on a FastAPI app beside the
+:func:`make_rig` wires what ``bot.app.wiring`` will: the inbox router on a FastAPI app beside the
 intake routes, a :class:`~tests.fakes.FakeChat` registered as ``slack`` (so a test sees the Slack
 copy rewritten) and an answer sink for ``superpipeline`` (the write-back).
 """
@@ -18,9 +18,9 @@ from adapters.sources.superpipeline import superpipeline_router
 from adapters.sources.superpipeline.parse import parse_body
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
+from bot.app.http import Runtime, create_app
 from bot.domain.model import Elicitation, People, Route
 from bot.domain.ports import AnswerSink, PromptView, SecretSink
-from bot.http import Runtime, create_app
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
 from store.sql import SqlStore

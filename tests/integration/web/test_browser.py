@@ -35,7 +35,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from adapters.sources.superpipeline import CE_TYPE
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.identity import IdentityPolicy
-from bot.config import ServerConfig
+from bot.app.config import ServerConfig
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Attempt, Identity, Status
 from bot.domain.records import StoredElicitation

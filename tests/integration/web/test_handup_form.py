@@ -21,8 +21,8 @@ from adapters.sources.handup.validation import schema_problems
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
 from adapters.web.session import CSRF_COOKIE
+from bot.app.http import Runtime, authorised, create_app
 from bot.domain.model import People, Route
-from bot.http import Runtime, authorised, create_app
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore

@@ -23,7 +23,7 @@ from structlog.testing import capture_logs
 from adapters.web import reads
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import CSRF_COOKIE
-from bot.config import ServerConfig
+from bot.app.config import ServerConfig
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     AnswerMode,

@@ -21,7 +21,8 @@ from adapters.matrix.crypto import MatrixCrypto
 from adapters.matrix.direct import is_person
 from adapters.matrix.notices import UNREADABLE
 from adapters.matrix.undecryptable import Undecryptable, report
-from bot.config import parse_config
+from bot.app.config import parse_config
+from bot.app.wiring import Elicitbot
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import Status
@@ -29,7 +30,6 @@ from bot.domain.ports import Notice
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
 from bot.domain.store import Store
-from bot.wiring import Elicitbot
 from tests.conftest import FakeClock
 from tests.unit.matrix.test_handlers import ALICE, PROMPT, ROOM, Chat, Core, fixture, rig, settled
 

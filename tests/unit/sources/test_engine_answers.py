@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.sources.engine import NO_DEADLINE_TEXT, ask_document, parse_delivery
-from bot.config import parse_config
+from bot.app.config import parse_config
 from bot.domain import rules
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import ConfigError

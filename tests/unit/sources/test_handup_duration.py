@@ -20,7 +20,7 @@ from adapters.sources.handup.duration import (
     parse_timeout,
 )
 from adapters.sources.handup.elicitation import to_elicitation
-from bot.config import parse_config
+from bot.app.config import parse_config
 from bot.domain.errors import ConfigError, PayloadRejected
 
 ALLOW = ["https://handup.example.org/hooks"]

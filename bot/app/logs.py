@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import structlog
 
 if TYPE_CHECKING:
-    from bot.config import AppConfig
+    from bot.app.config import AppConfig
 
 _SECRETS: set[str] = set()
 MIN_SECRET_LENGTH = 6

@@ -1,4 +1,7 @@
-"""The TOML config (DESIGN.md "Config"): pydantic models, unknown keys refused, secrets from env.
+"""The TOML config: pydantic models, unknown keys refused, secrets from the environment.
+
+The root's own sections (server, store, people, routes, deadlines) live here; each surface's and
+each source's section lives in its adapter package, composed here into ``AppConfig``.
 
 ``load_config(None)`` looks for ``./elicitbot.toml``; with no file it returns the embedded
 default: SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787.
@@ -14,15 +17,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AnyHttpUrl,
-    BaseModel,
-    ConfigDict,
     Field,
     PlainValidator,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
+from adapters.matrix.config import MatrixConfig
+from adapters.shared.config import EnvName, Section
+from adapters.slack.config import SlackConfig
+from adapters.sources.engine.config import EngineConfig
+from adapters.sources.handup.config import HandupConfig
+from adapters.sources.pinework.config import PineworkConfig
+from adapters.sources.superpipeline.config import NatsConfig, SuperPipelineConfig
+from adapters.web.config import WebConfig
 from bot.domain.errors import ConfigError
 from bot.domain.model import (
     People,
@@ -33,7 +41,6 @@ from bot.domain.model import (
 )
 
 DEFAULT_FILE = Path("elicitbot.toml")
-EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 LogFormat = Literal["auto", "json", "console"]
 
@@ -55,10 +62,6 @@ def _network(value: object) -> Network:
 
 
 ProxyNetwork = Annotated[Network, PlainValidator(_network)]
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ServerConfig(Section):
@@ -123,40 +126,6 @@ class StoreConfig(Section):
         return value
 
 
-class SlackConfig(Section):
-    bot_token_env: EnvName = "SLACK_BOT_TOKEN"  # noqa: S105 - a variable name
-    app_token_env: EnvName | None = None
-    signing_secret_env: EnvName | None = "SLACK_SIGNING_SECRET"  # noqa: S105
-    api_url: AnyHttpUrl = AnyHttpUrl("https://slack.com/api/")
-
-    @model_validator(mode="after")
-    def _http_mode_needs_a_signing_secret(self) -> SlackConfig:
-        if self.app_token_env is None and self.signing_secret_env is None:
-            msg = (
-                "signing_secret_env is required in HTTP mode (app_token_env unset): "
-                "without it every request from Slack would be refused"
-            )
-            raise ValueError(msg)
-        return self
-
-
-class MatrixConfig(Section):
-    homeserver: AnyHttpUrl
-    user_id: str = Field(pattern=r"^@[^:]+:.+$")
-    access_token_env: EnvName = "MATRIX_ACCESS_TOKEN"  # noqa: S105
-    device_id: str = Field(min_length=1)
-    pickle_key_env: EnvName | None = None
-    """Set: end-to-end encryption (encrypted rooms, encrypted direct messages); the variable
-    holds the key that encrypts the device's stored crypto state (16+ characters). ``serve``
-    refuses to start naming ``matrix.pickle_key_env`` when it is unset or too short."""
-
-
-class NatsConfig(Section):
-    url: str = "nats://127.0.0.1:4222"
-    subjects: tuple[str, ...] = ("evt.*.superpipeline.elicitation.pending",)
-    durable: str = "elicitbot"
-
-
 class PeopleConfig(Section):
     admins: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
@@ -201,53 +170,11 @@ class RouteConfig(Section):
         return Route(**self.model_dump(), origin="config")
 
 
-class WebConfig(Section):
-    user_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]+$")
-    """The sign-in proxy's header naming the user; unset = loopback only, the local admin."""
-    admins: tuple[str, ...] = ()
-    """Users, as the proxy names them, who are workspace admins (``web:<user>``)."""
-
-
 class DeadlinesConfig(Section):
     claim_minutes: float = Field(default=30, gt=0)
     """How long an "I'm on it" claim pauses escalation and follow-ups."""
     sweep_seconds: float = Field(default=15, ge=1, le=300)
     """The periodic sweep that catches any due deadline a wake-up missed."""
-
-
-class SuperPipelineConfig(Section):
-    answer_webhook: AnyHttpUrl | None = None
-    answer_subject: str = "evt.{workspace}.elicitbot.elicitation.answered"
-
-
-class PineworkConfig(Section):
-    base_url: AnyHttpUrl
-    token_env: EnvName
-    workspace: str
-    poll_seconds: float = Field(default=5, gt=0)
-
-
-class HandupConfig(Section):
-    callback_allowlist: tuple[AnyHttpUrl, ...] = ()
-    default_timeout: str | None = None
-    """The expiry of a Request with no ``timeout`` (spec 004: "absent uses config"), in the
-    ``timeout`` grammar (``"15m"``, ``"1h 30m"``, ``"1w"``; at most one year); None or
-    ``"none"``: such a Request never expires."""
-
-    @field_validator("default_timeout")
-    @classmethod
-    def _handup_duration(cls, value: str | None) -> str | None:
-        # The Request's own grammar; imported here so loading a config stays light.
-        from adapters.sources.handup.duration import parse_timeout  # noqa: PLC0415
-
-        if value is not None:
-            parse_timeout(value)  # ValueError: pydantic names sources.handup.default_timeout
-        return value
-
-
-class EngineConfig(Section):
-    answer_webhook: AnyHttpUrl | None = None
-    """Where a closed engine ask is POSTed (the read-back document); None: only read back."""
 
 
 class SourcesConfig(Section):

@@ -25,14 +25,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.shared.problem import problem
+from bot.app.metrics import StoreMetrics
+from bot.app.shapes import deadline_json, delivery_json, summary_json
 from bot.domain.bounds import lookup_problem
-from bot.domain.errors import FieldProblem, IntakeError, PayloadRejected
+from bot.domain.errors import PROBLEM, FieldProblem, IntakeError, PayloadRejected, problem_body
 from bot.domain.ports import Elicitations
-from bot.domain.records import DeadlineView, DeliveryView, StoredElicitation
-from bot.domain.refs import ref_json
 from bot.domain.store import Store
-from bot.metrics import StoreMetrics
 
 MAX_BODY_BYTES = 1024 * 1024
 CORRELATION_HEADER = "X-Correlation-Id"
@@ -41,7 +39,7 @@ log = structlog.get_logger("elicitbot.http")
 
 @dataclass
 class Runtime:
-    """What the routes need; built by bot.wiring."""
+    """What the routes need; built by bot.app.wiring."""
 
     store: Store
     elicitations: Elicitations | None = None
@@ -61,6 +59,14 @@ class Runtime:
     def __post_init__(self, service: Elicitations | None) -> None:
         if self.elicitations is None:
             self.elicitations = service
+
+
+def problem(
+    status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any
+) -> JSONResponse:
+    """:func:`bot.domain.errors.problem_body` as a response with its status and media type."""
+    body = problem_body(status, title, detail, errors, **more)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
 
 
 class BodyLimit:
@@ -288,58 +294,3 @@ def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
     async def metrics() -> Response:
         await store_metrics.refresh()
         return Response(generate_latest(rt.registry), media_type=CONTENT_TYPE_LATEST)
-
-
-def answer_json(stored: StoredElicitation) -> dict[str, Any] | None:
-    a = stored.answer
-    if a is None:
-        return None
-    return {
-        "by": a.respondent,
-        "principal": a.principal,
-        "displayName": a.display_name,
-        "optionIds": list(a.option_ids),
-        "text": a.text,
-        "secret": a.secret,
-        "via": a.via,
-        "at": a.at.isoformat(),
-    }
-
-
-def summary_json(stored: StoredElicitation) -> dict[str, Any]:
-    e = stored.elicitation
-    return {
-        "id": e.key,
-        "source": e.source,
-        "sourceId": e.source_id,
-        "status": stored.status.value,
-        "workspace": e.workspace,
-        "kind": e.kind.value,
-        "title": e.title,
-        "question": e.question,
-        "answer": answer_json(stored),
-        "version": stored.version,
-        "createdAt": stored.created_at.isoformat(),
-        "updatedAt": stored.updated_at.isoformat(),
-    }
-
-
-def delivery_json(d: DeliveryView) -> dict[str, Any]:
-    return {
-        "destination": d.destination,
-        "position": d.position,
-        "purpose": str(d.purpose),
-        "state": str(d.state),
-        "ref": ref_json(d.ref),
-        "postedAt": d.posted_at.isoformat() if d.posted_at else None,
-        "error": d.error,
-    }
-
-
-def deadline_json(d: DeadlineView) -> dict[str, Any]:
-    return {
-        "kind": str(d.kind),
-        "dueAt": d.due_at.isoformat(),
-        "state": str(d.state),
-        "firedAt": d.fired_at.isoformat() if d.fired_at else None,
-    }

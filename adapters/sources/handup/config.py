@@ -1,0 +1,23 @@
+"""``[sources.handup]``: where terminal Requests may be POSTed, and a Request's default expiry."""
+
+from __future__ import annotations
+
+from pydantic import AnyHttpUrl, field_validator
+
+from adapters.shared.config import Section
+from adapters.sources.handup.duration import parse_timeout
+
+
+class HandupConfig(Section):
+    callback_allowlist: tuple[AnyHttpUrl, ...] = ()
+    default_timeout: str | None = None
+    """The expiry of a Request with no ``timeout`` (spec 004: "absent uses config"), in the
+    ``timeout`` grammar (``"15m"``, ``"1h 30m"``, ``"1w"``; at most one year); None or
+    ``"none"``: such a Request never expires."""
+
+    @field_validator("default_timeout")
+    @classmethod
+    def _handup_duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_timeout(value)  # ValueError: pydantic names sources.handup.default_timeout
+        return value

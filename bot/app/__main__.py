@@ -1,0 +1,3 @@
+from bot.app.cli import main
+
+raise SystemExit(main())
