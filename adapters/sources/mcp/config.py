@@ -8,8 +8,8 @@ token_env = "ELICITBOT_MCP_TOKEN_CI"
 destinations = ["slack:C0APPROVALS", "web"]
 ```
 
-Unknown keys are refused and the models are frozen, as every section of the config is (the
-behaviour of ``bot.config.Section``, mirrored here so that this package imports only the domain).
+Unknown keys are refused and the models are frozen, as every section of the config is
+(:class:`adapters.shared.config.Section`).
 Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env``
 names, in an environment mapping the caller passes (tests pass a dict).
 """
@@ -19,22 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from adapters.shared.config import EnvName, Section
 from bot.domain.errors import ConfigError
 from bot.domain.model import check_destinations
 
-EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 WAIT_MAX = 600
 """The longest ``wait_seconds`` (a client that waits longer times out first)."""
 
 
-class McpSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class McpAgentConfig(McpSection):
+class McpAgentConfig(Section):
     """One agent identity: its bearer token's variable and where its questions go by default."""
 
     token_env: EnvName
@@ -48,7 +44,7 @@ class McpAgentConfig(McpSection):
         return check_destinations(values)
 
 
-class McpConfig(McpSection):
+class McpConfig(Section):
     """``[mcp]``: absent means no MCP server."""
 
     wait_seconds: float = Field(default=45, gt=0, le=WAIT_MAX)

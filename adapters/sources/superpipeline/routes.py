@@ -95,7 +95,7 @@ def superpipeline_router(
 
     # Served by a plain Starlette route (first, so it is the one that matches): the endpoint takes
     # the Request and answers with a Response, so FastAPI's dependency solving has nothing to do,
-    # and the app serves plain routes ahead of its routers (``bot.http.create_app``), skipping
+    # and the app serves plain routes ahead of its routers (``bot.app.http.create_app``), skipping
     # their per-request walk. The FastAPI route, never reached, documents it in OpenAPI.
     router.add_route("/v1/events", post_events, methods=["POST"], include_in_schema=False)
     router.add_api_route(
