@@ -1,4 +1,4 @@
-"""The ``elicitbot`` command: serve, check-config, db upgrade, list, show."""
+"""The ``elicitbot`` command: serve, check-config, db upgrade, list, show, mcp-proxy."""
 
 from __future__ import annotations
 
@@ -43,6 +43,23 @@ def _parser() -> argparse.ArgumentParser:
         "show", parents=[common], help="one elicitation with deliveries, deadlines, audit"
     )
     show.add_argument("id", help="<source>:<id> or the source's own id")
+    proxy = sub.add_parser(
+        "mcp-proxy",
+        parents=[common],
+        help="a stdio MCP server in front of another; its elicitations are asked through elicitbot",
+        description="Serve MCP on stdin/stdout in front of COMMAND (or --url): everything passes "
+        "through, except that the server's elicitations are asked of people through elicitbot "
+        "(at server.public_url, as the agent [mcp.agents.NAME]).",
+    )
+    proxy.add_argument("--agent", help="the [mcp.agents.NAME] to ask as (optional with one agent)")
+    proxy.add_argument("--url", help="the MCP server's Streamable HTTP URL, instead of a command")
+    proxy.add_argument(
+        "--upstream-mode",
+        choices=["legacy", "auto", "2026-07-28"],
+        default="legacy",
+        help="how to speak to the server (legacy: the 2025-11-25 handshake)",
+    )
+    proxy.add_argument("upstream", nargs=argparse.REMAINDER, help="-- COMMAND [ARG ...]")
     return parser
 
 
@@ -64,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
             uvloop.run(serve(config))
             return 0
+        if args.command == "mcp-proxy":
+            return _mcp_proxy(args, config)
         if args.command == "db":
             from bot.app.wiring import upgrade_store  # noqa: PLC0415
 
@@ -77,6 +96,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _mcp_proxy(args: argparse.Namespace, config: AppConfig) -> int:
+    """``elicitbot mcp-proxy``: stdout is the MCP channel, so the logs stay on stderr."""
+    from adapters.sources.mcp.proxy import proxy_agent, run_proxy  # noqa: PLC0415 - the SDK
+
+    if config.mcp is None:
+        raise ConfigError("mcp: mcp-proxy needs [mcp] with the agent it asks as")
+    _, token = proxy_agent(config.mcp, os.environ, args.agent)
+    upstream: list[str] = args.upstream
+    command = upstream[1:] if upstream[:1] == ["--"] else upstream
+    asyncio.run(
+        run_proxy(
+            elicitbot_url=f"{config.server.base_url}/mcp",
+            token=token,
+            command=command or None,
+            url=args.url,
+            upstream_mode=args.upstream_mode,
+        )
+    )
+    return 0
 
 
 def _check(config: AppConfig) -> None:

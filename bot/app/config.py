@@ -28,6 +28,7 @@ from adapters.shared.config import EnvName, Section
 from adapters.slack.config import SlackConfig
 from adapters.sources.engine.config import EngineConfig
 from adapters.sources.handup.config import HandupConfig
+from adapters.sources.mcp.config import McpConfig
 from adapters.sources.pinework.config import PineworkConfig
 from adapters.sources.superpipeline.config import NatsConfig, SuperPipelineConfig
 from adapters.web.config import WebConfig
@@ -195,6 +196,8 @@ class AppConfig(Section):
     deadlines: DeadlinesConfig = DeadlinesConfig()
     routes: tuple[RouteConfig, ...] = ()
     sources: SourcesConfig = SourcesConfig()
+    mcp: McpConfig | None = None
+    """``[mcp]``: the MCP server at ``/mcp`` and its agents (absent: off)."""
 
     def route_list(self) -> tuple[Route, ...]:
         return tuple(r.to_route() for r in self.routes)
@@ -224,6 +227,9 @@ class AppConfig(Section):
                 needed["matrix.pickle_key_env"] = self.matrix.pickle_key_env
         for i, p in enumerate(self.sources.pinework):
             needed[f"sources.pinework[{i}].token_env"] = p.token_env
+        if self.mcp is not None:
+            for name, agent in self.mcp.agents.items():
+                needed[f"mcp.agents.{name}.token_env"] = agent.token_env
         return needed
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 
 import httpx
+from fastapi import APIRouter
 
 from adapters.sources.engine import EngineSink, engine_router
 from adapters.sources.handup import HandupSink, handup_router
+from adapters.sources.mcp import mcp_part
 from adapters.sources.pinework import (
     PineworkPoller,
     PineworkSecretSink,
@@ -79,7 +82,36 @@ def parts(ctx: Context) -> list[Part]:
             engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
         ],
     )
-    return [sources, *nats, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
+    mcp = [_mcp(ctx)] if config.mcp is not None else []
+    return [sources, *nats, *mcp, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
+
+
+def _mcp(ctx: Context) -> Part:
+    """The MCP server at ``/mcp``: its session manager runs from start to close (the HTTP app's
+    lifespan, one task); at stop its waiting calls answer "pending" at once."""
+    mcp = ctx.config.mcp
+    if mcp is None:
+        msg = "the MCP part needs [mcp]"
+        raise ConfigError(msg)
+    part = mcp_part(mcp, ctx.environ, ctx.elicitations, ctx.clock)
+    router = APIRouter()
+    router.routes.append(part.route)
+    running = contextlib.AsyncExitStack()
+
+    async def start() -> None:
+        await running.enter_async_context(part.lifespan())
+
+    async def stop() -> None:
+        part.shutdown()
+
+    return Part(
+        "mcp",
+        routers=[router],
+        ready=lambda: {"mcp": part.ready() is None},
+        start=start,
+        stop=stop,
+        close=running.aclose,
+    )
 
 
 def _nats(ctx: Context) -> Part:

@@ -31,6 +31,7 @@ EXAMPLE_SECRETS = {
     "MATRIX_ACCESS_TOKEN": "syt_test_0001",
     "MATRIX_PICKLE_KEY": "pickle-key-test-0001",
     "PINEWORK_TOKEN": "pinework-test-0001",
+    "ELICITBOT_MCP_TOKEN_CI": "mcp-token-test-0001",
 }
 EXAMPLE_SECRET_KEYS = {
     "server.intake_token_env": "ELICITBOT_INTAKE_TOKEN",
@@ -39,6 +40,7 @@ EXAMPLE_SECRET_KEYS = {
     "matrix.access_token_env": "MATRIX_ACCESS_TOKEN",
     "matrix.pickle_key_env": "MATRIX_PICKLE_KEY",
     "sources.pinework[0].token_env": "PINEWORK_TOKEN",
+    "mcp.agents.ci-agent.token_env": "ELICITBOT_MCP_TOKEN_CI",
 }
 STRUCTURED = "application/cloudevents+json"
 SUBJECT = "evt.acme.superpipeline.elicitation.pending"

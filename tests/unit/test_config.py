@@ -98,13 +98,20 @@ def field_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tu
             continue  # Route.origin is set by the code, never written in a config file
         path = (*prefix, info.alias or name)
         paths.append(path)
+        # A table of named sections ([mcp.agents.<name>]): any one name stands for all.
+        keyed = typing.get_origin(info.annotation) is dict
         for nested in _models(info.annotation):
-            paths += field_paths(nested, path)
+            paths += field_paths(nested, (*path, "*") if keyed else path)
     return paths
 
 
 def _lookup(data: Any, path: tuple[str, ...]) -> bool:
     for part in path:
+        if part == "*":  # the first of a table's named sections
+            if not isinstance(data, dict) or not data:
+                return False
+            data = next(iter(data.values()))
+            continue
         if isinstance(data, list):
             if not data:
                 return False
@@ -124,6 +131,7 @@ def test_the_walk_sees_the_nested_sections() -> None:
         ("sources", "pinework", "poll_seconds"),
         ("sources", "handup", "callback_allowlist"),
         ("people", "principals"),
+        ("mcp", "agents", "*", "token_env"),
     ]:
         assert path in paths
 

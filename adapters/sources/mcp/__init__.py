@@ -25,7 +25,17 @@ or two agents share a token. The question's source is ``mcp`` (a ``[[routes]]`` 
 The proxy's entry point for the CLI is :func:`.proxy.run_proxy` (see its docstring).
 """
 
-from adapters.sources.mcp.config import McpAgentConfig, McpConfig
-from adapters.sources.mcp.server import McpPart, mcp_part
+from typing import TYPE_CHECKING
+
+from adapters.shared.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from adapters.sources.mcp.config import McpAgentConfig, McpConfig
+    from adapters.sources.mcp.server import McpPart, mcp_part
 
 __all__ = ["McpAgentConfig", "McpConfig", "McpPart", "mcp_part"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {"config": ("McpAgentConfig", "McpConfig"), "server": ("McpPart", "mcp_part")},
+)
