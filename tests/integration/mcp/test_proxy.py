@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,26 +28,27 @@ ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 
 @asynccontextmanager
 async def proxied(r: Rig, mode: str = LEGACY, upstream: str = LEGACY) -> AsyncIterator[Client]:
-    env = {
-        **os.environ,
-        "ELICITBOT_PROXY_UPSTREAM_MODE": upstream,
-        "ELICITBOT_MCP_TOKEN": TOKENS["CI_TOKEN"],
-        "PYTHONPATH": str(REPO),
-    }
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            str(HERE / "proxy_main.py"),
-            r.url,
-            "--",
-            sys.executable,
-            str(HERE / "elicit_server.py"),
-        ],
-        env=env,
-        cwd=str(REPO),
-    )
-    async with Client(params, mode=mode) as client:
-        yield client
+    """``elicitbot mcp-proxy`` itself (the CLI, as a host runs it) in front of the test's server,
+    asking through the rig's ``/mcp`` as the agent ``ci-agent``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "proxy.toml"
+        config.write_text(
+            f'[server]\npublic_url = "{r.url.removesuffix("/mcp")}"\n\n'
+            '[mcp.agents.ci-agent]\ntoken_env = "ELICITBOT_MCP_TOKEN"\n',
+            encoding="utf-8",
+        )
+        env = {**os.environ, "ELICITBOT_MCP_TOKEN": TOKENS["CI_TOKEN"], "PYTHONPATH": str(REPO)}
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=[
+                *("-m", "bot", "mcp-proxy", "-c", str(config), "--upstream-mode", upstream),
+                *("--", sys.executable, str(HERE / "elicit_server.py")),
+            ],
+            env=env,
+            cwd=str(REPO),
+        )
+        async with Client(params, mode=mode) as client:
+            yield client
 
 
 async def asked(r: Rig, key: str = "mcp:q1") -> Any:
