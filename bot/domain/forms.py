@@ -12,12 +12,15 @@ answer a form in one message.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
-from bot.domain.model import FormQuestion, Option
+from bot.domain.model import FormQuestion, Option, TypedAnswer
 
 TEXT_LIMIT = 32_768
 """A typed answer's bound, in code points, when the source gives none."""
@@ -93,8 +96,70 @@ def check_answers(
             )
         if not selected and text is None:
             return FormProblem(f"Answer {_name(number, q)}.", empty=True)
+        why = None if text is None or q.typed is None else typed_problem(q.typed, text)
+        if why is not None:
+            return FormProblem(f"The answer to {_name(number, q)} {why}.")
         out[q.id] = {"selected": selected, "text": text}
     return out
+
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def typed_problem(rule: TypedAnswer, text: str) -> str | None:
+    """Why a typed answer breaks its question's rule, as the end of a sentence ("must be a
+    whole number"), or None. A number is read as typed, with thousands separators allowed."""
+    if rule.kind in ("number", "integer"):
+        raw = text.strip().replace(",", "")
+        try:
+            value = float(int(raw)) if rule.kind == "integer" else float(raw)
+        except ValueError:
+            return "must be a whole number" if rule.kind == "integer" else "must be a number"
+        if not math.isfinite(value):
+            return "must be a number"
+        if rule.minimum is not None and value < rule.minimum:
+            return f"must be at least {rule.minimum:g}"
+        if rule.maximum is not None and value > rule.maximum:
+            return f"must be at most {rule.maximum:g}"
+        return None
+    if rule.min_length is not None and len(text) < rule.min_length:
+        return f"must be at least {rule.min_length:,} characters"
+    if rule.max_length is not None and len(text) > rule.max_length:
+        return f"must be at most {rule.max_length:,} characters"
+    if rule.pattern is not None:
+        try:
+            matched = re.search(rule.pattern, text) is not None
+        except re.error:
+            matched = False
+        if not matched:
+            return f"must match the pattern {rule.pattern}"
+    return None if rule.format is None else _format_problem(rule.format, text)
+
+
+def _format_problem(format_: str, text: str) -> str | None:
+    value = text.strip()
+    if format_ == "email":
+        ok = _EMAIL.match(value) is not None
+        what = "an email address"
+    elif format_ == "uri":
+        parts = urlsplit(value)
+        ok = bool(parts.scheme) and bool(parts.netloc or parts.path)
+        what = "an address with its scheme (https://…)"
+    elif format_ == "date":
+        ok = _parses(date.fromisoformat, value) and len(value) == len("2026-12-02")
+        what = "a date (2026-12-02)"
+    else:
+        ok = "T" in value.upper() and _parses(datetime.fromisoformat, value.replace("Z", "+00:00"))
+        what = "a date and time (2026-12-02T09:30:00Z)"
+    return None if ok else f"must be {what}"
+
+
+def _parses(parse: Any, value: str) -> bool:
+    try:
+        parse(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _entries(body: str) -> dict[int, str] | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NewType
+from typing import Any, Literal, NewType
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -85,6 +85,20 @@ class PreviewItem(Frozen):
     language: str | None = None
 
 
+class TypedAnswer(Frozen):
+    """What a form question's typed answer must be, when its source says (an MCP form's
+    ``requestedSchema`` property): checked when the person answers (:mod:`bot.domain.forms`)."""
+
+    kind: Literal["string", "number", "integer"] = "string"
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    """A regular expression the text must contain a match of (JSON Schema ``pattern``)."""
+    format: Literal["email", "uri", "date", "date-time"] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+
 class FormQuestion(Frozen):
     """One question of a form (handup ``input.questions``): answered as
     ``{"selected": [option labels], "text": …}`` under its ``id`` (:mod:`bot.domain.forms`)."""
@@ -96,6 +110,8 @@ class FormQuestion(Frozen):
     """Their ids are the labels the answer carries."""
     multi: bool = False
     allow_free_text: bool = False
+    typed: TypedAnswer | None = None
+    """The typed answer's rules, where the source has them."""
 
     @property
     def takes_text(self) -> bool:

@@ -17,8 +17,9 @@ every surface renders and checks it as it does a handup form. A property the sch
 require gets one more option, :data:`LEAVE_EMPTY`, so it can be skipped (the domain's forms need
 every question answered). :func:`content_of` turns the answers back into the content an MCP client
 returns (``{name: value}``) and checks it against the whole schema (types, bounds, ``pattern``,
-``format``): what a person typed that the schema refuses is named there, since the answer rules
-check only the form's shape.
+``format``) as the last line. Each typed property's rules travel with its question
+(:class:`~bot.domain.model.TypedAnswer`), so the answer rules refuse, to the person, a typed answer
+the schema would refuse: what comes back fits it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 
 from bot.domain.errors import FieldProblem
-from bot.domain.model import FormQuestion, Option
+from bot.domain.model import FormQuestion, Option, TypedAnswer
 
 LEAVE_EMPTY = "(leave empty)"
 """The extra option of a property the schema does not require."""
@@ -174,8 +175,33 @@ def _field(
         options=tuple(options),
         multi=field_type == "multi",
         allow_free_text=typed,
+        typed=_typed(field_type, prop) if typed else None,
     )
     return Field(name, field_type, required, tuple(pairs)), question
+
+
+def _typed(kind: str, prop: Mapping[str, Any]) -> TypedAnswer:
+    """The property's rules for a typed answer, checked when the person answers (so a refusal
+    reaches them, and what comes back always fits the schema)."""
+
+    def number(key: str) -> float | None:
+        value = prop.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    def count(key: str) -> int | None:
+        value = prop.get(key)
+        return value if isinstance(value, int) else None
+
+    pattern, format_ = prop.get("pattern"), prop.get("format")
+    return TypedAnswer(
+        kind="integer" if kind == "integer" else "number" if kind == "number" else "string",
+        min_length=count("minLength"),
+        max_length=count("maxLength"),
+        pattern=str(pattern) if pattern is not None else None,
+        format=format_ if format_ in FORMATS else None,
+        minimum=number("minimum"),
+        maximum=number("maximum"),
+    )
 
 
 def parse_form(schema: Any) -> Form:

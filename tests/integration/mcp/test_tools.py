@@ -276,6 +276,22 @@ async def test_a_form_answer_comes_back_typed_by_its_schema(sqlite_url: str) -> 
             "region",
             "notes",
         ]
+        # What the schema refuses is refused to the person, naming the question; nothing is
+        # recorded and nothing goes back to the agent.
+        for replicas, why in (("twelve", "must be a whole number"), ("12", "must be at most 9")):
+            wrong = {
+                "name": {"selected": [], "text": "v2.4"},
+                "replicas": {"selected": [], "text": replicas},
+                "canary": {"selected": ["Yes"], "text": None},
+                "region": {"selected": ["Europe"], "text": None},
+                "notes": {"selected": ["(leave empty)"], "text": None},
+            }
+            refused = await answer(
+                r, "mcp:q1", Attempt(respondent=ALICE, via="web", fields={"answers": wrong})
+            )
+            assert isinstance(refused, Refusal), refused
+            assert refused.message == f"The answer to question 2 (replicas) {why}."
+        assert body(await client.call_tool("get_answer", {"id": "q1"}))["status"] == "pending"
         answers = {
             "name": {"selected": [], "text": "v2.4"},
             "replicas": {"selected": [], "text": "3"},
