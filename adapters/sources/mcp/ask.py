@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -147,11 +149,12 @@ def _shape_problems(
     form: Any,
     timeout_seconds: int | None,
     on_timeout: str | None,
+    url: str | None = None,
 ) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
     if form is not None and (options or free_text is not None):
         problems.append(FieldProblem("form", "cannot be given with options or free_text"))
-    if form is None and not options and free_text is None:
+    if url is None and form is None and not options and free_text is None:
         problems.append(FieldProblem("options", "give options, free_text or a form to answer"))
     ids = [o.id for o in options]
     for index, option_id in enumerate(ids):
@@ -221,6 +224,42 @@ def route_for(
     return Route(match=RouteMatch(source=SOURCE), destinations=tuple(allowed), origin="request")
 
 
+_PERSON = re.compile(r"^(slack:[UW][A-Z0-9]+|matrix:@[^:\s]+:\S+)$")
+URL_MAX = 8_192
+"""An address a person is asked to open (MCP URL mode): longer is no address anyone types."""
+
+
+def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[str]) -> Route:
+    """MCP URL mode: the address goes to one person only, as a direct message: the one person
+    (``slack:U…``, ``matrix:@…``) among the destinations the ask would use (its own, else the
+    agent's). A link to sign in or to pay is never posted to a channel."""
+    problems: list[FieldProblem] = []
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > URL_MAX:
+        problems.append(FieldProblem("url", f"must be an http(s) address of at most {URL_MAX:,}"))
+    named = route_for(workspace=None, board=None, destinations=destinations, allowed=allowed)
+    people = [d for d in (named.destinations if named else ()) if _PERSON.match(d)]
+    if len(people) != 1:
+        problems.append(
+            FieldProblem(
+                "url",
+                "goes to one person only, as a direct message: the destinations must name "
+                f"exactly one person (slack:U…, matrix:@…), not {len(people)}",
+            )
+        )
+    if problems:
+        raise AskError(problems)
+    return Route(match=RouteMatch(source=SOURCE), destinations=(people[0],), origin="request")
+
+
+def url_question(message: str, url: str) -> str:
+    """The direct message of a URL elicitation: the whole address, as text (never previewed)."""
+    return (
+        f"{message}\n\nThe tool asks you to open this address yourself (elicitbot has not "
+        f"opened it and shows no preview of it):\n\n{url}"
+    )
+
+
 def to_elicitation(
     *,
     question_id: str,
@@ -234,10 +273,13 @@ def to_elicitation(
     board: str | None = None,
     timeout_seconds: int | None = None,
     on_timeout: str | None = None,
+    url: str | None = None,
     now: datetime,
 ) -> Elicitation:
     """The elicitation the ``ask`` arguments describe, or AskError naming each bad field."""
-    problems = _shape_problems(options, free_text, form, timeout_seconds, on_timeout)
+    problems = _shape_problems(options, free_text, form, timeout_seconds, on_timeout, url)
+    if url is not None and (options or free_text is not None or form is not None or previews):
+        problems.append(FieldProblem("url", "takes no options, free_text, form or previews"))
     if not question.strip():
         problems.append(FieldProblem("question", "must not be empty"))
     parsed_form: forms.Form | None = None
@@ -256,7 +298,10 @@ def to_elicitation(
         raise AskError(problems)
     option_values = _options(options, on_timeout)
     approving = any(o.approving for o in option_values)
-    if parsed_form is not None:
+    if url is not None:
+        question = url_question(question, url)
+        mode = AnswerMode.ACKNOWLEDGE
+    elif parsed_form is not None:
         option_values, mode = _form_answers(parsed_form)
     elif options and free_text is not None:
         mode = AnswerMode.CHOICE_OR_TEXT
@@ -305,7 +350,9 @@ def to_elicitation(
             else next(o.outcome for o in option_values if o.id == on_timeout),
         ),
         created_at=now,
-        extra={"agent": agent} | ({} if form is None else {"form": form}),
+        extra={"agent": agent}
+        | ({} if form is None else {"form": form})
+        | ({} if url is None else {"url": url}),
     )
     if bounds := check_elicitation(e, names=NAMES):
         raise AskError(bounds)
@@ -315,7 +362,7 @@ def to_elicitation(
 # --- the tools' result ---------------------------------------------------------------------------
 
 
-def result_of(view: PromptView) -> dict[str, Any]:
+def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]:
     """``{"id", "status", "answer": {"option_ids", "text", "fields", "by", "at"} | null}``.
 
     ``fields`` holds a form's content as the schema types it (a value the schema refuses is left
@@ -325,6 +372,8 @@ def result_of(view: PromptView) -> dict[str, Any]:
     status = view.status
     answer = view.answer
     body: dict[str, Any] = {"id": e.source_id, "status": status.value, "answer": None}
+    if delivered is not None:  # a URL elicitation: whether its direct message is there
+        body["delivered"] = delivered
     if answer is None or status is Status.PENDING:
         return body
     fields: dict[str, Any] = dict(answer.fields)

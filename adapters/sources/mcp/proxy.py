@@ -12,8 +12,9 @@ question closes, and answers the server:
   accepts is ``accept`` with that content; one it refuses is ``cancel`` (the reason on stderr);
 - a form with no properties (a confirmation): the options Accept / Decline → ``accept`` (empty
   content) / ``decline``;
-- URL mode: the message and the URL (a link preview) with the options "I opened it" / Decline →
-  ``accept`` / ``decline``; the URL is shown to the person, never fetched;
+- URL mode: ``ask`` with ``url``: a direct message to the one person among the agent's
+  destinations, the whole address shown as text, never previewed or fetched; ``accept`` as soon
+  as it is delivered (that is all it means), ``cancel`` if it could not be;
 - expired or cancelled (in elicitbot, or by the agent's ``cancel`` at ``/mcp``) → ``cancel``.
 
 When the server gives up on its elicitation (the tool call is cancelled), the question is
@@ -54,10 +55,6 @@ _CONFIRM = [
     {"id": ACCEPT, "label": "Accept", "meaning": "approve"},
     {"id": DECLINE, "label": "Decline", "meaning": "reject"},
 ]
-_OPEN = [
-    {"id": ACCEPT, "label": "I opened it", "meaning": "approve"},
-    {"id": DECLINE, "label": "Decline", "meaning": "reject"},
-]
 
 
 def proxy_agent(
@@ -89,11 +86,7 @@ def proxy_agent(
 def ask_arguments(params: types.ElicitRequestParams) -> dict[str, Any]:
     """The ``ask`` arguments for one elicitation."""
     if isinstance(params, types.ElicitRequestURLParams):
-        return {
-            "question": f"{params.message}\n\nThe tool asks you to open {params.url}",
-            "options": _OPEN,
-            "previews": [{"type": "link", "label": "Open", "url": params.url}],
-        }
+        return {"question": params.message, "url": params.url}
     schema = params.model_dump(mode="json", by_alias=True, exclude_none=True)["requestedSchema"]
     if not schema.get("properties"):
         return {"question": params.message, "options": _CONFIRM}
@@ -102,14 +95,16 @@ def ask_arguments(params: types.ElicitRequestParams) -> dict[str, Any]:
 
 def elicit_result(params: types.ElicitRequestParams, body: Mapping[str, Any]) -> types.ElicitResult:
     """What to answer the server, from the question's final state (``ask``'s result shape)."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        # Accept says only that the address reached the person (their direct message).
+        reached = body.get("delivered") or body.get("status") == "answered"
+        return types.ElicitResult(action="accept" if reached else "cancel")
     answer = body.get("answer")
     if body.get("status") != "answered" or not isinstance(answer, Mapping):
         return types.ElicitResult(action="cancel")
     chosen = answer.get("option_ids") or []
     if DECLINE in chosen:
         return types.ElicitResult(action="decline")
-    if isinstance(params, types.ElicitRequestURLParams):
-        return types.ElicitResult(action="accept")
     if ACCEPT in chosen:
         return types.ElicitResult(action="accept", content={})
     if answer.get("problems"):
@@ -188,11 +183,15 @@ class Elicitbot:
         """Ask, then wait until the question is answered or closed (elicitbot's progress to
         ``progress``); cancel it if the server stops waiting first."""
         async with self.client() as client:
-            body = await self._call(client, "ask", ask_arguments(params), progress)
+            try:
+                body = await self._call(client, "ask", ask_arguments(params), progress)
+            except RuntimeError as exc:  # elicitbot refused the question: nobody was asked
+                _say(f"elicitbot mcp-proxy: {exc}")
+                return types.ElicitResult(action="cancel")
             question_id = str(body["id"])
             try:
                 failures = 0
-                while body.get("status") == "pending":
+                while body.get("status") == "pending" and not body.get("delivered"):
                     try:
                         body = await self._call(client, "get_answer", {"id": question_id}, progress)
                         failures = 0

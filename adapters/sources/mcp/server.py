@@ -177,7 +177,26 @@ class McpTools:
             raise _not_found(question_id)
         return view
 
-    async def wait(self, view: PromptView, seconds: float, ctx: Context) -> PromptView:
+    async def result(self, view: PromptView, seconds: float, ctx: Context) -> dict[str, Any]:
+        """The tool result after waiting up to ``seconds``: for an answer, or for a URL
+        elicitation's direct message to be delivered (all the agent learns of it)."""
+        if "url" not in view.elicitation.extra:
+            return asks.result_of(await self.wait(view, seconds, ctx))
+        key = view.elicitation.key
+        view = await self.wait(view, seconds, ctx, until=lambda: self.delivered(key))
+        return asks.result_of(view, await self.delivered(key))
+
+    async def delivered(self, key: str) -> bool:
+        return any(d.state == "posted" for d in await self.elicitations.deliveries(key))
+
+    async def wait(
+        self,
+        view: PromptView,
+        seconds: float,
+        ctx: Context,
+        *,
+        until: Callable[[], Awaitable[bool]] | None = None,
+    ) -> PromptView:
         """Read the state every ``poll_seconds`` until it is not pending, ``seconds`` have
         passed or the server stops; a progress notification after the first read and then
         every :data:`PROGRESS_SECONDS`."""
@@ -195,6 +214,8 @@ class McpTools:
             if fresh is None:
                 break
             view = fresh
+            if until is not None and await until():
+                break
             elapsed = time.monotonic() - started
             if view.status is Status.PENDING and elapsed - told >= PROGRESS_SECONDS:
                 told = elapsed
@@ -236,6 +257,14 @@ class McpTools:
             str | None,
             Field(min_length=1, max_length=200, description="Same key again: no new question"),
         ] = None,
+        url: Annotated[
+            str | None,
+            Field(
+                description="MCP URL mode: an address a person must open themselves. It goes "
+                "as a direct message to the one person among the destinations, shown whole and "
+                "never previewed; the result says delivered once it is there"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Ask people a question (choose among options, write a text, or fill in a form).
         Waits for the answer up to the server's wait, then returns status 'pending' with the
@@ -246,15 +275,17 @@ class McpTools:
             question_id = asks.keyed_id(agent, idempotency_key)
             asked = await self.elicitations.view(asks.key_of(question_id))
             if asked is not None:
-                return asks.result_of(await self.wait(asked, self.config.wait_seconds, ctx))
+                return await self.result(asked, self.config.wait_seconds, ctx)
         else:
             question_id = self.new_id()
         try:
-            route = asks.route_for(
-                workspace=workspace,
-                board=board,
-                destinations=destinations,
-                allowed=self.config.agents[agent].destinations,
+            allowed = self.config.agents[agent].destinations
+            route = (
+                asks.url_route(url, destinations, allowed)
+                if url is not None
+                else asks.route_for(
+                    workspace=workspace, board=board, destinations=destinations, allowed=allowed
+                )
             )
             e = asks.to_elicitation(
                 question_id=question_id,
@@ -268,6 +299,7 @@ class McpTools:
                 board=board,
                 timeout_seconds=timeout_seconds,
                 on_timeout=on_timeout,
+                url=url,
                 now=self.clock.now(),
             )
         except (asks.AskError, ValidationError) as exc:  # a model refused a value
@@ -276,7 +308,7 @@ class McpTools:
         await self.elicitations.intake([Inbound(asks.SOURCE, question_id, e, audit, route=route)])
         log.info("mcp.asked", key=e.key, agent=agent)
         view = await self.own_view(agent, question_id)
-        return asks.result_of(await self.wait(view, self.config.wait_seconds, ctx))
+        return await self.result(view, self.config.wait_seconds, ctx)
 
     async def get_answer(
         self,
@@ -292,7 +324,7 @@ class McpTools:
         view = await self.own_view(agent, id)
         most = self.config.wait_seconds
         seconds = most if wait_seconds is None else max(0.0, min(float(wait_seconds), most))
-        return asks.result_of(await self.wait(view, seconds, ctx))
+        return await self.result(view, seconds, ctx)
 
     async def cancel(
         self, id: Annotated[str, Field(description="The id ask returned")], ctx: Context

@@ -140,21 +140,14 @@ async def test_resources_and_prompts_pass_through(sqlite_url: str) -> None:
         assert "2.4" in prompt.messages[0].content.text  # type: ignore[union-attr]
 
 
-async def test_a_url_elicitation_shows_the_link_and_accept_means_the_person_opened_it(
+async def test_a_url_elicitation_with_no_one_person_to_send_it_to_is_cancelled(
     sqlite_url: str,
 ) -> None:
+    """A link to open goes to one person only, as a direct message: this agent's destinations
+    are a channel and the inbox, so nothing is asked, and the server hears ``cancel``."""
     async with rig(sqlite_url, wait_seconds=1) as r, proxied(r) as client:
-        call = asyncio.create_task(client.call_tool("login", {}))
-        view = await asked(r)
-        e = view.elicitation
-        assert "https://registry.example.org/login?s=1" in e.question
-        assert e.subject is not None
-        assert e.subject.preview[0].url == "https://registry.example.org/login?s=1"
-        opened = await r.service.answer(
-            e.key, Attempt(respondent=ALICE, option_ids=("accept",), via="web", shown=SHOWN_WHOLE)
-        )
-        assert isinstance(opened.result, Answer)
-        assert text_of(await asyncio.wait_for(call, 30)) == "accept"
+        assert text_of(await asyncio.wait_for(client.call_tool("login", {}), 30)) == "cancel"
+        assert await r.service.view("mcp:q1") is None, "nothing was posted anywhere"
 
 
 @pytest.mark.parametrize("upstream", [LEGACY, MODERN, "auto"])

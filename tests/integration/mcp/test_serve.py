@@ -33,6 +33,8 @@ pytestmark = pytest.mark.slow
 
 CHANNEL = "C0APPROVALS"
 ALICE = "U0ALICE"
+OPS = "U0OPS"
+LOGIN = "https://registry.example.org/login?session=7f3a&next=%2Fdeploy"
 SECRET = "mcp-serve-signing-secret"
 ENV = {
     "SLACK_BOT_TOKEN": "xoxb-mcp-serve-token",
@@ -59,7 +61,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, FakeSlack]]:
             "[mcp]\nwait_seconds = 4\n"
             "[mcp.agents.ci-agent]\n"
             'token_env = "MCP_TOKEN_CI"\n'
-            f'destinations = ["slack:{CHANNEL}"]\n',
+            f'destinations = ["slack:{CHANNEL}", "slack:{OPS}"]\n',
             encoding="utf-8",
         )
         server = Server(tmp_path, config, port, ENV)
@@ -139,7 +141,14 @@ async def test_ask_in_serve_is_answered_from_slack_and_survives_a_kill_9(
     # Answered while the tool call waits.
     async with client(server) as agent:
         call = asyncio.create_task(
-            agent.call_tool("ask", {"question": "Ship release 4.2?", "options": OPTIONS})
+            agent.call_tool(
+                "ask",
+                {
+                    "question": "Ship release 4.2?",
+                    "options": OPTIONS,
+                    "destinations": [f"slack:{CHANNEL}"],
+                },
+            )
         )
         await click(server, await posted(slack, "Ship release 4.2?"), "ship")
         answered = result_of(await asyncio.wait_for(call, 20))
@@ -150,7 +159,14 @@ async def test_ask_in_serve_is_answered_from_slack_and_survives_a_kill_9(
     # Unanswered within wait_seconds: pending, with the id to ask again.
     async with client(server) as agent:
         pending = result_of(
-            await agent.call_tool("ask", {"question": "Drop table audit_old?", "options": OPTIONS})
+            await agent.call_tool(
+                "ask",
+                {
+                    "question": "Drop table audit_old?",
+                    "options": OPTIONS,
+                    "destinations": [f"slack:{CHANNEL}"],
+                },
+            )
         )
     assert pending["status"] == "pending", pending
     assert pending["answer"] is None
@@ -169,3 +185,30 @@ async def test_ask_in_serve_is_answered_from_slack_and_survives_a_kill_9(
     assert later["status"] == "answered", later
     assert later["answer"]["option_ids"] == ["hold"]
     assert later["answer"]["by"] == f"slack:{ALICE}"
+
+
+async def test_a_url_goes_to_one_person_as_a_direct_message_shown_whole_and_never_previewed(
+    served: tuple[Server, FakeSlack],
+) -> None:
+    """MCP URL mode: the address goes only to the one person among the agent's destinations
+    (never the channel), whole, as text, with Slack's link previews off; the result says it was
+    delivered, which is all ``accept`` means."""
+    server, slack = served
+    server.start()
+    async with httpx.AsyncClient() as http:
+        await server.wait_healthy(http)
+    async with client(server) as agent:
+        out = result_of(
+            await agent.call_tool("ask", {"question": "Sign in to the registry", "url": LOGIN})
+        )
+    assert out["status"] == "pending", out
+    assert out["delivered"] is True, out
+    [post] = [c for c in slack.calls() if c.method == "chat.postMessage"]
+    assert post.params["channel"] != CHANNEL, "never the channel"
+    opened = [c for c in slack.calls() if c.method == "conversations.open"]
+    assert [c.params.get("users") for c in opened] == [OPS]
+    assert post.params.get("unfurl_links") in (False, "false")
+    assert post.params.get("unfurl_media") in (False, "false")
+    shown = json.dumps(post.params.get("blocks"), ensure_ascii=False)
+    assert LOGIN in shown or LOGIN.replace("&", "&amp;") in shown, shown[:2000]
+    print(json.dumps(post.params.get("blocks"), indent=2, ensure_ascii=False)[:3000])

@@ -400,6 +400,7 @@ async def test_the_tools_and_their_arguments_are_the_contracts(sqlite_url: str) 
             "timeout_seconds",
             "on_timeout",
             "idempotency_key",
+            "url",
         }
         assert ask["required"] == ["question"]
         assert ask["properties"]["question"]["description"]

@@ -289,9 +289,11 @@ def test_an_elicitation_as_ask_arguments() -> None:
     url = types.ElicitRequestURLParams(
         message="Sign in", url="https://x.example/a", elicitation_id="1"
     )
-    asked = proxy.ask_arguments(url)
-    assert asked["previews"] == [{"type": "link", "label": "Open", "url": "https://x.example/a"}]
-    assert "https://x.example/a" in asked["question"]
+    assert proxy.ask_arguments(url) == {"question": "Sign in", "url": "https://x.example/a"}
+    # Accept says only that the direct message reached the person.
+    assert proxy.elicit_result(url, {"status": "pending", "delivered": True}).action == "accept"
+    for undelivered in ({"status": "pending", "delivered": False}, {"status": "cancelled"}):
+        assert proxy.elicit_result(url, undelivered).action == "cancel"
 
 
 def test_the_final_state_as_the_elicitation_result() -> None:
