@@ -13,9 +13,18 @@ post of the first destination (the outbox posts it; this route only watches the 
 - **202**, same shape with ``"deliveries": []``, when no platform accepted within the wait
   (e.g. Slack is rate-limiting): the ask is checkpointed and will be posted; send the same ``id``
   again to wait again.
-- **502** problem+json when every destination failed permanently (``errors`` names each
-  ``destinations[i]`` with the platform's error). The ask stays stored and in the web inbox.
+- **502** problem+json when the platforms themselves refused every destination (``errors``
+  names each ``destinations[i]`` with the platform's error). The ask stays stored and in the web
+  inbox. Sending it again cannot succeed by itself; the same ``id`` answers the same 502.
+- **422** problem+json naming each ``destinations[i]`` on a platform this deployment does not
+  run (``slack is not configured``): a request that cannot succeed here, so no retry. Checked
+  before anything is stored when the router knows the platforms (``platforms``); otherwise the
+  outbox finds it, the ask stays stored, and the same ``id`` answers the same 422.
 - 400 (each bad field named), 401 (``authorise``), 415 (a non-JSON body).
+
+``"destinations": []`` keeps the ask "in the workspace only" (spec 001): it takes the route the
+config gives it (the first matching route's destinations, else the web inbox), and the 200 lists
+the refs of that route's accepted posts.
 
 ``GET /v1/deliveries/{id}`` reads the ask back (:func:`~adapters.sources.engine.document.
 ask_document`): its fields, ``status``, ``expires_at`` as spec 001 writes it (9999-01-01T00:00:00Z
@@ -27,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,6 +56,8 @@ from bot.domain.records import DeliveryState, DeliveryView, Purpose
 WEB = "web"
 IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
 PASSED_OVER = frozenset({DeliveryState.FAILED, DeliveryState.SKIPPED})
+NOT_CONFIGURED = "is not configured"
+"""How the outbox words a post to a platform this deployment does not run."""
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
@@ -133,9 +144,12 @@ def engine_router(
     *,
     wait_seconds: float = 10.0,
     clock: Clock | None = None,
+    platforms: Collection[str] | None = None,
 ) -> APIRouter:
     """``POST /v1/deliveries``, to include in the app (``Runtime.routers``). ``authorise`` returns
-    None when the request may go on, else the response to send (401)."""
+    None when the request may go on, else the response to send (401). ``platforms`` names the
+    chat platforms this deployment runs (``slack``, ``matrix``; ``web`` always runs): a new ask
+    naming another is a 422 before anything is stored. None: the outbox finds out."""
     router = APIRouter(tags=["engine"])
     time_source = clock or _UtcClock()
 
@@ -170,31 +184,30 @@ def engine_router(
         req = await read_json(request, lambda data: parse.parse_delivery(data, now=now))
         if isinstance(req, JSONResponse):
             return req
+        key = parse.key_of(req.id)
+        if platforms is not None and await elicitations.view(key) is None:
+            missing = unconfigured(req.destinations, platforms)
+            if missing:  # a new ask that cannot succeed here: nothing is stored
+                return _unprocessable(missing)
         audit = {"delivery_id": req.id, "destinations": list(req.destinations)}
-        inbound = Inbound(parse.SOURCE, req.id, req.elicitation, audit, route=req.route)
+        # No destinations: "in the workspace only", by the config's routes (else the web inbox).
+        route = req.route if req.destinations else None
+        inbound = Inbound(parse.SOURCE, req.id, req.elicitation, audit, route=route)
         [outcome] = await elicitations.intake([inbound])
         view = await elicitations.view(outcome.key)
         if view is None:  # pragma: no cover - intake committed it
             return problem(500, "Internal Server Error", f"{outcome.key} was not stored")
         # A duplicate id is answered from what was stored first, whatever this request says.
         extra = view.elicitation.extra
-        followup = int(extra.get("followup_seconds", req.followup_seconds))
         destinations = list(extra.get("destinations", req.destinations))
+        followup = int(extra.get("followup_seconds", req.followup_seconds))
+        if not destinations:  # the config's route decides: chained when a post waits its turn
+            rows = await elicitations.deliveries(outcome.key)
+            followup = int(any(r.state == DeliveryState.WAITING for r in rows))
         result = await settle(outcome.key, followup)
         body: dict[str, Any] = {"id": view.elicitation.source_id, "elicitation": outcome.key}
         if result.state == "failed":
-            errors = [
-                FieldProblem(_where(destinations, r.destination), str(r.error or "failed"))
-                for r in result.deliveries
-            ]
-            return problem(
-                502,
-                "Bad Gateway",
-                "No destination accepted the ask: "
-                + "; ".join(f"{r.destination}: {r.error}" for r in result.deliveries),
-                errors,
-                **body,
-            )
+            return _refused(destinations, result.deliveries, body)
         body["deliveries"] = [delivery_body(r, view.link) for r in result.deliveries]
         return JSONResponse(body, status_code=200 if result.state == "accepted" else 202)
 
@@ -216,6 +229,46 @@ def engine_router(
         return JSONResponse(ask_document(view))
 
     return router
+
+
+def unconfigured(destinations: Sequence[str], platforms: Collection[str]) -> list[FieldProblem]:
+    """Each ``destinations[i]`` on a chat platform not in ``platforms`` (``web`` always runs)."""
+    return [
+        FieldProblem(f"destinations[{i}]", f"{platform} {NOT_CONFIGURED}")
+        for i, destination in enumerate(destinations)
+        if (platform := destination.split(":", 1)[0]) != WEB and platform not in platforms
+    ]
+
+
+def _unprocessable(errors: list[FieldProblem], **body: Any) -> JSONResponse:
+    return problem(
+        422,
+        "Unprocessable destination",
+        "This deployment cannot deliver to: " + "; ".join(str(e) for e in errors),
+        errors,
+        **body,
+    )
+
+
+def _refused(
+    destinations: list[str], failed: Sequence[DeliveryView], body: dict[str, Any]
+) -> JSONResponse:
+    """Every destination failed for good: 422 when none of their platforms runs here (the
+    request cannot succeed), else 502 naming each platform's refusal."""
+    errors = [
+        FieldProblem(_where(destinations, r.destination), str(r.error or "failed")) for r in failed
+    ]
+    if not errors:  # no copy was planned at all: nothing refused it
+        errors = [FieldProblem("destinations", "no destination could be planned")]
+    if all(e.message.endswith(NOT_CONFIGURED) for e in errors):
+        return _unprocessable(errors, **body)
+    return problem(
+        502,
+        "Bad Gateway",
+        "No destination accepted the ask: " + "; ".join(str(e) for e in errors),
+        errors,
+        **body,
+    )
 
 
 def _where(destinations: list[str], destination: str) -> str:
