@@ -45,6 +45,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json
+from adapters.shared.openapi import SECURED, problems, request_body
 from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
@@ -91,6 +92,23 @@ _SCHEMA: dict[str, Any] = {
         "sender_id": {"type": "string"},
     },
 }
+
+
+_EXAMPLE: dict[str, Any] = {
+    "id": "dlv_question_01",
+    "ask": {
+        "title": "Which region?",
+        "body": "Deploy the **api** service to which region?",
+        "kind": "question",
+        "choices": ["eu-west-1", "us-east-1"],
+        "conversation_id": "cnv_7a1b",
+        "shared_key": "deploy-region",
+        "blocking": True,
+    },
+    "destinations": ["web"],
+    "followup_seconds": 300,
+}
+"""tests/fixtures/sources/engine.json's "a question with choices", to the web inbox."""
 
 
 class _UtcClock:
@@ -175,7 +193,13 @@ def engine_router(
     @router.post(
         "/v1/deliveries",
         summary="Engine ask delivery: returns after the chat platform accepted the post",
-        openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}},
+        dependencies=SECURED,
+        responses={
+            200: {"description": "Accepted by the platform: its message refs"},
+            202: {"description": "Checkpointed, no platform accepted it yet: send it again"},
+            **problems(400, 401, 413, 415, 422, 502, 503),
+        },
+        openapi_extra=request_body(_SCHEMA, examples={"a question with choices": _EXAMPLE}),
     )
     async def deliver(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -214,6 +238,8 @@ def engine_router(
     @router.get(
         "/v1/deliveries/{delivery_id:path}",
         summary="An engine ask as it stands: expires_at as the spec writes it, and the decision",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
     async def read_back(request: Request, delivery_id: str) -> Response:
         if (denied := authorise(request)) is not None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.shared.openapi import SECURED, inline, problems, request_body
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.elicitation import (
@@ -26,7 +27,7 @@ from adapters.sources.handup.elicitation import (
     new_request_id,
     to_elicitation,
 )
-from adapters.sources.handup.validation import check
+from adapters.sources.handup.validation import check, schema
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
@@ -65,6 +66,15 @@ def handup_router(
         "/v1/handup/requests",
         status_code=202,
         summary="handup Request intake (spec 004): the stored Request comes back",
+        dependencies=SECURED,
+        responses={
+            200: {"description": "The same pending Request (its id or dedupe_key was seen)"},
+            **problems(400, 401, 413, 415, 503),
+        },
+        openapi_extra=request_body(
+            inline(schema()),
+            examples={"minimal": {"title": "Deploy to staging?"}},
+        ),
     )
     async def post_request(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -91,6 +101,8 @@ def handup_router(
     @router.get(
         "/v1/handup/requests/{request_id}",
         summary="A handup Request as it stands: status and decision",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
     async def get_request(request: Request, request_id: str) -> Response:
         if (denied := authorise(request)) is not None:

@@ -25,6 +25,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json, rejected
+from adapters.shared.openapi import SECURED, problems, request_body
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
 from bot.domain.bounds import check_elicitation, id_problem
@@ -45,6 +46,14 @@ _CLOSED = frozenset(
     }
 )
 
+_EXAMPLE: dict[str, Any] = {
+    "executionId": "abc-123",
+    "toolPath": "github.issues.create",
+    "message": 'Create issue "Fix login bug" in my-org/my-repo?',
+    "args": {"owner": "my-org", "repo": "my-repo", "title": "Fix login bug"},
+    "type": "approval",
+}
+"""tests/fixtures/sources/toolshed.json's "the spec's approval"."""
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
@@ -83,9 +92,9 @@ def toolshed_router(
         "/api/elicitation",
         status_code=201,
         summary="Toolshed: store a pending elicitation",
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": _REQUEST_SCHEMA}}}
-        },
+        dependencies=SECURED,
+        responses=problems(400, 401, 413, 415, 503),
+        openapi_extra=request_body(_REQUEST_SCHEMA, examples={"the spec's approval": _EXAMPLE}),
     )
     async def create(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -103,6 +112,8 @@ def toolshed_router(
     @router.get(
         "/api/elicitation/{execution_id:path}",
         summary="Toolshed: poll an elicitation (pending, then approved/data)",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
     async def poll(request: Request, execution_id: str) -> Response:
         if (denied := authorise(request)) is not None:
@@ -119,9 +130,9 @@ def toolshed_router(
     @router.post(
         "/api/elicitation/{execution_id:path}/resolve",
         summary="Toolshed: approve or deny (the first answer wins)",
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": _RESOLVE_SCHEMA}}}
-        },
+        dependencies=SECURED,
+        responses=problems(400, 401, 403, 404, 409, 413, 415, 503),
+        openapi_extra=request_body(_RESOLVE_SCHEMA),
     )
     async def resolve(request: Request, execution_id: str) -> Response:
         if (denied := authorise(request)) is not None:
