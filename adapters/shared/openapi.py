@@ -23,18 +23,23 @@ from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict
 
+from bot.domain.bounds import ID_MAX
 from bot.domain.errors import PROBLEM
 
 __all__ = [
     "BEARER",
     "FORM",
+    "ID_TAIL",
     "PROBLEM",
     "PROBLEM_SCHEMA",
     "SECURED",
     "Problem",
+    "bounded",
+    "id_schema",
     "inline",
     "problems",
     "request_body",
+    "text_schema",
 ]
 
 FORM = "application/x-www-form-urlencoded"
@@ -80,6 +85,57 @@ def inline(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 PROBLEM_SCHEMA: dict[str, Any] = inline(Problem.model_json_schema())
+
+_NOT_IN_ID = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+# Lone surrogates (U+D800 to U+DFFF), refused too, are left out of the patterns: UTF-8 cannot
+# carry them (only a JSON ``\ud800`` escape can), and a range of them makes the generators
+# drop the whole pattern.
+_ID_PATTERN = rf"^[^\s{_NOT_IN_ID}](?:[^{_NOT_IN_ID}]*[^\s{_NOT_IN_ID}])?$"
+
+
+ID_TAIL = rf"[^{_NOT_IN_ID}]*[^\s{_NOT_IN_ID}]"
+"""One or more identifier characters ending in no whitespace: what follows a fixed prefix."""
+
+
+def id_schema(
+    max_length: int = ID_MAX, *, pattern: str = _ID_PATTERN, required: bool = True
+) -> dict[str, Any]:
+    """An identifier as ``bot.domain.bounds.id_problem`` takes it: 1 to ``max_length``
+    characters, no control character, no whitespace at either end (``pattern`` may narrow it,
+    e.g. with :data:`ID_TAIL` after a prefix). ``required=False``: the empty string too."""
+    if not required:
+        inner = pattern.removeprefix("^").removesuffix("$")
+        return {"type": "string", "maxLength": max_length, "pattern": f"^(?:{inner})?$"}
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "pattern": pattern}
+
+
+def bounded(schema: dict[str, Any], ids: Mapping[str, int]) -> dict[str, Any]:
+    """``schema`` (a source's body, as its model writes it) with the intake bounds of
+    ``bot.domain.bounds``: each property named in ``ids`` an optional identifier of at most that
+    many characters, every other string a free text. Changed in place; returned."""
+
+    def bound(name: str, node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "string" and "const" not in node and "enum" not in node:
+            if name in ids:
+                node.update(id_schema(ids[name], required=False))
+            elif "format" not in node:
+                node.update(text_schema())
+        for branch in node.get("anyOf", []):
+            bound(name, branch)
+        for key, child in (node.get("properties") or {}).items():
+            bound(key, child)
+        bound(name, node.get("items"))
+
+    bound("", schema)
+    return schema
+
+
+def text_schema() -> dict[str, Any]:
+    """A free text as ``bot.domain.bounds.text_problem`` takes it: no NUL (no lone surrogate)."""
+    return {"type": "string", "pattern": r"^[^\x00]*$"}
+
 
 DESCRIPTIONS: Mapping[int | str, str] = {
     303: "See other: back to the page (a browser's form post)",

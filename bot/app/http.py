@@ -14,10 +14,10 @@ import hmac
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -25,10 +25,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, problems
+from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems
 from bot.app.metrics import StoreMetrics
 from bot.app.shapes import deadline_json, delivery_json, summary_json
-from bot.domain.bounds import lookup_problem
+from bot.domain.bounds import KEY_MAX, lookup_problem
 from bot.domain.errors import PROBLEM, FieldProblem, IntakeError, PayloadRejected, problem_body
 from bot.domain.ports import Elicitations
 from bot.domain.store import Store
@@ -232,7 +232,7 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
     async def list_elicitations(
         request: Request,
         status: str | None = Query(default=None, pattern="^(pending|answered|expired|cancelled)$"),
-        cursor: str | None = None,
+        cursor: str | None = Query(default=None, json_schema_extra=id_schema(KEY_MAX)),
         limit: int = Query(default=50, ge=1, le=500),
     ) -> Response:
         if (denied := authorised(rt, request)) is not None:
@@ -250,7 +250,9 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
         dependencies=SECURED,
         responses=problems(400, 401, 404),
     )
-    async def get_elicitation(request: Request, ident: str) -> Response:
+    async def get_elicitation(
+        request: Request, ident: Annotated[str, Path(json_schema_extra=id_schema(KEY_MAX))]
+    ) -> Response:
         if (denied := authorised(rt, request)) is not None:
             return denied
         ident = last_path_param(request, ident)

@@ -39,16 +39,24 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json
-from adapters.shared.openapi import SECURED, problems, request_body
+from adapters.shared.openapi import (
+    ID_TAIL,
+    SECURED,
+    id_schema,
+    problems,
+    request_body,
+    text_schema,
+)
 from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
+from adapters.sources.engine.route import DESTINATION_MAX
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.ports import Clock, Elicitations, Inbound
@@ -62,38 +70,78 @@ NOT_CONFIGURED = "is not configured"
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
+_DESTINATION = {
+    **id_schema(DESTINATION_MAX, pattern=rf"^(?:web|(?:slack|matrix):{ID_TAIL})$"),
+    "description": "`web`, `slack:<channel or user>` or `matrix:<room or @user>` on a platform "
+    "this deployment runs (else 422)",
+}
+_MENTION_ID = {"anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)]}
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "ask", "destinations", "followup_seconds"],
     "properties": {
-        "id": {"type": "string", "minLength": 1},
+        "id": id_schema(),
         "ask": {
             "type": "object",
+            "description": "the SDK's ask: something to show (a title, a body or an action)",
+            "dependentSchemas": {"action": {"properties": {"kind": {"const": "approval"}}}},
+            "anyOf": [
+                {"required": ["title"], "properties": {"title": {"minLength": 1}}},
+                {"required": ["body"], "properties": {"body": {"minLength": 1}}},
+                {"required": ["action"], "properties": {"action": {"type": "object"}}},
+            ],
             "properties": {
-                "title": {"type": "string"},
-                "body": {"type": "string", "description": "at most 32 KiB of UTF-8"},
+                "title": text_schema(),
+                "body": {**text_schema(), "description": "at most 32 KiB of UTF-8"},
                 "kind": {"type": "string", "enum": list(parse.KINDS)},
-                "choices": {"type": "array", "items": {"type": "string", "minLength": 1}},
-                "action": {"type": "object"},
-                "expires_at": {"type": "string", "format": "date-time"},
+                "choices": {"type": "array", "uniqueItems": True, "items": id_schema()},
+                "action": {
+                    "type": "object",
+                    "description": "binds an approval: kind must be approval (or omitted)",
+                },
+                "expires_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "within 90 days, or 9999-01-01T00:00:00Z (no deadline)",
+                },
                 "shared_key": {"type": "string"},
-                "conversation_id": {"type": "string"},
-                "mentions": {"type": "array"},
+                "conversation_id": id_schema(required=False),
+                "mentions": {
+                    "type": "array",
+                    "items": {
+                        "anyOf": [
+                            {"type": "string", **_MENTION_ID},
+                            {"type": "object", "properties": {"id": _MENTION_ID}},
+                        ]
+                    },
+                },
                 "blocking": {"type": "boolean"},
                 "reuse_direct": {"type": "boolean"},
-                "attachment_ids": {"type": "array", "maxItems": parse.MAX_ATTACHMENTS},
+                "attachment_ids": {
+                    "type": "array",
+                    "maxItems": parse.MAX_ATTACHMENTS,
+                    "items": {"type": "string", "minLength": 1},
+                },
                 "target": {"type": "object"},
                 "preview_token": {"type": "string"},
-                "sender_id": {"type": "string"},
             },
         },
-        "destinations": {"type": "array", "items": {"type": "string"}},
-        "followup_seconds": {"type": "number"},
-        "sender_id": {"type": "string"},
+        "destinations": {
+            "type": "array",
+            "items": _DESTINATION,
+            "description": "in preference order; [] keeps the ask in the workspace (the "
+            "config's route, else the web inbox)",
+        },
+        "followup_seconds": {
+            "anyOf": [{"const": 0}, {"type": "integer", "minimum": 5, "maximum": 900}],
+            "description": "0: no follow-up; else 5 to 900 seconds",
+        },
+        "sender_id": {
+            **id_schema(required=False),
+            "description": "who asked (never answers it); also taken inside `ask`, the same",
+        },
     },
 }
-
-
 _EXAMPLE: dict[str, Any] = {
     "id": "dlv_question_01",
     "ask": {
@@ -230,6 +278,11 @@ def engine_router(
             followup = int(any(r.state == DeliveryState.WAITING for r in rows))
         result = await settle(outcome.key, followup)
         body: dict[str, Any] = {"id": view.elicitation.source_id, "elicitation": outcome.key}
+        if result.state == "failed" and not result.deliveries:
+            # Nothing refused it: it closed before a post was due (an expiry already past at
+            # intake fires at once), so its copies were skipped. Stored, and answered so.
+            latest = await elicitations.view(outcome.key) or view
+            return JSONResponse({**body, "status": latest.status.value, "deliveries": []})
         if result.state == "failed":
             return _refused(destinations, result.deliveries, body)
         body["deliveries"] = [delivery_body(r, view.link) for r in result.deliveries]
@@ -241,7 +294,9 @@ def engine_router(
         dependencies=SECURED,
         responses=problems(400, 401, 404),
     )
-    async def read_back(request: Request, delivery_id: str) -> Response:
+    async def read_back(
+        request: Request, delivery_id: Annotated[str, Path(json_schema_extra=id_schema())]
+    ) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
@@ -284,8 +339,6 @@ def _refused(
     errors = [
         FieldProblem(_where(destinations, r.destination), str(r.error or "failed")) for r in failed
     ]
-    if not errors:  # no copy was planned at all: nothing refused it
-        errors = [FieldProblem("destinations", "no destination could be planned")]
     if all(e.message.endswith(NOT_CONFIGURED) for e in errors):
         return _unprocessable(errors, **body)
     return problem(

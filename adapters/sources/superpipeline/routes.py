@@ -25,9 +25,10 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from adapters.shared import cloudevents
-from adapters.shared.openapi import SECURED, inline, problems
+from adapters.shared.openapi import SECURED, bounded, id_schema, inline, problems
 from adapters.sources.superpipeline.models import ElicitationPending
 from adapters.sources.superpipeline.parse import CE_TYPE, to_elicitation
+from bot.domain.bounds import CE_SOURCE_MAX, CE_SUBJECT_MAX, ID_MAX
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.ports import Elicitations, Inbound
 from bot.domain.records import IntakeResult
@@ -37,7 +38,18 @@ Authorise = Callable[[Request], Response | None]
 
 METRICS_SOURCE = "superpipeline"
 
-_DATA = inline(ElicitationPending.model_json_schema())
+_SUBJECT = r"^evt\.[^.*>\s\x00-\x1f\x7f-\x9f\u2028\u2029]+\.superpipeline\.elicitation\.pending$"
+_DATA = bounded(
+    inline(ElicitationPending.model_json_schema()),
+    dict.fromkeys(
+        (
+            *("elicitationId", "boardId", "cardId", "runId", "stageKey", "agentId"),
+            *("approvalRequestId", "id", "digest", "schema", "language"),
+        ),
+        ID_MAX,
+    ),
+)
+_DATA["properties"]["elicitationId"].update(id_schema())  # the one required identifier
 _EXAMPLE_DATA: dict[str, Any] = {
     "event": "elicitation.pending",
     "boardId": "brd_134a0ddb6d434478",
@@ -68,18 +80,27 @@ _EXAMPLE: dict[str, Any] = {
 }
 _ENVELOPE: dict[str, Any] = {
     "type": "object",
+    "propertyNames": {"pattern": "^[a-z0-9]+$"},
+    "additionalProperties": {
+        "type": ["string", "integer", "boolean"],
+        "description": "an extension attribute",
+    },
     "required": ["specversion", "id", "source", "type", "data"],
     "properties": {
         "specversion": {"const": cloudevents.SPECVERSION},
-        "id": {"type": "string", "minLength": 1},
-        "source": {"type": "string", "minLength": 1},
+        "id": id_schema(),
+        "source": id_schema(CE_SOURCE_MAX),
         "type": {"const": CE_TYPE},
         "subject": {
-            "type": "string",
+            **id_schema(CE_SUBJECT_MAX, pattern=_SUBJECT),
             "description": "evt.<workspace>.superpipeline.elicitation.pending",
         },
         "time": {"type": "string", "format": "date-time"},
-        "datacontenttype": {"type": "string"},
+        "datacontenttype": {
+            "type": "string",
+            "pattern": r"^(?:application/json|[^/;\s]+/[^;\s]*\+json)(?:\s*;.*)?$",
+            "description": "a JSON media type: application/json or any type/subtype+json",
+        },
         "data": _DATA,
     },
 }

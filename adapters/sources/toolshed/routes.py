@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json, rejected
-from adapters.shared.openapi import SECURED, problems, request_body
+from adapters.shared.openapi import SECURED, id_schema, problems, request_body, text_schema
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
 from bot.domain.bounds import check_elicitation, id_problem
@@ -46,6 +46,7 @@ _CLOSED = frozenset(
     }
 )
 
+ExecutionId = Annotated[str, Path(json_schema_extra=id_schema())]
 _EXAMPLE: dict[str, Any] = {
     "executionId": "abc-123",
     "toolPath": "github.issues.create",
@@ -58,9 +59,9 @@ _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
     "properties": {
-        "executionId": {"type": "string", "minLength": 1},
-        "toolPath": {"type": "string", "minLength": 1},
-        "message": {"type": "string"},
+        "executionId": id_schema(),
+        "toolPath": {**text_schema(), "minLength": 1},
+        "message": text_schema(),
         "args": {"type": "object"},
         "type": {"type": "string", "enum": list(parse.TYPES), "default": "approval"},
     },
@@ -115,7 +116,7 @@ def toolshed_router(
         dependencies=SECURED,
         responses=problems(400, 401, 404),
     )
-    async def poll(request: Request, execution_id: str) -> Response:
+    async def poll(request: Request, execution_id: ExecutionId) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
@@ -134,7 +135,7 @@ def toolshed_router(
         responses=problems(400, 401, 403, 404, 409, 413, 415, 503),
         openapi_extra=request_body(_RESOLVE_SCHEMA),
     )
-    async def resolve(request: Request, execution_id: str) -> Response:
+    async def resolve(request: Request, execution_id: ExecutionId) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if (bad := _bad_id(execution_id)) is not None:
