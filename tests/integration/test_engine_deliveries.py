@@ -677,3 +677,26 @@ async def test_without_an_answer_webhook_nothing_is_posted(
             assert hook.recorded() == []
             read = await rig.client.get("/v1/deliveries/dlv_question_01")
             assert read.json()["decision"]["answer"] == "eu-west-1"
+
+
+async def test_an_ask_already_expired_answers_200_with_its_status_not_a_502(rig: Rig) -> None:
+    # An expiry already past fires at intake: the copies are skipped, nothing refused them.
+    past = (rig.clock.now() - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    body = delivery(destinations=[SLACK], followup_seconds=0)
+    body["ask"]["expires_at"] = past
+
+    first = await rig.client.post("/v1/deliveries", json=body)
+    again = await rig.client.post("/v1/deliveries", json=delivery(destinations=[]))
+
+    assert first.status_code == again.status_code == 200, first.text
+    assert (
+        first.json()
+        == again.json()
+        == {
+            "id": "dlv_question_01",
+            "elicitation": "engine:dlv_question_01",
+            "status": "expired",
+            "deliveries": [],
+        }
+    )
+    assert rig.slack.posted == []
