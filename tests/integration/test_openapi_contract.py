@@ -26,7 +26,7 @@ from bot.app.wiring import Elicitbot
 
 TOKEN = "contract-intake-token-5f2c"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MAX_EXAMPLES = 8
+MAX_EXAMPLES = 6
 
 
 @pytest.fixture
@@ -122,6 +122,9 @@ def check(operation: Any, mode: GenerationMode) -> None:
         deadline=None,  # each call waits for the outbox at most a few seconds
         suppress_health_check=list(HealthCheck),
         database=None,
+        # The same examples on every run: a finding fails the suite reproducibly, never by the
+        # luck of one run (change the code or the document and the examples change with it).
+        derandomize=True,
         phases=[Phase.explicit, Phase.generate],
     )
     def run(case: Any) -> None:
