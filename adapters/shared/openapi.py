@@ -37,6 +37,7 @@ __all__ = [
     "bounded",
     "id_schema",
     "inline",
+    "json_response",
     "problems",
     "request_body",
     "text_schema",
@@ -151,6 +152,11 @@ DESCRIPTIONS: Mapping[int | str, str] = {
     503: "Shutting down, or not ready: send it again shortly",
     "default": "Unexpected error: a problem document with a correlation id",
 }
+
+
+def json_response(description: str) -> dict[str, Any]:
+    """A ``responses=`` entry for a JSON body the route writes itself."""
+    return {"description": description, "content": {"application/json": {"schema": {}}}}
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:

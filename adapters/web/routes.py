@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from adapters.shared.openapi import FORM, request_body
+from adapters.shared.openapi import FORM, problems, request_body
 from adapters.web.admin import AdminRoutes
 from adapters.web.identity import IdentityPolicy
 from adapters.web.inbox import InboxRoutes
@@ -63,7 +63,10 @@ def _refusals(*statuses: int, json: bool = False) -> dict[int | str, dict[str, A
     content: dict[str, Any] = dict(_HTML)
     if json:
         content["application/json"] = {"schema": _REFUSAL_JSON}
-    return {status: {"description": _WHY[status], "content": content} for status in statuses}
+    described: dict[int | str, dict[str, Any]] = {
+        status: {"description": _WHY[status], "content": content} for status in statuses
+    }
+    return {**described, **problems()}  # "default": an unexpected 500 is a problem document
 
 
 _ANSWER_FORM = {

@@ -49,6 +49,7 @@ from adapters.shared.openapi import (
     ID_TAIL,
     SECURED,
     id_schema,
+    json_response,
     problems,
     request_body,
     text_schema,
@@ -243,8 +244,8 @@ def engine_router(
         summary="Engine ask delivery: returns after the chat platform accepted the post",
         dependencies=SECURED,
         responses={
-            200: {"description": "Accepted by the platform: its message refs"},
-            202: {"description": "Checkpointed, no platform accepted it yet: send it again"},
+            200: json_response("Accepted by the platform: its message refs (or closed already)"),
+            202: json_response("Checkpointed, no platform accepted it yet: send it again"),
             **problems(400, 401, 413, 415, 422, 502, 503),
         },
         openapi_extra=request_body(_SCHEMA, examples={"a question with choices": _EXAMPLE}),

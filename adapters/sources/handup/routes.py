@@ -18,7 +18,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, Response
 
-from adapters.shared.openapi import SECURED, id_schema, inline, problems, request_body
+from adapters.shared.openapi import (
+    SECURED,
+    id_schema,
+    inline,
+    json_response,
+    problems,
+    request_body,
+)
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.elicitation import (
@@ -69,7 +76,8 @@ def handup_router(
         summary="handup Request intake (spec 004): the stored Request comes back",
         dependencies=SECURED,
         responses={
-            200: {"description": "The same pending Request (its id or dedupe_key was seen)"},
+            200: json_response("The same pending Request (its id or dedupe_key was seen)"),
+            202: json_response("The stored Request, with its id, status and content_hash"),
             **problems(400, 401, 413, 415, 503),
         },
         openapi_extra=request_body(

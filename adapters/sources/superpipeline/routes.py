@@ -25,7 +25,14 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from adapters.shared import cloudevents
-from adapters.shared.openapi import SECURED, bounded, id_schema, inline, problems
+from adapters.shared.openapi import (
+    SECURED,
+    bounded,
+    id_schema,
+    inline,
+    json_response,
+    problems,
+)
 from adapters.sources.superpipeline.models import ElicitationPending
 from adapters.sources.superpipeline.parse import CE_TYPE, to_elicitation
 from bot.domain.bounds import CE_SOURCE_MAX, CE_SUBJECT_MAX, ID_MAX
@@ -213,8 +220,8 @@ def superpipeline_router(
         summary="CloudEvents intake (structured, binary, batch)",
         dependencies=SECURED,
         responses={
-            200: {"description": "A duplicate (same source and id): nothing new is stored"},
-            202: {"description": "Accepted: one result, or a batch's `results` in order"},
+            200: json_response("A duplicate (same source and id): nothing new is stored"),
+            202: json_response("Accepted: one result, or a batch's `results` in order"),
             **problems(400, 401, 413, 415, 503),
         },
         openapi_extra=_OPENAPI,
