@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request, Response
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
 
+from adapters.shared.openapi import FORM, PROBLEM, PROBLEM_SCHEMA, problems, request_body
 from adapters.shared.problem import problem
 from bot.domain.errors import FieldProblem
 
@@ -50,7 +51,22 @@ def slack_router(app: AsyncApp) -> APIRouter:
         EVENTS_PATH,
         summary="Slack HTTP mode: events, interactivity and slash commands (signed by Slack)",
         response_class=Response,
-        responses={200: {"description": "acknowledged"}, 401: {"description": "bad signature"}},
+        responses={
+            200: {"description": "acknowledged"},
+            **problems(401, 413),
+            401: {
+                "description": "not signed by Slack (a malformed signature: problem+json; a "
+                "wrong one, as Bolt answers it: text)",
+                "content": {
+                    PROBLEM: {"schema": PROBLEM_SCHEMA},
+                    "text/plain": {"schema": {"type": "string"}},
+                },
+            },
+        },
+        openapi_extra=request_body(
+            {"type": "object", "description": "what Slack sends, signed (X-Slack-Signature)"},
+            ("application/json", FORM),
+        ),
     )
     async def slack_events(request: Request) -> Response:
         if (header := malformed_signature(request)) is not None:

@@ -18,18 +18,71 @@ Every POST needs the per-session CSRF token (:mod:`.session`). The handlers live
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import HTMLResponse
+from typing import Any
 
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, Response
+
+from adapters.shared.openapi import FORM, problems, request_body
 from adapters.web.admin import AdminRoutes
 from adapters.web.identity import IdentityPolicy
 from adapters.web.inbox import InboxRoutes
 from adapters.web.reads import Reads
-from adapters.web.session import CSRF_COOKIE, Session
+from adapters.web.session import CSRF_COOKIE, CSRF_FIELD, Session
 from bot.domain.ports import Clock, Elicitations
 from bot.domain.store import ElicitationReads
 
 __all__ = ["CSRF_COOKIE", "inbox_router"]
+
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+_REFUSAL_JSON = {
+    "type": "object",
+    "required": ["ok", "message"],
+    "properties": {
+        "ok": {"const": False},
+        "code": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+_WHY = {
+    400: "The form or a parameter could not be read",
+    401: "The trusted proxy's user header names no user",
+    403: "Not this machine or a trusted proxy's user, not an admin, a stale CSRF token, or a "
+    "refused answer (the asker, an agent, a bot, a non-admin's admin option)",
+    404: "No such elicitation",
+    409: "Already answered, expired or closed; or nothing to claim",
+    415: f"The answer is not sent as {FORM}",
+    422: "The answer itself is not acceptable (the card says why)",
+    502: "The upstream refused a secret's answer",
+}
+
+
+def _refusals(*statuses: int, json: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The inbox answers a refusal as a page (HTML), or as ``{"ok": false, "code", "message"}``
+    to the page script (``Accept: application/json``)."""
+    content: dict[str, Any] = dict(_HTML)
+    if json:
+        content["application/json"] = {"schema": _REFUSAL_JSON}
+    described: dict[int | str, dict[str, Any]] = {
+        status: {"description": _WHY[status], "content": content} for status in statuses
+    }
+    return {**described, **problems()}  # "default": an unexpected 500 is a problem document
+
+
+_ANSWER_FORM = {
+    "type": "object",
+    "required": ["key", CSRF_FIELD],
+    "properties": {
+        "key": {"type": "string", "description": "the elicitation (`<source>:<id>`)"},
+        CSRF_FIELD: {"type": "string", "description": "the page's CSRF token (its cookie's)"},
+        "option": {"type": "array", "items": {"type": "string"}, "description": "option ids"},
+        "text": {"type": "string"},
+        "secret": {"type": "string", "enum": ["1"], "description": "text is a secret"},
+        "revision": {"type": "string"},
+        "claim": {"type": "string", "enum": ["1"], "description": "'I'm on it' instead"},
+    },
+}
+_JSONL = "application/jsonl"
 
 
 def inbox_router(
@@ -50,23 +103,49 @@ def inbox_router(
     admin = AdminRoutes(elicitations, reads, session)
     router = APIRouter(tags=["web inbox"])
     html = HTMLResponse
+    page = _refusals(401, 403)
     router.add_api_route(
-        "/", inbox.inbox, methods=["GET"], response_class=html, summary="The inbox"
+        "/",
+        inbox.inbox,
+        methods=["GET"],
+        response_class=html,
+        summary="The inbox",
+        responses={**page, **_refusals(400, 404)},
     )
     router.add_api_route(
-        "/inbox/live", inbox.live, methods=["GET"], response_class=html, summary="Its live part"
+        "/inbox/live",
+        inbox.live,
+        methods=["GET"],
+        response_class=html,
+        summary="Its live part",
+        responses={**page, **_refusals(400, 404)},
     )
     router.add_api_route(
         "/inbox/version",
         inbox.version,
         methods=["GET"],
         summary="What is pending, as a fingerprint",
+        responses=_refusals(401, 403, json=True),
     )
     router.add_api_route(
-        "/inbox/answer", inbox.answer, methods=["POST"], summary="Answer (a form post)"
+        "/inbox/answer",
+        inbox.answer,
+        methods=["POST"],
+        summary="Answer (a form post)",
+        responses={
+            200: {"description": "Recorded (to the page script: `{ok, key, message}`)"},
+            303: {"description": "Recorded: back to the inbox (a browser's form post)"},
+            **_refusals(400, 401, 403, 404, 409, 415, 422, 502, json=True),
+        },
+        openapi_extra=request_body(_ANSWER_FORM, (FORM,)),
     )
     router.add_api_route(
-        "/admin", admin.admin, methods=["GET"], response_class=html, summary="Routes, elicitations"
+        "/admin",
+        admin.admin,
+        methods=["GET"],
+        response_class=html,
+        summary="Routes, elicitations",
+        responses=page,
     )
     router.add_api_route(
         "/admin/elicitation",
@@ -74,12 +153,21 @@ def inbox_router(
         methods=["GET"],
         response_class=html,
         summary="One elicitation: deliveries, deadlines, outbox, audit",
+        responses={**page, **_refusals(400, 404)},
     )
     router.add_api_route(
         "/admin/audit.jsonl",
         admin.audit_export,
         methods=["GET"],
+        response_class=Response,
         summary="The audit log, JSON Lines",
+        responses={
+            200: {
+                "description": "One JSON object per line",
+                "content": {_JSONL: {"schema": {"type": "string"}}},
+            },
+            **page,
+        },
     )
     router.add_api_route("/static/{name}", session.static, methods=["GET"], include_in_schema=False)
     return router

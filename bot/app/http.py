@@ -14,10 +14,10 @@ import hmac
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -25,9 +25,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems
 from bot.app.metrics import StoreMetrics
 from bot.app.shapes import deadline_json, delivery_json, summary_json
-from bot.domain.bounds import lookup_problem
+from bot.domain.bounds import KEY_MAX, lookup_problem
 from bot.domain.errors import PROBLEM, FieldProblem, IntakeError, PayloadRejected, problem_body
 from bot.domain.ports import Elicitations
 from bot.domain.store import Store
@@ -222,11 +223,16 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
-    @app.get("/v1/elicitations", summary="List elicitations, newest first")
+    @app.get(
+        "/v1/elicitations",
+        summary="List elicitations, newest first",
+        dependencies=SECURED,
+        responses=problems(400, 401),
+    )
     async def list_elicitations(
         request: Request,
         status: str | None = Query(default=None, pattern="^(pending|answered|expired|cancelled)$"),
-        cursor: str | None = None,
+        cursor: str | None = Query(default=None, json_schema_extra=id_schema(KEY_MAX)),
         limit: int = Query(default=50, ge=1, le=500),
     ) -> Response:
         if (denied := authorised(rt, request)) is not None:
@@ -238,8 +244,15 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
         nxt = page[-1].elicitation.key if len(rows) > limit else None
         return JSONResponse({"items": [summary_json(s) for s in page], "next": nxt})
 
-    @app.get("/v1/elicitations/{ident:path}", summary="One elicitation: status, answer, deliveries")
-    async def get_elicitation(request: Request, ident: str) -> Response:
+    @app.get(
+        "/v1/elicitations/{ident:path}",
+        summary="One elicitation: status, answer, deliveries",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
+    )
+    async def get_elicitation(
+        request: Request, ident: Annotated[str, Path(json_schema_extra=id_schema(KEY_MAX))]
+    ) -> Response:
         if (denied := authorised(rt, request)) is not None:
             return denied
         ident = last_path_param(request, ident)
@@ -268,12 +281,40 @@ def _bad(loc: str, message: str) -> JSONResponse:
     return problem(400, "Invalid request", f"{loc}: {message}", [FieldProblem(loc, message)])
 
 
+_NOT_READY: dict[str, Any] = {
+    "description": "Not ready: `problems` names the store, each adapter not connected, or the stop",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["status", "problems"],
+                "properties": {
+                    "status": {"const": "unavailable"},
+                    "problems": {"type": "array", "items": {"type": "string"}},
+                },
+            }
+        },
+        PROBLEM: {"schema": PROBLEM_SCHEMA},
+    },
+}
+_PROMETHEUS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The Prometheus text exposition format",
+        "content": {CONTENT_TYPE_LATEST.split("; charset")[0]: {"schema": {"type": "string"}}},
+    }
+}
+
+
 def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: the store answers and every adapter is connected")
+    @app.get(
+        "/readyz",
+        summary="Readiness: the store answers and every adapter is connected",
+        responses={503: _NOT_READY},
+    )
     async def readyz() -> Response:
         problems: list[str] = []
         try:
@@ -290,7 +331,9 @@ def _add_health_routes(app: FastAPI, rt: Runtime) -> None:
     # Lanes, write-backs and leases come from the store: read once per scrape, just before it.
     store_metrics = StoreMetrics(rt.store, rt.registry)
 
-    @app.get("/metrics", summary="Prometheus metrics")
+    @app.get(
+        "/metrics", summary="Prometheus metrics", responses=_PROMETHEUS, response_class=Response
+    )
     async def metrics() -> Response:
         await store_metrics.refresh()
         return Response(generate_latest(rt.registry), media_type=CONTENT_TYPE_LATEST)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +33,7 @@ from bot.domain.model import (
     Refusal,
     RefusalCode,
     Route,
+    RouteMatch,
     Status,
 )
 from bot.domain.ports import AnswerSink
@@ -52,7 +53,10 @@ SLACK = "slack:C0ASK"
 MATRIX = "matrix:!room:example.org"
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 CONFIG_ROUTE = Route(destinations=("slack:C0CONFIG",))
-"""A catch-all config route: engine asks must ignore it and follow their own destinations."""
+"""A catch-all config route: engine asks naming destinations ignore it and follow their own;
+an ask with ``"destinations": []`` takes it ("in the workspace only")."""
+OTHER_ROUTE = Route(match=RouteMatch(source="superpipeline"), destinations=("slack:C0SP",))
+"""A config route that matches no engine ask."""
 WAIT_S = 10.0
 
 
@@ -78,12 +82,18 @@ async def make_rig(
     clock: FakeClock,
     wait_seconds: float,
     sinks: Mapping[str, AnswerSink] | None = None,
+    *,
+    routes: Sequence[Route] = (CONFIG_ROUTE,),
+    platforms: Sequence[str] | None = ("slack", "matrix"),
+    running: Sequence[str] = ("slack", "matrix"),
 ) -> AsyncIterator[Rig]:
+    """``running``: the chat platforms the outbox has; ``platforms``: those the route is told of."""
     slack, matrix = FakeChat("slack"), FakeChat("matrix")
+    chats = {"slack": slack, "matrix": matrix}
     dispatcher = Dispatcher(
         store,
         clock,
-        {"slack": slack, "matrix": matrix},
+        {name: chat for name, chat in chats.items() if name in running},
         sinks or {},
         lambda key: f"http://inbox/#{key}",
     )
@@ -91,7 +101,7 @@ async def make_rig(
         store,
         clock,
         People(),
-        [CONFIG_ROUTE],
+        list(routes),
         on_change=dispatcher.wake,
         link_for=lambda key: f"http://inbox/#{key}",
     )
@@ -102,6 +112,7 @@ async def make_rig(
             lambda request: authorised(runtime, request),
             wait_seconds=wait_seconds,
             clock=clock,
+            platforms=platforms,
         )
     )
     stop = asyncio.Event()
@@ -191,25 +202,51 @@ async def test_without_follow_up_every_destination_is_posted_and_listed(rig: Rig
     assert len(rig.matrix.posted) == len(rig.slack.posted) == 1
 
 
-async def test_no_destinations_keep_the_ask_in_the_web_inbox_only(rig: Rig) -> None:
+async def test_no_destinations_take_the_matching_config_route(rig: Rig) -> None:
     name = "a task taking a written answer, explicit expiry"
 
     response = await rig.client.post("/v1/deliveries", json=delivery(name))
 
-    assert response.status_code == 200
+    assert response.status_code == 200, response.text
     assert response.json() == {
         "id": "dlv_task_01",
         "elicitation": "engine:dlv_task_01",
         "deliveries": [
             {
-                "destination": "web",
-                "ref": {"inbox": "engine:dlv_task_01", "url": "http://inbox/#engine:dlv_task_01"},
+                "destination": "slack:C0CONFIG",
+                "ref": {"channel": "C0CONFIG", "ts": "1700000000.000001"},
             }
         ],
     }
     rows = await rig.store.deliveries("engine:dlv_task_01")
-    assert [(r.destination, r.state) for r in rows] == [("web", "posted")]
-    assert rig.slack.posted == rig.matrix.posted == []
+    assert [(r.destination, r.state) for r in rows] == [("slack:C0CONFIG", "posted")]
+    assert rig.matrix.posted == []
+
+
+async def test_no_destinations_and_no_matching_route_keep_the_ask_in_the_web_inbox(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    name = "a task taking a written answer, explicit expiry"
+    async for rig in make_rig(store, clock, WAIT_S, routes=[OTHER_ROUTE]):
+        response = await rig.client.post("/v1/deliveries", json=delivery(name))
+
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "id": "dlv_task_01",
+            "elicitation": "engine:dlv_task_01",
+            "deliveries": [
+                {
+                    "destination": "web",
+                    "ref": {
+                        "inbox": "engine:dlv_task_01",
+                        "url": "http://inbox/#engine:dlv_task_01",
+                    },
+                }
+            ],
+        }
+        rows = await rig.store.deliveries("engine:dlv_task_01")
+        assert [(r.destination, r.state) for r in rows] == [("web", "posted")]
+        assert rig.slack.posted == rig.matrix.posted == []
 
 
 # --- failures -----------------------------------------------------------------------------------
@@ -233,6 +270,52 @@ async def test_a_permanently_failed_only_destination_is_a_502_and_the_ask_stays(
     stored = await rig.store.get("engine:dlv_question_01")
     assert stored is not None
     assert stored.status is Status.PENDING
+
+
+async def test_a_platform_this_deployment_does_not_run_is_a_422_and_nothing_is_stored(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    async for rig in make_rig(
+        store, clock, WAIT_S, routes=[OTHER_ROUTE], platforms=["matrix"], running=["matrix"]
+    ):
+        body = delivery(destinations=[MATRIX, "slack:C1"], followup_seconds=0)
+
+        response = await rig.client.post("/v1/deliveries", json=body)
+        again = await rig.client.post("/v1/deliveries", json=body)
+
+        assert response.status_code == again.status_code == 422
+        assert response.headers["content-type"].startswith(PROBLEM)
+        assert response.json()["errors"] == [
+            {"field": "destinations[1]", "message": "slack is not configured"}
+        ]
+        assert again.json() == response.json()
+        await nothing_stored(rig)
+        # The same id, asked again "in the workspace only", is a new ask and is delivered.
+        workspace = await rig.client.post(
+            "/v1/deliveries", json=delivery(destinations=[], followup_seconds=0)
+        )
+        assert workspace.status_code == 200, workspace.text
+        assert [d["destination"] for d in workspace.json()["deliveries"]] == ["web"]
+
+
+async def test_an_unconfigured_platform_found_by_the_outbox_is_a_422_every_time(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    async for rig in make_rig(store, clock, WAIT_S, platforms=None, running=["matrix"]):
+        body = delivery(destinations=["slack:C1"], followup_seconds=0)
+
+        response = await rig.client.post("/v1/deliveries", json=body)
+        again = await rig.client.post(
+            "/v1/deliveries", json=delivery(destinations=[], followup_seconds=0)
+        )
+
+        assert response.status_code == again.status_code == 422
+        problem = response.json()
+        assert problem["errors"] == [
+            {"field": "destinations[0]", "message": "slack is not configured"}
+        ]
+        assert "slack is not configured" in problem["detail"]
+        assert again.json() == problem
 
 
 async def test_a_failed_first_destination_is_passed_over_for_the_next(rig: Rig) -> None:
@@ -594,3 +677,26 @@ async def test_without_an_answer_webhook_nothing_is_posted(
             assert hook.recorded() == []
             read = await rig.client.get("/v1/deliveries/dlv_question_01")
             assert read.json()["decision"]["answer"] == "eu-west-1"
+
+
+async def test_an_ask_already_expired_answers_200_with_its_status_not_a_502(rig: Rig) -> None:
+    # An expiry already past fires at intake: the copies are skipped, nothing refused them.
+    past = (rig.clock.now() - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    body = delivery(destinations=[SLACK], followup_seconds=0)
+    body["ask"]["expires_at"] = past
+
+    first = await rig.client.post("/v1/deliveries", json=body)
+    again = await rig.client.post("/v1/deliveries", json=delivery(destinations=[]))
+
+    assert first.status_code == again.status_code == 200, first.text
+    assert (
+        first.json()
+        == again.json()
+        == {
+            "id": "dlv_question_01",
+            "elicitation": "engine:dlv_question_01",
+            "status": "expired",
+            "deliveries": [],
+        }
+    )
+    assert rig.slack.posted == []

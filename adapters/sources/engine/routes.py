@@ -13,9 +13,18 @@ post of the first destination (the outbox posts it; this route only watches the 
 - **202**, same shape with ``"deliveries": []``, when no platform accepted within the wait
   (e.g. Slack is rate-limiting): the ask is checkpointed and will be posted; send the same ``id``
   again to wait again.
-- **502** problem+json when every destination failed permanently (``errors`` names each
-  ``destinations[i]`` with the platform's error). The ask stays stored and in the web inbox.
+- **502** problem+json when the platforms themselves refused every destination (``errors``
+  names each ``destinations[i]`` with the platform's error). The ask stays stored and in the web
+  inbox. Sending it again cannot succeed by itself; the same ``id`` answers the same 502.
+- **422** problem+json naming each ``destinations[i]`` on a platform this deployment does not
+  run (``slack is not configured``): a request that cannot succeed here, so no retry. Checked
+  before anything is stored when the router knows the platforms (``platforms``); otherwise the
+  outbox finds it, the ask stays stored, and the same ``id`` answers the same 422.
 - 400 (each bad field named), 401 (``authorise``), 415 (a non-JSON body).
+
+``"destinations": []`` keeps the ask "in the workspace only" (spec 001): it takes the route the
+config gives it (the first matching route's destinations, else the web inbox), and the 200 lists
+the refs of that route's accepted posts.
 
 ``GET /v1/deliveries/{id}`` reads the ask back (:func:`~adapters.sources.engine.document.
 ask_document`): its fields, ``status``, ``expires_at`` as spec 001 writes it (9999-01-01T00:00:00Z
@@ -27,18 +36,28 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json
+from adapters.shared.openapi import (
+    ID_TAIL,
+    SECURED,
+    id_schema,
+    json_response,
+    problems,
+    request_body,
+    text_schema,
+)
 from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
+from adapters.sources.engine.route import DESTINATION_MAX
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.ports import Clock, Elicitations, Inbound
@@ -47,39 +66,98 @@ from bot.domain.records import DeliveryState, DeliveryView, Purpose
 WEB = "web"
 IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
 PASSED_OVER = frozenset({DeliveryState.FAILED, DeliveryState.SKIPPED})
+NOT_CONFIGURED = "is not configured"
+"""How the outbox words a post to a platform this deployment does not run."""
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
+_DESTINATION = {
+    **id_schema(DESTINATION_MAX, pattern=rf"^(?:web|(?:slack|matrix):{ID_TAIL})$"),
+    "description": "`web`, `slack:<channel or user>` or `matrix:<room or @user>` on a platform "
+    "this deployment runs (else 422)",
+}
+_MENTION_ID = {"anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)]}
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "ask", "destinations", "followup_seconds"],
     "properties": {
-        "id": {"type": "string", "minLength": 1},
+        "id": id_schema(),
         "ask": {
             "type": "object",
+            "description": "the SDK's ask: something to show (a title, a body or an action)",
+            "dependentSchemas": {"action": {"properties": {"kind": {"const": "approval"}}}},
+            "anyOf": [
+                {"required": ["title"], "properties": {"title": {"minLength": 1}}},
+                {"required": ["body"], "properties": {"body": {"minLength": 1}}},
+                {"required": ["action"], "properties": {"action": {"type": "object"}}},
+            ],
             "properties": {
-                "title": {"type": "string"},
-                "body": {"type": "string", "description": "at most 32 KiB of UTF-8"},
+                "title": text_schema(),
+                "body": {**text_schema(), "description": "at most 32 KiB of UTF-8"},
                 "kind": {"type": "string", "enum": list(parse.KINDS)},
-                "choices": {"type": "array", "items": {"type": "string", "minLength": 1}},
-                "action": {"type": "object"},
-                "expires_at": {"type": "string", "format": "date-time"},
+                "choices": {"type": "array", "uniqueItems": True, "items": id_schema()},
+                "action": {
+                    "type": "object",
+                    "description": "binds an approval: kind must be approval (or omitted)",
+                },
+                "expires_at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "description": "within 90 days, or 9999-01-01T00:00:00Z (no deadline)",
+                },
                 "shared_key": {"type": "string"},
-                "conversation_id": {"type": "string"},
-                "mentions": {"type": "array"},
+                "conversation_id": id_schema(required=False),
+                "mentions": {
+                    "type": "array",
+                    "items": {
+                        "anyOf": [
+                            {"type": "string", **_MENTION_ID},
+                            {"type": "object", "properties": {"id": _MENTION_ID}},
+                        ]
+                    },
+                },
                 "blocking": {"type": "boolean"},
                 "reuse_direct": {"type": "boolean"},
-                "attachment_ids": {"type": "array", "maxItems": parse.MAX_ATTACHMENTS},
+                "attachment_ids": {
+                    "type": "array",
+                    "maxItems": parse.MAX_ATTACHMENTS,
+                    "items": {"type": "string", "minLength": 1},
+                },
                 "target": {"type": "object"},
                 "preview_token": {"type": "string"},
-                "sender_id": {"type": "string"},
             },
         },
-        "destinations": {"type": "array", "items": {"type": "string"}},
-        "followup_seconds": {"type": "number"},
-        "sender_id": {"type": "string"},
+        "destinations": {
+            "type": "array",
+            "items": _DESTINATION,
+            "description": "in preference order; [] keeps the ask in the workspace (the "
+            "config's route, else the web inbox)",
+        },
+        "followup_seconds": {
+            "anyOf": [{"const": 0}, {"type": "integer", "minimum": 5, "maximum": 900}],
+            "description": "0: no follow-up; else 5 to 900 seconds",
+        },
+        "sender_id": {
+            **id_schema(required=False),
+            "description": "who asked (never answers it); also taken inside `ask`, the same",
+        },
     },
 }
+_EXAMPLE: dict[str, Any] = {
+    "id": "dlv_question_01",
+    "ask": {
+        "title": "Which region?",
+        "body": "Deploy the **api** service to which region?",
+        "kind": "question",
+        "choices": ["eu-west-1", "us-east-1"],
+        "conversation_id": "cnv_7a1b",
+        "shared_key": "deploy-region",
+        "blocking": True,
+    },
+    "destinations": ["web"],
+    "followup_seconds": 300,
+}
+"""tests/fixtures/sources/engine.json's "a question with choices", to the web inbox."""
 
 
 class _UtcClock:
@@ -133,9 +211,12 @@ def engine_router(
     *,
     wait_seconds: float = 10.0,
     clock: Clock | None = None,
+    platforms: Collection[str] | None = None,
 ) -> APIRouter:
     """``POST /v1/deliveries``, to include in the app (``Runtime.routers``). ``authorise`` returns
-    None when the request may go on, else the response to send (401)."""
+    None when the request may go on, else the response to send (401). ``platforms`` names the
+    chat platforms this deployment runs (``slack``, ``matrix``; ``web`` always runs): a new ask
+    naming another is a 422 before anything is stored. None: the outbox finds out."""
     router = APIRouter(tags=["engine"])
     time_source = clock or _UtcClock()
 
@@ -161,7 +242,13 @@ def engine_router(
     @router.post(
         "/v1/deliveries",
         summary="Engine ask delivery: returns after the chat platform accepted the post",
-        openapi_extra={"requestBody": {"content": {"application/json": {"schema": _SCHEMA}}}},
+        dependencies=SECURED,
+        responses={
+            200: json_response("Accepted by the platform: its message refs (or closed already)"),
+            202: json_response("Checkpointed, no platform accepted it yet: send it again"),
+            **problems(400, 401, 413, 415, 422, 502, 503),
+        },
+        openapi_extra=request_body(_SCHEMA, examples={"a question with choices": _EXAMPLE}),
     )
     async def deliver(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -170,39 +257,47 @@ def engine_router(
         req = await read_json(request, lambda data: parse.parse_delivery(data, now=now))
         if isinstance(req, JSONResponse):
             return req
+        key = parse.key_of(req.id)
+        if platforms is not None and await elicitations.view(key) is None:
+            missing = unconfigured(req.destinations, platforms)
+            if missing:  # a new ask that cannot succeed here: nothing is stored
+                return _unprocessable(missing)
         audit = {"delivery_id": req.id, "destinations": list(req.destinations)}
-        inbound = Inbound(parse.SOURCE, req.id, req.elicitation, audit, route=req.route)
+        # No destinations: "in the workspace only", by the config's routes (else the web inbox).
+        route = req.route if req.destinations else None
+        inbound = Inbound(parse.SOURCE, req.id, req.elicitation, audit, route=route)
         [outcome] = await elicitations.intake([inbound])
         view = await elicitations.view(outcome.key)
         if view is None:  # pragma: no cover - intake committed it
             return problem(500, "Internal Server Error", f"{outcome.key} was not stored")
         # A duplicate id is answered from what was stored first, whatever this request says.
         extra = view.elicitation.extra
-        followup = int(extra.get("followup_seconds", req.followup_seconds))
         destinations = list(extra.get("destinations", req.destinations))
+        followup = int(extra.get("followup_seconds", req.followup_seconds))
+        if not destinations:  # the config's route decides: chained when a post waits its turn
+            rows = await elicitations.deliveries(outcome.key)
+            followup = int(any(r.state == DeliveryState.WAITING for r in rows))
         result = await settle(outcome.key, followup)
         body: dict[str, Any] = {"id": view.elicitation.source_id, "elicitation": outcome.key}
+        if result.state == "failed" and not result.deliveries:
+            # Nothing refused it: it closed before a post was due (an expiry already past at
+            # intake fires at once), so its copies were skipped. Stored, and answered so.
+            latest = await elicitations.view(outcome.key) or view
+            return JSONResponse({**body, "status": latest.status.value, "deliveries": []})
         if result.state == "failed":
-            errors = [
-                FieldProblem(_where(destinations, r.destination), str(r.error or "failed"))
-                for r in result.deliveries
-            ]
-            return problem(
-                502,
-                "Bad Gateway",
-                "No destination accepted the ask: "
-                + "; ".join(f"{r.destination}: {r.error}" for r in result.deliveries),
-                errors,
-                **body,
-            )
+            return _refused(destinations, result.deliveries, body)
         body["deliveries"] = [delivery_body(r, view.link) for r in result.deliveries]
         return JSONResponse(body, status_code=200 if result.state == "accepted" else 202)
 
     @router.get(
         "/v1/deliveries/{delivery_id:path}",
         summary="An engine ask as it stands: expires_at as the spec writes it, and the decision",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
-    async def read_back(request: Request, delivery_id: str) -> Response:
+    async def read_back(
+        request: Request, delivery_id: Annotated[str, Path(json_schema_extra=id_schema())]
+    ) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
@@ -216,6 +311,44 @@ def engine_router(
         return JSONResponse(ask_document(view))
 
     return router
+
+
+def unconfigured(destinations: Sequence[str], platforms: Collection[str]) -> list[FieldProblem]:
+    """Each ``destinations[i]`` on a chat platform not in ``platforms`` (``web`` always runs)."""
+    return [
+        FieldProblem(f"destinations[{i}]", f"{platform} {NOT_CONFIGURED}")
+        for i, destination in enumerate(destinations)
+        if (platform := destination.split(":", 1)[0]) != WEB and platform not in platforms
+    ]
+
+
+def _unprocessable(errors: list[FieldProblem], **body: Any) -> JSONResponse:
+    return problem(
+        422,
+        "Unprocessable destination",
+        "This deployment cannot deliver to: " + "; ".join(str(e) for e in errors),
+        errors,
+        **body,
+    )
+
+
+def _refused(
+    destinations: list[str], failed: Sequence[DeliveryView], body: dict[str, Any]
+) -> JSONResponse:
+    """Every destination failed for good: 422 when none of their platforms runs here (the
+    request cannot succeed), else 502 naming each platform's refusal."""
+    errors = [
+        FieldProblem(_where(destinations, r.destination), str(r.error or "failed")) for r in failed
+    ]
+    if all(e.message.endswith(NOT_CONFIGURED) for e in errors):
+        return _unprocessable(errors, **body)
+    return problem(
+        502,
+        "Bad Gateway",
+        "No destination accepted the ask: " + "; ".join(str(e) for e in errors),
+        errors,
+        **body,
+    )
 
 
 def _where(destinations: list[str], destination: str) -> str:

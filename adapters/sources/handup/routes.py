@@ -13,10 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, Response
 
+from adapters.shared.openapi import (
+    SECURED,
+    id_schema,
+    inline,
+    json_response,
+    problems,
+    request_body,
+)
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.elicitation import (
@@ -26,7 +35,7 @@ from adapters.sources.handup.elicitation import (
     new_request_id,
     to_elicitation,
 )
-from adapters.sources.handup.validation import check
+from adapters.sources.handup.validation import ID_RE, MAX_EXPIRES_AT, check, schema
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
@@ -65,6 +74,16 @@ def handup_router(
         "/v1/handup/requests",
         status_code=202,
         summary="handup Request intake (spec 004): the stored Request comes back",
+        dependencies=SECURED,
+        responses={
+            200: json_response("The same pending Request (its id or dedupe_key was seen)"),
+            202: json_response("The stored Request, with its id, status and content_hash"),
+            **problems(400, 401, 413, 415, 503),
+        },
+        openapi_extra=request_body(
+            _REQUEST_SCHEMA,
+            examples={"minimal": {"title": "Deploy to staging?"}},
+        ),
     )
     async def post_request(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -91,8 +110,12 @@ def handup_router(
     @router.get(
         "/v1/handup/requests/{request_id}",
         summary="A handup Request as it stands: status and decision",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
-    async def get_request(request: Request, request_id: str) -> Response:
+    async def get_request(
+        request: Request, request_id: Annotated[str, Path(json_schema_extra=id_schema())]
+    ) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
@@ -105,6 +128,22 @@ def handup_router(
         return JSONResponse(request_document(view))
 
     return router
+
+
+def _request_schema() -> dict[str, Any]:
+    """The spec's Request schema, with the rules ``validation`` adds that a schema can say: the
+    id's characters, a new Request's status, the daemon-managed fields, the latest expiry."""
+    document = inline(schema())
+    properties = document["properties"]
+    properties["id"] = {**properties["id"], "pattern": f"^(?:{ID_RE.pattern})?$"}
+    properties["status"] = {"const": "pending", "default": "pending"}
+    for managed in ("decision", "run"):
+        properties[managed] = {
+            "type": "null",
+            "description": "set by the daemon: send null or leave it out",
+        }
+    properties["expires_at"] = {**properties["expires_at"], "maximum": MAX_EXPIRES_AT}
+    return document
 
 
 def _json_body(request: Request, raw: bytes) -> object:
@@ -144,3 +183,6 @@ async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptVi
     if last.status is Status.PENDING:
         return last, dedupe_request_id(dedupe_key, low)
     return None, dedupe_request_id(dedupe_key, low + 1)
+
+
+_REQUEST_SCHEMA = _request_schema()

@@ -10,9 +10,19 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    Tag,
+)
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from adapters.shared.timestamps import parse_rfc3339
 
@@ -54,7 +64,29 @@ def _date_time(value: object) -> datetime:
         raise PydanticCustomError("date_time", str(exc)) from None
 
 
-NotNull = BeforeValidator(_refuse_null)
+class _NotNull:
+    """Refuses null (before every other check) and says so in the JSON schema: the null branch
+    ``X | None`` puts there is taken out (the None is only the default of an absent field)."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(_refuse_null, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        branches = [b for b in json_schema.get("anyOf", []) if b != {"type": "null"}]
+        if len(branches) == 1:
+            del json_schema["anyOf"]
+            json_schema.update(branches[0])
+        elif branches:
+            json_schema["anyOf"] = branches
+        return json_schema
+
+
+NotNull = _NotNull()
 """For optional fields that may be absent but not null (it must come last: it runs first)."""
 DateTime = Annotated[datetime, BeforeValidator(_date_time)]
 

@@ -25,7 +25,17 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from adapters.shared import cloudevents
-from adapters.sources.superpipeline.parse import to_elicitation
+from adapters.shared.openapi import (
+    SECURED,
+    bounded,
+    id_schema,
+    inline,
+    json_response,
+    problems,
+)
+from adapters.sources.superpipeline.models import ElicitationPending
+from adapters.sources.superpipeline.parse import CE_TYPE, to_elicitation
+from bot.domain.bounds import CE_SOURCE_MAX, CE_SUBJECT_MAX, ID_MAX
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.ports import Elicitations, Inbound
 from bot.domain.records import IntakeResult
@@ -34,6 +44,110 @@ Authorise = Callable[[Request], Response | None]
 """None when the request may go on, else the response to send (401, or 503 while stopping)."""
 
 METRICS_SOURCE = "superpipeline"
+
+_SUBJECT = r"^evt\.[^.*>\s\x00-\x1f\x7f-\x9f\u2028\u2029]+\.superpipeline\.elicitation\.pending$"
+_DATA = bounded(
+    inline(ElicitationPending.model_json_schema()),
+    dict.fromkeys(
+        (
+            *("elicitationId", "boardId", "cardId", "runId", "stageKey", "agentId"),
+            *("approvalRequestId", "id", "digest", "schema", "language"),
+        ),
+        ID_MAX,
+    ),
+)
+_DATA["properties"]["elicitationId"].update(id_schema())  # the one required identifier
+_EXAMPLE_DATA: dict[str, Any] = {
+    "event": "elicitation.pending",
+    "boardId": "brd_134a0ddb6d434478",
+    "boardName": "Developer Experience",
+    "cardId": "crd_0f3c9a2b7d4e4a11",
+    "cardTitle": "Research this",
+    "elicitationId": "eli_1a2b3c4d5e6f7081",
+    "runId": "run_0123456789abcdef",
+    "stageKey": "research",
+    "agentId": "agt_9e8d7c6b5a493827",
+    "question": "May I run the migration?",
+    "options": [
+        {"id": "allow_once", "label": "Allow once", "meaning": "approve", "scope": "once"},
+        {"id": "deny", "label": "Deny", "meaning": "reject"},
+    ],
+    "ts": "2026-11-10T09:30:00.000Z",
+}
+"""tests/fixtures/superpipeline/valid.json's "options" (two of its options)."""
+_EXAMPLE: dict[str, Any] = {
+    "specversion": "1.0",
+    "id": "evt_0001",
+    "source": "https://superpipeline.example.org",
+    "type": CE_TYPE,
+    "subject": "evt.acme.superpipeline.elicitation.pending",
+    "time": "2026-11-10T09:30:00Z",
+    "datacontenttype": "application/json",
+    "data": _EXAMPLE_DATA,
+}
+_ENVELOPE: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[a-z0-9]+$"},
+    "additionalProperties": {
+        "type": ["string", "integer", "boolean"],
+        "description": "an extension attribute",
+    },
+    "required": ["specversion", "id", "source", "type", "data"],
+    "properties": {
+        "specversion": {"const": cloudevents.SPECVERSION},
+        "id": id_schema(),
+        "source": id_schema(CE_SOURCE_MAX),
+        "type": {"const": CE_TYPE},
+        "subject": {
+            **id_schema(CE_SUBJECT_MAX, pattern=_SUBJECT),
+            "description": "evt.<workspace>.superpipeline.elicitation.pending",
+        },
+        "time": {"type": "string", "format": "date-time"},
+        "datacontenttype": {
+            "type": "string",
+            "pattern": r"^(?:application/json|[^/;\s]+/[^;\s]*\+json)(?:\s*;.*)?$",
+            "description": "a JSON media type: application/json or any type/subtype+json",
+        },
+        "data": _DATA,
+    },
+}
+_HEADERS = (
+    ("ce-specversion", "1.0"),
+    ("ce-id", "the event id"),
+    ("ce-source", "the event source"),
+    ("ce-type", CE_TYPE),
+    ("ce-subject", "evt.<workspace>.superpipeline.elicitation.pending"),
+    ("ce-time", "RFC 3339"),
+)
+_OPENAPI: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": name,
+            "in": "header",
+            "required": False,
+            "description": f"Binary mode only (a JSON body that is the event's data): {what}",
+            "schema": {"type": "string"},
+        }
+        for name, what in _HEADERS
+    ],
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/cloudevents+json": {
+                "schema": _ENVELOPE,
+                "examples": {"structured": {"value": _EXAMPLE}},
+            },
+            "application/cloudevents-batch+json": {
+                "schema": {"type": "array", "minItems": 1, "items": _ENVELOPE},
+                "examples": {"batch": {"value": [_EXAMPLE]}},
+            },
+            "application/json": {
+                "schema": _DATA,
+                "examples": {"binary (with the ce-* headers)": {"value": _EXAMPLE_DATA}},
+            },
+        },
+    },
+}
 
 
 def channel_of(event: cloudevents.CloudEvent) -> str:
@@ -104,5 +218,12 @@ def superpipeline_router(
         methods=["POST"],
         status_code=202,
         summary="CloudEvents intake (structured, binary, batch)",
+        dependencies=SECURED,
+        responses={
+            200: json_response("A duplicate (same source and id): nothing new is stored"),
+            202: json_response("Accepted: one result, or a batch's `results` in order"),
+            **problems(400, 401, 413, 415, 503),
+        },
+        openapi_extra=_OPENAPI,
     )
     return router

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.jsonbody import read_json, rejected
+from adapters.shared.openapi import SECURED, id_schema, problems, request_body, text_schema
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
 from bot.domain.bounds import check_elicitation, id_problem
@@ -45,13 +46,22 @@ _CLOSED = frozenset(
     }
 )
 
+ExecutionId = Annotated[str, Path(json_schema_extra=id_schema())]
+_EXAMPLE: dict[str, Any] = {
+    "executionId": "abc-123",
+    "toolPath": "github.issues.create",
+    "message": 'Create issue "Fix login bug" in my-org/my-repo?',
+    "args": {"owner": "my-org", "repo": "my-repo", "title": "Fix login bug"},
+    "type": "approval",
+}
+"""tests/fixtures/sources/toolshed.json's "the spec's approval"."""
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
     "properties": {
-        "executionId": {"type": "string", "minLength": 1},
-        "toolPath": {"type": "string", "minLength": 1},
-        "message": {"type": "string"},
+        "executionId": id_schema(),
+        "toolPath": {**text_schema(), "minLength": 1},
+        "message": text_schema(),
         "args": {"type": "object"},
         "type": {"type": "string", "enum": list(parse.TYPES), "default": "approval"},
     },
@@ -83,9 +93,9 @@ def toolshed_router(
         "/api/elicitation",
         status_code=201,
         summary="Toolshed: store a pending elicitation",
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": _REQUEST_SCHEMA}}}
-        },
+        dependencies=SECURED,
+        responses=problems(400, 401, 413, 415, 503),
+        openapi_extra=request_body(_REQUEST_SCHEMA, examples={"the spec's approval": _EXAMPLE}),
     )
     async def create(request: Request) -> Response:
         if (denied := authorise(request)) is not None:
@@ -103,8 +113,10 @@ def toolshed_router(
     @router.get(
         "/api/elicitation/{execution_id:path}",
         summary="Toolshed: poll an elicitation (pending, then approved/data)",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404),
     )
-    async def poll(request: Request, execution_id: str) -> Response:
+    async def poll(request: Request, execution_id: ExecutionId) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
@@ -119,11 +131,11 @@ def toolshed_router(
     @router.post(
         "/api/elicitation/{execution_id:path}/resolve",
         summary="Toolshed: approve or deny (the first answer wins)",
-        openapi_extra={
-            "requestBody": {"content": {"application/json": {"schema": _RESOLVE_SCHEMA}}}
-        },
+        dependencies=SECURED,
+        responses=problems(400, 401, 403, 404, 409, 413, 415, 503),
+        openapi_extra=request_body(_RESOLVE_SCHEMA),
     )
-    async def resolve(request: Request, execution_id: str) -> Response:
+    async def resolve(request: Request, execution_id: ExecutionId) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if (bad := _bad_id(execution_id)) is not None:
