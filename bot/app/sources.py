@@ -79,7 +79,13 @@ def parts(ctx: Context) -> list[Part]:
                 clock=ctx.clock,
                 default_timeout=config.sources.handup.default_timeout,
             ),
-            engine_router(ctx.elicitations, ctx.authorise, clock=ctx.clock),
+            engine_router(
+                ctx.elicitations,
+                ctx.authorise,
+                clock=ctx.clock,
+                # A destination on a platform this deployment does not run: 422 before storing.
+                platforms=[p for p in ("slack", "matrix") if getattr(config, p) is not None],
+            ),
         ],
     )
     mcp = [_mcp(ctx)] if config.mcp is not None else []

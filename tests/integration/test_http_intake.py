@@ -464,6 +464,25 @@ async def test_a_long_question_is_accepted_in_every_mode_and_read_back_whole(
         assert len(stored.elicitation.question) == size
 
 
+async def test_an_engine_ask_to_a_platform_not_running_is_a_422_and_stores_nothing(
+    client: httpx.AsyncClient, bot: Elicitbot
+) -> None:
+    """The composed app knows which platforms run: Slack is off here, so an engine ask naming
+    a Slack channel cannot succeed; it is refused before anything is stored (the engine must
+    not retry it, as it would a 5xx)."""
+    ask = {
+        "id": "dlv_nowhere",
+        "ask": {"title": "Ship?"},
+        "destinations": ["web", "slack:C1"],
+        "followup_seconds": 0,
+    }
+    response = await client.post("/v1/deliveries", json=ask)
+    assert response.status_code == 422, response.text
+    assert fields(response) == ["destinations[1]"]
+    assert "slack is not configured" in response.text
+    await assert_nothing_stored(bot)
+
+
 async def test_percent_encoded_binary_headers_dedupe_with_structured(
     client: httpx.AsyncClient, bot: Elicitbot
 ) -> None:
