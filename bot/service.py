@@ -104,6 +104,12 @@ class Service:
             self._chat_routes_at = time.monotonic()
         return self.config_routes + self._chat_routes
 
+    async def policy_route(self, stored: StoredElicitation) -> Route:
+        """The route whose policy says who may decide (rule 9): the one the elicitation resolves
+        to among today's routes, so a changed ``approvers`` applies to questions already asked,
+        and a source naming its own destinations still meets the matching route's approvers."""
+        return resolve_route(await self.routes(), stored.elicitation)
+
     def forget_chat_routes(self) -> None:
         self._chat_routes_at = float("-inf")
 
@@ -149,12 +155,15 @@ class Service:
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)
-
-        def judged(state: StoredElicitation, now: datetime) -> Judgement:
-            return judge(state, action, self.people, now, claim_minutes=self.claim_minutes)
-
         if stored is None:
             return judge(None, action, self.people, self.clock.now()).outcome
+        route = await self.policy_route(stored)
+
+        def judged(state: StoredElicitation, now: datetime) -> Judgement:
+            return judge(
+                state, action, self.people, now, claim_minutes=self.claim_minutes, route=route
+            )
+
         judgement, _ = await self._carry_out(stored, judged)
         return judgement.outcome
 
@@ -234,8 +243,10 @@ class Service:
             msg = f"no elicitation {key}"
             raise KeyError(msg)
 
+        route = await self.policy_route(stored)
+
         def judged(state: StoredElicitation, now: datetime) -> Judgement:
-            return judge_attempt(state, attempt, self.people, now)
+            return judge_attempt(state, attempt, self.people, now, route=route)
 
         judgement, won = await self._carry_out(stored, judged)
         outcome = judgement.outcome

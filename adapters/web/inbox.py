@@ -29,12 +29,13 @@ from adapters.web.session import (
 )
 from bot.domain.actions import ClaimIt, OutcomeKind, Submit
 from bot.domain.bounds import lookup_problem
+from bot.domain.described import describe_answer
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Answer, RefusalCode, Status
 from bot.domain.ports import Elicitations
 from bot.domain.records import StoredElicitation
-from bot.domain.rules import describe_answer, format_time
+from bot.domain.rules import format_time
 from bot.domain.wording import title_of
 
 HISTORY_LIMIT = 50

@@ -39,6 +39,7 @@ from bot.domain.model import (
     check_destinations,
     check_followup_seconds,
 )
+from bot.domain.policy import check_quorum, check_resolvable, check_surfaces
 
 DEFAULT_FILE = Path("elicitbot.toml")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -162,9 +163,25 @@ class RouteConfig(Section):
     followup_seconds: int = 0
     escalate_to: tuple[str, ...] = ()
     mention: tuple[str, ...] = ()
+    approvers: tuple[str, ...] | None = None
+    """Who may decide (answer rule 9); unset: anyone but the asker."""
+    quorum: int = 1
+    approve_on: tuple[str, ...] | None = None
+    anyone_may_reject: bool = False
 
     _followup = field_validator("followup_seconds")(check_followup_seconds)
     _destinations = field_validator("destinations", "escalate_to", "mention")(check_destinations)
+    _approvers = field_validator("approvers")(check_resolvable)
+    _approve_on = field_validator("approve_on")(check_surfaces)
+
+    @field_validator("quorum")
+    @classmethod
+    def _quorum(cls, value: int) -> int:
+        check_quorum(value)
+        if value > 1:
+            msg = "a quorum above 1 is not supported yet: leave it out or set 1"
+            raise ValueError(msg)
+        return value
 
     def to_route(self) -> Route:
         return Route(**self.model_dump(), origin="config")

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from bot.domain.described import describe_answer
 from bot.domain.model import Answer, Elicitation, Kind, Status
 from bot.domain.records import Writeback, WritebackState
-from bot.domain.rules import describe_answer, format_time
+from bot.domain.rules import format_time
 
 # --------------------------------------------------------------------------- names
 
