@@ -52,6 +52,7 @@ from bot.domain.records import DeliveryView, IntakeItem, IntakeResult, StoredEli
 from bot.domain.routing import resolve_route
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
+from bot.domain.votes import RecordVote
 
 __all__ = ["AnswerOutcome", "Inbound", "Service"]
 
@@ -252,6 +253,9 @@ class Service:
         outcome = judgement.outcome
         if outcome.answer is not None and won:
             return AnswerOutcome(key, outcome.answer, won=True)
+        if outcome.kind is OutcomeKind.VOTED and won:
+            waiting = Refusal(code=RefusalCode.AWAITING_APPROVERS, message=outcome.message)
+            return AnswerOutcome(key, waiting, won=False)
         refusal = outcome.refusal or Refusal(code=RefusalCode.CLOSED, message=CANNOT_ANSWER)
         return AnswerOutcome(key, refusal, won=False)
 
@@ -289,6 +293,14 @@ class Service:
                 stored = after_lost(stored, recorded)
                 if stored.status is Status.PENDING:
                     stored = await self.store.get(key) or stored
+            elif isinstance(write, RecordVote):
+                vote = write.vote
+                audit = dict(write.audit)
+                if await self.store.record_vote(key, vote, now, version=write.version, audit=audit):
+                    log.info("vote.recorded", key=key, respondent=vote.respondent, via=vote.via)
+                    self.on_change()
+                    return judgement, True
+                stored = await self.store.get(key) or stored
             elif isinstance(write, RecordClaim):
                 if await self.store.claim(key, write.by, write.name, write.until, now):
                     log.info("claim.recorded", key=key, by=write.by, until=write.until.isoformat())

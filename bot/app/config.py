@@ -165,6 +165,7 @@ class RouteConfig(Section):
     mention: tuple[str, ...] = ()
     approvers: tuple[str, ...] | None = None
     """Who may decide (answer rule 9); unset: anyone but the asker."""
+    # quorum > 1: votes are stored (store.sql.votes) and counted in the one judgement.
     quorum: int = 1
     approve_on: tuple[str, ...] | None = None
     anyone_may_reject: bool = False
@@ -174,14 +175,7 @@ class RouteConfig(Section):
     _approvers = field_validator("approvers")(check_resolvable)
     _approve_on = field_validator("approve_on")(check_surfaces)
 
-    @field_validator("quorum")
-    @classmethod
-    def _quorum(cls, value: int) -> int:
-        check_quorum(value)
-        if value > 1:
-            msg = "a quorum above 1 is not supported yet: leave it out or set 1"
-            raise ValueError(msg)
-        return value
+    _quorum = field_validator("quorum")(check_quorum)
 
     def to_route(self) -> Route:
         return Route(**self.model_dump(), origin="config")

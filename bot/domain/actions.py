@@ -126,6 +126,8 @@ class OutcomeKind(StrEnum):
     IGNORED = "ignored"
     """Nothing to say: chatter in a thread after the answer."""
     CLAIMED = "claimed"
+    VOTED = "voted"
+    """An approval was counted toward the route's quorum (``message`` says how many)."""
     FORM = "form"
     """Nothing written: the surface opens its form (for ``option_id``'s comment, or Reply…)."""
     COMMAND = "command"

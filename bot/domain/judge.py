@@ -39,6 +39,7 @@ from bot.domain.actions import (
 from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
+from bot.domain.votes import RecordVote, Voted, by_quorum, voted_message
 
 Judged = Choose | Reply | Submit | ClaimIt | Open
 """The actions judged on an elicitation (a chat command is judged on no elicitation)."""
@@ -80,7 +81,7 @@ class RecordRefusal:
     detail: Mapping[str, Any]
 
 
-Write = RecordAnswer | RecordClaim | RecordRefusal
+Write = RecordAnswer | RecordClaim | RecordRefusal | RecordVote
 
 
 @dataclass(frozen=True)
@@ -172,9 +173,19 @@ def judge_attempt(
     key = e.key
     if isinstance(result, Refusal):
         return refused(stored, attempt, result, people)
+    decided = by_quorum(stored, result, route, people)
+    if isinstance(decided, Refusal):
+        return refused(stored, attempt, decided, people)
+    if isinstance(decided, Voted):
+        outcome = Outcome(OutcomeKind.VOTED, key, voted_message(decided.tally))
+        return Judgement(outcome, RecordVote(decided.vote, stored.version, attempt_audit(attempt)))
+    result = decided
     approving = any((o := e.option(i)) is not None and o.approving for i in result.option_ids)
     secret = attempt.text if result.secret else None
-    write = RecordAnswer(result, approving, attempt_audit(attempt), secret)
+    audit = attempt_audit(attempt)
+    if result.approvals:  # a quorum decided: the audit row names every approver
+        audit["approvals"] = [a.model_dump(mode="json") for a in result.approvals]
+    write = RecordAnswer(result, approving, audit, secret)
     return Judgement(Outcome(OutcomeKind.ANSWERED, key, answer=result), write)
 
 

@@ -317,6 +317,8 @@ class RefusalCode(StrEnum):
     NOT_APPROVER = "not_approver"
     APPROVE_ELSEWHERE = "approve_elsewhere"
     ALREADY_VOTED = "already_voted"
+    AWAITING_APPROVERS = "awaiting_approvers"
+    """Not a refusal of the person: their approval counted, the quorum is not reached yet."""
 
 
 class Refusal(Frozen):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import and_, func, insert, or_, select, update
@@ -39,6 +40,7 @@ from store.sql.base import (
     effect_of,
     stored_of,
 )
+from store.sql.votes import votes_of
 
 
 class Reads(SqlBase):
@@ -57,7 +59,9 @@ class Reads(SqlBase):
     async def get(self, key: str) -> StoredElicitation | None:
         def work(conn: Connection) -> StoredElicitation | None:
             row = conn.execute(select(E).where(E.c.key == key)).first()
-            return stored_of(row) if row is not None else None
+            if row is None:
+                return None
+            return replace(stored_of(row), votes=votes_of(conn, key))
 
         return await self._run(work, write=False)
 

@@ -50,7 +50,6 @@ def test_people_and_admins_are_taken_and_reach_the_route() -> None:
         ({"quorum": 0}, "routes[1].quorum"),
         ({"quorum": -2}, "routes[1].quorum"),
         ({"quorum": 51}, "routes[1].quorum"),
-        ({"quorum": 2}, "routes[1].quorum"),  # until votes are stored
         ({"approve_on": ["email"]}, "routes[1].approve_on"),
         ({"approve_on": []}, "routes[1].approve_on"),
         ({"approvers": ["bob"]}, "routes[1].approvers"),

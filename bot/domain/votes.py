@@ -1,0 +1,110 @@
+"""A route's quorum in the one judgement (answer rule 9): an approving answer from an eligible
+person is a vote until ``quorum`` distinct people approved; the last vote is the answer. Pure.
+
+- :func:`by_quorum`: what an accepted answer becomes: the answer itself (quorum 1, or not
+  approving: one eligible reject decides at once), a :class:`Voted` to store, the decided answer
+  carrying every approval (the N-th vote), or a refusal (the person already approved).
+- :func:`waiting_line`: what the copies say while votes are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.domain.described import DESCRIBE_TEXT_LIMIT
+from bot.domain.model import Answer, Approval, People, Refusal, RefusalCode, Route
+from bot.domain.quorum import Tally, Vote, decided_option, person_of, tally
+from bot.domain.records import StoredElicitation
+from bot.domain.writes import AuditWrite, WriteSet
+
+
+@dataclass(frozen=True)
+class RecordVote:
+    """Store an approving vote: conditional on the elicitation still pending, not expired, and
+    unchanged since it was read (``version``: no other vote landed in between)."""
+
+    vote: Vote
+    version: int
+    audit: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Voted:
+    vote: Vote
+    tally: Tally
+    """The tally with this vote counted."""
+
+
+def by_quorum(
+    stored: StoredElicitation, answer: Answer, route: Route | None, people: People
+) -> Answer | Voted | Refusal:
+    """What an answer the rules accepted becomes under ``route``'s quorum."""
+    if route is None or route.quorum <= 1:
+        return answer
+    e = stored.elicitation
+    approving = [i for i in answer.option_ids if (o := e.option(i)) is not None and o.approving]
+    if not approving:
+        return answer
+    before = tally(e, stored.votes, route.quorum)
+    me = person_of(answer.respondent, people)
+    if before.has_voted(me):
+        return Refusal(
+            code=RefusalCode.ALREADY_VOTED,
+            message=f"You already approved this; waiting for {before.missing} more approver(s).",
+        )
+    vote = Vote(
+        person=me,
+        respondent=answer.respondent,
+        display_name=answer.display_name,
+        option_id=approving[0],
+        via=answer.via,
+        at=answer.at,
+        revision=answer.subject_revision,
+        digest=answer.subject_digest,
+    )
+    after = tally(e, (*stored.votes, vote), route.quorum)
+    if not after.reached:
+        return Voted(vote, after)
+    option = decided_option(e, after.approvals)
+    approvals = tuple(
+        Approval(
+            by=v.respondent, display_name=v.display_name, at=v.at, via=v.via, option=v.option_id
+        )
+        for v in after.approvals
+    )
+    return answer.model_copy(update={"option_ids": (option.id,), "approvals": approvals})
+
+
+def _names(votes: tuple[Vote, ...]) -> str:
+    names = [v.display_name or v.respondent for v in votes]
+    text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
+def _more(missing: int) -> str:
+    return "one more approver" if missing == 1 else f"{missing} more approvers"
+
+
+def waiting_line(counted: Tally) -> str | None:
+    """``Approved by Alice (1 of 2) — waiting for one more approver``; None before any vote."""
+    if not counted.approvals or counted.reached:
+        return None
+    return (
+        f"Approved by {_names(counted.approvals)} ({counted.count} of {counted.needed}) — "
+        f"waiting for {_more(counted.missing)}"
+    )
+
+
+def voted_message(counted: Tally) -> str:
+    """What the person who voted is told."""
+    return (
+        f"Your approval is recorded ({counted.count} of {counted.needed}); "
+        f"waiting for {_more(counted.missing)}."
+    )
+
+
+def vote_writes(by: str, audit: Mapping[str, Any]) -> WriteSet:
+    """A vote was stored: an audit row, and every copy updated to show the tally."""
+    return WriteSet(audits=(AuditWrite("vote", by, None, dict(audit)),), refresh=True)
