@@ -174,6 +174,8 @@ class VoteRow(SQLModel, table=True):
     option_id: str = Field(max_length=300)
     via: str = Field(max_length=300)
     at: datetime = _ts(nullable=False)
+    needed: int = 1
+    """The route's quorum when the vote was given (the copies' tally counts to it)."""
 
 
 class AuditRow(SQLModel, table=True):

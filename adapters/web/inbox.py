@@ -180,6 +180,14 @@ class InboxRoutes:
             message = recorded(stored, outcome.answer) if stored else "Your answer was recorded."
             body = {"ok": True, "key": done, "message": message}
             return JSONResponse(body, headers=SECURITY_HEADERS)
+        if outcome.kind is OutcomeKind.VOTED:  # counted toward the route's quorum
+            if as_json:
+                body = {"ok": True, "key": done, "message": outcome.message}
+                return JSONResponse(body, headers=SECURITY_HEADERS)
+            page = await self.page(
+                request, viewer, key=done, card_notice=Notice("done", outcome.message)
+            )
+            return self.session.html(pages.render_inbox(page, self.session.links))
         refusal = outcome.refusal
         code = refusal.code.value if refusal is not None else outcome.kind.value
         message = refusal.message if refusal is not None else outcome.message

@@ -86,6 +86,8 @@ class Vote(Frozen):
     revision: int | None = None
     digest: str | None = None
     """The approval subject's revision and digest the vote was given on."""
+    needed: int = 1
+    """The route's quorum when the vote was given: what the copies' tally line counts to."""
 
 
 def current(e: Elicitation, votes: Iterable[Vote]) -> tuple[Vote, ...]:

@@ -39,6 +39,7 @@ def prompt_view(
         claim=deadlines.active_claim(stored.claim, now),
         escalation=escalation,
         writeback=stored.writeback,
+        votes=stored.votes,
     )
 
 

@@ -4,7 +4,7 @@ person is a vote until ``quorum`` distinct people approved; the last vote is the
 - :func:`by_quorum`: what an accepted answer becomes: the answer itself (quorum 1, or not
   approving: one eligible reject decides at once), a :class:`Voted` to store, the decided answer
   carrying every approval (the N-th vote), or a refusal (the person already approved).
-- :func:`waiting_line`: what the copies say while votes are counted.
+- The words (what the voter is told, the copies' tally line) are :mod:`bot.domain.wording`'s.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.domain.described import DESCRIBE_TEXT_LIMIT
 from bot.domain.model import Answer, Approval, People, Refusal, RefusalCode, Route
 from bot.domain.quorum import Tally, Vote, decided_option, person_of, tally
 from bot.domain.records import StoredElicitation
+from bot.domain.wording import voted_message
 from bot.domain.writes import AuditWrite, WriteSet
+
+__all__ = ["RecordVote", "Voted", "by_quorum", "vote_writes", "voted_message"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ def by_quorum(
         at=answer.at,
         revision=answer.subject_revision,
         digest=answer.subject_digest,
+        needed=route.quorum,
     )
     after = tally(e, (*stored.votes, vote), route.quorum)
     if not after.reached:
@@ -75,34 +78,6 @@ def by_quorum(
         for v in after.approvals
     )
     return answer.model_copy(update={"option_ids": (option.id,), "approvals": approvals})
-
-
-def _names(votes: tuple[Vote, ...]) -> str:
-    names = [v.display_name or v.respondent for v in votes]
-    text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
-
-
-def _more(missing: int) -> str:
-    return "one more approver" if missing == 1 else f"{missing} more approvers"
-
-
-def waiting_line(counted: Tally) -> str | None:
-    """``Approved by Alice (1 of 2) — waiting for one more approver``; None before any vote."""
-    if not counted.approvals or counted.reached:
-        return None
-    return (
-        f"Approved by {_names(counted.approvals)} ({counted.count} of {counted.needed}) — "
-        f"waiting for {_more(counted.missing)}"
-    )
-
-
-def voted_message(counted: Tally) -> str:
-    """What the person who voted is told."""
-    return (
-        f"Your approval is recorded ({counted.count} of {counted.needed}); "
-        f"waiting for {_more(counted.missing)}."
-    )
 
 
 def vote_writes(by: str, audit: Mapping[str, Any]) -> WriteSet:

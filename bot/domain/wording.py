@@ -18,13 +18,14 @@ outcome on its way says ``— sending it to …`` without a second emoji.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from bot.domain.described import describe_answer
+from bot.domain.described import DESCRIBE_TEXT_LIMIT, describe_answer
 from bot.domain.model import Answer, Elicitation, Kind, Status
+from bot.domain.quorum import Tally, Vote, tally
 from bot.domain.records import Writeback, WritebackState
 from bot.domain.rules import format_time
 
@@ -331,3 +332,36 @@ def writeback_sentence(e: Elicitation, status: Status, writeback: Writeback | No
             whose = PARTS["whose"].format(who=who(refused.respondent, refused.display_name))
         return NOTES["reopened"].format(whose=whose, **values)
     return NOTES["failed"].format(**values)
+
+
+# --------------------------------------------------------------------------- a quorum (rule 9)
+
+
+def _names(votes: tuple[Vote, ...]) -> str:
+    names = [v.display_name or v.respondent for v in votes]
+    text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
+def _more(missing: int) -> str:
+    return "one more approver" if missing == 1 else f"{missing} more approvers"
+
+
+def waiting_line(e: Elicitation, votes: Sequence[Vote]) -> str | None:
+    """What the copies of a pending question say while a quorum is counted: ``Approved by
+    Alice (1 of 2) — waiting for one more approver``; None before any vote that counts."""
+    counted = tally(e, votes, votes[-1].needed if votes else 1)
+    if not counted.approvals or counted.reached:
+        return None
+    return (
+        f"Approved by {_names(counted.approvals)} ({counted.count} of {counted.needed}) — "
+        f"waiting for {_more(counted.missing)}"
+    )
+
+
+def voted_message(counted: Tally) -> str:
+    """What the person who voted is told."""
+    return (
+        f"Your approval is recorded ({counted.count} of {counted.needed}); "
+        f"waiting for {_more(counted.missing)}."
+    )

@@ -40,7 +40,7 @@ from store.sql.base import (
     effect_of,
     stored_of,
 )
-from store.sql.votes import votes_of
+from store.sql.votes import votes_for, votes_of
 
 
 class Reads(SqlBase):
@@ -68,7 +68,8 @@ class Reads(SqlBase):
     async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
         def work(conn: Connection) -> dict[str, StoredElicitation]:
             rows = conn.execute(select(E).where(E.c.key.in_(sorted(set(keys))))).all()
-            return {row.key: stored_of(row) for row in rows}
+            votes = votes_for(conn, [row.key for row in rows])
+            return {row.key: replace(stored_of(row), votes=votes.get(row.key, ())) for row in rows}
 
         if not keys:
             return {}
@@ -104,7 +105,9 @@ class Reads(SqlBase):
                         )
                     )
             query = query.order_by(E.c.created_at.desc(), E.c.key.desc()).limit(limit)
-            return [stored_of(r) for r in conn.execute(query).all()]
+            rows = conn.execute(query).all()
+            votes = votes_for(conn, [r.key for r in rows])
+            return [replace(stored_of(r), votes=votes.get(r.key, ())) for r in rows]
 
         return await self._run(work, write=False)
 

@@ -10,7 +10,9 @@ the answer, or finds the question answered). Every copy is updated to show the t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -30,19 +32,35 @@ NO_REVISION = -1
 def votes_of(conn: Connection, key: str) -> tuple[Vote, ...]:
     """The votes stored for ``key``, oldest first (:func:`bot.domain.quorum.current` keeps the
     ones given on the subject as it stands)."""
-    rows = conn.execute(select(VOTE).where(VOTE.c.elicitation_key == key).order_by(VOTE.c.at))
-    return tuple(
-        Vote(
-            person=r.person,
-            respondent=r.respondent,
-            display_name=r.display_name,
-            option_id=r.option_id,
-            via=r.via,
-            at=r.at,
-            revision=None if r.revision == NO_REVISION else r.revision,
-            digest=r.digest or None,
-        )
-        for r in rows
+    return votes_for(conn, [key]).get(key, ())
+
+
+def votes_for(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[Vote, ...]]:
+    """:func:`votes_of` for several elicitations at once (only those with votes)."""
+    if not keys:
+        return {}
+    rows = conn.execute(
+        select(VOTE)
+        .where(VOTE.c.elicitation_key.in_(sorted(set(keys))))
+        .order_by(VOTE.c.at, VOTE.c.person)
+    )
+    found: dict[str, list[Vote]] = {}
+    for r in rows:
+        found.setdefault(r.elicitation_key, []).append(_vote(r))
+    return {key: tuple(votes) for key, votes in found.items()}
+
+
+def _vote(r: Any) -> Vote:
+    return Vote(
+        person=r.person,
+        respondent=r.respondent,
+        display_name=r.display_name,
+        option_id=r.option_id,
+        via=r.via,
+        at=r.at,
+        revision=None if r.revision == NO_REVISION else r.revision,
+        digest=r.digest or None,
+        needed=r.needed,
     )
 
 
@@ -81,6 +99,7 @@ class Votes(Applier):
                     option_id=vote.option_id,
                     via=vote.via,
                     at=vote.at,
+                    needed=vote.needed,
                 )
             )
             self._write(conn, key, writes, now)

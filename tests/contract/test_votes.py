@@ -48,6 +48,11 @@ async def test_votes_are_stored_until_the_quorum_and_the_answer_carries_them(sto
     assert stored is not None
     assert stored.status is Status.PENDING
     assert [(v.person, v.option_id) for v in stored.votes] == [("slack:U0ALICE", "yes")]
+    view = await svc.view(key)
+    assert view is not None
+    assert view.waiting == "Approved by Alice (1 of 2) — waiting for one more approver"
+    listed = await store.get_many([key])
+    assert listed[key].votes == stored.votes
 
     again = await svc.act(choose(key, ALICE))
     assert again.refusal is not None

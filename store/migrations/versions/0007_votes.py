@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("option_id", sa.String(length=300), nullable=False),
         sa.Column("via", sa.String(length=300), nullable=False),
         sa.Column("at", store.tables.UtcDateTime(timezone=True), nullable=False),
+        sa.Column("needed", sa.Integer(), nullable=False),
     )
 
 

@@ -23,9 +23,11 @@ from bot.domain.model import (
     Scope,
     Status,
 )
-from bot.domain.quorum import person_of, tally
+from bot.domain.quorum import person_of
 from bot.domain.records import StoredElicitation
-from bot.domain.votes import RecordVote, waiting_line
+from bot.domain.views import prompt_view
+from bot.domain.votes import RecordVote
+from bot.domain.wording import waiting_line
 from tests.unit.domain.builders import CREATED, NOW, PEOPLE, elicitation, sp_approval
 
 ONCE = Option(id="once", label="Allow once", meaning=Meaning.APPROVE, scope=Scope.ONCE)
@@ -78,7 +80,7 @@ def test_votes_until_the_quorum_then_the_last_vote_is_the_answer_with_every_appr
     assert isinstance(first.write, RecordVote)
     assert first.write.version == 1
     state = voted(state, first.write)
-    assert waiting_line(tally(state.elicitation, state.votes, 2)) == (
+    assert waiting_line(state.elicitation, state.votes) == (
         "Approved by Alice (1 of 2) — waiting for one more approver"
     )
 
@@ -171,3 +173,21 @@ def test_the_decision_comes_exactly_when_n_distinct_eligible_people_approved(
         assert isinstance(judged.write, RecordVote)
         state = voted(state, judged.write)
     assert len(approved) < quorum
+
+
+def test_the_copies_tally_line_counts_distinct_approvers_to_the_quorum() -> None:
+    route = Route(approvers=APPROVERS, quorum=3)
+    state = stored(question())
+    for who in (ALICE, BOB):
+        judged = choose(state, who, "once", route)
+        state = voted(state, judged.write)
+        if who is ALICE:
+            assert waiting_line(state.elicitation, state.votes) == (
+                "Approved by Alice (1 of 3) — waiting for 2 more approvers"
+            )
+    view = prompt_view(state, None, link="/#k", now=NOW)
+    assert view.waiting == "Approved by Alice and Bob (2 of 3) — waiting for one more approver"
+    assert view.result is None
+    closed = prompt_view(replace(state, status=Status.CANCELLED), None, link="/#k", now=NOW)
+    assert closed.waiting is None
+    assert waiting_line(state.elicitation, ()) is None
