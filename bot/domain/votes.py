@@ -16,7 +16,7 @@ from typing import Any
 from bot.domain.model import Answer, Approval, People, Refusal, RefusalCode, Route
 from bot.domain.quorum import Tally, Vote, decided_option, person_of, tally
 from bot.domain.records import StoredElicitation
-from bot.domain.wording import voted_message
+from bot.domain.wording import already_voted, voted_message
 from bot.domain.writes import AuditWrite, WriteSet
 
 __all__ = ["RecordVote", "Voted", "by_quorum", "vote_writes", "voted_message"]
@@ -54,7 +54,7 @@ def by_quorum(
     if before.has_voted(me):
         return Refusal(
             code=RefusalCode.ALREADY_VOTED,
-            message=f"You already approved this; waiting for {before.missing} more approver(s).",
+            message=already_voted(before),
         )
     vote = Vote(
         person=me,
