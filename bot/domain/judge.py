@@ -36,6 +36,7 @@ from bot.domain.actions import (
     may_command,
     parse_command,
 )
+from bot.domain.deciders import is_approver, not_approver
 from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
@@ -298,7 +299,8 @@ def _claim(
     minutes: float,
     route: Route | None,
 ) -> Judgement:
-    """Someone is on it: anyone who may answer, while it waits for an answer."""
+    """Someone is on it: anyone who may answer (an approver, when the route names them), while
+    it waits for an answer."""
     who = action.who
     refusal: Refusal | None
     if stored.status is not Status.PENDING:
@@ -309,6 +311,8 @@ def _claim(
     else:
         e, standing = stored.elicitation, action.standing
         refusal = rules.who_may_decide(e, who, people, route=route, standing=standing)
+        if refusal is None and route is not None and not is_approver(route, who, standing, people):
+            refusal = not_approver(route)  # rejecting by anyone does not pause the escalation
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}

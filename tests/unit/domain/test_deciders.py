@@ -76,6 +76,16 @@ def test_anyone_may_reject_lets_others_reject_but_not_approve_or_write() -> None
     assert text.code is RefusalCode.NOT_APPROVER
 
 
+def test_only_an_approver_claims_even_where_anyone_may_reject() -> None:
+    route = ONLY_BOB.model_copy(update={"anyone_may_reject": True})
+    key = sp_options().key
+    carol = judge(stored(), ClaimIt(key, CAROL, "slack"), PEOPLE, NOW, route=route)
+    assert isinstance(carol.write, RecordRefusal)
+    assert carol.write.code is RefusalCode.NOT_APPROVER
+    bob = judge(stored(), ClaimIt(key, BOB, "matrix"), PEOPLE, NOW, route=route)
+    assert isinstance(bob.write, RecordClaim)
+
+
 def test_free_text_takes_the_first_eligible_answer_only() -> None:
     e = sp_free_text()
     refused = judge_rules(e, attempt(CAROL, text="main"), PEOPLE, NOW, route=ONLY_BOB)
