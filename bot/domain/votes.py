@@ -19,7 +19,7 @@ from bot.domain.records import StoredElicitation
 from bot.domain.wording import already_voted, voted_message
 from bot.domain.writes import AuditWrite, WriteSet
 
-__all__ = ["RecordVote", "Voted", "by_quorum", "vote_writes", "voted_message"]
+__all__ = ["RecordVote", "Voted", "by_quorum", "live_votes", "vote_writes", "voted_message"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,16 @@ class Voted:
     """The tally with this vote counted."""
 
 
+def live_votes(stored: StoredElicitation) -> tuple[Vote, ...]:
+    """The stored votes that still count: a decision the upstream refused for good reopens the
+    question, and the votes given up to it are cleared with it."""
+    wb = stored.writeback
+    if wb is not None and wb.reopened and wb.refused is not None:
+        refused_at = wb.refused.at
+        return tuple(v for v in stored.votes if v.at > refused_at)
+    return stored.votes
+
+
 def by_quorum(
     stored: StoredElicitation, answer: Answer, route: Route | None, people: People
 ) -> Answer | Voted | Refusal:
@@ -49,7 +59,8 @@ def by_quorum(
     approving = [i for i in answer.option_ids if (o := e.option(i)) is not None and o.approving]
     if not approving:
         return answer
-    before = tally(e, stored.votes, route.quorum)
+    votes = live_votes(stored)
+    before = tally(e, votes, route.quorum)
     me = person_of(answer.respondent, people)
     if before.has_voted(me):
         return Refusal(
@@ -67,7 +78,7 @@ def by_quorum(
         digest=answer.subject_digest,
         needed=route.quorum,
     )
-    after = tally(e, (*stored.votes, vote), route.quorum)
+    after = tally(e, (*votes, vote), route.quorum)
     if not after.reached:
         return Voted(vote, after)
     option = decided_option(e, after.approvals)

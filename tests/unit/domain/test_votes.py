@@ -24,7 +24,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.quorum import person_of
-from bot.domain.records import StoredElicitation
+from bot.domain.records import StoredElicitation, Writeback, WritebackState
 from bot.domain.views import prompt_view
 from bot.domain.votes import RecordVote
 from bot.domain.wording import waiting_line
@@ -191,3 +191,16 @@ def test_the_copies_tally_line_counts_distinct_approvers_to_the_quorum() -> None
     closed = prompt_view(replace(state, status=Status.CANCELLED), None, link="/#k", now=NOW)
     assert closed.waiting is None
     assert waiting_line(state.elicitation, ()) is None
+
+
+def test_a_decision_refused_upstream_reopens_with_its_votes_cleared() -> None:
+    state = stored(question())
+    state = voted(state, choose(state, ALICE, "once").write)
+    last = choose(state, BOB, "once")
+    assert isinstance(last.write, RecordAnswer)
+    reopened = Writeback(WritebackState.REFUSED, reopened=True, refused=last.write.answer)
+    state = replace(state, writeback=reopened)
+    again = choose(state, ALICE, "once")
+    assert again.outcome.kind is OutcomeKind.VOTED
+    assert "(1 of 2)" in again.outcome.message
+    assert prompt_view(state, None, link="/#k", now=NOW).waiting is None
