@@ -52,6 +52,7 @@ from bot.domain.records import DeliveryView, IntakeItem, IntakeResult, StoredEli
 from bot.domain.routing import resolve_route
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
+from bot.domain.votes import RecordVote
 
 __all__ = ["AnswerOutcome", "Inbound", "Service"]
 
@@ -104,6 +105,12 @@ class Service:
             self._chat_routes_at = time.monotonic()
         return self.config_routes + self._chat_routes
 
+    async def policy_route(self, stored: StoredElicitation) -> Route:
+        """The route whose policy says who may decide (rule 9): the one the elicitation resolves
+        to among today's routes, so a changed ``approvers`` applies to questions already asked,
+        and a source naming its own destinations still meets the matching route's approvers."""
+        return resolve_route(await self.routes(), stored.elicitation)
+
     def forget_chat_routes(self) -> None:
         self._chat_routes_at = float("-inf")
 
@@ -149,12 +156,15 @@ class Service:
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)
-
-        def judged(state: StoredElicitation, now: datetime) -> Judgement:
-            return judge(state, action, self.people, now, claim_minutes=self.claim_minutes)
-
         if stored is None:
             return judge(None, action, self.people, self.clock.now()).outcome
+        route = await self.policy_route(stored)
+
+        def judged(state: StoredElicitation, now: datetime) -> Judgement:
+            return judge(
+                state, action, self.people, now, claim_minutes=self.claim_minutes, route=route
+            )
+
         judgement, _ = await self._carry_out(stored, judged)
         return judgement.outcome
 
@@ -234,13 +244,18 @@ class Service:
             msg = f"no elicitation {key}"
             raise KeyError(msg)
 
+        route = await self.policy_route(stored)
+
         def judged(state: StoredElicitation, now: datetime) -> Judgement:
-            return judge_attempt(state, attempt, self.people, now)
+            return judge_attempt(state, attempt, self.people, now, route=route)
 
         judgement, won = await self._carry_out(stored, judged)
         outcome = judgement.outcome
         if outcome.answer is not None and won:
             return AnswerOutcome(key, outcome.answer, won=True)
+        if outcome.kind is OutcomeKind.VOTED and won:
+            waiting = Refusal(code=RefusalCode.AWAITING_APPROVERS, message=outcome.message)
+            return AnswerOutcome(key, waiting, won=False)
         refusal = outcome.refusal or Refusal(code=RefusalCode.CLOSED, message=CANNOT_ANSWER)
         return AnswerOutcome(key, refusal, won=False)
 
@@ -278,6 +293,14 @@ class Service:
                 stored = after_lost(stored, recorded)
                 if stored.status is Status.PENDING:
                     stored = await self.store.get(key) or stored
+            elif isinstance(write, RecordVote):
+                vote = write.vote
+                audit = dict(write.audit)
+                if await self.store.record_vote(key, vote, now, version=write.version, audit=audit):
+                    log.info("vote.recorded", key=key, respondent=vote.respondent, via=vote.via)
+                    self.on_change()
+                    return judgement, True
+                stored = await self.store.get(key) or stored
             elif isinstance(write, RecordClaim):
                 if await self.store.claim(key, write.by, write.name, write.until, now):
                     log.info("claim.recorded", key=key, by=write.by, until=write.until.isoformat())

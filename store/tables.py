@@ -159,6 +159,25 @@ class AnswerRow(SQLModel, table=True):
     body: dict[str, Any] = _json(nullable=False)
 
 
+class VoteRow(SQLModel, table=True):
+    """One person's approving vote toward a route's quorum (answer rule 9), on one revision and
+    digest of the approval subject (``-1`` and ``""`` when the question has none)."""
+
+    __tablename__ = "vote"
+
+    elicitation_key: str = Field(primary_key=True, max_length=400)
+    person: str = Field(primary_key=True, max_length=300)
+    revision: int = Field(primary_key=True)
+    digest: str = Field(primary_key=True, max_length=200)
+    respondent: str = Field(max_length=300)
+    display_name: str | None = Field(default=None, max_length=300)
+    option_id: str = Field(max_length=300)
+    via: str = Field(max_length=300)
+    at: datetime = _ts(nullable=False)
+    needed: int = 1
+    """The route's quorum when the vote was given (the copies' tally counts to it)."""
+
+
 class AuditRow(SQLModel, table=True):
     """Every intake, answer, refusal and system decision. Never holds a secret."""
 

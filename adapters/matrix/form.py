@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 from adapters.matrix.markup import clip, esc, neutralise, one_line
 from adapters.matrix.previews import Block
+from bot.domain.described import describe_answer
 from bot.domain.model import Answer, Elicitation, FormQuestion
-from bot.domain.rules import describe_answer
 
 NOTE_LIMIT = 80
 """Code points of a ``(…)`` line a restated question may carry (handup's "(choose one or

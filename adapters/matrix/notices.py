@@ -61,6 +61,8 @@ def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
         return Said(text or "Nothing to claim.", mention=True, kind=NoticeKind.REFUSAL)
     if kind is OutcomeKind.HELP:
         return Said(outcome.message, mention=True, kind=NoticeKind.REFUSAL)
+    if kind is OutcomeKind.VOTED:
+        return Said(f"🗳️ {outcome.message}", mention=False, kind=NoticeKind.NOTE)
     return None
 
 

@@ -120,4 +120,6 @@ def timeline(view: PromptView) -> str:
     claim = active_claim(view.claim, view.now)
     if claim is not None:
         parts.append(f"🙋 {clip(claim_line(claim, view.now), 200)}")
+    if view.waiting is not None:  # a route's quorum being counted
+        parts.append(f"🗳️ {clip(view.waiting, 300)}")
     return " · ".join(parts)

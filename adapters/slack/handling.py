@@ -127,7 +127,7 @@ class SlackHandling:
             pass
         elif kind is OutcomeKind.REFUSED:
             await self._tell(who, where, translate.refusal_text(outcome))
-        elif kind is OutcomeKind.HELP:
+        elif kind in (OutcomeKind.HELP, OutcomeKind.VOTED):
             await self._tell(who, where, outcome.message)
         elif kind is OutcomeKind.NOT_FOUND and not quiet:
             await self._tell(who, where, outcome.message or NOT_FOUND_TEXT)

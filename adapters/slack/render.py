@@ -406,6 +406,8 @@ def _timeline(view: PromptView) -> str:
     claim = active_claim(view.claim, view.now)
     if claim is not None:
         parts.append(f"🙋 {clip(escape(claim_line(claim, view.now)), REASON_TEXT)}")
+    if view.waiting is not None:  # a route's quorum being counted
+        parts.append(f"🗳️ {clip(escape(view.waiting), REASON_TEXT)}")
     return " · ".join(parts)
 
 

@@ -177,6 +177,8 @@ class CardView:
     workspace: str | None
     notice: Notice | None = None
     claimed: str | None = None
+    waiting: str | None = None
+    """A route's quorum being counted: who approved and how many more are needed."""
     """Who said "I'm on it", while it holds."""
 
     @property
@@ -353,6 +355,7 @@ def card_view(
     claim = active_claim(view.claim, now)
     return CardView(
         claimed=claim_line(claim, now) if claim is not None else None,
+        waiting=view.waiting,
         key=e.key,
         status=view.status.value,
         version=view.version,

@@ -29,12 +29,13 @@ from adapters.web.session import (
 )
 from bot.domain.actions import ClaimIt, OutcomeKind, Submit
 from bot.domain.bounds import lookup_problem
+from bot.domain.described import describe_answer
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Answer, RefusalCode, Status
 from bot.domain.ports import Elicitations
 from bot.domain.records import StoredElicitation
-from bot.domain.rules import describe_answer, format_time
+from bot.domain.rules import format_time
 from bot.domain.wording import title_of
 
 HISTORY_LIMIT = 50
@@ -179,6 +180,14 @@ class InboxRoutes:
             message = recorded(stored, outcome.answer) if stored else "Your answer was recorded."
             body = {"ok": True, "key": done, "message": message}
             return JSONResponse(body, headers=SECURITY_HEADERS)
+        if outcome.kind is OutcomeKind.VOTED:  # counted toward the route's quorum
+            if as_json:
+                body = {"ok": True, "key": done, "message": outcome.message}
+                return JSONResponse(body, headers=SECURITY_HEADERS)
+            page = await self.page(
+                request, viewer, key=done, card_notice=Notice("done", outcome.message)
+            )
+            return self.session.html(pages.render_inbox(page, self.session.links))
         refusal = outcome.refusal
         code = refusal.code.value if refusal is not None else outcome.kind.value
         message = refusal.message if refusal is not None else outcome.message

@@ -40,6 +40,7 @@ from bot.domain.model import (
     check_destinations,
     check_followup_seconds,
 )
+from bot.domain.policy import check_quorum, check_resolvable, check_surfaces
 
 DEFAULT_FILE = Path("elicitbot.toml")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -163,9 +164,19 @@ class RouteConfig(Section):
     followup_seconds: int = 0
     escalate_to: tuple[str, ...] = ()
     mention: tuple[str, ...] = ()
+    approvers: tuple[str, ...] | None = None
+    """Who may decide (answer rule 9); unset: anyone but the asker."""
+    # quorum > 1: votes are stored (store.sql.votes) and counted in the one judgement.
+    quorum: int = 1
+    approve_on: tuple[str, ...] | None = None
+    anyone_may_reject: bool = False
 
     _followup = field_validator("followup_seconds")(check_followup_seconds)
     _destinations = field_validator("destinations", "escalate_to", "mention")(check_destinations)
+    _approvers = field_validator("approvers")(check_resolvable)
+    _approve_on = field_validator("approve_on")(check_surfaces)
+
+    _quorum = field_validator("quorum")(check_quorum)
 
     def to_route(self) -> Route:
         return Route(**self.model_dump(), origin="config")

@@ -15,6 +15,7 @@ from typing import Any
 
 from bot.domain.deadlines import Claim
 from bot.domain.model import Answer, Disclosure, Identity, People, Refusal
+from bot.domain.policy import NO_STANDING, Standing
 
 # --------------------------------------------------------------------------- actions
 
@@ -37,6 +38,8 @@ class Choose:
     """The surface can open a form for a comment: one option that needs a comment, which this
     person may pick here, comes back as :attr:`OutcomeKind.FORM` (nothing written) rather than
     refused for the missing comment."""
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Open:
     key: str
     who: Identity
     via: str
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Reply:
     text: str
     shown: Disclosure | None = None
     """What the copy replied under showed (rule 2), as for :class:`Choose`."""
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ class Submit:
     revision: int | None = None
     shown: Disclosure | None = None
     """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class ClaimIt:
     key: str
     who: Identity
     via: str
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,8 @@ class OutcomeKind(StrEnum):
     IGNORED = "ignored"
     """Nothing to say: chatter in a thread after the answer."""
     CLAIMED = "claimed"
+    VOTED = "voted"
+    """An approval was counted toward the route's quorum (``message`` says how many)."""
     FORM = "form"
     """Nothing written: the surface opens its form (for ``option_id``'s comment, or Reply…)."""
     COMMAND = "command"

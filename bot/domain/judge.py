@@ -36,9 +36,11 @@ from bot.domain.actions import (
     may_command,
     parse_command,
 )
-from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Status
+from bot.domain.deciders import is_approver, not_approver
+from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
+from bot.domain.votes import RecordVote, Voted, by_quorum, voted_message
 
 Judged = Choose | Reply | Submit | ClaimIt | Open
 """The actions judged on an elicitation (a chat command is judged on no elicitation)."""
@@ -80,7 +82,7 @@ class RecordRefusal:
     detail: Mapping[str, Any]
 
 
-Write = RecordAnswer | RecordClaim | RecordRefusal
+Write = RecordAnswer | RecordClaim | RecordRefusal | RecordVote
 
 
 @dataclass(frozen=True)
@@ -101,18 +103,21 @@ def judge(
     now: datetime,
     *,
     claim_minutes: float = deadlines.DEFAULT_CLAIM_MINUTES,
+    route: Route | None = None,
 ) -> Judgement:
-    """The one judgement of ``action`` on the elicitation as stored (None: unknown)."""
+    """The one judgement of ``action`` on the elicitation as stored (None: unknown); ``route``:
+    the one the elicitation takes, whose policy says who may decide (rule 9)."""
     if stored is None:
         return Judgement(Outcome(OutcomeKind.NOT_FOUND, action.key, NOT_FOUND_TEXT))
     if isinstance(action, ClaimIt):
-        return _claim(stored, action, people, now, claim_minutes)
+        return _claim(stored, action, people, now, claim_minutes, route)
     if isinstance(action, Open):
         if stored.status is Status.PENDING:
             return Judgement(Outcome(OutcomeKind.FORM, action.key))
-        return judge_attempt(stored, Attempt(respondent=action.who, via=action.via), people, now)
+        attempt = Attempt(respondent=action.who, via=action.via, standing=action.standing)
+        return judge_attempt(stored, attempt, people, now, route=route)
     if isinstance(action, Reply):
-        return _reply(stored, action, people, now)
+        return _reply(stored, action, people, now, route)
     if isinstance(action, Choose):
         attempt = Attempt(
             respondent=action.who,
@@ -120,12 +125,13 @@ def judge(
             via=action.via,
             revision=action.revision,
             shown=action.shown,
+            standing=action.standing,
         )
         if action.form and stored.status is Status.PENDING:
-            option = _needs_comment(stored, attempt, people, now)
+            option = _needs_comment(stored, attempt, people, now, route)
             if option is not None:
                 return Judgement(Outcome(OutcomeKind.FORM, action.key, option_id=option))
-        return judge_attempt(stored, attempt, people, now)
+        return judge_attempt(stored, attempt, people, now, route=route)
     attempt = Attempt(
         respondent=action.who,
         option_ids=action.option_ids,
@@ -135,8 +141,9 @@ def judge(
         fields=action.fields,
         revision=action.revision,
         shown=action.shown,
+        standing=action.standing,
     )
-    return judge_attempt(stored, attempt, people, now)
+    return judge_attempt(stored, attempt, people, now, route=route)
 
 
 def judge_command(command: Command, people: People) -> CommandResult:
@@ -152,19 +159,34 @@ def judge_command(command: Command, people: People) -> CommandResult:
 
 
 def judge_attempt(
-    stored: StoredElicitation, attempt: Attempt, people: People, now: datetime
+    stored: StoredElicitation,
+    attempt: Attempt,
+    people: People,
+    now: datetime,
+    *,
+    route: Route | None = None,
 ) -> Judgement:
-    """An answer attempt by the answer rules (:func:`bot.domain.rules.decide`): an answer to
-    record (it wins if the write does) or a refusal to tell and audit."""
+    """An answer attempt by the answer rules (:func:`bot.domain.rules.decide`, rule 9 for
+    ``route``): an answer to record (it wins if the write does) or a refusal to tell and audit."""
     e = stored.elicitation
     state = rules.AnswerState(stored.status, stored.answer)
-    result = rules.decide(e, state, attempt, people, now).result
+    result = rules.decide(e, state, attempt, people, now, route=route).result
     key = e.key
     if isinstance(result, Refusal):
         return refused(stored, attempt, result, people)
+    decided = by_quorum(stored, result, route, people)
+    if isinstance(decided, Refusal):
+        return refused(stored, attempt, decided, people)
+    if isinstance(decided, Voted):
+        outcome = Outcome(OutcomeKind.VOTED, key, voted_message(decided.tally))
+        return Judgement(outcome, RecordVote(decided.vote, stored.version, attempt_audit(attempt)))
+    result = decided
     approving = any((o := e.option(i)) is not None and o.approving for i in result.option_ids)
     secret = attempt.text if result.secret else None
-    write = RecordAnswer(result, approving, attempt_audit(attempt), secret)
+    audit = attempt_audit(attempt)
+    if result.approvals:  # a quorum decided: the audit row names every approver
+        audit["approvals"] = [a.model_dump(mode="json") for a in result.approvals]
+    write = RecordAnswer(result, approving, audit, secret)
     return Judgement(Outcome(OutcomeKind.ANSWERED, key, answer=result), write)
 
 
@@ -227,7 +249,7 @@ def attempt_audit(attempt: Attempt) -> dict[str, Any]:
 
 
 def _needs_comment(
-    stored: StoredElicitation, attempt: Attempt, people: People, now: datetime
+    stored: StoredElicitation, attempt: Attempt, people: People, now: datetime, route: Route | None
 ) -> str | None:
     """The one option picked, when it needs a comment and this person may pick it on the
     surface that showed ``attempt.shown`` (:func:`~bot.domain.rules.who_may_decide`): the form
@@ -238,13 +260,16 @@ def _needs_comment(
     option = e.option(attempt.option_ids[0])
     if option is None or not option.requires_text:
         return None
-    pick = rules.Pick(option, now, attempt.shown, attempt.revision)
-    if rules.who_may_decide(e, attempt.respondent, people, pick) is not None:
+    pick = rules.Pick(option, now, attempt.shown, attempt.revision, attempt.via)
+    who = attempt.respondent
+    if rules.who_may_decide(e, who, people, pick, route=route, standing=attempt.standing):
         return None
     return option.id
 
 
-def _reply(stored: StoredElicitation, action: Reply, people: People, now: datetime) -> Judgement:
+def _reply(
+    stored: StoredElicitation, action: Reply, people: People, now: datetime, route: Route | None
+) -> Judgement:
     """A thread reply: what it means (an option, a text, a form's lines, or nothing this
     question takes), then judged as an attempt. Talk in the thread after the answer is
     ignored, and so is a reply naming nothing while the question waits, from someone who may
@@ -255,20 +280,27 @@ def _reply(stored: StoredElicitation, action: Reply, people: People, now: dateti
     if isinstance(parsed, HelpReply):
         if not pending:
             return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
-        if rules.who_may_decide(e, action.who, people) is None:
+        standing = action.standing
+        if rules.who_may_decide(e, action.who, people, route=route, standing=standing) is None:
             return Judgement(Outcome(OutcomeKind.HELP, action.key, parsed.message))
-        attempt = Attempt(respondent=action.who, via=action.via)
+        attempt = Attempt(respondent=action.who, via=action.via, standing=standing)
     elif parsed.text is not None and not pending:
         return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
     else:
-        attempt = parsed.model_copy(update={"shown": action.shown})
-    return judge_attempt(stored, attempt, people, now)
+        attempt = parsed.model_copy(update={"shown": action.shown, "standing": action.standing})
+    return judge_attempt(stored, attempt, people, now, route=route)
 
 
 def _claim(
-    stored: StoredElicitation, action: ClaimIt, people: People, now: datetime, minutes: float
+    stored: StoredElicitation,
+    action: ClaimIt,
+    people: People,
+    now: datetime,
+    minutes: float,
+    route: Route | None,
 ) -> Judgement:
-    """Someone is on it: anyone who may answer, while it waits for an answer."""
+    """Someone is on it: anyone who may answer (an approver, when the route names them), while
+    it waits for an answer."""
     who = action.who
     refusal: Refusal | None
     if stored.status is not Status.PENDING:
@@ -277,7 +309,10 @@ def _claim(
         )
         refusal = Refusal(code=code, message=NOTHING_TO_CLAIM)
     else:
-        refusal = rules.who_may_decide(stored.elicitation, who, people)
+        e, standing = stored.elicitation, action.standing
+        refusal = rules.who_may_decide(e, who, people, route=route, standing=standing)
+        if refusal is None and route is not None and not is_approver(route, who, standing, people):
+            refusal = not_approver(route)  # rejecting by anyone does not pause the escalation
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}

@@ -11,6 +11,8 @@ from typing import Any, Literal, NewType
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.domain.policy import NO_STANDING, Standing, check_approvers, check_quorum, check_surfaces
+
 ElicitationKey = NewType("ElicitationKey", str)
 """The always-unique id of an elicitation: ``<source>:<source id>``."""
 
@@ -72,6 +74,10 @@ class Option(Frozen):
     @property
     def approving(self) -> bool:
         return self.meaning is Meaning.APPROVE
+
+    @property
+    def rejecting(self) -> bool:
+        return self.meaning is Meaning.REJECT
 
 
 class PreviewItem(Frozen):
@@ -269,6 +275,21 @@ class Attempt(Frozen):
     shown: Disclosure | None = None
     """What the surface the person acted on showed them; None (said nothing): approving is
     refused (rule 2)."""
+    standing: Standing = NO_STANDING
+    """What the surface knows of the person beyond their identity (groups, Matrix power), for
+    a route's approver entries (rule 9)."""
+
+
+class Approval(Frozen):
+    """One person's approving choice that counted toward a quorum."""
+
+    by: str
+    """Identity key they chose with (``slack:U0BOB``)."""
+    display_name: str | None = None
+    at: datetime
+    via: str
+    option: str
+    """The option id they chose."""
 
 
 class Answer(Frozen):
@@ -287,6 +308,8 @@ class Answer(Frozen):
     """A form's answers, as given (never a secret)."""
     subject_digest: str | None = None
     subject_revision: int | None = None
+    approvals: tuple[Approval, ...] = ()
+    """A quorum's approvals (rule 9), in the order given; empty when one person decided."""
 
 
 class RefusalCode(StrEnum):
@@ -307,6 +330,11 @@ class RefusalCode(StrEnum):
     EXPIRED = "expired"
     CLOSED = "closed"
     ALREADY_ANSWERED = "already_answered"
+    NOT_APPROVER = "not_approver"
+    APPROVE_ELSEWHERE = "approve_elsewhere"
+    ALREADY_VOTED = "already_voted"
+    AWAITING_APPROVERS = "awaiting_approvers"
+    """Not a refusal of the person: their approval counted, the quorum is not reached yet."""
 
 
 class Refusal(Frozen):
@@ -347,6 +375,18 @@ class Route(Frozen):
     mention: tuple[str, ...] = ()
     origin: str = "config"
     """``config`` or ``chat`` (made by an admin command, stored in the database)."""
+    approvers: tuple[str, ...] | None = None
+    """Who may decide (rule 9, :mod:`bot.domain.policy`); None: anyone but the asker."""
+    quorum: int = 1
+    """Distinct eligible approvals an approving option needs; one eligible reject decides."""
+    approve_on: tuple[str, ...] | None = None
+    """Surfaces where approving options count; None: every surface."""
+    anyone_may_reject: bool = False
+    """A non-approver may still choose a rejecting option."""
+
+    _approvers = field_validator("approvers")(check_approvers)
+    _quorum = field_validator("quorum")(check_quorum)
+    _approve_on = field_validator("approve_on")(check_surfaces)
 
     @field_validator("followup_seconds")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 
 from bot.domain import deadlines as dl
 from bot.domain.deadlines import Copy, FireContext, Firing
+from bot.domain.described import describe_answer
 from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.records import (
     DeadlineKind,
@@ -29,7 +30,6 @@ from bot.domain.records import (
     WritebackState,
 )
 from bot.domain.refs import InboxRef
-from bot.domain.rules import describe_answer
 from bot.domain.views import source_name
 from bot.domain.writes import (
     SYSTEM,

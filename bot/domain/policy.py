@@ -50,6 +50,20 @@ class Approver:
     """The entry as written, for messages and ``/elicitbot policy``."""
 
 
+@dataclass(frozen=True)
+class Standing:
+    """What the surface an answer came through knows of the person, beyond their identity."""
+
+    groups: frozenset[str] = frozenset()
+    """Approver group keys they belong to: ``slack:S…`` (read from Slack), ``web-group:<name>``
+    (named by the sign-in proxy)."""
+    power: int | None = None
+    """Their power level in the Matrix room the answer came from; None elsewhere."""
+
+
+NO_STANDING = Standing()
+
+
 _SLACK_USER = re.compile(r"^slack:[UW][A-Z0-9]+$")
 _SLACK_GROUP = re.compile(r"^slack:S[A-Z0-9]+$")
 _MATRIX_USER = re.compile(r"^matrix:@[^:\s]+:\S+$")
@@ -112,3 +126,22 @@ def check_surfaces(values: Iterable[str] | None) -> tuple[str, ...] | None:
     if len(set(surfaces)) != len(surfaces):
         raise ValueError("names a surface more than once")
     return surfaces
+
+
+UNRESOLVED = frozenset(
+    {ApproverKind.SLACK_GROUP, ApproverKind.MATRIX_POWER, ApproverKind.WEB_GROUP}
+)
+"""Entry kinds no surface resolves yet (Slack user groups, Matrix power levels, web groups):
+the config refuses them rather than let a route fail closed (or open) without saying."""
+
+
+def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
+    """``approvers`` (:func:`check_approvers`) naming only kinds a surface resolves today."""
+    entries = check_approvers(values)
+    for entry in entries or ():
+        if parse_approver(entry).kind in UNRESOLVED:
+            raise ValueError(
+                f"{entry!r}: group, power-level and web-group approvers are not resolved by any "
+                "surface yet; name people (slack:U…, matrix:@user:server, web:name) or admins"
+            )
+    return entries

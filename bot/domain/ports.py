@@ -19,9 +19,10 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.quorum import Vote
 from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Writeback
 from bot.domain.refs import MessageRef
-from bot.domain.wording import Result, result_of
+from bot.domain.wording import Result, result_of, waiting_line
 
 __all__ = ["MessageRef"]
 
@@ -52,6 +53,16 @@ class PromptView:
     writeback: Writeback | None = None
     """Where the outcome stands upstream: copies say "Sending…" until it is accepted, and say
     what was refused (:func:`bot.domain.views.writeback_note`)."""
+    votes: tuple[Vote, ...] = ()
+    """Approving votes stored toward the route's quorum (rule 9)."""
+
+    @property
+    def waiting(self) -> str | None:
+        """While a quorum is counted: ``Approved by Alice (1 of 2) — waiting for one more
+        approver`` (:func:`bot.domain.wording.waiting_line`); None otherwise."""
+        if self.status is not Status.PENDING:
+            return None
+        return waiting_line(self.elicitation, self.votes)
 
     @property
     def result(self) -> Result | None:

@@ -18,21 +18,20 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.domain.model import Elicitation, Frozen, Identity, Option, People, Scope
-from bot.domain.policy import Approver, ApproverKind, parse_approver
+from bot.domain.policy import NO_STANDING, Approver, ApproverKind, Standing, parse_approver
 
-
-@dataclass(frozen=True)
-class Standing:
-    """What the surface an answer came through knows of the person, beyond their identity."""
-
-    groups: frozenset[str] = frozenset()
-    """Approver group keys they belong to: ``slack:S…`` (read from Slack), ``web-group:<name>``
-    (named by the sign-in proxy)."""
-    power: int | None = None
-    """Their power level in the Matrix room the answer came from; None elsewhere."""
-
-
-NO_STANDING = Standing()
+__all__ = [
+    "NO_STANDING",
+    "Standing",
+    "Tally",
+    "Vote",
+    "approvers_of",
+    "current",
+    "decided_option",
+    "eligible",
+    "person_of",
+    "tally",
+]
 
 
 def person_of(identity_key: str, people: People) -> str:
@@ -87,6 +86,8 @@ class Vote(Frozen):
     revision: int | None = None
     digest: str | None = None
     """The approval subject's revision and digest the vote was given on."""
+    needed: int = 1
+    """The route's quorum when the vote was given: what the copies' tally line counts to."""
 
 
 def current(e: Elicitation, votes: Iterable[Vote]) -> tuple[Vote, ...]:

@@ -17,6 +17,7 @@ from bot.domain.refs import MessageRef
 
 if TYPE_CHECKING:
     from bot.domain.deadlines import Claim, Copy, Escalation, Timer
+    from bot.domain.quorum import Vote
 
 
 class DeliveryState(StrEnum):
@@ -194,6 +195,8 @@ class StoredElicitation:
     """The last "I'm on it" (it may have lapsed: ``claim.active(now)``)."""
     writeback: Writeback | None = None
     """Where the outcome stands upstream; None before any (or from before it was recorded)."""
+    votes: tuple[Vote, ...] = ()
+    """Approving votes stored toward the route's quorum (rule 9), oldest first."""
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from bot.domain import forms
+from bot.domain import deciders, forms
+from bot.domain.described import describe_answer, platform_name
 from bot.domain.disclosure import not_shown, shows_everything
 from bot.domain.model import (
     Answer,
@@ -28,14 +28,13 @@ from bot.domain.model import (
     People,
     Refusal,
     RefusalCode,
+    Route,
     Status,
 )
+from bot.domain.policy import NO_STANDING, Standing
 
 MAX_FREE_TEXT = 32_768
 """Free-text bound in code points when the source gives no ``maxLength``."""
-
-DESCRIBE_TEXT_LIMIT = 200
-"""Code points of an answer's text shown in "already answered" and result messages."""
 
 _TEXT_ONLY_MODES = frozenset({AnswerMode.FREE_TEXT, AnswerMode.SECRET})
 
@@ -139,10 +138,18 @@ class Pick:
     shown: Disclosure | None = None
     revision: int | None = None
     """The approval subject revision the surface showed, when it knows it."""
+    via: str | None = None
+    """Where it was picked (a route's ``approve_on``)."""
 
 
 def who_may_decide(
-    e: Elicitation, who: Identity, people: People, pick: Pick | None = None
+    e: Elicitation,
+    who: Identity,
+    people: People,
+    pick: Pick | None = None,
+    *,
+    route: Route | None = None,
+    standing: Standing = NO_STANDING,
 ) -> Refusal | None:
     """Who may decide: the one rule for who answers, claims and picks (None: ``who`` may).
 
@@ -151,7 +158,9 @@ def who_may_decide(
     - rule 2, for ``pick``: an approving option only while it is offered (preview complete,
       subject not expired), on the revision the surface showed, and where that surface showed
       the whole decisive content;
-    - rule 3, for ``pick``: an admin-only option only from a workspace admin.
+    - rule 3, for ``pick``: an admin-only option only from a workspace admin;
+    - rule 9, for ``route`` (:mod:`bot.domain.deciders`): only its approvers (with what the
+      surface knows of them, ``standing``), approving only on its ``approve_on`` surfaces.
     """
     key = who.key
     if e.asker in (key, who.user) or people.principal_of(key) == e.asker:
@@ -160,6 +169,14 @@ def who_may_decide(
         return _refuse(RefusalCode.AGENT, "Agents cannot answer questions; a person must answer.")
     if who.is_bot or key in people.bot_identities:
         return _refuse(RefusalCode.BOT, "Bots cannot answer questions; a person must answer.")
+    if route is not None:
+        refusal = (
+            deciders.may_take_part(e, route, who, standing, people)
+            if pick is None
+            else deciders.may_choose(route, who, standing, people, (pick.option,))
+        )
+        if refusal is not None:
+            return refusal
     if pick is None:
         return None
     option = pick.option
@@ -182,6 +199,9 @@ def who_may_decide(
                 f"You cannot choose “{option.label}” here: {not_shown(review)[:1].lower()}"
                 f"{not_shown(review)[1:]}",
             )
+        elsewhere = None if route is None else deciders.approve_here(route, option, pick.via)
+        if elsewhere is not None:
+            return elsewhere
     if option.admin_only and key not in people.admins:
         only = f"Only a workspace admin can choose “{option.label}”."
         return _refuse(RefusalCode.NOT_ADMIN, only)
@@ -189,8 +209,7 @@ def who_may_decide(
 
 
 def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
-    """Rule 1 for an attempt: :func:`who_may_decide` without a pick (``deadlines.claim_refusal``
-    still calls it by this name)."""
+    """Rule 1 for an attempt (``deadlines.claim_refusal`` calls it by this name)."""
     return who_may_decide(e, attempt.respondent, people)
 
 
@@ -281,11 +300,14 @@ def _check_option(
     people: People,
     now: datetime,
     has_text: bool,
+    route: Route | None,
 ) -> Refusal | None:
-    """Rules 2-4 for one chosen option: who may pick it here (:func:`who_may_decide`), then
-    whether it needs a comment."""
-    pick = Pick(option, now, attempt.shown, attempt.revision)
-    refusal = who_may_decide(e, attempt.respondent, people, pick)
+    """Rules 2-4 and 9 for one chosen option: who may pick it here (:func:`who_may_decide`),
+    then whether it needs a comment."""
+    pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via)
+    refusal = who_may_decide(
+        e, attempt.respondent, people, pick, route=route, standing=attempt.standing
+    )
     if refusal is not None:
         return refusal
     if option.requires_text and not has_text:
@@ -296,12 +318,20 @@ def _check_option(
     return None
 
 
-def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> Answer | Refusal:
-    """Rules 1-4 and 7 for an attempt on a pending elicitation (``e``'s status is not looked at).
-
-    Returns the :class:`Answer` to record or a :class:`Refusal` with a code and one sentence.
+def judge(
+    e: Elicitation,
+    attempt: Attempt,
+    people: People,
+    now: datetime,
+    *,
+    route: Route | None = None,
+) -> Answer | Refusal:
+    """Rules 1-4, 7 and 9 (for ``route``, the one ``e`` takes) for an attempt on a pending
+    elicitation (``e``'s status is not looked at): the :class:`Answer` to record or a
+    :class:`Refusal` with a code and one sentence.
     """
-    refusal = who_may_decide(e, attempt.respondent, people)
+    who, standing = attempt.respondent, attempt.standing
+    refusal = who_may_decide(e, who, people, route=route, standing=standing)
     if refusal is not None:
         return refusal
 
@@ -315,6 +345,8 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
         )
 
     if e.form and (len(e.form) > 1 or attempt.fields.get("answers") is not None):
+        if route is not None and (refusal := deciders.may_choose(route, who, standing, people, ())):
+            return refusal
         return _judge_form(e, attempt, people, now)
 
     chosen = _chosen_options(e, attempt)
@@ -327,9 +359,11 @@ def judge(e: Elicitation, attempt: Attempt, people: People, now: datetime) -> An
     if refusal is not None:
         return refusal
 
+    if route is not None and (refusal := deciders.may_choose(route, who, standing, people, chosen)):
+        return refusal
     for option in chosen:
         refusal = _check_option(
-            e, option, attempt=attempt, people=people, now=now, has_text=has_text
+            e, option, attempt=attempt, people=people, now=now, has_text=has_text, route=route
         )
         if refusal is not None:
             return refusal
@@ -400,57 +434,6 @@ def _judge_form(
 # --------------------------------------------------------------------------- first answer wins
 
 
-def describe_answer(e: Elicitation, answer: Answer) -> str:
-    """What was answered, for people: option labels, the quoted text (cut), or ``(secret)``."""
-    if answer.secret:
-        return "(secret)"
-    answers = answer.fields.get("answers")
-    if e.form and isinstance(answers, dict) and answers:
-        return _describe_form(e, answers, answer.text)
-    parts: list[str] = []
-    for option_id in answer.option_ids:
-        option = e.option(option_id)
-        parts.append(option.label if option is not None else option_id)
-    labels = ", ".join(parts)
-    quoted = ""
-    if answer.text is not None and answer.text.strip():
-        flat = " ".join(answer.text.split())
-        if len(flat) > DESCRIBE_TEXT_LIMIT:
-            flat = flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
-        quoted = f"“{flat}”"
-    if labels and quoted:
-        return f"{labels}: {quoted}"
-    return labels or quoted or "Acknowledged"
-
-
-def _flat(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= DESCRIBE_TEXT_LIMIT else flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
-
-
-def _describe_form(e: Elicitation, answers: dict[str, Any], comment: str | None) -> str:
-    """A form's answers, question by question: ``Channel: beta · Targets: linux, macos``."""
-    parts = []
-    for q in e.form:
-        given = answers.get(q.id)
-        if not isinstance(given, dict):
-            continue
-        said = [str(label) for label in given.get("selected") or ()]
-        text = given.get("text")
-        if isinstance(text, str) and text.strip():
-            said.append(f"“{_flat(text)}”")
-        if said:
-            parts.append(f"{q.header or _flat(q.question)}: {', '.join(said)}")
-    if comment is not None and comment.strip():
-        parts.append(f"comment: “{_flat(comment)}”")
-    return " · ".join(parts) or "Answered"
-
-
-def _platform_name(via: str) -> str:
-    platform = via.split(":", 1)[0]
-    return {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}.get(platform, platform)
-
-
 def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> Refusal:
     answer = state.answer
     if answer is None:
@@ -462,12 +445,18 @@ def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> R
     return _refuse(
         RefusalCode.ALREADY_ANSWERED,
         f"Already answered by {who} ({describe_answer(e, answer)}) at {format_time(answer.at)} "
-        f"via {_platform_name(answer.via)}.",
+        f"via {platform_name(answer.via)}.",
     )
 
 
 def decide(
-    e: Elicitation, state: AnswerState, attempt: Attempt, people: People, now: datetime
+    e: Elicitation,
+    state: AnswerState,
+    attempt: Attempt,
+    people: People,
+    now: datetime,
+    *,
+    route: Route | None = None,
 ) -> Decision:
     """The pure model of the store's first-answer-wins update (rule 5).
 
@@ -493,7 +482,7 @@ def decide(
                 RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
             ),
         )
-    result = judge(e, attempt, people, now)
+    result = judge(e, attempt, people, now, route=route)
     if isinstance(result, Refusal):
         return Decision(state, result)
     return Decision(AnswerState(Status.ANSWERED, result), result)

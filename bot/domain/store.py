@@ -22,6 +22,7 @@ from typing import Protocol
 from bot.domain.deadlines import FireContext, Firing
 from bot.domain.model import Answer, Status
 from bot.domain.ports import IntakeOutcome
+from bot.domain.quorum import Vote
 from bot.domain.records import (
     AuditEntry,
     ChatRoute,
@@ -184,6 +185,13 @@ class Store(
     async def record_answer(
         self, key: str, answer: Answer, now: datetime, *, approving: bool, audit: dict[str, object]
     ) -> RecordResult: ...
+
+    async def record_vote(
+        self, key: str, vote: Vote, now: datetime, *, version: int, audit: dict[str, object]
+    ) -> bool:
+        """Store an approving vote toward the route's quorum while the elicitation is pending,
+        not expired and still at ``version``; False: something changed, judge again."""
+        ...
 
     async def close_elicitation(
         self,

@@ -10,6 +10,7 @@ from bot.domain import deadlines
 from bot.domain.model import Status
 from bot.domain.ports import PromptView
 from bot.domain.records import StoredElicitation, Timeline, WritebackState
+from bot.domain.votes import live_votes
 from bot.domain.wording import source_name, title_of, writeback_sentence
 
 __all__ = ["prompt_view", "sending", "source_name", "title_of", "writeback_note"]
@@ -39,6 +40,7 @@ def prompt_view(
         claim=deadlines.active_claim(stored.claim, now),
         escalation=escalation,
         writeback=stored.writeback,
+        votes=live_votes(stored),
     )
 
 

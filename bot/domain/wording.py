@@ -6,7 +6,8 @@ Pure: no I/O, no markup. A surface reads the :class:`Result` of a view
 :func:`result_sentence`; it only adds its markup: Slack escapes each value for mrkdwn (and
 mentions a person it has no name for), Matrix escapes the line for HTML and puts it in bold, the
 web inbox lets its templates escape it. The sentences themselves live in :data:`RESULT_LINES`,
-:data:`PARTS` and :data:`NOTES` (what a copy says about a refused write-back) and nowhere else.
+:data:`PARTS`, :data:`NOTES` (what a copy says about a refused write-back) and
+:data:`QUORUM_LINES` (a quorum being counted) and nowhere else.
 
 Where the surfaces had drifted apart, this is the wording kept: a timeout's decision is "the
 timeout outcome" (as the write-back note calls it); an answer the system that asked refused for
@@ -18,14 +19,16 @@ outcome on its way says ``— sending it to …`` without a second emoji.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from bot.domain.described import DESCRIBE_TEXT_LIMIT, describe_answer
 from bot.domain.model import Answer, Elicitation, Kind, Status
+from bot.domain.quorum import Tally, Vote, tally
 from bot.domain.records import Writeback, WritebackState
-from bot.domain.rules import describe_answer, format_time
+from bot.domain.rules import format_time
 
 # --------------------------------------------------------------------------- names
 
@@ -330,3 +333,54 @@ def writeback_sentence(e: Elicitation, status: Status, writeback: Writeback | No
             whose = PARTS["whose"].format(who=who(refused.respondent, refused.display_name))
         return NOTES["reopened"].format(whose=whose, **values)
     return NOTES["failed"].format(**values)
+
+
+# --------------------------------------------------------------------------- a quorum (rule 9)
+
+
+QUORUM_LINES = {
+    "waiting": "Approved by {names} ({count} of {needed}) — waiting for {more}",
+    "voted": "Your approval is recorded ({count} of {needed}); waiting for {more}.",
+    "already": "You already approved this; waiting for {missing} more approver(s).",
+    "one_more": "one more approver",
+    "more": "{missing} more approvers",
+}
+"""What the copies, the voter and a second vote by the same person are told (answer rule 9)."""
+
+
+def _names(votes: tuple[Vote, ...]) -> str:
+    names = [v.display_name or v.respondent for v in votes]
+    text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
+def _more(missing: int) -> str:
+    return (
+        QUORUM_LINES["one_more"] if missing == 1 else QUORUM_LINES["more"].format(missing=missing)
+    )
+
+
+def waiting_line(e: Elicitation, votes: Sequence[Vote]) -> str | None:
+    """What the copies of a pending question say while a quorum is counted: ``Approved by
+    Alice (1 of 2) — waiting for one more approver``; None before any vote that counts."""
+    counted = tally(e, votes, votes[-1].needed if votes else 1)
+    if not counted.approvals or counted.reached:
+        return None
+    return QUORUM_LINES["waiting"].format(
+        names=_names(counted.approvals),
+        count=counted.count,
+        needed=counted.needed,
+        more=_more(counted.missing),
+    )
+
+
+def voted_message(counted: Tally) -> str:
+    """What the person who voted is told."""
+    return QUORUM_LINES["voted"].format(
+        count=counted.count, needed=counted.needed, more=_more(counted.missing)
+    )
+
+
+def already_voted(counted: Tally) -> str:
+    """What a second vote by the same person is told."""
+    return QUORUM_LINES["already"].format(missing=counted.missing)

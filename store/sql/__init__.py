@@ -19,7 +19,7 @@ every transaction that writes more than one of them (answers, revisions, closes,
 
 Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-sets), ``intake``,
 ``answers``, ``claims`` (the outbox's claims, lanes and pace), ``outbox`` (completions),
-``deadlines``, ``reads``.
+``deadlines``, ``reads``, ``votes`` (a quorum's votes, fenced on the version read).
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ from store.sql.leases import Leases
 from store.sql.outbox import Outbox
 from store.sql.raw import Raw
 from store.sql.reads import Reads
+from store.sql.votes import Votes
 
 __all__ = ["DEADLINE", "DELIVERY", "OUTBOX", "SqlStore"]
 """The tables too: benchmarks read them directly."""
 
 
-class SqlStore(Intake, Answers, Outbox, Claims, Deadlines, Reads, Leases, Raw, Crypto):
+class SqlStore(Intake, Answers, Votes, Outbox, Claims, Deadlines, Reads, Leases, Raw, Crypto):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import and_, func, insert, or_, select, update
@@ -39,6 +40,7 @@ from store.sql.base import (
     effect_of,
     stored_of,
 )
+from store.sql.votes import votes_for, votes_of
 
 
 class Reads(SqlBase):
@@ -57,14 +59,17 @@ class Reads(SqlBase):
     async def get(self, key: str) -> StoredElicitation | None:
         def work(conn: Connection) -> StoredElicitation | None:
             row = conn.execute(select(E).where(E.c.key == key)).first()
-            return stored_of(row) if row is not None else None
+            if row is None:
+                return None
+            return replace(stored_of(row), votes=votes_of(conn, key))
 
         return await self._run(work, write=False)
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
         def work(conn: Connection) -> dict[str, StoredElicitation]:
             rows = conn.execute(select(E).where(E.c.key.in_(sorted(set(keys))))).all()
-            return {row.key: stored_of(row) for row in rows}
+            votes = votes_for(conn, [row.key for row in rows])
+            return {row.key: replace(stored_of(row), votes=votes.get(row.key, ())) for row in rows}
 
         if not keys:
             return {}
@@ -100,7 +105,9 @@ class Reads(SqlBase):
                         )
                     )
             query = query.order_by(E.c.created_at.desc(), E.c.key.desc()).limit(limit)
-            return [stored_of(r) for r in conn.execute(query).all()]
+            rows = conn.execute(query).all()
+            votes = votes_for(conn, [r.key for r in rows])
+            return [replace(stored_of(r), votes=votes.get(r.key, ())) for r in rows]
 
         return await self._run(work, write=False)
 

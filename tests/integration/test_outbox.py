@@ -497,6 +497,7 @@ async def test_webhook_503_503_200_retries_with_the_same_key_and_body(
         "answeredBy": {"id": "slack:U0ALICE", "principal": "usr_alice", "displayName": "Alice"},
         "answeredVia": C1,
         "answeredAt": "2026-11-10T09:31:00Z",
+        "approvals": [],
         "approvalSubject": {
             "id": "sub_7d6c5b4a39281706",
             "digest": "sha256:4f2a0c1e9b8d7f6a5e4d3c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7",

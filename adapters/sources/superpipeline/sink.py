@@ -6,6 +6,7 @@ any other 4xx is recorded as failed. The ``Idempotency-Key`` header is stable pe
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -17,6 +18,10 @@ from bot.domain.ports import PromptView
 DOCUMENT_TYPE = "elicitation.answered"
 DOCUMENT_VERSION = 1
 RECEIVER = Receiver("answer webhook unreachable: {error}", "answer webhook answered {status}")
+
+
+def _utc(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
 
 
 def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
@@ -65,6 +70,10 @@ def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
         },
         "answeredVia": answer.via if answer else None,
         "answeredAt": answer.at.isoformat().replace("+00:00", "Z") if answer else None,
+        "approvals": [
+            {"by": a.by, "at": _utc(a.at), "via": a.via, "option": a.option}
+            for a in (answer.approvals if answer else ())
+        ],
         "approvalSubject": None
         if e.subject is None
         else {

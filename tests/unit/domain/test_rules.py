@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from bot.domain.described import describe_answer
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Answer,
@@ -24,7 +25,6 @@ from bot.domain.rules import (
     AnswerState,
     approving_withheld,
     decide,
-    describe_answer,
     offered_options,
 )
 from tests.unit.domain.builders import (

@@ -1,0 +1,108 @@
+"""Votes toward a route's quorum (answer rule 9): read with the elicitation, written only while
+nothing changed since that read.
+
+Recording a vote is one conditional ``UPDATE`` of the elicitation (still pending, not expired, at
+the version the judgement read) and one ``vote`` row in the same transaction: a vote that lands
+between another's read and write makes that write lose, and the service judges it again on the
+votes as they are now, so two last votes on two replicas make one decision (the second becomes
+the answer, or finds the question answered). Every copy is updated to show the tally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain.quorum import Vote
+from bot.domain.votes import vote_writes
+from store.sql.apply import Applier
+from store.sql.base import PENDING, E
+from store.tables import VoteRow
+
+VOTE: Table = VoteRow.__table__  # type: ignore[attr-defined]
+
+NO_REVISION = -1
+"""The ``revision`` a vote on a question without an approval subject is stored with."""
+
+
+def votes_of(conn: Connection, key: str) -> tuple[Vote, ...]:
+    """The votes stored for ``key``, oldest first (:func:`bot.domain.quorum.current` keeps the
+    ones given on the subject as it stands)."""
+    return votes_for(conn, [key]).get(key, ())
+
+
+def votes_for(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[Vote, ...]]:
+    """:func:`votes_of` for several elicitations at once (only those with votes)."""
+    if not keys:
+        return {}
+    rows = conn.execute(
+        select(VOTE)
+        .where(VOTE.c.elicitation_key.in_(sorted(set(keys))))
+        .order_by(VOTE.c.at, VOTE.c.person)
+    )
+    found: dict[str, list[Vote]] = {}
+    for r in rows:
+        found.setdefault(r.elicitation_key, []).append(_vote(r))
+    return {key: tuple(votes) for key, votes in found.items()}
+
+
+def _vote(r: Any) -> Vote:
+    return Vote(
+        person=r.person,
+        respondent=r.respondent,
+        display_name=r.display_name,
+        option_id=r.option_id,
+        via=r.via,
+        at=r.at,
+        revision=None if r.revision == NO_REVISION else r.revision,
+        digest=r.digest or None,
+        needed=r.needed,
+    )
+
+
+class Votes(Applier):
+    async def record_vote(
+        self, key: str, vote: Vote, now: datetime, *, version: int, audit: dict[str, object]
+    ) -> bool:
+        """Record ``vote`` if the elicitation is still pending, not expired and at ``version``
+        (nothing, another vote included, changed since the read); False: judge again."""
+        conditions = [
+            E.c.key == key,
+            E.c.status == PENDING,
+            E.c.version == version,
+            or_(E.c.expires_at.is_(None), E.c.expires_at > now),
+            or_(E.c.subject_expires_at.is_(None), E.c.subject_expires_at > now),
+        ]
+        writes = vote_writes(vote.respondent, audit)
+
+        def work(conn: Connection) -> bool:
+            done = conn.execute(
+                update(E)
+                .where(*conditions)
+                .values(version=E.c.version + 1, updated_at=now)
+                .returning(E.c.key)
+            ).first()
+            if done is None:
+                return False
+            conn.execute(
+                insert(VOTE).values(
+                    elicitation_key=key,
+                    person=vote.person,
+                    revision=NO_REVISION if vote.revision is None else vote.revision,
+                    digest=vote.digest or "",
+                    respondent=vote.respondent,
+                    display_name=vote.display_name,
+                    option_id=vote.option_id,
+                    via=vote.via,
+                    at=vote.at,
+                    needed=vote.needed,
+                )
+            )
+            self._write(conn, key, writes, now)
+            return True
+
+        return await self._run(work, write=True)

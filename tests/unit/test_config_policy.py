@@ -1,0 +1,73 @@
+"""``[[routes]]`` policy keys (answer rule 9): what check-config takes, and what it refuses by
+name, including approver kinds no surface resolves yet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.app.config import parse_config
+from bot.domain.errors import ConfigError
+
+
+def route(**keys: Any) -> dict[str, Any]:
+    return {"routes": [{"destinations": ["web"]}, {"destinations": ["web"], **keys}]}
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    return str(exc.value).splitlines()
+
+
+def test_people_and_admins_are_taken_and_reach_the_route() -> None:
+    config = parse_config(
+        route(
+            approvers=["slack:U0BOB", "matrix:@bob:example.org", "web:carol", "admins"],
+            quorum=1,
+            approve_on=["web", "slack"],
+            anyone_may_reject=True,
+        )
+    )
+    r = config.route_list()[1]
+    assert r.approvers == ("slack:U0BOB", "matrix:@bob:example.org", "web:carol", "admins")
+    assert r.quorum == 1
+    assert r.approve_on == ("web", "slack")
+    assert r.anyone_may_reject is True
+    first = config.route_list()[0]
+    assert (first.approvers, first.quorum, first.approve_on, first.anyone_may_reject) == (
+        None,
+        1,
+        None,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "key"),
+    [
+        ({"quorum": 0}, "routes[1].quorum"),
+        ({"quorum": -2}, "routes[1].quorum"),
+        ({"quorum": 51}, "routes[1].quorum"),
+        ({"approve_on": ["email"]}, "routes[1].approve_on"),
+        ({"approve_on": []}, "routes[1].approve_on"),
+        ({"approvers": ["bob"]}, "routes[1].approvers"),
+        ({"approvers": []}, "routes[1].approvers"),
+        ({"approvers": ["admins", "admins"]}, "routes[1].approvers"),
+        ({"anyone_may_reject": "sometimes"}, "routes[1].anyone_may_reject"),
+    ],
+)
+def test_a_policy_that_cannot_be_enforced_is_refused_by_key(keys: dict[str, Any], key: str) -> None:
+    assert [line.split(": ", 1)[0] for line in problems(route(**keys))] == [key]
+
+
+@pytest.mark.parametrize("entry", ["slack:S0DEPLOYERS", "matrix-power:50", "web-group:ops"])
+def test_approver_kinds_no_surface_resolves_yet_are_refused(entry: str) -> None:
+    """Until Slack user groups, Matrix power levels and the web groups header reach the rule, a
+    route naming them would silently refuse everyone (or worse): check-config says so."""
+    (line,) = problems(route(approvers=["slack:U0BOB", entry]))
+    key, message = line.split(": ", 1)
+    assert key == "routes[1].approvers"
+    assert entry in message
+    assert "not resolved by any surface yet" in message

@@ -1,0 +1,43 @@
+"""Every surface shows a quorum's tally on a waiting question (answer rule 9): the line comes
+from the one wording table (:func:`bot.domain.wording.waiting_line`)."""
+
+from __future__ import annotations
+
+import json
+
+from adapters.matrix.wording import timeline
+from adapters.slack.render import render
+from bot.domain.model import Status
+from bot.domain.ports import PromptView
+from bot.domain.quorum import Vote
+from tests.unit.domain.builders import NOW, sp_options
+
+LINE = "Approved by Alice (1 of 2) — waiting for one more approver"
+
+
+def view(status: Status = Status.PENDING) -> PromptView:
+    vote = Vote(
+        person="usr_alice",
+        respondent="slack:U0ALICE",
+        display_name="Alice",
+        option_id="allow_once",
+        via="slack:C0A",
+        at=NOW,
+        needed=2,
+    )
+    e = sp_options()
+    return PromptView(
+        elicitation=e, status=status, answer=None, version=2, link="/#k", now=NOW, votes=(vote,)
+    )
+
+
+def test_slack_and_matrix_copies_show_the_tally_while_waiting() -> None:
+    assert view().waiting == LINE
+    assert LINE in timeline(view())
+    _, blocks = render(view())
+    assert LINE in json.dumps(blocks, ensure_ascii=False)
+
+
+def test_a_closed_copy_shows_no_tally() -> None:
+    assert view(Status.CANCELLED).waiting is None
+    assert "Approved by" not in timeline(view(Status.CANCELLED))
