@@ -141,7 +141,7 @@ def how_to_answer(form: Sequence[FormQuestion]) -> str:
 
 
 def describe(e: Elicitation, answer: Answer) -> str:
-    """What was answered, for people: :func:`bot.domain.rules.describe_answer` (a form's answers
+    """What was answered, for people: :func:`bot.domain.described.describe_answer` (a form's answers
     question by question, ``Channel: beta · Which targets?: linux, macos``), as every surface
     says it."""
     return describe_answer(e, answer)

@@ -156,7 +156,7 @@ class Result:
     system: bool = False
     """The timeout rule decided."""
     what: str = ""
-    """What was answered (:func:`bot.domain.rules.describe_answer`); empty when nothing was."""
+    """What was answered (:func:`bot.domain.described.describe_answer`); empty when nothing was."""
     at: datetime | None = None
     """When it was answered, or when it expired."""
     via: str = ""
