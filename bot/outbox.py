@@ -5,8 +5,8 @@ permanent ones are recorded on the row and, for a post, on its delivery. Each ro
 idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook header).
 
 Views carry the schedule (what happens if nobody answers), the claim, and on an escalation copy
-whom it mentions and where the original is. A reminder whose elicitation closed before it went
-out is dropped, not sent.
+whom it mentions and where the original is. A reminder or escalation whose elicitation closed
+before it went out (fired, queued, then answered) is dropped and audited, not sent.
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ def backoff(attempts: int, retry_after: float | None, jitter: Callable[[], float
     if retry_after is not None:
         return retry_after + jitter()
     return min(MAX_BACKOFF_SECONDS, 2.0 ** min(attempts, 12)) * (0.5 + jitter() / 2)
+
+
+class _Stale(Exception):  # noqa: N818 - not an error: a row with nothing left to do
+    """A reminder or escalation whose question is no longer pending when its turn comes."""
 
 
 BLOCKED_LOOK_SECONDS = 0.25
@@ -296,6 +300,10 @@ class Dispatcher:
             ref = await self._execute(item, current, timeline)
             # A post shows the version it rendered: completing compares it with the store's.
             return replace(item, version=current.version if current else item.version), ref
+        except _Stale as stale:
+            # Fired, queued, then answered before its turn: dropped (audited), never sent.
+            log.info("outbox.dropped", id=item.id, key=item.elicitation_key, what=str(stale))
+            await self.store.drop_outbox(item, self.claimer, str(stale), self.clock.now())
         except TransientDeliveryError as exc:
             await self._retry(item, str(exc), exc.retry_after)
         except PermanentDeliveryError as exc:
@@ -389,6 +397,8 @@ class Dispatcher:
         if item.kind is EffectKind.POST:
             escalation = None
             if payload.get("purpose") == Purpose.ESCALATION:
+                if stored is None or stored.status is not Status.PENDING:
+                    raise _Stale("escalation")  # answered (or closed) since it fired
                 delivery = await self.store.delivery(item.delivery_id or -1)
                 escalation = (
                     delivery.escalation
@@ -438,9 +448,7 @@ class Dispatcher:
             if notice.kind is NoticeKind.REMINDER and (
                 stored is None or stored.status is not Status.PENDING
             ):
-                # Answered (or closed) after the reminder fired but before it went out: drop it.
-                log.info("reminder.dropped", id=item.id, key=item.elicitation_key)
-                return None
+                raise _Stale("reminder")  # answered (or closed) since it fired
             await self._chat(item.target).notify(
                 item.target, notice, idempotency_key=key, uncertain=self._uncertain(item)
             )

@@ -258,6 +258,12 @@ class Store(
         self, item: OutboxItem, claimer: str, error: str, now: datetime
     ) -> bool: ...
 
+    async def drop_outbox(self, item: OutboxItem, claimer: str, what: str, now: datetime) -> bool:
+        """Done without being carried out (fenced on our claim): a ``what`` (reminder,
+        escalation) whose question closed before its turn; an escalation copy's delivery is
+        ``skipped``; one audit row ``<what>_dropped``."""
+        ...
+
     async def refuse_writeback(
         self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
     ) -> Writeback | None:

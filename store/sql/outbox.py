@@ -187,6 +187,36 @@ class Outbox(Applier):
 
         return await self._run(work, write=True)
 
+    async def drop_outbox(self, item: OutboxItem, claimer: str, what: str, now: datetime) -> bool:
+        """Done, not carried out: its question closed before its turn (fenced on our claim)."""
+
+        def work(conn: Connection) -> bool:
+            dropped = conn.execute(
+                update(OUTBOX)
+                .where(
+                    OUTBOX.c.id == item.id,
+                    OUTBOX.c.claimed_by == claimer,
+                    OUTBOX.c.state == CLAIMED,
+                )
+                .values(state=EffectState.DONE.value, done_at=now, last_error=f"dropped: {what}")
+                .returning(OUTBOX.c.id)
+            ).first()
+            if dropped is None:
+                return False
+            if item.kind == EffectKind.POST and item.delivery_id is not None:
+                conn.execute(
+                    update(DELIVERY)
+                    .where(DELIVERY.c.id == item.delivery_id)
+                    .values(state=DeliveryState.SKIPPED.value)
+                )
+            detail = {"target": item.target, "reason": "no longer pending"}
+            action = f"{what}_dropped"
+            row = audit_row(item.elicitation_key, now, action, None, None, detail)
+            conn.execute(NEW_AUDIT, row)
+            return True
+
+        return await self._run(work, write=True)
+
     def _fail_row(
         self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
     ) -> bool:
