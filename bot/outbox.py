@@ -43,11 +43,12 @@ from bot.lease import owner_id
 log = structlog.get_logger("elicitbot.outbox")
 
 MAX_ATTEMPTS = 25
-MAX_BACKOFF_SECONDS = 300.0
+MAX_BACKOFF_SECONDS = lanes.PROBE_CEILING_SECONDS
 
 
 def backoff(attempts: int, retry_after: float | None, jitter: Callable[[], float]) -> float:
-    """Seconds to wait: the peer's Retry-After if given, else 2^n capped; plus jitter."""
+    """Seconds to wait: the peer's Retry-After if given, else 2^n capped at the probe ceiling
+    (one try per lane at a time: :mod:`bot.domain.lanes`); plus jitter."""
     if retry_after is not None:
         return retry_after + jitter()
     return min(MAX_BACKOFF_SECONDS, 2.0 ** min(attempts, 12)) * (0.5 + jitter() / 2)
@@ -328,7 +329,8 @@ class Dispatcher:
 
     async def _retry(self, item: OutboxItem, error: str, retry_after: float | None) -> None:
         now = self.clock.now()
-        if item.attempts >= MAX_ATTEMPTS:
+        first = item.first_attempt_at or now
+        if item.attempts >= MAX_ATTEMPTS and now - first >= lanes.GIVE_UP_AFTER:
             await self.store.fail_outbox(
                 item, self.claimer, f"gave up after {item.attempts}: {error}", now
             )
@@ -350,6 +352,8 @@ class Dispatcher:
             now + timedelta(seconds=delay),
             refresh_at=now if slow else None,
         )
+        if item.kind is EffectKind.WRITEBACK:  # the sink is down: probe it, one at a time
+            await self.store.set_pace(lanes.down_key(item.lane), now + timedelta(seconds=delay))
 
     def _uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from bot.domain import planning
+from bot.domain import lanes, planning
 from bot.domain.model import Route
 from bot.domain.records import DeliveryState, EffectKind, EffectState, OutboxItem, Writeback
 from bot.domain.refs import MessageRef
@@ -24,6 +24,7 @@ from store.sql.base import (
     MARK_POSTED,
     NEW_AUDIT,
     OUTBOX,
+    PACE,
     PENDING,
     E,
     audit_row,
@@ -77,6 +78,7 @@ class Outbox(Applier):
         if finished is None:
             return False
         if item.kind == EffectKind.WRITEBACK:
+            self._sink_up(conn, item)
             self._writeback_done(conn, item, now, error=None, reopen=False)
             return True
         if item.kind != EffectKind.POST or item.delivery_id is None:
@@ -217,6 +219,10 @@ class Outbox(Applier):
 
         return await self._run(work, write=True)
 
+    def _sink_up(self, conn: Connection, item: OutboxItem) -> None:
+        """The sink answered: every write-back waiting on it is due again (:mod:`lanes`)."""
+        conn.execute(delete(PACE).where(PACE.c.key == lanes.down_key(item.lane)))
+
     def _fail_row(
         self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
     ) -> bool:
@@ -243,6 +249,7 @@ class Outbox(Applier):
         def work(conn: Connection) -> Writeback | None:
             if not self._fail_row(conn, item, error, now, claimer=claimer):
                 return None
+            self._sink_up(conn, item)  # it answered: it is up
             return self._writeback_done(conn, item, now, error=error, reopen=reopen)
 
         return await self._run(work, write=True)
