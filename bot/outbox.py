@@ -39,6 +39,7 @@ from bot.domain.refs import MessageRef, ref_from_json
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.lease import owner_id
+from bot.streak import Streak
 
 log = structlog.get_logger("elicitbot.outbox")
 
@@ -130,6 +131,8 @@ class Dispatcher:
         self._wake = wake if wake is not None else asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self._claims = Streak(log, "outbox.claim_failed")
+        self._looks = Streak(log, "outbox.next_failed")
         self.refused = Counter(
             "elicitbot_writebacks_refused_total",
             "Answers (and timeout outcomes) an upstream system refused for good, by source and "
@@ -176,8 +179,9 @@ class Dispatcher:
                 if room > 0:
                     try:
                         claimed = await self._claim(room)
+                        self._claims.ok()
                     except Exception:
-                        log.exception("outbox.claim_failed")
+                        self._claims.failed()
                 for unit, batch in claimed:
                     task = asyncio.create_task(self._carry(unit, batch))
                     self._inflight.add(task)
@@ -249,8 +253,9 @@ class Dispatcher:
         wakes us; another replica's, the next look a quarter of a second on."""
         try:
             nxt = await self.store.next_outbox_at()
+            self._looks.ok()
         except Exception:
-            log.exception("outbox.next_failed")
+            self._looks.failed()
             return idle_seconds
         if nxt is None:
             return idle_seconds
