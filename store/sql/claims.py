@@ -333,18 +333,39 @@ class Claims(SqlBase):
 
     async def next_outbox_at(self) -> datetime | None:
         """When the next pending row is due: its retry time, or for a post its lane's pace."""
-        paced = PACE.c.not_before
+        paced, down = PACE.c.not_before, PACE.alias("down")
         is_post = OUTBOX.c.kind == EffectKind.POST.value
+        is_writeback = OUTBOX.c.kind == EffectKind.WRITEBACK.value
         due_at = case(
             (and_(is_post, paced.is_not(None), paced > OUTBOX.c.next_attempt_at), paced),
+            # A write-back to a sink that is down: when the sink is probed next.
+            (
+                and_(is_writeback, down.c.not_before > OUTBOX.c.next_attempt_at),
+                down.c.not_before,
+            ),
             else_=OUTBOX.c.next_attempt_at,
+        )
+        # In a paced lane, only its first post counts: the later ones wait behind it.
+        first = OUTBOX.alias("first")
+        firsts = (
+            select(func.min(first.c.id))
+            .where(
+                first.c.kind == EffectKind.POST.value,
+                first.c.state == EffectState.PENDING.value,
+            )
+            .group_by(first.c.lane)
         )
         query = (
             select(type_coerce(func.min(due_at), UtcDateTime()))
             .select_from(
-                OUTBOX.outerjoin(PACE, PACE.c.key == literal(PACE_PREFIX).concat(OUTBOX.c.lane))
+                OUTBOX.outerjoin(
+                    PACE, PACE.c.key == literal(PACE_PREFIX).concat(OUTBOX.c.lane)
+                ).outerjoin(down, down.c.key == literal(DOWN_PREFIX).concat(OUTBOX.c.lane))
             )
-            .where(OUTBOX.c.state == EffectState.PENDING.value)
+            .where(
+                OUTBOX.c.state == EffectState.PENDING.value,
+                or_(not_(is_post), paced.is_(None), OUTBOX.c.id.in_(firsts)),
+            )
         )
 
         def work(conn: Connection) -> datetime | None:
