@@ -359,6 +359,7 @@ class Dispatcher:
         )
         if item.kind is EffectKind.WRITEBACK:  # the sink is down: probe it, one at a time
             await self.store.set_pace(lanes.down_key(item.lane), now + timedelta(seconds=delay))
+            await self.store.hold_sink(item.lane, now)  # the others' copies say "Sending…"
 
     def _uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""

@@ -219,6 +219,28 @@ class Outbox(Applier):
 
         return await self._run(work, write=True)
 
+    async def hold_sink(self, lane: str, now: datetime) -> int:
+        """The write-backs waiting on a sink that is down and not told yet: each marked
+        waiting, its copies rewritten once (they say "Sending…"); returns how many."""
+
+        def work(conn: Connection) -> int:
+            held = conn.execute(
+                update(OUTBOX)
+                .where(
+                    OUTBOX.c.lane == lane,
+                    OUTBOX.c.kind == EffectKind.WRITEBACK.value,
+                    OUTBOX.c.state == EffectState.PENDING.value,
+                    OUTBOX.c.last_error.is_(None),
+                )
+                .values(last_error="waiting: the sink is down")
+                .returning(OUTBOX.c.elicitation_key)
+            ).all()
+            for row in held:
+                self._write(conn, row.elicitation_key, WriteSet(refresh=True), now)
+            return len(held)
+
+        return await self._run(work, write=True)
+
     def _sink_up(self, conn: Connection, item: OutboxItem) -> None:
         """The sink answered: every write-back waiting on it is due again (:mod:`lanes`)."""
         conn.execute(delete(PACE).where(PACE.c.key == lanes.down_key(item.lane)))
