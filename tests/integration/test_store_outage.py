@@ -117,6 +117,7 @@ async def test_intake_and_reads_answer_503_while_the_store_is_out_then_202(
             refused = [await post(client, f"ce-{n}") for n in range(10)]
             refused.append(await client.get("/v1/elicitations"))
             refused.append(await client.get("/v1/elicitations/superpipeline:eli_1a2b3c4d5e6f7081"))
+            refused.append(await client.get("/"))  # the web inbox
             assert (await client.get("/healthz")).status_code == 200  # touches no store
             assert (await client.get("/readyz")).status_code == 503
             await asyncio.sleep(3)  # the dispatcher's loop turns a few times meanwhile
