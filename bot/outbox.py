@@ -5,8 +5,8 @@ permanent ones are recorded on the row and, for a post, on its delivery. Each ro
 idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook header).
 
 Views carry the schedule (what happens if nobody answers), the claim, and on an escalation copy
-whom it mentions and where the original is. A reminder whose elicitation closed before it went
-out is dropped, not sent.
+whom it mentions and where the original is. A reminder or escalation whose elicitation closed
+before it went out (fired, queued, then answered) is dropped and audited, not sent.
 """
 
 from __future__ import annotations
@@ -39,18 +39,24 @@ from bot.domain.refs import MessageRef, ref_from_json
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.lease import owner_id
+from bot.streak import Streak
 
 log = structlog.get_logger("elicitbot.outbox")
 
 MAX_ATTEMPTS = 25
-MAX_BACKOFF_SECONDS = 300.0
+MAX_BACKOFF_SECONDS = lanes.PROBE_CEILING_SECONDS
 
 
 def backoff(attempts: int, retry_after: float | None, jitter: Callable[[], float]) -> float:
-    """Seconds to wait: the peer's Retry-After if given, else 2^n capped; plus jitter."""
+    """Seconds to wait: the peer's Retry-After if given, else 2^n capped at the probe ceiling
+    (one try per lane at a time: :mod:`bot.domain.lanes`); plus jitter."""
     if retry_after is not None:
         return retry_after + jitter()
     return min(MAX_BACKOFF_SECONDS, 2.0 ** min(attempts, 12)) * (0.5 + jitter() / 2)
+
+
+class _Stale(Exception):  # noqa: N818 - not an error: a row with nothing left to do
+    """A reminder or escalation whose question is no longer pending when its turn comes."""
 
 
 BLOCKED_LOOK_SECONDS = 0.25
@@ -125,6 +131,8 @@ class Dispatcher:
         self._wake = wake if wake is not None else asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self._claims = Streak(log, "outbox.claim_failed")
+        self._looks = Streak(log, "outbox.next_failed")
         self.refused = Counter(
             "elicitbot_writebacks_refused_total",
             "Answers (and timeout outcomes) an upstream system refused for good, by source and "
@@ -171,8 +179,9 @@ class Dispatcher:
                 if room > 0:
                     try:
                         claimed = await self._claim(room)
+                        self._claims.ok()
                     except Exception:
-                        log.exception("outbox.claim_failed")
+                        self._claims.failed()
                 for unit, batch in claimed:
                     task = asyncio.create_task(self._carry(unit, batch))
                     self._inflight.add(task)
@@ -244,8 +253,9 @@ class Dispatcher:
         wakes us; another replica's, the next look a quarter of a second on."""
         try:
             nxt = await self.store.next_outbox_at()
+            self._looks.ok()
         except Exception:
-            log.exception("outbox.next_failed")
+            self._looks.failed()
             return idle_seconds
         if nxt is None:
             return idle_seconds
@@ -296,6 +306,10 @@ class Dispatcher:
             ref = await self._execute(item, current, timeline)
             # A post shows the version it rendered: completing compares it with the store's.
             return replace(item, version=current.version if current else item.version), ref
+        except _Stale as stale:
+            # Fired, queued, then answered before its turn: dropped (audited), never sent.
+            log.info("outbox.dropped", id=item.id, key=item.elicitation_key, what=str(stale))
+            await self.store.drop_outbox(item, self.claimer, str(stale), self.clock.now())
         except TransientDeliveryError as exc:
             await self._retry(item, str(exc), exc.retry_after)
         except PermanentDeliveryError as exc:
@@ -320,7 +334,8 @@ class Dispatcher:
 
     async def _retry(self, item: OutboxItem, error: str, retry_after: float | None) -> None:
         now = self.clock.now()
-        if item.attempts >= MAX_ATTEMPTS:
+        first = item.first_attempt_at or now
+        if item.attempts >= MAX_ATTEMPTS and now - first >= lanes.GIVE_UP_AFTER:
             await self.store.fail_outbox(
                 item, self.claimer, f"gave up after {item.attempts}: {error}", now
             )
@@ -342,6 +357,9 @@ class Dispatcher:
             now + timedelta(seconds=delay),
             refresh_at=now if slow else None,
         )
+        if item.kind is EffectKind.WRITEBACK:  # the sink is down: probe it, one at a time
+            await self.store.set_pace(lanes.down_key(item.lane), now + timedelta(seconds=delay))
+            await self.store.hold_sink(item.lane, now)  # the others' copies say "Sending…"
 
     def _uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""
@@ -389,6 +407,8 @@ class Dispatcher:
         if item.kind is EffectKind.POST:
             escalation = None
             if payload.get("purpose") == Purpose.ESCALATION:
+                if stored is None or stored.status is not Status.PENDING:
+                    raise _Stale("escalation")  # answered (or closed) since it fired
                 delivery = await self.store.delivery(item.delivery_id or -1)
                 escalation = (
                     delivery.escalation
@@ -438,9 +458,7 @@ class Dispatcher:
             if notice.kind is NoticeKind.REMINDER and (
                 stored is None or stored.status is not Status.PENDING
             ):
-                # Answered (or closed) after the reminder fired but before it went out: drop it.
-                log.info("reminder.dropped", id=item.id, key=item.elicitation_key)
-                return None
+                raise _Stale("reminder")  # answered (or closed) since it fired
             await self._chat(item.target).notify(
                 item.target, notice, idempotency_key=key, uncertain=self._uncertain(item)
             )

@@ -25,6 +25,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.streak import Streak
 from bot.timekeeper import Timekeeper
 
 log = structlog.get_logger("elicitbot.scheduler")
@@ -47,6 +48,7 @@ class Scheduler:
         self._aps: AsyncIOScheduler | None = None
         self._armed: datetime | None = None
         self._running = False
+        self._failing = Streak(log, "deadline.run_failed")
         self._again = False
         self._stopping = False
         self._idle = asyncio.Event()
@@ -123,8 +125,9 @@ class Scheduler:
                 self._again = False
                 try:
                     nxt = await self.timekeeper.run_due()
+                    self._failing.ok()
                 except Exception:  # the sweep tries again; a failing store must not stop it
-                    log.exception("deadline.run_failed")
+                    self._failing.failed()
                     nxt = None
                 self.runs += 1
                 if nxt is not None:

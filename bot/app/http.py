@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems
 from bot.app.metrics import StoreMetrics
+from bot.app.outage import StoreOutage, unreachable
 from bot.app.shapes import deadline_json, delivery_json, summary_json
 from bot.domain.bounds import KEY_MAX, lookup_problem
 from bot.domain.errors import PROBLEM, FieldProblem, IntakeError, PayloadRejected, problem_body
@@ -117,10 +118,12 @@ class LastResort:
 
     Outermost of our middleware, inside Starlette's own error middleware, which would otherwise
     answer in plain text. Once a response has started it can only be cut short: re-raised.
+    A store out of reach is no bug: a 503 with ``Retry-After`` (:mod:`bot.app.outage`).
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, outage: StoreOutage | None = None) -> None:
         self.app = app
+        self.outage = outage
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,7 +138,10 @@ class LastResort:
 
         try:
             await self.app(scope, receive, tracking)
-        except Exception:
+        except Exception as exc:
+            if self.outage is not None and not started and unreachable(exc):
+                await self.outage.refuse(exc, scope.get("path"))(scope, receive, send)
+                return
             correlation = uuid.uuid4().hex
             log.exception(
                 "http.unhandled",
@@ -154,12 +160,16 @@ class LastResort:
             )
             response.headers[CORRELATION_HEADER] = correlation
             await response(scope, receive, send)
+        else:
+            if self.outage is not None:
+                self.outage.served()
 
 
 def create_app(rt: Runtime) -> FastAPI:
     app = FastAPI(title="elicitbot", version="0.1.0")
     app.add_middleware(BodyLimit)
-    app.add_middleware(LastResort)  # added last: outermost, so it sees every route's error
+    # Added last: outermost, so it sees every route's error.
+    app.add_middleware(LastResort, outage=StoreOutage(rt.store, rt.registry))
     _add_error_handlers(app)
     _add_read_routes(app, rt)
     _add_health_routes(app, rt)

@@ -15,6 +15,11 @@ sets no pace (Matrix, the web inbox: ``chained``) has its due posts claimed as o
 ``POST_CHAIN``, sent together by one task: a burst is posted as fast as the homeserver takes
 events.
 
+After a failure the lane is probed, not flooded: a chat lane's later posts wait behind the post
+that failed (questions appear in the order they came, outage or not), and a sink whose
+write-back failed is ``down`` (:func:`down_key`): one write-back at a time is tried, at most
+``PROBE_CEILING`` apart, until one goes through; then every waiting one is due at once.
+
 Every replica claims from the same table: a lane's bound counts every live claim on it, whoever
 holds it, so a channel has at most ``CHAT_LANE_SLOTS`` effects in flight in the whole deployment.
 """
@@ -45,6 +50,11 @@ budget (Slack: chat.update per workspace) never holds the slots its channel's no
 CLAIM_LEASE = timedelta(seconds=10)
 """How long a claim holds without its owner's heartbeat: a killed owner's rows are taken again
 within this long, on every database."""
+PROBE_CEILING_SECONDS = 3.0
+"""The longest wait between two tries of a failing lane (without the peer's ``Retry-After``):
+what was waiting goes within this long of the peer's recovery."""
+GIVE_UP_AFTER = timedelta(hours=1)
+"""An effect failing this long (and at least ``MAX_ATTEMPTS`` times) is given up."""
 HEARTBEAT = timedelta(seconds=3)
 """How often a live owner renews the claims it holds (well inside ``CLAIM_LEASE``)."""
 
@@ -75,6 +85,12 @@ def waits_for_posts(kind: EffectKind) -> bool:
     """Whether a row of this kind waits while its chat lane has a post it could make now: every
     chat effect but the post itself (a write-back's lane holds write-backs only)."""
     return kind not in (EffectKind.POST, EffectKind.WRITEBACK)
+
+
+def down_key(lane: str) -> str:
+    """A sink lane whose last write-back failed: one at a time is tried, none before the key's
+    time; a write-back that goes through (or is refused: the peer answered) removes it."""
+    return "down:" + lane
 
 
 def pace_key(lane: str) -> str:

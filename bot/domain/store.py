@@ -266,6 +266,17 @@ class Store(
         self, item: OutboxItem, claimer: str, error: str, now: datetime
     ) -> bool: ...
 
+    async def hold_sink(self, lane: str, now: datetime) -> int:
+        """A sink is down: its write-backs not tried yet are marked waiting and their copies
+        rewritten once (they say "Sending…"); returns how many."""
+        ...
+
+    async def drop_outbox(self, item: OutboxItem, claimer: str, what: str, now: datetime) -> bool:
+        """Done without being carried out (fenced on our claim): a ``what`` (reminder,
+        escalation) whose question closed before its turn; an escalation copy's delivery is
+        ``skipped``; one audit row ``<what>_dropped``."""
+        ...
+
     async def refuse_writeback(
         self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
     ) -> Writeback | None:

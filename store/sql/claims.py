@@ -33,6 +33,7 @@ from store.tables import UtcDateTime
 
 CLAIMED = EffectState.CLAIMED.value
 PACE_PREFIX = lanes.pace_key("")
+DOWN_PREFIX = lanes.down_key("")
 
 
 NOW = bindparam("now", type_=UtcDateTime())
@@ -54,7 +55,35 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
     is_post = kind == EffectKind.POST.value
     is_update = kind == EffectKind.UPDATE.value
     paced = select(PACE.c.key).where(PACE.c.not_before > NOW)
-    candidate = and_(due, not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))))
+    # A post waiting for its retry holds its lane's later posts: they go out in the order they
+    # came, after an outage too. Not in a chained lane, whose posts are sent together and may
+    # land in any order among themselves: one failing there holds back none of the others.
+    head, behind = OUTBOX.alias("head"), OUTBOX.alias("behind")
+    unchained = [not_(head.c.lane.like(p + "%")) for p in chained]
+    heads = (
+        select(head.c.lane.label("lane"), func.min(head.c.id).label("id"))
+        .where(
+            head.c.kind == EffectKind.POST.value,
+            head.c.state == EffectState.PENDING.value,
+            head.c.next_attempt_at > NOW,
+            *unchained,
+        )
+        .group_by(head.c.lane)
+        .subquery("heads")
+    )
+    held = (
+        select(behind.c.id)
+        .join(heads, and_(heads.c.lane == behind.c.lane, heads.c.id < behind.c.id))
+        .where(behind.c.kind == EffectKind.POST.value)
+    )
+    is_writeback = kind == EffectKind.WRITEBACK.value
+    candidate = and_(
+        due,
+        not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))),
+        not_(and_(is_post, OUTBOX.c.id.in_(held))),
+        # A sink that is down is tried again no sooner than its key says.
+        not_(and_(is_writeback, literal(DOWN_PREFIX).concat(lane).in_(paced))),
+    )
     live = (
         select(
             lane.label("lane"),
@@ -66,7 +95,9 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
         .group_by(lane)
         .subquery("live")
     )
-    # 1. Due rows, numbered within their lane and kind (a lane's posts, its updates).
+    # 1. Due rows, numbered within their lane and kind (a lane's posts, its updates); a lane's
+    # posts in the order they came, a retried one too.
+    post_order = case((is_post, OUTBOX.c.id), else_=literal(0))
     by_kind = (
         select(
             OUTBOX.c.id,
@@ -74,7 +105,10 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
             kind,
             OUTBOX.c.next_attempt_at,
             func.row_number()
-            .over(partition_by=(lane, kind), order_by=(OUTBOX.c.next_attempt_at, OUTBOX.c.id))
+            .over(
+                partition_by=(lane, kind),
+                order_by=(post_order, OUTBOX.c.next_attempt_at, OUTBOX.c.id),
+            )
             .label("kr"),
         )
         .where(candidate)
@@ -123,7 +157,9 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
     )
     # A chained lane has room for its chain of posts; its other effects keep the lane's usual
     # slots (a burst's reactions do not all go at once).
+    down = select(PACE.c.key).where(PACE.c.key.like(DOWN_PREFIX + "%"))
     slots = case(
+        (literal(DOWN_PREFIX).concat(ranked.c.lane).in_(down), 1),  # probed one at a time
         (ranked.c.lane.like(lanes.SINK + "%"), lanes.SINK_LANE_SLOTS),
         *(
             (
@@ -297,18 +333,39 @@ class Claims(SqlBase):
 
     async def next_outbox_at(self) -> datetime | None:
         """When the next pending row is due: its retry time, or for a post its lane's pace."""
-        paced = PACE.c.not_before
+        paced, down = PACE.c.not_before, PACE.alias("down")
         is_post = OUTBOX.c.kind == EffectKind.POST.value
+        is_writeback = OUTBOX.c.kind == EffectKind.WRITEBACK.value
         due_at = case(
             (and_(is_post, paced.is_not(None), paced > OUTBOX.c.next_attempt_at), paced),
+            # A write-back to a sink that is down: when the sink is probed next.
+            (
+                and_(is_writeback, down.c.not_before > OUTBOX.c.next_attempt_at),
+                down.c.not_before,
+            ),
             else_=OUTBOX.c.next_attempt_at,
+        )
+        # In a paced lane, only its first post counts: the later ones wait behind it.
+        first = OUTBOX.alias("first")
+        firsts = (
+            select(func.min(first.c.id))
+            .where(
+                first.c.kind == EffectKind.POST.value,
+                first.c.state == EffectState.PENDING.value,
+            )
+            .group_by(first.c.lane)
         )
         query = (
             select(type_coerce(func.min(due_at), UtcDateTime()))
             .select_from(
-                OUTBOX.outerjoin(PACE, PACE.c.key == literal(PACE_PREFIX).concat(OUTBOX.c.lane))
+                OUTBOX.outerjoin(
+                    PACE, PACE.c.key == literal(PACE_PREFIX).concat(OUTBOX.c.lane)
+                ).outerjoin(down, down.c.key == literal(DOWN_PREFIX).concat(OUTBOX.c.lane))
             )
-            .where(OUTBOX.c.state == EffectState.PENDING.value)
+            .where(
+                OUTBOX.c.state == EffectState.PENDING.value,
+                or_(not_(is_post), paced.is_(None), OUTBOX.c.id.in_(firsts)),
+            )
         )
 
         def work(conn: Connection) -> datetime | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection
 
-from bot.domain import planning
+from bot.domain import lanes, planning
 from bot.domain.model import Route
 from bot.domain.records import DeliveryState, EffectKind, EffectState, OutboxItem, Writeback
 from bot.domain.refs import MessageRef
@@ -24,6 +24,7 @@ from store.sql.base import (
     MARK_POSTED,
     NEW_AUDIT,
     OUTBOX,
+    PACE,
     PENDING,
     E,
     audit_row,
@@ -77,6 +78,7 @@ class Outbox(Applier):
         if finished is None:
             return False
         if item.kind == EffectKind.WRITEBACK:
+            self._sink_up(conn, item)
             self._writeback_done(conn, item, now, error=None, reopen=False)
             return True
         if item.kind != EffectKind.POST or item.delivery_id is None:
@@ -187,6 +189,62 @@ class Outbox(Applier):
 
         return await self._run(work, write=True)
 
+    async def drop_outbox(self, item: OutboxItem, claimer: str, what: str, now: datetime) -> bool:
+        """Done, not carried out: its question closed before its turn (fenced on our claim)."""
+
+        def work(conn: Connection) -> bool:
+            dropped = conn.execute(
+                update(OUTBOX)
+                .where(
+                    OUTBOX.c.id == item.id,
+                    OUTBOX.c.claimed_by == claimer,
+                    OUTBOX.c.state == CLAIMED,
+                )
+                .values(state=EffectState.DONE.value, done_at=now, last_error=f"dropped: {what}")
+                .returning(OUTBOX.c.id)
+            ).first()
+            if dropped is None:
+                return False
+            if item.kind == EffectKind.POST and item.delivery_id is not None:
+                conn.execute(
+                    update(DELIVERY)
+                    .where(DELIVERY.c.id == item.delivery_id)
+                    .values(state=DeliveryState.SKIPPED.value)
+                )
+            detail = {"target": item.target, "reason": "no longer pending"}
+            action = f"{what}_dropped"
+            row = audit_row(item.elicitation_key, now, action, None, None, detail)
+            conn.execute(NEW_AUDIT, row)
+            return True
+
+        return await self._run(work, write=True)
+
+    async def hold_sink(self, lane: str, now: datetime) -> int:
+        """The write-backs waiting on a sink that is down and not told yet: each marked
+        waiting, its copies rewritten once (they say "Sending…"); returns how many."""
+
+        def work(conn: Connection) -> int:
+            held = conn.execute(
+                update(OUTBOX)
+                .where(
+                    OUTBOX.c.lane == lane,
+                    OUTBOX.c.kind == EffectKind.WRITEBACK.value,
+                    OUTBOX.c.state == EffectState.PENDING.value,
+                    OUTBOX.c.last_error.is_(None),
+                )
+                .values(last_error="waiting: the sink is down")
+                .returning(OUTBOX.c.elicitation_key)
+            ).all()
+            for row in held:
+                self._write(conn, row.elicitation_key, WriteSet(refresh=True), now)
+            return len(held)
+
+        return await self._run(work, write=True)
+
+    def _sink_up(self, conn: Connection, item: OutboxItem) -> None:
+        """The sink answered: every write-back waiting on it is due again (:mod:`lanes`)."""
+        conn.execute(delete(PACE).where(PACE.c.key == lanes.down_key(item.lane)))
+
     def _fail_row(
         self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
     ) -> bool:
@@ -213,6 +271,7 @@ class Outbox(Applier):
         def work(conn: Connection) -> Writeback | None:
             if not self._fail_row(conn, item, error, now, claimer=claimer):
                 return None
+            self._sink_up(conn, item)  # it answered: it is up
             return self._writeback_done(conn, item, now, error=error, reopen=reopen)
 
         return await self._run(work, write=True)
