@@ -13,7 +13,7 @@ decision and passes it to :func:`~bot.domain.rules.offered_options`, so approvin
 buttons only on a message that holds everything. Otherwise the message shows what fits, says so
 (the withheld reason, :data:`REVIEW_HINT`), keeps every other option, and adds a **Review…**
 button (:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole
-content (:func:`adapters.slack.review.review_blocks`, re-exported here with ``review_fits``).
+content (:func:`adapters.slack.review.review_blocks`).
 The decision depends on the elicitation only (not on the clock-driven timeline line, which has
 room kept for it), so the surface reaches the same answer when a person acts on the message.
 
@@ -67,8 +67,6 @@ from adapters.slack.layout import pack_whole, pack_within
 from adapters.slack.mrkdwn import plain_text
 from adapters.slack.outcome import closed_blocks, note_block, result_line
 from adapters.slack.previews import groups, metadata_blocks, options_line
-from adapters.slack.review import review_blocks as review_blocks  # noqa: PLC0414 - re-export
-from adapters.slack.review import review_fits as review_fits  # noqa: PLC0414 - re-export
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (

@@ -2,11 +2,11 @@
 
 The message offers **Review…** when it cannot hold the whole decisive content
 (:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
-(:func:`adapters.slack.render.review_blocks`, nothing cut); a person moves with *← Previous* /
+(:func:`adapters.slack.review.review_blocks`, nothing cut); a person moves with *← Previous* /
 *Next page →*, one page at a time (the view is rewritten in place with ``views.update``, so the
 stack never grows), and the approving options are offered on the **last** page only, once every
 page has been shown. Rejecting options are on every page. Beyond what a modal can hold
-(:func:`~adapters.slack.render.review_fits` is False) the whole request goes to the message's
+(:func:`~adapters.slack.review.review_fits` is False) the whole request goes to the message's
 thread as a text file (:func:`file_text`) and the modal says where it is, with the decision.
 
 Whether a decision taken in the modal showed everything is decided here, from the modal's
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from adapters.slack import review_parts
+from adapters.slack import render, review
 from adapters.slack.blocks import (
     MAX_BUTTON_VALUE,
     MAX_SELECT_OPTIONS,
@@ -149,9 +149,9 @@ def _count(value: Any) -> TypeGuard[int]:
 
 def pages_of(view: PromptView) -> list[list[Block]]:
     """The review's pages, each small enough to leave room for the page's own rows (a page from
-    :func:`~adapters.slack.render.review_blocks` that is too long is split; nothing is cut)."""
+    :func:`~adapters.slack.review.review_blocks` that is too long is split; nothing is cut)."""
     pages: list[list[Block]] = []
-    for page in review_parts.review_blocks(view):
+    for page in review.review_blocks(view):
         blocks = list(page)
         for start in range(0, max(len(blocks), 1), PAGE_ROOM):
             chunk = blocks[start : start + PAGE_ROOM]
@@ -169,7 +169,7 @@ def meta_for(
         key=e.key,
         revision=e.subject.revision if e.subject is not None else None,
         page=0,
-        pages=len(pages_of(view)) if review_parts.review_fits(view) else 1,
+        pages=len(pages_of(view)) if review.review_fits(view) else 1,
         content=content_hash(e),
         channel=channel,
         message_ts=message_ts,
@@ -191,7 +191,7 @@ def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
     rendering, never from what the payload says it showed."""
     if not current(meta, view):
         return Disclosure(whole=False, review=REVIEW_HINT)
-    if review_parts.review_fits(view):
+    if review.review_fits(view):
         last = len(pages_of(view)) - 1
         if meta.file is None and meta.pages == last + 1 and meta.page == last:
             return SHOWN_WHOLE
@@ -210,7 +210,7 @@ def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
     reviewed = meta.get("w")
     if isinstance(reviewed, str) and reviewed == content_hash(e) and meta.get("r") == revision:
         return SHOWN_WHOLE
-    return review_parts.shown(view)
+    return render.shown(view)
 
 
 # --------------------------------------------------------------------------- the decision rows
@@ -354,7 +354,7 @@ def review_modal(
 
 def _decision(view: PromptView, shown: Disclosure, wait: str = LAST_PAGE) -> list[Block]:
     if view.status is not Status.PENDING:
-        return [section_block(review_parts.result_text(view))]
+        return [section_block(render.result_text(view))]
     blocks: list[Block] = [{"type": "divider"}]
     line = _withheld_line(view, shown, wait)
     if line is not None:
@@ -417,7 +417,7 @@ def file_text(view: PromptView) -> str:
     title, question, every preview item, the subject), then where it comes from and the options.
     Only what the request says: no answer, and so no secret, is ever part of it."""
     e = view.elicitation
-    lines = [review_parts.full_text(view).rstrip("\n"), ""]
+    lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]
     if context:
         lines += [*context, ""]

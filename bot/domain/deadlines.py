@@ -40,7 +40,6 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain import rules
 from bot.domain.deadline_values import (
     CLAIM_LAPSE,
     ESCALATE,
@@ -68,14 +67,9 @@ from bot.domain.deadline_values import (
 )
 from bot.domain.model import (
     Answer,
-    Attempt,
     Elicitation,
-    Identity,
     Meaning,
     Option,
-    People,
-    Refusal,
-    RefusalCode,
     Route,
     Status,
 )
@@ -167,17 +161,6 @@ def next_waiting(copies: Sequence[Copy], *, after: int = -1) -> Copy | None:
 
 def claim_until(now: datetime, minutes: float = DEFAULT_CLAIM_MINUTES) -> datetime:
     return now + timedelta(minutes=minutes)
-
-
-def claim_refusal(e: Elicitation, status: Status, who: Identity, people: People) -> Refusal | None:
-    """Who may say "I'm on it": anyone who may answer, while it waits for an answer."""
-    if status is not Status.PENDING:
-        code = RefusalCode.ALREADY_ANSWERED if status is Status.ANSWERED else RefusalCode.CLOSED
-        return Refusal(
-            code=code, message="This request is no longer waiting for an answer: nothing to claim."
-        )
-    # Answer rule 1, the same check an answer meets: the asker, agents and bots are refused.
-    return rules._check_respondent(e, Attempt(respondent=who, via=who.platform), people)
 
 
 # --------------------------------------------------------------------------- firing

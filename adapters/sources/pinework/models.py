@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 OPEN = "open"
-RESOLVED = "resolved"
 ANSWER_MODES = ("free_text", "single_select", "multi_select", "secret_input")
 SELECT_MODES = frozenset({"single_select", "multi_select"})
 
