@@ -101,10 +101,6 @@ class Scheduler:
             replace_existing=True,
         )
 
-    def poke(self) -> None:
-        """Look now (something may have become due)."""
-        self.wake_at(datetime.now(UTC))
-
     async def _on_wake(self) -> None:
         self._armed = None
         await self._run()
