@@ -6,14 +6,15 @@ metadata (where it comes from, the subject's id, revision and digest) as one con
 options' descriptions, and the buttons. Text is escaped (:mod:`adapters.slack.blocks`): an agent
 can never ping ``@channel`` or a person, or show a link whose label hides its URL.
 
-**What you see is what you approve** (DESIGN answer rule 2). :func:`shown` says whether this
-message shows the whole decisive content (:func:`bot.domain.disclosure.decisive`: the question
-and every preview item's label, text, value and URL) uncut; :func:`render` takes the same
-decision and passes it to :func:`~bot.domain.rules.offered_options`, so approving options are
-buttons only on a message that holds everything. Otherwise the message shows what fits, says so
-(the withheld reason, :data:`REVIEW_HINT`), keeps every other option, and adds a **Review…**
-button (:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole
-content (:func:`adapters.slack.review.review_blocks`).
+**What you see is what you approve** (answer rule 2, :func:`bot.domain.rules.who_may_decide`).
+:func:`shown` says whether this message shows the whole decisive content
+(:func:`bot.domain.disclosure.decisive`: the question and every preview item's label, text, value
+and URL) uncut; :func:`render` takes the same decision and passes it to
+:func:`~bot.domain.rules.offered_options`, so approving options are buttons only on a message that
+holds everything. Otherwise the message shows what fits, says so (the withheld reason,
+:data:`REVIEW_HINT`), keeps every other option, and adds a **Review…** button
+(:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole content
+(:func:`adapters.slack.review.review_blocks`).
 The decision depends on the elicitation only (not on the clock-driven timeline line, which has
 room kept for it), so the surface reaches the same answer when a person acts on the message.
 

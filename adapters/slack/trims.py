@@ -103,7 +103,7 @@ def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
     """A modal submission as kept before its ack: who, and the view's metadata and state, with
-    the secret box's value left out (rule 10: a secret never touches our database). A replay
+    the secret box's value left out: a secret never touches our database. A replay
     therefore cannot deliver a secret: see :func:`kept_submission`."""
     view = _map(body.get("view"))
     values = {

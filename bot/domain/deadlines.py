@@ -25,7 +25,7 @@ replaces any pending deadline. What it waits for is bounded by what it is for:
   *skipped*, with an audit entry saying why, never "fired" with nothing sent;
 - a reminder some copies can already get, and an escalation (it links the originals), wait at most
   :data:`COPY_WAIT_CAP` for the rest, then go without them: an escalation is driven by "not answered
-  by T", never by a delivery (reliability.md §7), and a copy posted that late is itself news.
+  by T", never by a delivery, and a copy posted that late is itself news.
 
 A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
 

@@ -133,7 +133,7 @@ class WritebackState(StrEnum):
 
 @dataclass(frozen=True)
 class Writeback:
-    """The last write-back of an elicitation's outcome (DESIGN rule 5, second half).
+    """The last write-back of an elicitation's outcome to its source.
 
     ``round`` counts the outcomes written back (1 for the first answer; a refused answer reopens
     the question and the next one is round 2), and names the idempotency key of each."""

@@ -1,4 +1,4 @@
-"""A checked handup Request in, a normalised Elicitation out (spec 004). Pure.
+"""A checked handup Request in, a normalised Elicitation out (as handup's API defines it). Pure.
 
 Times in a Request are Unix milliseconds. elicitbot stands in for the handup daemon: it assigns
 ``id`` (when absent), ``created_at``, ``expires_at`` (from ``timeout``), ``content_hash`` and
