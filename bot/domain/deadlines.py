@@ -31,7 +31,8 @@ A follow-up needs no wait: it is planned only when its copy was accepted by the 
 
 Every due-time rule — reminders, escalations, follow-ups, expiry, the claim, waiting for copies —
 and the schedule a message shows stay here, one decision table tested together; the values they
-read and write are :mod:`bot.domain.deadline_values`' (re-exported here).
+read and write are :mod:`bot.domain.deadline_values`' and :mod:`bot.domain.records`'
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -52,18 +53,12 @@ from bot.domain.deadline_values import (
     REMIND,
     SUBJECT_EXPIRED,
     SYSTEM,
-    WEB,
-    Claim,
     Closing,
-    Copy,
-    Escalation,
     EscalationPost,
     FireContext,
     Firing,
-    Original,
     ScheduleStep,
     ThreadNotice,
-    Timer,
 )
 from bot.domain.model import (
     Answer,
@@ -73,7 +68,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.records import DeliveryState
+from bot.domain.records import WEB, Claim, Copy, DeliveryState, Escalation, Original, Timer
 from bot.domain.wording import named
 from bot.domain.writes import PlannedDeadline
 
