@@ -158,14 +158,7 @@ class SlackChat:
     ) -> None:
         if not isinstance(ref, SlackRef):
             raise PermanentDeliveryError(f"slack chat.update: {ref!r} is not a Slack message ref")
-        channel, ts = ref.channel, ref.ts
-        text, blocks = render(view)
-        await self._call(
-            "chat.update",
-            self.workspace,
-            lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
-            item=(channel, ts),
-        )
+        await self._rewrite(ref.channel, ref.ts, *render(view))
 
     async def notify(
         self,
@@ -394,15 +387,19 @@ class SlackChat:
         }
         return await lookup.find_posted(self._reader(method), fetch, query, idempotency_key)
 
+    async def _rewrite(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
+        """``chat.update`` of one message; a newer rewrite of it replaces one still waiting."""
+        await self._call(
+            "chat.update",
+            self.workspace,
+            lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
+            item=(channel, ts),
+        )
+
     async def _refresh(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
         """Bring an adopted message to the current view (it may show an older one)."""
         try:
-            await self._call(
-                "chat.update",
-                self.workspace,
-                lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
-                item=(channel, ts),
-            )
+            await self._rewrite(channel, ts, text, blocks)
         except PermanentDeliveryError as exc:
             log.warning("slack.adopted_not_updated", channel=channel, ts=ts, error=str(exc))
 

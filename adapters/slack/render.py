@@ -63,13 +63,14 @@ from adapters.slack.blocks import (
     text_length,
     value_json,
 )
-from adapters.slack.form_modal import form_hint, is_form
+from adapters.slack.form_modal import form_hint
 from adapters.slack.layout import pack_whole, pack_within
 from adapters.slack.mrkdwn import plain_text
 from adapters.slack.outcome import closed_blocks, note_block, result_line
 from adapters.slack.previews import groups, metadata_blocks, options_line
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
 from bot.domain.disclosure import SHOWN_WHOLE
+from bot.domain.forms import is_form
 from bot.domain.model import (
     AnswerMode,
     Disclosure,
@@ -185,7 +186,7 @@ def option_value(key: str, option_id: str, index: int, revision: int | None) -> 
     return short if len(short) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
 
 
-def _style(meaning: Meaning) -> str | None:
+def button_style(meaning: Meaning) -> str | None:
     return {Meaning.APPROVE: "primary", Meaning.REJECT: "danger"}.get(meaning)
 
 
@@ -252,7 +253,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
                 _button_label(o),
                 f"{OPTION_ACTION}.{i}",
                 option_value(key, o.option.id, i, revision),
-                _style(o.option.meaning),
+                button_style(o.option.meaning),
             )
             for i, o in offered
         ]

@@ -42,7 +42,7 @@ from adapters.slack.blocks import (
 from adapters.slack.modal import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.translate import decode_value, revision_of
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
-from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Meaning, Status
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
@@ -221,10 +221,6 @@ def _value(option_id: str, index: int, revision: int | None) -> str:
     return value if len(value) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
 
 
-def _style(meaning: Meaning) -> str | None:
-    return {Meaning.APPROVE: "primary", Meaning.REJECT: "danger"}.get(meaning)
-
-
 def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     """The decision as the review offers it with ``shown``: buttons (a select beyond
     :data:`MAX_BUTTONS`, a multi-select with Submit), *Reply…* for the modes that take text,
@@ -259,7 +255,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
                 option_text(o.option.label, o.admin_only, 75),
                 f"{OPTION_ACTION}.{i}",
                 _value(o.option.id, i, revision),
-                _style(o.option.meaning),
+                render.button_style(o.option.meaning),
             )
             for i, o in offered
         ]

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.domain.model import FormQuestion, Option
+from bot.domain.model import Elicitation, FormQuestion, Option
 
 TEXT_LIMIT = 32_768
 """A typed answer's bound, in code points, when the source gives none."""
@@ -32,6 +32,12 @@ class FormProblem:
     message: str
     empty: bool = False
     """Nothing (or not every question) was answered, as opposed to a wrong answer."""
+
+
+def is_form(e: Elicitation) -> bool:
+    """Several questions answered at once (one question is answered like any other). In Matrix
+    a form is answered by one thread reply, never by reactions."""
+    return len(e.form) > 1
 
 
 def _name(number: int, q: FormQuestion) -> str:
