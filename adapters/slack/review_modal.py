@@ -40,7 +40,7 @@ from adapters.slack.blocks import (
     value_json,
 )
 from adapters.slack.modal import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
-from adapters.slack.translate import decode_value, revision_of
+from adapters.slack.translate import decode_value, revision_of, text_of
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
 from bot.domain.ports import PromptView
@@ -120,7 +120,7 @@ class ReviewMeta:
 def read_meta(text: Any) -> ReviewMeta | None:
     """A review modal's metadata (None: not one of ours, or malformed)."""
     raw = decode_value(text)
-    key, channel, content = _text(raw.get("e")), _text(raw.get("c")), _text(raw.get("h"))
+    key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
     page, pages = raw.get("p"), raw.get("n")
     if key is None or channel is None or content is None:
         return None
@@ -133,14 +133,10 @@ def read_meta(text: Any) -> ReviewMeta | None:
         pages=pages,
         content=content,
         channel=channel,
-        message_ts=_text(raw.get("m")),
-        thread_ts=_text(raw.get("t")),
-        file=_text(raw.get("f")),
+        message_ts=text_of(raw.get("m")),
+        thread_ts=text_of(raw.get("t")),
+        file=text_of(raw.get("f")),
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _count(value: Any) -> TypeGuard[int]:
@@ -471,9 +467,9 @@ def read_review_click(
         meta=meta,
         action_id=str(action.get("action_id", "")),
         value=decode_value(raw),
-        view_id=_text(view.get("id")),
-        view_hash=_text(view.get("hash")),
-        trigger_id=_text(body.get("trigger_id")),
+        view_id=text_of(view.get("id")),
+        view_hash=text_of(view.get("hash")),
+        trigger_id=text_of(body.get("trigger_id")),
         selection=tuple(_selection(view)),
     )
 
