@@ -27,7 +27,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.records import DeadlineKind, DeliveryState, Purpose, StoredElicitation
+from bot.domain.records import DeadlineKind, DeliveryState, Purpose
 from bot.domain.refs import InboxRef, MatrixRef, MessageRef, SlackRef
 from bot.domain.wording import named
 from tests.conftest import FakeClock
@@ -41,6 +41,7 @@ from tests.unit.domain.builders import (
     elicitation,
     sp_approval,
 )
+from tests.unit.domain.test_judge import stored
 
 SLACK = "slack:C0APPROVALS"
 MATRIX = "matrix:!room:example.org"
@@ -357,16 +358,7 @@ def test_a_claim_lapse_refreshes_only_when_the_claim_really_lapsed(clock: FakeCl
 
 def claim_refusal(e: Elicitation, status: Status, who: Identity, now: datetime) -> Refusal | None:
     """Who may say "I'm on it", as the one judgement of a claim answers it."""
-    stored = StoredElicitation(
-        elicitation=e,
-        status=status,
-        answer=None,
-        version=1,
-        route=Route(),
-        created_at=now,
-        updated_at=now,
-    )
-    return judge(stored, ClaimIt(e.key, who, who.platform), PEOPLE, now).outcome.refusal
+    return judge(stored(e, status), ClaimIt(e.key, who, who.platform), PEOPLE, now).outcome.refusal
 
 
 def test_who_may_claim(clock: FakeClock) -> None:
