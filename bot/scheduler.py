@@ -8,7 +8,7 @@ The ``deadline`` table holds every due time; this module only decides *when to l
   plans an earlier deadline (``Store.watch_deadlines``).
 
 No APScheduler job store is used (its jobs are not shared safely between processes, and its default
-``misfire_grace_time`` of 1 s drops a job missed during a restart: reliability.md §5). Jobs run with
+``misfire_grace_time`` of 1 s drops a job missed during a restart). Jobs run with
 ``misfire_grace_time=None`` and ``coalesce=True`` on an ``AsyncIOScheduler`` in UTC. Runs never
 overlap: a wake-up during a run makes that run look again when it ends.
 """
@@ -102,10 +102,6 @@ class Scheduler:
             id="deadline-wake",
             replace_existing=True,
         )
-
-    def poke(self) -> None:
-        """Look now (something may have become due)."""
-        self.wake_at(datetime.now(UTC))
 
     async def _on_wake(self) -> None:
         self._armed = None

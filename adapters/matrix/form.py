@@ -20,10 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from adapters.matrix.markup import clip, esc, neutralise, one_line
+from adapters.matrix.markup import clip, esc, neutralise
 from adapters.matrix.previews import Block
 from bot.domain.described import describe_answer
+from bot.domain.forms import is_form
 from bot.domain.model import Answer, Elicitation, FormQuestion
+from bot.domain.wording import one_line
 
 NOTE_LIMIT = 80
 """Code points of a ``(…)`` line a restated question may carry (handup's "(choose one or
@@ -31,11 +33,6 @@ more)")."""
 
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n")
 _MARKDOWN = re.compile(r"[*_`]")
-
-
-def is_form(e: Elicitation) -> bool:
-    """Several questions: answered by one thread reply, never by reactions."""
-    return len(e.form) > 1
 
 
 def _plain(text: str) -> str:

@@ -37,10 +37,6 @@ def clip(text: str, limit: int) -> str:
     return text[: limit - 1] + "…"
 
 
-def one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def esc(text: str) -> str:
     """Agent text as HTML: escaped, ``@room`` neutralised."""
     return html.escape(neutralise(text), quote=True)

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adapters.matrix.markdown import markdown_html
-from adapters.matrix.markup import anchor, clip, esc, esc_lines, neutralise, one_line, safe_url
+from adapters.matrix.markup import anchor, clip, esc, esc_lines, neutralise, safe_url
 from bot.domain.model import PreviewItem
+from bot.domain.wording import one_line
 
 ADDED, REMOVED, HUNK = "#1a7f37", "#cf222e", "#0969da"
 """Diff line colours (GitHub's green, red and blue)."""

@@ -40,9 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.matrix.form import form_block, is_form, own_text
+from adapters.matrix.form import form_block, own_text
 from adapters.matrix.markdown import markdown_html, sanitise
-from adapters.matrix.markup import anchor, clip, content_bytes, esc, neutralise, one_line
+from adapters.matrix.markup import anchor, clip, content_bytes, esc, neutralise
 from adapters.matrix.previews import (
     WHOLE,
     Block,
@@ -61,11 +61,12 @@ from adapters.matrix.wording import (
     timeline,
 )
 from bot.domain.disclosure import SHOWN_WHOLE, not_shown
+from bot.domain.forms import is_form
 from bot.domain.model import ApprovalSubject, Disclosure, Elicitation, Kind, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, approving_withheld, format_time, offered_options
 from bot.domain.views import writeback_note
-from bot.domain.wording import shorten_digest, title_of
+from bot.domain.wording import one_line, shorten_digest, title_of
 
 __all__ = [
     "CONTENT_BUDGET",

@@ -37,12 +37,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from adapters.matrix.form import is_form
-from adapters.matrix.markup import clip, one_line, txn_digest
+from adapters.matrix.markup import clip, txn_digest
 from adapters.matrix.notices import notice_content, notice_edit_content
 from adapters.matrix.reactions import ACK_KEY, KEYCAPS, key_index
+from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Elicitation, Status
 from bot.domain.ports import PromptView
+from bot.domain.wording import one_line
 
 if TYPE_CHECKING:
     from adapters.matrix.chat import MatrixChat

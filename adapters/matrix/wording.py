@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from adapters.matrix.form import how_to_answer, is_form
+from adapters.matrix.form import how_to_answer
 from adapters.matrix.markup import anchor, clip, esc, matrix_users, pill
 from adapters.matrix.previews import Block
 from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from bot.domain.deadlines import active_claim, claim_line, schedule_line
+from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Elicitation
 from bot.domain.ports import PromptView
 from bot.domain.refs import MatrixRef

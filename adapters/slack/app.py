@@ -13,9 +13,9 @@ before an ack is pure: a modal submission over its text limit is answered
   :func:`~adapters.slack.trims.durable_click` and its siblings), marks it handled once
   ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
   listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
-  recorded: a secret (a replayed secret submission asks for it again while the question is open;
-  rule 10), and slash commands (they answer no question, and whoever typed one sees at once
-  whether it did anything).
+  recorded: a secret (it never touches our database: a replayed secret submission asks for it
+  again while the question is open), and slash commands (they answer no question, and whoever
+  typed one sees at once whether it did anything).
 - **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
   else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
   thread root's. elicitbot's own messages are ignored outright.

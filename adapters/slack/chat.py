@@ -4,16 +4,11 @@ Destinations are ``slack:<channel id>``, or ``slack:<user id>`` (``U…``/``W…
 with ``conversations.open``. ``chat.postMessage`` has no idempotency key, so every post carries
 message metadata naming its elicitation and its outbox key; an *uncertain* post (an earlier
 attempt may have reached Slack: a crash, a dropped connection) first looks for that metadata in
-the channel's history since the row's first attempt began (``conversations.history`` with
-``oldest``, every page, following ``next_cursor`` until found or exhausted: in a busy channel
-the original has long left the newest page) and adopts the message it finds instead of posting
-again. ``oldest`` is :data:`LOOKUP_MARGIN` before the first attempt: Slack stamps ``ts`` with
-its own clock, ours may be ahead of it. A public notice (a reminder in a copy's thread) carries
-its outbox key in metadata too and is looked up the same way in that thread
-(``conversations.replies``). An ephemeral notice (a refusal, a confirmation) cannot be looked
-up, Slack keeps none: an uncertain one is sent again, and its one person may see it twice.
-When the history cannot be read (no ``*:history`` scope, a thread gone), the post goes out again:
-a possible duplicate rather than a certain loss.
+the channel's history since the row's first attempt began and adopts the message it finds instead
+of posting again (:mod:`adapters.slack.lookup`). A public notice (a reminder in a copy's thread)
+carries its outbox key in metadata too and is looked up the same way in that thread. An ephemeral
+notice (a refusal, a confirmation) cannot be looked up, Slack keeps none: an uncertain one is sent
+again, and its one person may see it twice.
 
 The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
 connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
@@ -28,10 +23,6 @@ replicas together.
 A posted message's ref is a :class:`~bot.domain.refs.SlackRef` (channel, ts); its ``key``
 (``<channel>/<ts>``) is what :meth:`~bot.domain.ports.Elicitations.key_for_message` finds a
 thread reply's elicitation by.
-
-Over 500 lines on purpose for now: posting, the uncertain-post lookup, notices and the review's
-view and file calls share one client, one pacer and one error mapping; the next seam is the
-history lookup (``_find_posted`` and its paging) into its own module.
 """
 
 from __future__ import annotations
@@ -39,7 +30,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -47,10 +38,12 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from adapters.slack import lookup
 from adapters.slack.blocks import clip, escape
 from adapters.slack.errors import api_error, from_slack
+from adapters.slack.lookup import LOOKUP_MARGIN, PAGE_SIZE
 from adapters.slack.pacing import POST_RATE, PacedRetryHandler, Pacer
-from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, metadata, notice_metadata, render
+from adapters.slack.render import metadata, notice_metadata, render
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -59,14 +52,8 @@ from bot.domain.store import Pacing
 
 log = structlog.get_logger("elicitbot.slack")
 
-PAGE_SIZE = 200
-"""Messages per history page: Slack's advice ("no more than 200"; the most is 999)."""
-LOOKUP_MARGIN = timedelta(seconds=60)
-"""How far before the first attempt a lookup starts: room for our clock running ahead of
-Slack's. A minute of a busy channel is at most one page more."""
 NOTICE_TEXT = 4000
 ANY_WORKSPACE = "*"
-OUR_EVENT_TYPES = frozenset({EVENT_TYPE, NOTICE_EVENT_TYPE})
 
 
 class SlackChat:
@@ -171,14 +158,7 @@ class SlackChat:
     ) -> None:
         if not isinstance(ref, SlackRef):
             raise PermanentDeliveryError(f"slack chat.update: {ref!r} is not a Slack message ref")
-        channel, ts = ref.channel, ref.ts
-        text, blocks = render(view)
-        await self._call(
-            "chat.update",
-            self.workspace,
-            lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
-            item=(channel, ts),
-        )
+        await self._rewrite(ref.channel, ref.ts, *render(view))
 
     async def notify(
         self,
@@ -326,27 +306,13 @@ class SlackChat:
         """A file named ``filename`` was shared in the thread by this bot (page after page of
         ``conversations.replies``). False when the thread cannot be read."""
         query: dict[str, Any] = {"channel": channel, "ts": thread_ts, "limit": self.page_size}
-        seen: set[str] = set()
-        while True:
-            try:
-                response = await self._call(
-                    "conversations.replies",
-                    self.workspace,
-                    functools.partial(self.client.conversations_replies, **query),
-                )
-            except DeliveryError as exc:
-                if not _cannot_look(exc):
-                    raise
-                return False
-            messages = response.get("messages")
-            for message in messages if isinstance(messages, list) else []:
-                if _shares(message, filename, self.bot_user_id, self.bot_id):
-                    return True
-            cursor = _next_cursor(response)
-            if cursor is None or cursor in seen:
-                return False
-            seen.add(cursor)
-            query["cursor"] = cursor
+        return await lookup.thread_has_file(
+            self._reader("conversations.replies"),
+            self.client.conversations_replies,
+            query,
+            filename,
+            (self.bot_user_id, self.bot_id),
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -393,6 +359,9 @@ class SlackChat:
         self._dms[target] = channel
         return channel
 
+    def _reader(self, method: str) -> lookup.Read:
+        return functools.partial(self._call, method, self.workspace)
+
     async def _find(
         self,
         channel: str,
@@ -403,7 +372,7 @@ class SlackChat:
     ) -> str | None:
         """The ts of the message an earlier attempt posted with this key since ``since`` (less
         the margin), if Slack has it: the channel's history, or with ``thread_ts`` that thread's
-        replies, read page after page until found or exhausted."""
+        replies."""
         method = "conversations.replies" if thread_ts else "conversations.history"
         fetch = (
             functools.partial(self.client.conversations_replies, ts=thread_ts)
@@ -412,51 +381,25 @@ class SlackChat:
         )
         query: dict[str, Any] = {
             "channel": channel,
-            "oldest": slack_ts(since - self.lookup_margin),
+            "oldest": lookup.slack_ts(since - self.lookup_margin),
             "include_all_metadata": True,
             "limit": self.page_size,
         }
-        seen_cursors: set[str] = set()
-        pages = 0
-        while True:
-            try:
-                response = await self._call(
-                    method, self.workspace, functools.partial(fetch, **query)
-                )
-            except DeliveryError as exc:
-                if not _cannot_look(exc):
-                    raise
-                # Posting again risks a duplicate; not posting would lose it.
-                log.warning("slack.history_unavailable", channel=channel, error=str(exc))
-                return None
-            pages += 1
-            messages = response.get("messages")
-            for message in messages if isinstance(messages, list) else []:
-                if _posted_with(message, idempotency_key):
-                    ts = message.get("ts")
-                    if isinstance(ts, str) and ts:
-                        log.info(
-                            "slack.lookup_found", channel=channel, key=idempotency_key, pages=pages
-                        )
-                        return ts
-            cursor = _next_cursor(response)
-            if cursor is None or cursor in seen_cursors:
-                log.info(
-                    "slack.lookup_not_found", channel=channel, key=idempotency_key, pages=pages
-                )
-                return None
-            seen_cursors.add(cursor)
-            query["cursor"] = cursor
+        return await lookup.find_posted(self._reader(method), fetch, query, idempotency_key)
+
+    async def _rewrite(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
+        """``chat.update`` of one message; a newer rewrite of it replaces one still waiting."""
+        await self._call(
+            "chat.update",
+            self.workspace,
+            lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
+            item=(channel, ts),
+        )
 
     async def _refresh(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
         """Bring an adopted message to the current view (it may show an older one)."""
         try:
-            await self._call(
-                "chat.update",
-                self.workspace,
-                lambda: self.client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks),
-                item=(channel, ts),
-            )
+            await self._rewrite(channel, ts, text, blocks)
         except PermanentDeliveryError as exc:
             log.warning("slack.adopted_not_updated", channel=channel, ts=ts, error=str(exc))
 
@@ -486,23 +429,6 @@ def view_conflict(exc: DeliveryError) -> bool:
 VIEW_GONE = frozenset({"hash_conflict", "not_found", "view_not_found"})
 
 
-def _shares(message: Any, filename: str, bot_user_id: str | None, bot_id: str | None) -> bool:
-    """``message`` is ours and shares a file named ``filename``."""
-    if not isinstance(message, Mapping):
-        return False
-    ours = (bot_user_id is not None and message.get("user") == bot_user_id) or (
-        bot_id is not None and message.get("bot_id") == bot_id
-    )
-    files = message.get("files")
-    return (
-        ours
-        and isinstance(files, list)
-        and any(
-            isinstance(f, Mapping) and filename in (f.get("name"), f.get("title")) for f in files
-        )
-    )
-
-
 def _thread_ts(notice: Notice) -> str | None:
     """The ts of the Slack message whose thread a notice goes in (None: not a Slack message)."""
     thread = notice.thread
@@ -511,42 +437,3 @@ def _thread_ts(notice: Notice) -> str | None:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def slack_ts(moment: datetime) -> str:
-    """A moment as a Slack timestamp (``<epoch seconds>.<microseconds>``); naive means UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    micros = round(moment.timestamp() * 1_000_000)
-    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
-
-
-NO_LOOKUP = frozenset({"thread_not_found"})
-"""Codes that mean "nothing to find there" for a lookup (not a reason to stop the post)."""
-
-
-def _cannot_look(exc: DeliveryError) -> bool:
-    """A lookup failure after which posting is the better bet: the history cannot be read
-    (permanent: a missing scope, a token type) or the thread is gone."""
-    if isinstance(exc, PermanentDeliveryError):
-        return True
-    cause = exc.__cause__
-    if isinstance(cause, SlackApiError):
-        return api_error(cause)[1] in NO_LOOKUP
-    return False
-
-
-def _next_cursor(response: AsyncSlackResponse) -> str | None:
-    meta = response.get("response_metadata")
-    cursor = meta.get("next_cursor") if isinstance(meta, Mapping) else None
-    return cursor if isinstance(cursor, str) and cursor else None
-
-
-def _posted_with(message: Any, idempotency_key: str) -> bool:
-    if not isinstance(message, Mapping):
-        return False
-    meta = message.get("metadata")
-    if not isinstance(meta, Mapping) or meta.get("event_type") not in OUR_EVENT_TYPES:
-        return False
-    payload = meta.get("event_payload")
-    return isinstance(payload, Mapping) and payload.get("post") == idempotency_key

@@ -15,28 +15,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from adapters.slack.translate import text_of
 from bot.domain.actions import Command, CommandResult
 from bot.domain.model import Identity
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def read_command(body: Mapping[str, Any]) -> tuple[Command, str] | None:
     """The command and the channel it was typed in."""
-    user = _str(body.get("user_id"))
-    channel = _str(body.get("channel_id"))
+    user = text_of(body.get("user_id"))
+    channel = text_of(body.get("channel_id"))
     if user is None or channel is None:
         return None
-    who = Identity(platform="slack", user=user, team=_str(body.get("team_id")))
+    who = Identity(platform="slack", user=user, team=text_of(body.get("team_id")))
     return Command(who, f"slack:{channel}", str(body.get("text") or "")), channel
 
 
 def command_reply_to(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
     """Where a command's reply goes: (its ``response_url``, else an ephemeral to the user in the
     channel)."""
-    return _str(body.get("response_url")), _str(body.get("user_id")), _str(body.get("channel_id"))
+    return (
+        text_of(body.get("response_url")),
+        text_of(body.get("user_id")),
+        text_of(body.get("channel_id")),
+    )
 
 
 REFUSED_COMMAND = "Only elicitbot admins (`people.admins` in the config) can use /elicitbot."

@@ -23,17 +23,6 @@ HTTP_SERVER_ERROR = 500
 
 RATE_LIMITED = frozenset({"ratelimited", "rate_limited"})
 
-TRANSIENT = frozenset(
-    {
-        "internal_error",
-        "fatal_error",
-        "service_unavailable",
-        "request_timeout",
-        "team_added_to_org",
-        "message_limit_exceeded",
-    }
-)
-
 PERMANENT = frozenset(
     {
         # where

@@ -35,6 +35,7 @@ from adapters.slack.blocks import (
     value_json,
 )
 from bot.domain.model import Elicitation, FormQuestion, Option
+from bot.domain.wording import one_line
 
 FORM_BLOCK = "elicitbot.form"
 INPUT_ACTION = "value"
@@ -46,21 +47,12 @@ RECOMMENDED = "⭐ "
 FORM_HINT = 500
 
 
-def is_form(e: Elicitation) -> bool:
-    """Several questions answered at once (one question is answered like any other)."""
-    return len(e.form) > 1
-
-
 def choice_block(number: int) -> str:
     return f"{FORM_BLOCK}.{number}.choice"
 
 
 def text_block(number: int) -> str:
     return f"{FORM_BLOCK}.{number}.text"
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 # --------------------------------------------------------------------------- the modal
@@ -81,8 +73,8 @@ def summary(e: Elicitation) -> str:
 
 def _label(number: int, q: FormQuestion) -> tuple[str, str | None]:
     """The input's label, and the question as a hint when it is too long for a label."""
-    question = _flat(q.question) or "(no question)"
-    header = _flat(q.header or "")
+    question = one_line(q.question) or "(no question)"
+    header = one_line(q.header or "")
     label = f"{number}. {header} — {question}" if header else f"{number}. {question}"
     if len(label) <= MAX_LABEL:
         return label, None
@@ -91,12 +83,12 @@ def _label(number: int, q: FormQuestion) -> tuple[str, str | None]:
 
 def _option(index: int, option: Option) -> dict[str, Any]:
     mark = RECOMMENDED if option.recommended else ""
-    label = _flat(option.label) or "(no label)"
+    label = one_line(option.label) or "(no label)"
     element: dict[str, Any] = {
         "text": plain(mark + clip(label, MAX_OPTION_TEXT - len(mark))),
         "value": value_json({"i": index}),
     }
-    description = _flat(option.description or "")
+    description = one_line(option.description or "")
     if description:
         element["description"] = plain(clip(description, MAX_DESCRIPTION))
     return element
@@ -105,9 +97,9 @@ def _option(index: int, option: Option) -> dict[str, Any]:
 def _long_descriptions(q: FormQuestion) -> str | None:
     """The descriptions cut in their options, in full (the hint shows them)."""
     long = [
-        f"{_flat(o.label)}: {_flat(o.description or '')}"
+        f"{one_line(o.label)}: {one_line(o.description or '')}"
         for o in q.options[:MAX_SELECT_OPTIONS]
-        if len(_flat(o.description or "")) > MAX_DESCRIPTION
+        if len(one_line(o.description or "")) > MAX_DESCRIPTION
     ]
     return " · ".join(long) if long else None
 
@@ -206,7 +198,7 @@ def form_inputs(e: Elicitation, *, limit: int, full_limit: int, url: str) -> lis
 def _example(q: FormQuestion) -> str:
     if not q.options:
         return "your words"
-    labels = [_flat(o.label) for o in q.options[: 2 if q.multi else 1]]
+    labels = [one_line(o.label) for o in q.options[: 2 if q.multi else 1]]
     return ", ".join(clip(label, 30) for label in labels)
 
 

@@ -30,10 +30,9 @@ from adapters.slack.chat import SlackChat
 from adapters.slack.durable import Durable
 from adapters.slack.modal import reply_modal
 from adapters.slack.outcome import thread_note
-from adapters.slack.render import CLAIM_ACTION, REPLY_ACTION
+from adapters.slack.render import CLAIM_ACTION, REPLY_ACTION, REVIEW_ACTION
+from adapters.slack.render import shown as message_shown
 from adapters.slack.review_flow import ReviewFlow
-from adapters.slack.review_parts import REVIEW_ACTION
-from adapters.slack.review_parts import shown as message_shown
 from adapters.slack.translate import EVENT_CHANNEL, MESSAGE_CHANNEL, Click, ThreadReply, Where
 from bot.domain.actions import (
     NOT_FOUND_TEXT,

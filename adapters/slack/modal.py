@@ -26,7 +26,8 @@ from adapters.slack.blocks import (
     static_select,
     value_json,
 )
-from adapters.slack.form_modal import form_inputs, is_form, summary
+from adapters.slack.form_modal import form_inputs, summary
+from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Disclosure, Elicitation
 from bot.domain.ports import PromptView
 from bot.domain.rules import MAX_FREE_TEXT, offered_options

@@ -158,10 +158,6 @@ class SlackNames:
         if self._pending.get(user) is task:
             del self._pending[user]
 
-    def forget(self, user: str) -> None:
-        """Drop one person's cached name (asked for again next time)."""
-        self._cache.pop(user, None)
-
     def __len__(self) -> int:
         return len(self._cache)
 

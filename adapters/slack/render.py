@@ -6,14 +6,15 @@ metadata (where it comes from, the subject's id, revision and digest) as one con
 options' descriptions, and the buttons. Text is escaped (:mod:`adapters.slack.blocks`): an agent
 can never ping ``@channel`` or a person, or show a link whose label hides its URL.
 
-**What you see is what you approve** (DESIGN answer rule 2). :func:`shown` says whether this
-message shows the whole decisive content (:func:`bot.domain.disclosure.decisive`: the question
-and every preview item's label, text, value and URL) uncut; :func:`render` takes the same
-decision and passes it to :func:`~bot.domain.rules.offered_options`, so approving options are
-buttons only on a message that holds everything. Otherwise the message shows what fits, says so
-(the withheld reason, :data:`REVIEW_HINT`), keeps every other option, and adds a **Review…**
-button (:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole
-content (:func:`adapters.slack.review.review_blocks`, re-exported here with ``review_fits``).
+**What you see is what you approve** (answer rule 2, :func:`bot.domain.rules.who_may_decide`).
+:func:`shown` says whether this message shows the whole decisive content
+(:func:`bot.domain.disclosure.decisive`: the question and every preview item's label, text, value
+and URL) uncut; :func:`render` takes the same decision and passes it to
+:func:`~bot.domain.rules.offered_options`, so approving options are buttons only on a message that
+holds everything. Otherwise the message shows what fits, says so (the withheld reason,
+:data:`REVIEW_HINT`), keeps every other option, and adds a **Review…** button
+(:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole content
+(:func:`adapters.slack.review.review_blocks`).
 The decision depends on the elicitation only (not on the clock-driven timeline line, which has
 room kept for it), so the surface reaches the same answer when a person acts on the message.
 
@@ -62,15 +63,14 @@ from adapters.slack.blocks import (
     text_length,
     value_json,
 )
-from adapters.slack.form_modal import form_hint, is_form
+from adapters.slack.form_modal import form_hint
 from adapters.slack.layout import pack_whole, pack_within
 from adapters.slack.mrkdwn import plain_text
 from adapters.slack.outcome import closed_blocks, note_block, result_line
 from adapters.slack.previews import groups, metadata_blocks, options_line
-from adapters.slack.review import review_blocks as review_blocks  # noqa: PLC0414 - re-export
-from adapters.slack.review import review_fits as review_fits  # noqa: PLC0414 - re-export
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
 from bot.domain.disclosure import SHOWN_WHOLE
+from bot.domain.forms import is_form
 from bot.domain.model import (
     AnswerMode,
     Disclosure,
@@ -186,7 +186,7 @@ def option_value(key: str, option_id: str, index: int, revision: int | None) -> 
     return short if len(short) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
 
 
-def _style(meaning: Meaning) -> str | None:
+def button_style(meaning: Meaning) -> str | None:
     return {Meaning.APPROVE: "primary", Meaning.REJECT: "danger"}.get(meaning)
 
 
@@ -253,7 +253,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
                 _button_label(o),
                 f"{OPTION_ACTION}.{i}",
                 option_value(key, o.option.id, i, revision),
-                _style(o.option.meaning),
+                button_style(o.option.meaning),
             )
             for i, o in offered
         ]

@@ -14,7 +14,7 @@ and share a request too long for a modal as a file in the message's thread.
   with the page as it was), and the outbox rewrites every copy as for any answer. *Reply…* and
   an option that needs a comment push the reply modal on top of the review
   (:func:`~adapters.slack.modal.reply_modal`, told whether the review had shown everything).
-- **Beyond a modal** (:func:`~adapters.slack.render.review_fits` is False): the modal opens at
+- **Beyond a modal** (:func:`~adapters.slack.review.review_fits` is False): the modal opens at
   once (the trigger id lasts 3 seconds) saying the request is being attached, the whole request
   goes to the message's thread as a text file (once per message and revision: looked for in the
   thread first, one upload at a time in this process; two replicas racing on the same message's
@@ -31,8 +31,8 @@ from typing import Any
 
 import structlog
 
+from adapters.slack import render, review
 from adapters.slack import review_modal as rm
-from adapters.slack import review_parts
 from adapters.slack.blocks import escape
 from adapters.slack.chat import SlackChat, view_conflict
 from adapters.slack.modal import reply_modal
@@ -80,7 +80,7 @@ class ReviewFlow:
         meta = rm.meta_for(
             view, channel=where.channel, message_ts=click.message_ts, thread_ts=where.thread_ts
         )
-        fits = review_parts.review_fits(view)
+        fits = review.review_fits(view)
         modal = (
             rm.review_modal(view, meta) if fits else rm.file_modal(view, meta, state=rm.ATTACHING)
         )
@@ -229,7 +229,7 @@ class ReviewFlow:
             text = ANSWERED
             if outcome.answer is not None:
                 # Its write-back is on its way: "Sending…", not "Answered", until accepted.
-                text = review_parts.result_text(just_answered(view, outcome.answer))
+                text = render.result_text(just_answered(view, outcome.answer))
             await self._say(click, where, text, fallback=None)
             return outcome
         reason = (
@@ -237,7 +237,7 @@ class ReviewFlow:
         ) or NOT_FOUND_TEXT
         notice = f"⛔ {escape(reason)}"
         if outcome.kind is OutcomeKind.REFUSED and view.status is Status.PENDING:
-            if review_parts.review_fits(view):
+            if review.review_fits(view):
                 modal = rm.review_modal(view, meta, notice=notice)
             else:
                 state = rm.ATTACHED if meta.file else rm.NOT_ATTACHED

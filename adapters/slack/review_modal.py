@@ -2,11 +2,11 @@
 
 The message offers **Review…** when it cannot hold the whole decisive content
 (:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
-(:func:`adapters.slack.render.review_blocks`, nothing cut); a person moves with *← Previous* /
+(:func:`adapters.slack.review.review_blocks`, nothing cut); a person moves with *← Previous* /
 *Next page →*, one page at a time (the view is rewritten in place with ``views.update``, so the
 stack never grows), and the approving options are offered on the **last** page only, once every
 page has been shown. Rejecting options are on every page. Beyond what a modal can hold
-(:func:`~adapters.slack.render.review_fits` is False) the whole request goes to the message's
+(:func:`~adapters.slack.review.review_fits` is False) the whole request goes to the message's
 thread as a text file (:func:`file_text`) and the modal says where it is, with the decision.
 
 Whether a decision taken in the modal showed everything is decided here, from the modal's
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeGuard
 
-from adapters.slack import review_parts
+from adapters.slack import render, review
 from adapters.slack.blocks import (
     MAX_BUTTON_VALUE,
     MAX_SELECT_OPTIONS,
@@ -40,9 +40,9 @@ from adapters.slack.blocks import (
     value_json,
 )
 from adapters.slack.modal import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
-from adapters.slack.translate import decode_value, revision_of
+from adapters.slack.translate import decode_value, revision_of, text_of
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
-from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Meaning, Status
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
@@ -120,7 +120,7 @@ class ReviewMeta:
 def read_meta(text: Any) -> ReviewMeta | None:
     """A review modal's metadata (None: not one of ours, or malformed)."""
     raw = decode_value(text)
-    key, channel, content = _text(raw.get("e")), _text(raw.get("c")), _text(raw.get("h"))
+    key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
     page, pages = raw.get("p"), raw.get("n")
     if key is None or channel is None or content is None:
         return None
@@ -133,14 +133,10 @@ def read_meta(text: Any) -> ReviewMeta | None:
         pages=pages,
         content=content,
         channel=channel,
-        message_ts=_text(raw.get("m")),
-        thread_ts=_text(raw.get("t")),
-        file=_text(raw.get("f")),
+        message_ts=text_of(raw.get("m")),
+        thread_ts=text_of(raw.get("t")),
+        file=text_of(raw.get("f")),
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _count(value: Any) -> TypeGuard[int]:
@@ -149,9 +145,9 @@ def _count(value: Any) -> TypeGuard[int]:
 
 def pages_of(view: PromptView) -> list[list[Block]]:
     """The review's pages, each small enough to leave room for the page's own rows (a page from
-    :func:`~adapters.slack.render.review_blocks` that is too long is split; nothing is cut)."""
+    :func:`~adapters.slack.review.review_blocks` that is too long is split; nothing is cut)."""
     pages: list[list[Block]] = []
-    for page in review_parts.review_blocks(view):
+    for page in review.review_blocks(view):
         blocks = list(page)
         for start in range(0, max(len(blocks), 1), PAGE_ROOM):
             chunk = blocks[start : start + PAGE_ROOM]
@@ -169,7 +165,7 @@ def meta_for(
         key=e.key,
         revision=e.subject.revision if e.subject is not None else None,
         page=0,
-        pages=len(pages_of(view)) if review_parts.review_fits(view) else 1,
+        pages=len(pages_of(view)) if review.review_fits(view) else 1,
         content=content_hash(e),
         channel=channel,
         message_ts=message_ts,
@@ -191,7 +187,7 @@ def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
     rendering, never from what the payload says it showed."""
     if not current(meta, view):
         return Disclosure(whole=False, review=REVIEW_HINT)
-    if review_parts.review_fits(view):
+    if review.review_fits(view):
         last = len(pages_of(view)) - 1
         if meta.file is None and meta.pages == last + 1 and meta.page == last:
             return SHOWN_WHOLE
@@ -210,7 +206,7 @@ def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
     reviewed = meta.get("w")
     if isinstance(reviewed, str) and reviewed == content_hash(e) and meta.get("r") == revision:
         return SHOWN_WHOLE
-    return review_parts.shown(view)
+    return render.shown(view)
 
 
 # --------------------------------------------------------------------------- the decision rows
@@ -219,10 +215,6 @@ def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
 def _value(option_id: str, index: int, revision: int | None) -> str:
     value = value_json({"o": option_id, "r": revision})
     return value if len(value) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
-
-
-def _style(meaning: Meaning) -> str | None:
-    return {Meaning.APPROVE: "primary", Meaning.REJECT: "danger"}.get(meaning)
 
 
 def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
@@ -259,7 +251,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
                 option_text(o.option.label, o.admin_only, 75),
                 f"{OPTION_ACTION}.{i}",
                 _value(o.option.id, i, revision),
-                _style(o.option.meaning),
+                render.button_style(o.option.meaning),
             )
             for i, o in offered
         ]
@@ -354,7 +346,7 @@ def review_modal(
 
 def _decision(view: PromptView, shown: Disclosure, wait: str = LAST_PAGE) -> list[Block]:
     if view.status is not Status.PENDING:
-        return [section_block(review_parts.result_text(view))]
+        return [section_block(render.result_text(view))]
     blocks: list[Block] = [{"type": "divider"}]
     line = _withheld_line(view, shown, wait)
     if line is not None:
@@ -417,7 +409,7 @@ def file_text(view: PromptView) -> str:
     title, question, every preview item, the subject), then where it comes from and the options.
     Only what the request says: no answer, and so no secret, is ever part of it."""
     e = view.elicitation
-    lines = [review_parts.full_text(view).rstrip("\n"), ""]
+    lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]
     if context:
         lines += [*context, ""]
@@ -475,9 +467,9 @@ def read_review_click(
         meta=meta,
         action_id=str(action.get("action_id", "")),
         value=decode_value(raw),
-        view_id=_text(view.get("id")),
-        view_hash=_text(view.get("hash")),
-        trigger_id=_text(body.get("trigger_id")),
+        view_id=text_of(view.get("id")),
+        view_hash=text_of(view.get("hash")),
+        trigger_id=text_of(body.get("trigger_id")),
         selection=tuple(_selection(view)),
     )
 

@@ -98,11 +98,13 @@ def revision_of(value: Mapping[str, Any]) -> int | None:
     return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
 
 
-def _str(value: Any) -> str | None:
+def text_of(value: Any) -> str | None:
+    """A payload field that should be a non-empty string, or None."""
     return value if isinstance(value, str) and value else None
 
 
-def _map(value: Any) -> Mapping[str, Any]:
+def mapping_of(value: Any) -> Mapping[str, Any]:
+    """A payload field that should be an object, or an empty one."""
     return value if isinstance(value, Mapping) else {}
 
 
@@ -121,26 +123,30 @@ class Where:
 
 
 def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) -> Identity | None:
-    user_id = _str(user)
+    user_id = text_of(user)
     if user_id is None:
         return None
     return Identity(
-        platform="slack", user=user_id, team=_str(team), is_bot=is_bot, display_name=_str(name)
+        platform="slack",
+        user=user_id,
+        team=text_of(team),
+        is_bot=is_bot,
+        display_name=text_of(name),
     )
 
 
 def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """The action of a ``block_actions`` payload (Slack sends one per payload)."""
     actions = body.get("actions")
-    return _map(actions[0]) if isinstance(actions, list) and actions else {}
+    return mapping_of(actions[0]) if isinstance(actions, list) and actions else {}
 
 
 def person(body: Mapping[str, Any]) -> Identity | None:
     """The person behind an interaction payload (a click, a modal)."""
-    user = _map(body.get("user"))
+    user = mapping_of(body.get("user"))
     return identity(
         user.get("id"),
-        user.get("team_id") or _map(body.get("team")).get("id"),
+        user.get("team_id") or mapping_of(body.get("team")).get("id"),
         name=user.get("name"),
     )
 
@@ -148,14 +154,14 @@ def person(body: Mapping[str, Any]) -> Identity | None:
 def payload_key(value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]) -> str | None:
     """The elicitation a click names itself: the value's key, the block id's, or the message
     metadata's (None: only the message's ref key can tell)."""
-    key = _str(value.get("e"))
+    key = text_of(value.get("e"))
     if key is not None:
         return key
     prefix, sep, suffix = str(block_id or "").partition(":")
     if sep and prefix.startswith("elicitbot.") and suffix:
         return suffix
-    meta = _map(message.get("metadata"))
-    return _str(_map(meta.get("event_payload")).get("elicitation"))
+    meta = mapping_of(message.get("metadata"))
+    return text_of(mapping_of(meta.get("event_payload")).get("elicitation"))
 
 
 # --------------------------------------------------------------------------- clicks
@@ -178,18 +184,20 @@ class Click:
 
 
 def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | None:
-    container = _map(body.get("container"))
-    message = _map(body.get("message"))
-    channel = _str(_map(body.get("channel")).get("id")) or _str(container.get("channel_id"))
+    container = mapping_of(body.get("container"))
+    message = mapping_of(body.get("message"))
+    channel = text_of(mapping_of(body.get("channel")).get("id")) or text_of(
+        container.get("channel_id")
+    )
     who = person(body)
     if channel is None or who is None:
         return None
-    message_ts = _str(container.get("message_ts")) or _str(message.get("ts"))
-    thread = _str(message.get("thread_ts"))
+    message_ts = text_of(container.get("message_ts")) or text_of(message.get("ts"))
+    thread = text_of(message.get("thread_ts"))
     in_thread = thread if thread is not None and thread != message_ts else None
     raw = action.get("value")
     if raw is None:
-        raw = _map(action.get("selected_option")).get("value")
+        raw = mapping_of(action.get("selected_option")).get("value")
     value = decode_value(raw)
     return Click(
         who=who,
@@ -198,7 +206,7 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
         value=value,
         key=payload_key(value, action.get("block_id"), message),
         message_ts=message_ts,
-        trigger_id=_str(body.get("trigger_id")),
+        trigger_id=text_of(body.get("trigger_id")),
         selection=tuple(_multi_selection(body)),
     )
 
@@ -237,12 +245,13 @@ def claim_it(click: Click, key: str) -> ClaimIt:
 
 def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The option values chosen in a message's multi-select, from the click's state."""
-    values = _map(_map(body.get("state")).get("values"))
+    values = mapping_of(mapping_of(body.get("state")).get("values"))
     for block in values.values():
-        element = _map(_map(block).get(MULTI_ACTION))
+        element = mapping_of(mapping_of(block).get(MULTI_ACTION))
         if element:
             return [
-                decode_value(_map(o).get("value")) for o in element.get("selected_options") or []
+                decode_value(mapping_of(o).get("value"))
+                for o in element.get("selected_options") or []
             ]
     return []
 
@@ -251,7 +260,7 @@ def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _state_value(values: Mapping[str, Any], block_id: str) -> Mapping[str, Any]:
-    return _map(_map(values.get(block_id)).get(INPUT_ACTION))
+    return mapping_of(mapping_of(values.get(block_id)).get(INPUT_ACTION))
 
 
 def parse_submission(
@@ -259,7 +268,7 @@ def parse_submission(
 ) -> tuple[dict[str, Any], str | None, list[dict[str, Any]]]:
     """(private metadata, text, chosen option values) of a reply-modal submission."""
     meta = decode_value(view.get("private_metadata"))
-    values = _map(_map(view.get("state")).get("values"))
+    values = mapping_of(mapping_of(view.get("state")).get("values"))
     text: str | None = None
     for block in (SECRET_BLOCK, TEXT_BLOCK):
         typed = _state_value(values, block).get("value")
@@ -268,7 +277,7 @@ def parse_submission(
     selected = _state_value(values, CHOICE_BLOCK).get("selected_option")
     chosen = [selected] if selected else []
     chosen += list(_state_value(values, CHOICES_BLOCK).get("selected_options") or [])
-    return meta, text, [decode_value(_map(o).get("value")) for o in chosen]
+    return meta, text, [decode_value(mapping_of(o).get("value")) for o in chosen]
 
 
 def submission_errors(
@@ -311,21 +320,21 @@ def read_submission(
     chosen: list[dict[str, Any]],
 ) -> Submission | None:
     who = person(body)
-    channel = _str(meta.get("c"))
+    channel = text_of(meta.get("c"))
     if who is None or channel is None:
         return None
-    message_ts = _str(meta.get("m"))
-    thread = _str(meta.get("t"))
+    message_ts = text_of(meta.get("m"))
+    thread = text_of(meta.get("t"))
     count = form_modal.questions_of(meta)
-    values = _map(_map(_map(body.get("view")).get("state")).get("values"))
+    values = mapping_of(mapping_of(mapping_of(body.get("view")).get("state")).get("values"))
     return Submission(
         who=who,
         where=Where(channel, thread or message_ts, thread),
-        key=_str(meta.get("e")),
+        key=text_of(meta.get("e")),
         message_ts=message_ts,
         text=text,
         chosen=tuple(chosen),
-        fixed=_str(meta.get("o")),
+        fixed=text_of(meta.get("o")),
         secret=bool(meta.get("s")),
         revision=revision_of(meta),
         form=form_modal.read_form(values, count) if count is not None else None,
@@ -390,15 +399,15 @@ def read_reply(
     """A thread reply to judge; None for anything else (a top-level message, an edit's
     bookkeeping, elicitbot's own message). A configured agent's bot is known by its ``bot_id``."""
     subtype = event.get("subtype")
-    channel = _str(event.get("channel"))
-    ts = _str(event.get("ts"))
-    root = _str(event.get("thread_ts"))
+    channel = text_of(event.get("channel"))
+    ts = text_of(event.get("ts"))
+    root = text_of(event.get("thread_ts"))
     if subtype not in REPLY_SUBTYPES or channel is None or ts is None:
         return None
     if root is None or root == ts:
         return None  # not a reply in a thread
-    sender_bot = _str(event.get("bot_id"))
-    user = _str(event.get("user"))
+    sender_bot = text_of(event.get("bot_id"))
+    user = text_of(event.get("user"))
     if (sender_bot is not None and sender_bot == bot_id) or user == bot_user_id:
         return None  # our own
     is_bot = sender_bot is not None or subtype == "bot_message"
@@ -413,7 +422,7 @@ def read_reply(
         channel=channel,
         ts=ts,
         root_ts=root,
-        event_id=_str(body.get("event_id")),
+        event_id=text_of(body.get("event_id")),
         text=slack_text(str(event.get("text") or "")),
     )
 

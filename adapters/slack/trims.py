@@ -14,21 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from adapters.slack.modal import SECRET_BLOCK
-from adapters.slack.translate import first_action, parse_submission
+from adapters.slack.translate import first_action, mapping_of, parse_submission, text_of
 from bot.domain.refs import SlackRef
 
 RAW_CHANNEL = "slack"
 """``record_raw`` channel of the interactions recorded before their ack (see :func:`raw_key`)."""
 MAX_RAW_KEY = 400
 """The ``raw_event.dedupe_key`` column's width."""
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def raw_key(body: Mapping[str, Any]) -> str:
@@ -45,20 +37,20 @@ def raw_key(body: Mapping[str, Any]) -> str:
     """
     kind = body.get("type")
     if kind == "block_actions":
-        trigger = _str(body.get("trigger_id"))
+        trigger = text_of(body.get("trigger_id"))
         action = first_action(body)
-        user = _str(_map(body.get("user")).get("id"))
+        user = text_of(mapping_of(body.get("user")).get("id"))
         key = (
             f"action:{trigger}"
             if trigger
             else f"action:{user}:{action.get('action_id')}:{action.get('action_ts')}"
         )
     elif kind == "view_submission":
-        view = _map(body.get("view"))
+        view = mapping_of(body.get("view"))
         key = f"view:{view.get('id')}:{view.get('hash') or body.get('trigger_id')}"
     elif kind == "event_callback":
-        event = _map(body.get("event"))
-        channel, ts = _str(event.get("channel")), _str(event.get("ts"))
+        event = mapping_of(body.get("event"))
+        channel, ts = text_of(event.get("channel")), text_of(event.get("ts"))
         if event.get("type") == "message" and channel and ts:
             key = f"message:{SlackRef(channel, ts).key}"
         else:
@@ -74,7 +66,7 @@ def _digest(value: Any) -> str:
 
 
 def _pick(value: Any, *keys: str) -> dict[str, Any]:
-    source = _map(value)
+    source = mapping_of(value)
     return {k: source[k] for k in keys if k in source}
 
 
@@ -96,19 +88,19 @@ def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(body.get("view"), Mapping):
         kept["view"] = {
             **_pick(body.get("view"), "id", "hash", "callback_id", "private_metadata", "type"),
-            "state": _pick(_map(body.get("view")).get("state"), "values"),
+            "state": _pick(mapping_of(body.get("view")).get("state"), "values"),
         }
     return kept
 
 
 def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
     """A modal submission as kept before its ack: who, and the view's metadata and state, with
-    the secret box's value left out (rule 10: a secret never touches our database). A replay
+    the secret box's value left out: a secret never touches our database. A replay
     therefore cannot deliver a secret: see :func:`kept_submission`."""
-    view = _map(body.get("view"))
+    view = mapping_of(body.get("view"))
     values = {
         block: value
-        for block, value in _map(_map(view.get("state")).get("values")).items()
+        for block, value in mapping_of(mapping_of(view.get("state")).get("values")).items()
         if block != SECRET_BLOCK
     }
     return {
@@ -127,13 +119,13 @@ def kept_submission(
 ) -> tuple[dict[str, Any], str | None, list[dict[str, Any]], bool]:
     """A kept submission read back (:func:`parse_submission` of its view), and whether it was a
     secret's, which was never kept."""
-    meta, text, chosen = parse_submission(_map(body.get("view")))
+    meta, text, chosen = parse_submission(mapping_of(body.get("view")))
     return meta, text, chosen, bool(meta.get("s"))
 
 
 def kept_event(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """The event of a kept event envelope."""
-    return _map(body.get("event"))
+    return mapping_of(body.get("event"))
 
 
 def durable_reply(body: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:

@@ -218,25 +218,24 @@ def _bad_character(value: str, pattern: re.Pattern[str]) -> str | None:
 
 def id_problem(value: str, *, max_length: int = ID_MAX, required: bool = False) -> str | None:
     """Why ``value`` is no acceptable identifier, or None."""
-    if not value:
-        return "must not be empty" if required else None
-    if len(value) > max_length:
-        return f"must be at most {max_length} characters (has {len(value)})"
-    bad = _bad_character(value, _ID_BAD)
-    if bad is not None:
-        return bad
-    if value[0].isspace() or value[-1].isspace():
+    found = _problem(value, max_length, required, _ID_BAD)
+    if found is None and value and (value[0].isspace() or value[-1].isspace()):
         return "must not begin or end with whitespace"
-    return None
+    return found
 
 
 def text_problem(value: str, *, max_length: int = TEXT_MAX, required: bool = False) -> str | None:
     """Why ``value`` is no acceptable text, or None."""
+    return _problem(value, max_length, required, _TEXT_BAD)
+
+
+def _problem(value: str, max_length: int, required: bool, bad: re.Pattern[str]) -> str | None:
+    """The checks every bound makes: present when required, not too long, no bad character."""
     if not value:
         return "must not be empty" if required else None
     if len(value) > max_length:
         return f"must be at most {max_length} characters (has {len(value)})"
-    return _bad_character(value, _TEXT_BAD)
+    return _bad_character(value, bad)
 
 
 def problem(value: str, bound: Bound) -> str | None:

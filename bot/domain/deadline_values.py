@@ -1,7 +1,8 @@
 """The values deadlines are decided with and decide (:mod:`bot.domain.deadlines` holds the rules):
-the kinds of due time, a copy and a pending timer as deadlines see them, the "I'm on it" claim,
-what a firing reads (:class:`FireContext`) and writes (:class:`Firing`), and a step of the
-schedule a message shows. Pure: values only.
+the kinds of due time, what a firing reads (:class:`FireContext`) and writes (:class:`Firing`),
+and a step of the schedule a message shows. Pure: values only. A copy, a pending timer, the
+"I'm on it" claim and an escalation are records (:mod:`bot.domain.records`: the store hands them
+back).
 
 Import them from :mod:`bot.domain.deadlines`, which re-exports every one.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from bot.domain import writes
 from bot.domain.model import Answer, Elicitation, Route, Status
-from bot.domain.records import DeadlineKind, DeliveryState, Purpose
+from bot.domain.records import Claim, Copy, DeadlineKind, Escalation, Purpose
 from bot.domain.refs import MessageRef
 
 REMIND = DeadlineKind.REMIND
@@ -32,59 +33,8 @@ PAUSED_BY_CLAIM = frozenset({ESCALATE, FOLLOWUP})
 
 PRIMARY = Purpose.PRIMARY
 ESCALATION = Purpose.ESCALATION
-WEB = "web"
 SYSTEM = writes.SYSTEM
 """Respondent and ``via`` of a decision made by the timeout rule."""
-_ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
-
-
-@dataclass(frozen=True)
-class Claim:
-    """Someone said "I'm on it": escalation and follow-ups wait until ``until``."""
-
-    by: str
-    """The identity key of who claimed it."""
-    until: datetime
-    name: str | None = None
-
-    def active(self, now: datetime) -> bool:
-        return self.until > now
-
-    @property
-    def who(self) -> str:
-        return self.name or self.by
-
-
-@dataclass(frozen=True)
-class Copy:
-    """One delivery as deadlines see it."""
-
-    id: int
-    destination: str
-    position: int
-    purpose: Purpose
-    state: DeliveryState
-    ref: MessageRef | None = None
-
-    @property
-    def live(self) -> bool:
-        """Posted and in a chat (the web inbox has no thread to remind in)."""
-        return (
-            self.state is DeliveryState.POSTED and self.destination != WEB and self.ref is not None
-        )
-
-    @property
-    def on_its_way(self) -> bool:
-        """Queued or being posted to a chat: posted within moments, or failed for good."""
-        return self.state in _ON_ITS_WAY and self.destination != WEB
-
-
-@dataclass(frozen=True)
-class Timer:
-    """A pending deadline."""
-
-    kind: DeadlineKind
-    due_at: datetime
 
 
 @dataclass(frozen=True)
@@ -100,25 +50,6 @@ class ScheduleStep:
     """What expiry records (approve / deny); None: it just expires."""
     held_by: str | None = None
     """Pushed back to ``at`` by this person's claim."""
-
-
-@dataclass(frozen=True)
-class Original:
-    """A primary copy an escalation links to."""
-
-    destination: str
-    ref: MessageRef
-
-
-@dataclass(frozen=True)
-class Escalation:
-    """What makes a copy an escalation: whom it mentions and where the original is.
-
-    The web inbox link is the view's ``link``; a Slack original may be linked by its permalink.
-    """
-
-    mentions: tuple[str, ...]
-    originals: tuple[Original, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,14 @@ replaces any pending deadline. What it waits for is bounded by what it is for:
   *skipped*, with an audit entry saying why, never "fired" with nothing sent;
 - a reminder some copies can already get, and an escalation (it links the originals), wait at most
   :data:`COPY_WAIT_CAP` for the rest, then go without them: an escalation is driven by "not answered
-  by T", never by a delivery (reliability.md §7), and a copy posted that late is itself news.
+  by T", never by a delivery, and a copy posted that late is itself news.
 
 A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
 
 Every due-time rule — reminders, escalations, follow-ups, expiry, the claim, waiting for copies —
 and the schedule a message shows stay here, one decision table tested together; the values they
-read and write are :mod:`bot.domain.deadline_values`' (re-exported here).
+read and write are :mod:`bot.domain.deadline_values`' and :mod:`bot.domain.records`'
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.domain import rules
 from bot.domain.deadline_values import (
     CLAIM_LAPSE,
     ESCALATE,
@@ -53,33 +53,22 @@ from bot.domain.deadline_values import (
     REMIND,
     SUBJECT_EXPIRED,
     SYSTEM,
-    WEB,
-    Claim,
     Closing,
-    Copy,
-    Escalation,
     EscalationPost,
     FireContext,
     Firing,
-    Original,
     ScheduleStep,
     ThreadNotice,
-    Timer,
 )
 from bot.domain.model import (
     Answer,
-    Attempt,
     Elicitation,
-    Identity,
     Meaning,
     Option,
-    People,
-    Refusal,
-    RefusalCode,
     Route,
     Status,
 )
-from bot.domain.records import DeliveryState
+from bot.domain.records import WEB, Claim, Copy, DeliveryState, Escalation, Original, Timer
 from bot.domain.wording import named
 from bot.domain.writes import PlannedDeadline
 
@@ -167,17 +156,6 @@ def next_waiting(copies: Sequence[Copy], *, after: int = -1) -> Copy | None:
 
 def claim_until(now: datetime, minutes: float = DEFAULT_CLAIM_MINUTES) -> datetime:
     return now + timedelta(minutes=minutes)
-
-
-def claim_refusal(e: Elicitation, status: Status, who: Identity, people: People) -> Refusal | None:
-    """Who may say "I'm on it": anyone who may answer, while it waits for an answer."""
-    if status is not Status.PENDING:
-        code = RefusalCode.ALREADY_ANSWERED if status is Status.ANSWERED else RefusalCode.CLOSED
-        return Refusal(
-            code=code, message="This request is no longer waiting for an answer: nothing to claim."
-        )
-    # Answer rule 1, the same check an answer meets: the asker, agents and bots are refused.
-    return rules._check_respondent(e, Attempt(respondent=who, via=who.platform), people)
 
 
 # --------------------------------------------------------------------------- firing

@@ -50,11 +50,6 @@ def decisive(e: Elicitation) -> tuple[Piece, ...]:
     return tuple(pieces)
 
 
-def decisive_size(e: Elicitation) -> int:
-    """Code points of the decisive content: what a surface must find room for."""
-    return sum(len(t) for piece in decisive(e) for t in piece.texts)
-
-
 SHOWN_WHOLE = Disclosure(whole=True)
 """A surface that shows everything (the web inbox, a review that holds it all)."""
 

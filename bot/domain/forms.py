@@ -20,7 +20,7 @@ from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.domain.model import FormQuestion, Option, TypedAnswer
+from bot.domain.model import Elicitation, FormQuestion, Option, TypedAnswer
 
 TEXT_LIMIT = 32_768
 """A typed answer's bound, in code points, when the source gives none."""
@@ -35,6 +35,12 @@ class FormProblem:
     message: str
     empty: bool = False
     """Nothing (or not every question) was answered, as opposed to a wrong answer."""
+
+
+def is_form(e: Elicitation) -> bool:
+    """Several questions answered at once (one question is answered like any other). In Matrix
+    a form is answered by one thread reply, never by reactions."""
+    return len(e.form) > 1
 
 
 def _name(number: int, q: FormQuestion) -> str:

@@ -16,7 +16,6 @@ from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.refs import MessageRef
 
 if TYPE_CHECKING:
-    from bot.domain.deadlines import Claim, Copy, Escalation, Timer
     from bot.domain.quorum import Vote
 
 
@@ -134,7 +133,7 @@ class WritebackState(StrEnum):
 
 @dataclass(frozen=True)
 class Writeback:
-    """The last write-back of an elicitation's outcome (DESIGN rule 5, second half).
+    """The last write-back of an elicitation's outcome to its source.
 
     ``round`` counts the outcomes written back (1 for the first answer; a refused answer reopens
     the question and the next one is round 2), and names the idempotency key of each."""
@@ -180,6 +179,81 @@ class Writeback:
             skipped=tuple(int(i) for i in data.get("skipped") or ()),
             gave_up=bool(data.get("gave_up")),
         )
+
+
+# --------------------------------------------------------------------------- deadline values
+
+WEB = "web"
+"""The web inbox's destination: it has no thread to remind in."""
+_ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Someone said "I'm on it": escalation and follow-ups wait until ``until``."""
+
+    by: str
+    """The identity key of who claimed it."""
+    until: datetime
+    name: str | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.until > now
+
+    @property
+    def who(self) -> str:
+        return self.name or self.by
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One delivery as deadlines see it."""
+
+    id: int
+    destination: str
+    position: int
+    purpose: Purpose
+    state: DeliveryState
+    ref: MessageRef | None = None
+
+    @property
+    def live(self) -> bool:
+        """Posted and in a chat (the web inbox has no thread to remind in)."""
+        return (
+            self.state is DeliveryState.POSTED and self.destination != WEB and self.ref is not None
+        )
+
+    @property
+    def on_its_way(self) -> bool:
+        """Queued or being posted to a chat: posted within moments, or failed for good."""
+        return self.state in _ON_ITS_WAY and self.destination != WEB
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A pending deadline."""
+
+    kind: DeadlineKind
+    due_at: datetime
+
+
+@dataclass(frozen=True)
+class Original:
+    """A primary copy an escalation links to."""
+
+    destination: str
+    ref: MessageRef
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """What makes a copy an escalation: whom it mentions and where the original is.
+
+    The web inbox link is the view's ``link``; a Slack original may be linked by its permalink.
+    """
+
+    mentions: tuple[str, ...]
+    originals: tuple[Original, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Thread replies as answers (DESIGN.md answer rule 6).
+"""Thread replies as answers (answer rule 6; the rules are :mod:`bot.domain.rules`).
 
 A reply on an options question answers when it names one option: by its 1-based number
 (``2``, ``#2``, ``2.``), its id or its label, compared case-insensitively with whitespace

@@ -208,11 +208,6 @@ def who_may_decide(
     return None
 
 
-def _check_respondent(e: Elicitation, attempt: Attempt, people: People) -> Refusal | None:
-    """Rule 1 for an attempt (``deadlines.claim_refusal`` calls it by this name)."""
-    return who_may_decide(e, attempt.respondent, people)
-
-
 def _count(n: int) -> str:
     return f"{n:,}"
 

@@ -30,21 +30,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.domain.model import Answer, Status
 from bot.domain.records import (
     DeadlineKind,
     DeliveryState,
     EffectKind,
+    Escalation,
     NoticeKind,
+    Original,
     Purpose,
     Writeback,
 )
 from bot.domain.refs import MessageRef, ref_from_json
-
-if TYPE_CHECKING:
-    from bot.domain.deadlines import Escalation
 
 SYSTEM = "system"
 """The actor of what the system decides (timeouts, follow-ups, escalation)."""
@@ -209,8 +208,6 @@ def escalation_json(escalation: Escalation) -> dict[str, Any]:
 
 def escalation_from_json(detail: Mapping[str, Any] | None) -> Escalation | None:
     """The typed escalation of a stored detail (None: not an escalation copy)."""
-    from bot.domain.deadlines import Escalation, Original  # noqa: PLC0415 - deadlines imports us
-
     if not detail or "mentions" not in detail:
         return None
     originals = []

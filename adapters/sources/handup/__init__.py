@@ -1,4 +1,4 @@
-"""handup approval requests (spec 004): ``POST /v1/handup/requests`` in, the terminal Request
+"""handup approval requests: ``POST /v1/handup/requests`` in, the terminal Request
 POSTed to its allowlisted ``callback_url`` out.
 
 - :mod:`.validation`: the Request checked against the schema and the spec's rules;

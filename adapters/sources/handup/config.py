@@ -11,7 +11,7 @@ from adapters.sources.handup.duration import parse_timeout
 class HandupConfig(Section):
     callback_allowlist: tuple[AnyHttpUrl, ...] = ()
     default_timeout: str | None = None
-    """The expiry of a Request with no ``timeout`` (spec 004: "absent uses config"), in the
+    """The expiry of a Request with no ``timeout`` (handup: "absent uses config"), in the
     ``timeout`` grammar (``"15m"``, ``"1h 30m"``, ``"1w"``; at most one year); None or
     ``"none"``: such a Request never expires."""
 

@@ -1,4 +1,4 @@
-"""The handup Request as it stands: its terminal ``status`` and ``decision`` (spec 004). Pure.
+"""The handup Request as it stands: its terminal ``status`` and ``decision``. Pure.
 
 :func:`request_document` is what the intake response, ``GET /v1/handup/requests/{id}`` and the
 callback send: the stored Request with the decision a person (or the timeout) made.

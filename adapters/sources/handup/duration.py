@@ -1,4 +1,4 @@
-"""handup durations (spec 004 ``timeout``): the grammar of Rust's ``humantime``. Pure.
+"""handup durations (a Request's ``timeout``): the grammar of Rust's ``humantime``. Pure.
 
 handup's schema is generated from Rust types and its daemon reads ``timeout`` the way
 ``humantime::parse_duration`` does, so elicitbot takes exactly what handup takes: one or more

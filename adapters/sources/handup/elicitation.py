@@ -1,4 +1,4 @@
-"""A checked handup Request in, a normalised Elicitation out (spec 004). Pure.
+"""A checked handup Request in, a normalised Elicitation out (as handup's API defines it). Pure.
 
 Times in a Request are Unix milliseconds. elicitbot stands in for the handup daemon: it assigns
 ``id`` (when absent), ``created_at``, ``expires_at`` (from ``timeout``), ``content_hash`` and
@@ -188,17 +188,22 @@ def _form(questions: list[dict[str, Any]] | None) -> tuple[FormQuestion, ...]:
             header=q["header"],
             multi=q["multi"],
             allow_free_text=q["allow_free_text"],
-            options=tuple(
-                Option(
-                    id=o["label"],
-                    label=o["label"],
-                    description=o["description"],
-                    recommended=index == q["recommended"],
-                )
-                for index, o in enumerate(q["options"])
-            ),
+            options=_options(q),
         )
         for q in questions or ()
+    )
+
+
+def _options(question: Mapping[str, Any]) -> tuple[Option, ...]:
+    """A question's options: ids are the labels."""
+    return tuple(
+        Option(
+            id=o["label"],
+            label=o["label"],
+            description=o["description"],
+            recommended=index == question["recommended"],
+        )
+        for index, o in enumerate(question["options"])
     )
 
 
@@ -224,15 +229,7 @@ def _answers_offered(
     if len(questions) != 1 or not questions[0]["options"]:
         return AnswerMode.FREE_TEXT, ()
     only = questions[0]
-    options = tuple(
-        Option(
-            id=o["label"],
-            label=o["label"],
-            description=o["description"],
-            recommended=index == only["recommended"],
-        )
-        for index, o in enumerate(only["options"])
-    )
+    options = _options(only)
     if only["multi"]:
         return AnswerMode.MULTI_CHOICE, options
     if only["allow_free_text"]:

@@ -1,6 +1,6 @@
-"""handup Request validation (spec 004): the JSON Schema and the rules it cannot say. Pure.
+"""handup Request validation: handup's JSON Schema and the rules it cannot say. Pure.
 
-:func:`check` validates a Request against the spec's JSON Schema (shipped as
+:func:`check` validates a Request against handup's JSON Schema (shipped as
 ``schema/request.schema.json``, checked with ``jsonschema``) and the rules the schema cannot say
 (daemon-managed fields, ids, options, questions, the timeout, the feedback mode and the callback
 allowlist), reporting every problem at once, each naming its field.
@@ -33,7 +33,7 @@ FEEDBACK_VALUES = (None, "optional", "required_on_deny")
 
 @cache
 def schema() -> dict[str, Any]:
-    """The Request JSON Schema (draft 2020-12) as spec 004 publishes it."""
+    """The Request JSON Schema (draft 2020-12) as handup publishes it."""
     text = (
         resources.files("adapters.sources.handup")
         .joinpath("schema/request.schema.json")

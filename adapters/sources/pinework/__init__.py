@@ -1,4 +1,4 @@
-"""Pinework questions (spec 003): polled in, answered back through the answer and secret routes."""
+"""Pinework questions: polled in, answered back through the answer and secret routes."""
 
 from typing import TYPE_CHECKING
 

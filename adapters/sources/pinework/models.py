@@ -1,7 +1,7 @@
-"""Pinework's question document (spec 003), read liberally.
+"""Pinework's question document, read liberally.
 
-The spec's field table lost its names; these are the camelCase names its prose and API filters use
-(DESIGN "Pinework names"). Unknown properties are ignored, absent optional ones are None, and a
+Pinework's field table lost its names; these are the camelCase names its prose and API filters
+use. Unknown properties are ignored, absent optional ones are None, and a
 few near-misses are accepted (an option's ``id`` or ``value`` for ``key``; ``items`` for ``data``).
 What we send back is exact: see :mod:`adapters.sources.pinework.sink`.
 """
@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 OPEN = "open"
-RESOLVED = "resolved"
 ANSWER_MODES = ("free_text", "single_select", "multi_select", "secret_input")
 SELECT_MODES = frozenset({"single_select", "multi_select"})
 
@@ -88,7 +87,7 @@ class Question(_Liberal):
 
     @property
     def question_text(self) -> str:
-        """The text: ``text``, else ``question``, else ``body`` (DESIGN "Pinework names")."""
+        """The text: ``text``, else ``question``, else ``body`` (its prose uses all three)."""
         for value in (self.text, self.question, self.body):
             if value is not None:
                 return value

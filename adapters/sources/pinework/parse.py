@@ -1,4 +1,4 @@
-"""Pinework questions (spec 003) in and answers out, as pure functions (no I/O).
+"""Pinework questions in and answers out, as pure functions (no I/O).
 
 - :func:`parse_question` reads one question liberally; :func:`to_elicitation` maps it.
 - :func:`read_page` reads a list page (``data`` or ``items``) and the cursor it carries.
@@ -44,7 +44,8 @@ SECRET_MAX = 10_000
 """A secret value holds 1 to 10,000 characters."""
 
 _MODES = {
-    # The spec's answer modes, as the answer route we call takes them (DESIGN rule 6): in
+    # Pinework's answer modes, as the answer route we call takes them (a thread reply answers
+    # by naming an option, :mod:`bot.domain.replies`): in
     # Pinework's own threads a reply is answer.text with selected null, but the answer route
     # requires exactly one key for single_select and one or more (plus an optional note) for
     # multi_select, so a reply in our threads must name its options.

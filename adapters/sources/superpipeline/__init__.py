@@ -1,4 +1,4 @@
-"""SuperPipeline `elicitation.pending` v1 intake (spec 000): a CloudEvent in, an Elicitation out."""
+"""SuperPipeline `elicitation.pending` v1 intake: a CloudEvent in, an Elicitation out."""
 
 from typing import TYPE_CHECKING
 

@@ -1,4 +1,4 @@
-"""SuperPipeline's ``elicitation.pending`` v1 body, field for field (spec 000).
+"""SuperPipeline's ``elicitation.pending`` v1 body, field for field as SuperPipeline publishes it.
 
 Strict: no coercion ("3" is no integer, 1 no boolean); null only where the spec says "or null";
 unknown properties ignored everywhere.

@@ -1,4 +1,4 @@
-"""Toolshed elicitation routes (spec 002): elicitbot serves the runtime's three routes."""
+"""Toolshed elicitation routes: elicitbot serves the runtime's three routes."""
 
 from typing import TYPE_CHECKING
 

@@ -1,6 +1,6 @@
-"""Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
+"""Toolshed elicitation routes: requests in, the runtime's poll and resolve shapes out.
 
-Pure: no I/O. The spec's two schemas are checked field by field so that every problem is named at
+Pure: no I/O. Toolshed's two schemas are checked field by field so that every problem is named at
 once (``executionId``, ``args``, ``approved``…); unknown properties are ignored, as zod's default
 object parsing does.
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from adapters.slack import review_modal
-from adapters.slack.review_parts import REVIEW_ACTION
+from adapters.slack.render import REVIEW_ACTION
 from bot.domain.disclosure import decisive
 from bot.domain.model import Elicitation, Meaning, Status
 from tests.integration.slack.rig import (

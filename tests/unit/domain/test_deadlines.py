@@ -13,13 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.domain import deadlines as dl
+from bot.domain.actions import ClaimIt
 from bot.domain.deadlines import Claim, Copy, FireContext, ScheduleStep, Timer
+from bot.domain.judge import judge
 from bot.domain.model import (
     Deadlines,
     Elicitation,
     Identity,
     Meaning,
     Option,
+    Refusal,
     RefusalCode,
     Route,
     Status,
@@ -38,6 +41,7 @@ from tests.unit.domain.builders import (
     elicitation,
     sp_approval,
 )
+from tests.unit.domain.test_judge import stored
 
 SLACK = "slack:C0APPROVALS"
 MATRIX = "matrix:!room:example.org"
@@ -352,20 +356,26 @@ def test_a_claim_lapse_refreshes_only_when_the_claim_really_lapsed(clock: FakeCl
     assert (lapsed.refresh, lapsed.audit) == (True, "claim_lapsed")
 
 
+def claim_refusal(e: Elicitation, status: Status, who: Identity, now: datetime) -> Refusal | None:
+    """Who may say "I'm on it", as the one judgement of a claim answers it."""
+    return judge(stored(e, status), ClaimIt(e.key, who, who.platform), PEOPLE, now).outcome.refusal
+
+
 def test_who_may_claim(clock: FakeClock) -> None:
     e = elicitation()
     asker = Identity(platform="slack", user=AGENT_ID)
+    now = clock.now()
 
-    assert dl.claim_refusal(e, Status.PENDING, ALICE, PEOPLE) is None
-    assert dl.claim_refusal(e, Status.PENDING, BOB, PEOPLE) is None
+    assert claim_refusal(e, Status.PENDING, ALICE, now) is None
+    assert claim_refusal(e, Status.PENDING, BOB, now) is None
     for who, code in ((asker, RefusalCode.ASKER), (AGENT_BOT, RefusalCode.AGENT)):
-        refusal = dl.claim_refusal(e, Status.PENDING, who, PEOPLE)
+        refusal = claim_refusal(e, Status.PENDING, who, now)
         assert refusal is not None
         assert refusal.code is code
-    answered = dl.claim_refusal(e, Status.ANSWERED, ALICE, PEOPLE)
+    answered = claim_refusal(e, Status.ANSWERED, ALICE, now)
     assert answered is not None
     assert answered.code is RefusalCode.ALREADY_ANSWERED
-    expired = dl.claim_refusal(e, Status.EXPIRED, ALICE, PEOPLE)
+    expired = claim_refusal(e, Status.EXPIRED, ALICE, now)
     assert expired is not None
     assert expired.code is RefusalCode.CLOSED
     assert dl.claim_until(clock.now()) == clock.now() + timedelta(minutes=30)

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from adapters.slack import review_parts
+from adapters.slack import render
 from adapters.slack.modal import closes_all, reply_modal
 from adapters.slack.review_modal import (
     OPTION_ACTION,
@@ -139,7 +139,7 @@ def test_a_reply_modal_pushed_from_the_last_page_offers_approve_and_closes_both(
         [choice] = [b for b in modal["blocks"] if b.get("block_id") == "elicitbot.choice"]
         return {o["text"]["text"] for o in choice["element"]["options"]}
 
-    cut = reply_modal(view, channel="C1", message_ts="1.1", shown=review_parts.shown(view))
+    cut = reply_modal(view, channel="C1", message_ts="1.1", shown=render.shown(view))
     whole = reply_modal(
         view,
         channel="C1",
