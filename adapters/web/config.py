@@ -12,3 +12,7 @@ class WebConfig(Section):
     """The sign-in proxy's header naming the user; unset = loopback only, the local admin."""
     admins: tuple[str, ...] = ()
     """Users, as the proxy names them, who are workspace admins (``web:<user>``)."""
+    groups_header: str | None = Field(default=None, pattern=r"^[A-Za-z0-9-]+$")
+    """The sign-in proxy's header naming the user's groups (comma-separated), for
+    ``web-group:<name>`` approvers; believed only from ``server.trusted_proxies``, with
+    ``user_header``."""

@@ -13,6 +13,9 @@ Two policies, chosen by the config:
   whoever reaches the port directly cannot claim a name. (Grafana's auth proxy whitelist and
   Gitea's trusted proxies do the same.)
 
+With ``[web] groups_header`` the proxy also names the user's groups, for ``web-group:<name>``
+approvers (:meth:`IdentityPolicy.groups`), believed on the same terms as the user header.
+
 Identities are ``web:<user>``; :meth:`IdentityPolicy.admin_keys` gives the keys that belong in
 :attr:`~bot.domain.model.People.admins`, which the answer rules (admin-only options) and the admin
 view both read.
@@ -31,6 +34,7 @@ from bot.domain.model import Identity
 LOCAL_USER = "local"
 LOCAL_NAME = "local admin"
 MAX_USER_LENGTH = 256
+MAX_GROUP_LENGTH = 200
 HTTP_UNAUTHORIZED = 401
 HTTP_FORBIDDEN = 403
 log = structlog.get_logger("elicitbot.web")
@@ -80,6 +84,8 @@ class IdentityPolicy:
     """Without a header: the server listens on loopback only, so its user is the local admin."""
     trusts: Trusts = trusts_nobody
     """Which direct peers may set ``user_header``: ``[server] trusted_proxies``."""
+    groups_header: str | None = None
+    """The trusted proxy's header naming the user's groups (``web-group:<name>`` approvers)."""
 
     @classmethod
     def from_config(
@@ -89,6 +95,7 @@ class IdentityPolicy:
         user_header: str | None,
         admins: Iterable[str] = (),
         trusts: Trusts = trusts_nobody,
+        groups_header: str | None = None,
     ) -> IdentityPolicy:
         header = user_header.strip() if user_header else None
         return cls(
@@ -96,6 +103,7 @@ class IdentityPolicy:
             admins=frozenset(admins),
             local_allowed=is_loopback(listen_host),
             trusts=trusts,
+            groups_header=groups_header.strip() if groups_header else None,
         )
 
     @property
@@ -108,6 +116,20 @@ class IdentityPolicy:
         if self.user_header is None:
             return frozenset({f"web:{LOCAL_USER}"}) if self.local_allowed else frozenset()
         return frozenset(f"web:{name}" for name in self.admins)
+
+    def groups(self, headers: Mapping[str, str], client_host: str | None) -> frozenset[str]:
+        """The person's groups as approver keys (``web-group:<name>``), from ``groups_header``:
+        believed only from a trusted proxy that also names the user; empty otherwise. Names are
+        comma-separated; an empty, unprintable or over-long one is left out."""
+        if self.groups_header is None or self.user_header is None or not self.trusts(client_host):
+            return frozenset()
+        raw = headers.get(self.groups_header.lower(), headers.get(self.groups_header, ""))
+        names = (name.strip() for name in raw.split(","))
+        return frozenset(
+            f"web-group:{name}"
+            for name in names
+            if name and len(name) <= MAX_GROUP_LENGTH and name.isprintable() and " " not in name
+        )
 
     def identify(self, headers: Mapping[str, str], client_host: str | None) -> Identity | Denied:
         """The person behind a request, or why there is none. ``client_host`` is the direct peer:

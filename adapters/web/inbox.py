@@ -43,12 +43,15 @@ NOT_FOUND = "No such elicitation."
 UPSTREAM = "The answer could not be passed on to the system that asked: try again."
 REFUSAL_STATUS = {
     RefusalCode.ALREADY_ANSWERED: 409,
+    RefusalCode.ALREADY_VOTED: 409,
     RefusalCode.EXPIRED: 409,
     RefusalCode.CLOSED: 409,
     RefusalCode.ASKER: 403,
     RefusalCode.AGENT: 403,
     RefusalCode.BOT: 403,
     RefusalCode.NOT_ADMIN: 403,
+    RefusalCode.NOT_APPROVER: 403,
+    RefusalCode.APPROVE_ELSEWHERE: 403,
 }
 """Any other refusal is 422: the answer itself is not acceptable."""
 
@@ -196,7 +199,8 @@ class InboxRoutes:
 
     async def claim(self, request: Request, viewer: Viewer, key: str, *, as_json: bool) -> Response:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who."""
-        outcome = await self.elicitations.act(ClaimIt(key, viewer.identity, "web"))
+        claim = ClaimIt(key, viewer.identity, "web", standing=viewer.standing)
+        outcome = await self.elicitations.act(claim)
         if outcome.kind is OutcomeKind.NOT_FOUND:
             return self.session.problem(404, NOT_FOUND, as_json=as_json)
         if outcome.kind is not OutcomeKind.CLAIMED or outcome.claim is None:
@@ -259,6 +263,7 @@ def submit_of(viewer: Viewer, key: str, form: Mapping[str, list[str]]) -> Submit
         secret=secret,
         revision=int(revision) if revision.isdigit() else None,
         shown=SHOWN_WHOLE,  # the inbox's card shows every preview item whole (the reference)
+        standing=viewer.standing,
     )
 
 

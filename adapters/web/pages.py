@@ -19,6 +19,7 @@ import jinja2
 
 from adapters.web.cards import CardView, Notice
 from bot.domain.model import Elicitation, Identity
+from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.records import AuditEntry, DeadlineView, DeliveryView, EffectView
 from bot.domain.rules import format_time
 
@@ -79,6 +80,8 @@ class Viewer:
     identity: Identity
     admin: bool
     csrf: str
+    standing: Standing = NO_STANDING
+    """What the sign-in proxy says of them beyond their name: their groups."""
 
     @property
     def name(self) -> str:

@@ -23,6 +23,7 @@ from adapters.web import pages
 from adapters.web.identity import Denied, IdentityPolicy
 from adapters.web.pages import Filters, Viewer
 from bot.domain.model import Status
+from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations
 
 CSRF_COOKIE = "elicitbot_csrf"
@@ -86,7 +87,8 @@ class Session:
         if fresh:
             token = secrets.token_urlsafe(32)
         admin = who.key in self._elicitations.people.admins  # read now: people change
-        return Viewer(identity=who, admin=admin, csrf=token), fresh
+        standing = Standing(groups=self.identity.groups(request.headers, client))
+        return Viewer(identity=who, admin=admin, csrf=token, standing=standing), fresh
 
     def admin_of(self, request: Request) -> tuple[Viewer, bool] | Response:
         found = self.viewer_of(request)

@@ -293,6 +293,18 @@ def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
         problems.append(
             "server.intake_token_env: required when server.listen is not a loopback address"
         )
+    if config.web.groups_header is not None and config.web.user_header is None:
+        problems.append(
+            "web.groups_header: needs web.user_header: groups are believed only with the name "
+            "the sign-in proxy gives"
+        )
+    for i, route in enumerate(config.routes):
+        grouped = [a for a in route.approvers or () if a.startswith("web-group:")]
+        if grouped and config.web.groups_header is None:
+            problems.append(
+                f"routes[{i}].approvers: {', '.join(grouped)} needs [web] groups_header, the "
+                "sign-in proxy's header naming the user's groups"
+            )
     if config.web.user_header is not None and not config.server.trusted_proxies:
         problems.append(
             "web.user_header: needs server.trusted_proxies, the sign-in proxy's addresses: "

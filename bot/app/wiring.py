@@ -82,6 +82,7 @@ class Elicitbot(Views):
             user_header=config.web.user_header,
             admins=config.web.admins,
             trusts=config.server.trusts,
+            groups_header=config.web.groups_header,
         )
         self.registry = CollectorRegistry()
         """What ``/metrics`` serves (the runtime's); the dispatcher counts refused write-backs."""

@@ -128,11 +128,10 @@ def check_surfaces(values: Iterable[str] | None) -> tuple[str, ...] | None:
     return surfaces
 
 
-UNRESOLVED = frozenset(
-    {ApproverKind.SLACK_GROUP, ApproverKind.MATRIX_POWER, ApproverKind.WEB_GROUP}
-)
-"""Entry kinds no surface resolves yet (Slack user groups, Matrix power levels, web groups):
-the config refuses them rather than let a route fail closed (or open) without saying."""
+UNRESOLVED = frozenset({ApproverKind.SLACK_GROUP, ApproverKind.MATRIX_POWER})
+"""Entry kinds no surface resolves yet (Slack user groups, Matrix power levels): the config
+refuses them rather than let a route fail closed (or open) without saying. ``web-group:`` entries
+are resolved by the web inbox from ``[web] groups_header`` (the config requires it with them)."""
 
 
 def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -141,7 +140,8 @@ def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
     for entry in entries or ():
         if parse_approver(entry).kind in UNRESOLVED:
             raise ValueError(
-                f"{entry!r}: group, power-level and web-group approvers are not resolved by any "
-                "surface yet; name people (slack:U…, matrix:@user:server, web:name) or admins"
+                f"{entry!r}: Slack user-group and power-level approvers are not resolved by any "
+                "surface yet; name people (slack:U…, matrix:@user:server, web:name), "
+                "web-group:<name> (with [web] groups_header) or admins"
             )
     return entries

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.app.config import parse_config
+from bot.app.config import parse_config, preflight
 from bot.domain.errors import ConfigError
 
 
@@ -62,12 +62,31 @@ def test_a_policy_that_cannot_be_enforced_is_refused_by_key(keys: dict[str, Any]
     assert [line.split(": ", 1)[0] for line in problems(route(**keys))] == [key]
 
 
-@pytest.mark.parametrize("entry", ["slack:S0DEPLOYERS", "matrix-power:50", "web-group:ops"])
+@pytest.mark.parametrize("entry", ["slack:S0DEPLOYERS", "matrix-power:50"])
 def test_approver_kinds_no_surface_resolves_yet_are_refused(entry: str) -> None:
-    """Until Slack user groups, Matrix power levels and the web groups header reach the rule, a
-    route naming them would silently refuse everyone (or worse): check-config says so."""
+    """Until Slack user groups and Matrix power levels reach the rule, a route naming them would
+    silently refuse everyone (or worse): check-config says so."""
     (line,) = problems(route(approvers=["slack:U0BOB", entry]))
     key, message = line.split(": ", 1)
     assert key == "routes[1].approvers"
     assert entry in message
     assert "not resolved by any surface yet" in message
+
+
+def test_a_web_group_approver_needs_the_proxys_groups_header() -> None:
+    """``web-group:<name>`` is resolved from ``[web] groups_header``: without it the route could
+    never be decided, so preflight (serve and check-config alike) names the route's key."""
+    data = {"routes": [{"destinations": ["web"], "approvers": ["web-group:ops", "admins"]}]}
+    config = parse_config(data)
+    [line] = preflight(config, {})
+    assert line.startswith("routes[0].approvers: web-group:ops needs [web] groups_header")
+    proxied = {
+        **data,
+        "server": {"trusted_proxies": ["127.0.0.1"]},
+        "web": {"user_header": "X-Forwarded-User", "groups_header": "X-Forwarded-Groups"},
+    }
+    assert preflight(parse_config(proxied), {}) == []
+    alone = {**proxied, "web": {"groups_header": "X-Forwarded-Groups"}}
+    assert [p.split(": ", 1)[0] for p in preflight(parse_config(alone), {})] == [
+        "web.groups_header"
+    ]
