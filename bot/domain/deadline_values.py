@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.domain import writes
 from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.quorum import Vote
 from bot.domain.records import Claim, Copy, DeadlineKind, Escalation, Purpose
 from bot.domain.refs import MessageRef
 
@@ -67,6 +68,9 @@ class FireContext:
     detail: Mapping[str, Any] | None = None
     """The deadline row's detail: what planned it, and (``waiting_since``) how long it has waited
     for a copy on its way."""
+    votes: tuple[Vote, ...] = ()
+    """The approving votes stored toward the route's quorum: a reminder mentions only the
+    approvers who have not voted."""
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.policy import ApproverKind
+from bot.domain.quorum import Vote, approvers_of, current
 from bot.domain.records import WEB, Claim, Copy, DeliveryState, Escalation, Original, Timer
 from bot.domain.wording import named
 from bot.domain.writes import PlannedDeadline
@@ -205,20 +207,36 @@ def reminder_text(e: Elicitation) -> str:
     return f"⏰ Reminder: “{named(e)}” is still waiting for an answer."
 
 
-def reminders(e: Elicitation, route: Route, copies: Sequence[Copy]) -> tuple[ThreadNotice, ...]:
-    """One notice in the thread of every live copy, mentioning the route's people there."""
+def reminders(
+    e: Elicitation, route: Route, copies: Sequence[Copy], votes: Sequence[Vote] = ()
+) -> tuple[ThreadNotice, ...]:
+    """One notice in the thread of every live copy, mentioning the people there who are still
+    wanted (:func:`still_wanted`)."""
     text = reminder_text(e)
+    wanted = still_wanted(e, route, votes)
     return tuple(
         ThreadNotice(
             delivery_id=c.id,
             destination=c.destination,
             thread=c.ref,
             text=text,
-            mentions=on_platform(route.mention, c.destination),
+            mentions=on_platform(wanted, c.destination),
         )
         for c in copies
         if c.live and c.ref is not None
     )
+
+
+def still_wanted(e: Elicitation, route: Route, votes: Sequence[Vote] = ()) -> tuple[str, ...]:
+    """Whom a reminder mentions: with ``approvers``, the approvers named as people who have not
+    voted on the subject as it stands (rule 9: "may approve" is who is wanted, not "gets
+    pinged"); without any named person among them, the route's ``mention`` people who have not
+    voted; without approvers, ``mention``."""
+    voted = {v.respondent for v in current(e, votes)}
+    if route.approvers is None:
+        return route.mention
+    people = [a.value for a in approvers_of(route.approvers) or () if a.kind is ApproverKind.PERSON]
+    return tuple(p for p in (people or route.mention) if p not in voted)
 
 
 def escalation_posts(
@@ -304,7 +322,7 @@ def remind(ctx: FireContext) -> Firing:
     wait = wait_for_copies(ctx, coming, capped=live)
     if wait is not None:
         return wait
-    notices = reminders(ctx.elicitation, ctx.route, ctx.copies)
+    notices = reminders(ctx.elicitation, ctx.route, ctx.copies, ctx.votes)
     if not notices:
         return Firing(
             skipped=True,

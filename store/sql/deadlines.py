@@ -23,6 +23,7 @@ from bot.domain.model import Elicitation, Route, Status
 from bot.domain.records import DeadlineKind, DeadlineState, DueDeadline, FiredDeadline, FireOutcome
 from store.sql.apply import Applier, Batch
 from store.sql.base import DEADLINE, E
+from store.sql.votes import votes_for
 
 PENDING_DEADLINE = DeadlineState.PENDING.value
 
@@ -183,6 +184,7 @@ class Deadlines(Applier):
                 copies.get(key, ()),
                 claim,
                 ours[d.id],
+                votes_for(conn, [key]).get(key, ()) if d.kind is DeadlineKind.REMIND else (),
             )
             fired = planning.firing_writes(ctx, decide(ctx), d.id)
             outcome = fired.outcome
