@@ -121,7 +121,7 @@ _SCHEMA: dict[str, Any] = {
                 "attachment_ids": {
                     "type": "array",
                     "maxItems": parse.MAX_ATTACHMENTS,
-                    "items": {"type": "string", "minLength": 1},
+                    "items": {**text_schema(), "minLength": 1},
                 },
                 "target": {"type": "object"},
                 "preview_token": {"type": "string"},
