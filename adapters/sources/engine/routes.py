@@ -85,10 +85,14 @@ _SCHEMA: dict[str, Any] = {
         "ask": {
             "type": "object",
             "description": "the SDK's ask: something to show (a title, a body or an action)",
-            "dependentSchemas": {"action": {"properties": {"kind": {"const": "approval"}}}},
+            "if": {"required": ["action"], "properties": {"action": {"type": "object"}}},
+            "then": {"properties": {"kind": {"enum": ["approval", None]}}},
             "anyOf": [
-                {"required": ["title"], "properties": {"title": {"minLength": 1}}},
-                {"required": ["body"], "properties": {"body": {"minLength": 1}}},
+                {
+                    "required": ["title"],
+                    "properties": {"title": {"type": "string", "minLength": 1}},
+                },
+                {"required": ["body"], "properties": {"body": {"type": "string", "minLength": 1}}},
                 {"required": ["action"], "properties": {"action": {"type": "object"}}},
             ],
             "properties": {
@@ -143,6 +147,20 @@ _SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+
+def _null_is_absent(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each optional property of it and of its ``ask`` also taking null: the
+    parser counts an optional field sent as null as absent. Changed in place; returned."""
+    for node in (schema, schema["properties"]["ask"]):
+        required = set(node.get("required", ()))
+        for name, child in node["properties"].items():
+            if name not in required:
+                node["properties"][name] = {"anyOf": [child, {"type": "null"}]}
+    return schema
+
+
+_null_is_absent(_SCHEMA)
 _EXAMPLE: dict[str, Any] = {
     "id": "dlv_question_01",
     "ask": {
