@@ -329,6 +329,19 @@ async def test_a_method_no_route_takes_names_what_the_document_says_in_allow(rig
     assert at_resolve.headers["content-type"].startswith(PROBLEM)
 
 
+async def test_an_execution_id_ending_in_resolve_is_refused_and_its_get_is_a_405(rig: Rig) -> None:
+    """``GET …/<id>/resolve`` is the resolve route's URL (POST only), not a poll of
+    ``<id>/resolve``: such an id is refused, so that every stored one can be polled."""
+    body = {**request(), "executionId": "run-1/resolve"}
+    created = await rig.client.post("/api/elicitation", json=body)
+    polled = await rig.client.get("/api/elicitation/run-1/resolve")
+
+    assert created.status_code == 400
+    assert fields(created) == ["executionId"]
+    assert (polled.status_code, polled.headers["allow"]) == (405, "POST")
+    await nothing_stored(rig)
+
+
 async def test_an_unknown_execution_id_is_a_404(rig: Rig) -> None:
     polled = await rig.client.get("/api/elicitation/nope")
     resolved = await rig.client.post("/api/elicitation/nope/resolve", json={"approved": True})

@@ -59,7 +59,7 @@ _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
     "properties": {
-        "executionId": id_schema(),
+        "executionId": {**id_schema(), "not": {"pattern": f"{parse.RESOLVE_SUFFIX}$"}},
         "toolPath": {**text_schema(), "minLength": 1},
         "message": text_schema(),
         "args": {"type": "object"},
@@ -159,13 +159,17 @@ def toolshed_router(
         "/api/elicitation/{execution_id:path}",
         summary="Toolshed: poll an elicitation (pending, then approved/data)",
         dependencies=SECURED,
-        responses=problems(400, 401, 404),
+        responses=problems(400, 401, 404, 405),
     )
     async def poll(request: Request, execution_id: ExecutionId) -> Response:
         if (denied := authorise(request)) is not None:
             return denied
         if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
             execution_id += "\n"
+        if execution_id.endswith(parse.RESOLVE_SUFFIX):  # the resolve route's URL: POST only
+            response = problem(405, "Method Not Allowed", "Method Not Allowed")
+            response.headers["Allow"] = "POST"
+            return response
         if (bad := _bad_id(execution_id)) is not None:
             return bad
         view = await elicitations.view(parse.key_of(execution_id))
