@@ -77,6 +77,13 @@ _DESTINATION = {
     "this deployment runs (else 422)",
 }
 _MENTION_ID = {"anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)]}
+_ANY_MENTION_ID = {
+    "anyOf": [
+        {"type": ["null", "boolean", "number", "array", "object"]},
+        {"type": "string", **_MENTION_ID},
+    ],
+    "description": "a string as a mention; anything else is kept and not read",
+}
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "ask", "destinations", "followup_seconds"],
@@ -116,7 +123,7 @@ _SCHEMA: dict[str, Any] = {
                     "items": {
                         "anyOf": [
                             {"type": "string", **_MENTION_ID},
-                            {"type": "object", "properties": {"id": _MENTION_ID}},
+                            {"type": "object", "properties": {"id": _ANY_MENTION_ID}},
                         ]
                     },
                 },
