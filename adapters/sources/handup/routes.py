@@ -82,7 +82,7 @@ def handup_router(
             **problems(400, 401, 413, 415, 503),
         },
         openapi_extra=request_body(
-            _REQUEST_SCHEMA,
+            _without_callbacks(_REQUEST_SCHEMA) if not allowed else _REQUEST_SCHEMA,
             examples={"minimal": {"title": "Deploy to staging?"}},
         ),
     )
@@ -210,3 +210,14 @@ async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptVi
 
 
 _REQUEST_SCHEMA = _request_schema()
+
+
+def _without_callbacks(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` for a deployment with no callback allowlist: every ``callback_url`` but null
+    is refused there, so the document says null."""
+    callback = {
+        "type": "null",
+        "description": "null: this deployment has no callback allowlist "
+        "(sources.handup.callback_allowlist), so it takes no callback_url",
+    }
+    return {**document, "properties": {**document["properties"], "callback_url": callback}}
