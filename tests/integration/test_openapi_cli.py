@@ -36,8 +36,8 @@ RUN_TIMEOUT_S = 150
 # Matrix destinations a 422 where neither runs, NUL at any depth of ``ask.target``),
 # POST /v1/events (``approvalRequestId`` equal to ``elicitationId``, option ids distinct by
 # value, the ce-* headers of binary mode, ``1.0`` for an integer), POST /v1/handup/requests
-# (ids distinct, ``recommended`` indexing its options, the ``timeout`` grammar, the callback
-# allowlist).
+# (ids distinct, ``recommended`` indexing its options, the ``timeout`` grammar and one-year
+# bound).
 LEFT_TO_THE_PYTHON_TEST = "positive_data_acceptance"
 
 
