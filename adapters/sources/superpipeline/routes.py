@@ -116,7 +116,7 @@ _ENVELOPE: dict[str, Any] = {
 _ENVELOPE["additionalProperties"]["type"].append("null")
 for _name, _attribute in _ENVELOPE["properties"].items():
     if _name not in _ENVELOPE["required"]:
-        _ENVELOPE["properties"][_name] = {"anyOf": [_attribute, {"type": "null"}]}
+        _attribute["type"] = [_attribute["type"], "null"]  # each optional attribute a string
 _HEADERS = (
     ("ce-specversion", "1.0"),
     ("ce-id", "the event id"),
