@@ -120,6 +120,13 @@ def event_from_attributes(
     if strings["specversion"] is not None and strings["specversion"] != SPECVERSION:
         found.append(FieldProblem("specversion", f'must be "{SPECVERSION}"'))
         strings["specversion"] = None
+    media = strings["datacontenttype"]
+    if media is not None and not is_json_media_type(media):
+        found.append(
+            FieldProblem(
+                "datacontenttype", "must be a JSON media type (application/json or type/sub+json)"
+            )
+        )
     time = _time_attribute(values.get("time"), found)
     extensions = _extensions(values, found)
     if found:

@@ -144,6 +144,7 @@ DESCRIPTIONS: Mapping[int | str, str] = {
     401: "The intake bearer token is missing or wrong",
     403: "Refused: not allowed for this caller",
     404: "No such resource",
+    405: "Not a method this resource takes: `Allow` names those it does",
     409: "Conflict with the resource's current state",
     413: "The body is over 1 MiB",
     415: "The body's content type is not one this route takes",

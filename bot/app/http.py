@@ -229,7 +229,11 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), str(exc.detail))
+        # Starlette's headers stay: a 405's ``Allow`` (RFC 9110 requires it), a 401's
+        # ``WWW-Authenticate``, whatever the raiser set.
+        response = problem(exc.status_code, str(exc.detail), str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
 
 
 def _add_read_routes(app: FastAPI, rt: Runtime) -> None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -533,3 +533,20 @@ async def test_a_refused_callback_reopens_the_request_and_a_second_answer_gets_i
     assert second.headers["idempotency-key"] == "elicitbot:handup:req_cmd_0001:closed:2"
     assert second.body["status"] == "denied"
     assert second.body["decision"]["feedback"] == "not today"
+
+
+@pytest.mark.parametrize(
+    ("allowlist", "declared"),
+    [([], {"null"}), (["http://127.0.0.1:9/hooks"], {"string", "null"})],
+    ids=["no allowlist", "an allowlist"],
+)
+def test_the_document_takes_a_callback_url_only_where_an_allowlist_is(
+    allowlist: list[str], declared: set[str]
+) -> None:
+    """Without an allowlist every callback_url but null is refused, and the document says so."""
+    app = FastAPI()
+    app.include_router(handup_router(cast(Any, None), lambda request: None, allowlist))
+    body = app.openapi()["paths"]["/v1/handup/requests"]["post"]["requestBody"]
+    callback = body["content"]["application/json"]["schema"]["properties"]["callback_url"]
+    kinds = callback["type"]
+    assert set([kinds] if isinstance(kinds, str) else kinds) == declared

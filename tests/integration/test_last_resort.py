@@ -81,6 +81,17 @@ async def test_an_unexpected_error_is_a_500_problem_with_a_logged_correlation_id
     assert logged["exc_info"] is True  # the traceback goes to the log, where redaction runs
 
 
+async def test_a_method_the_route_has_not_is_a_405_problem_naming_the_allowed_ones(
+    client: httpx.AsyncClient,
+) -> None:
+    """RFC 9110: a 405 carries ``Allow``; the problem+json handler keeps Starlette's headers."""
+    response = await client.request("TRACE", "/healthz")
+
+    assert response.status_code == 405
+    assert response.headers["content-type"].startswith(PROBLEM)
+    assert "GET" in {m.strip() for m in response.headers["allow"].split(",")}
+
+
 async def test_an_error_after_the_response_started_is_not_answered_twice(
     client: httpx.AsyncClient,
 ) -> None:

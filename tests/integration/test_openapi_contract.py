@@ -107,8 +107,9 @@ def excluded_for(case: Any, mode: GenerationMode) -> list[Any]:
         # `approvalRequestId` must equal `elicitationId`, and a broker approval request leaves
         # `cardId`, `runId` and `stageKey` empty. handup: option and question ids distinct by
         # value, `recommended` indexing its question's options, the one-year `timeout` bound, the
-        # kind choosing options or questions, the deployment's callback allowlist. Every other
-        # check, the negative ones included, runs on them.
+        # kind choosing options or questions, a deployment's callback allowlist (where there is
+        # none, the document takes null only). Every other check, the negative ones included,
+        # runs on them.
         return [checks.positive_data_acceptance]
     return []
 

@@ -317,6 +317,31 @@ async def test_every_route_needs_the_bearer_token(
     await nothing_stored(rig)
 
 
+async def test_a_method_no_route_takes_names_what_the_document_says_in_allow(rig: Rig) -> None:
+    """A 405 names the methods of the operation the document has at that path (RFC 9110, and
+    schemathesis's Allow check): the resolve route's POST at ``…/resolve``, the poll's GET else
+    (its ``{execution_id:path}`` matches ``…/resolve`` too, for an id that ends so)."""
+    at_resolve = await rig.client.request("OPTIONS", "/api/elicitation/run-1/resolve")
+    at_poll = await rig.client.request("OPTIONS", "/api/elicitation/run-1")
+
+    assert (at_resolve.status_code, at_resolve.headers["allow"]) == (405, "POST")
+    assert (at_poll.status_code, at_poll.headers["allow"]) == (405, "GET")
+    assert at_resolve.headers["content-type"].startswith(PROBLEM)
+
+
+async def test_an_execution_id_ending_in_resolve_is_refused_and_its_get_is_a_405(rig: Rig) -> None:
+    """``GET …/<id>/resolve`` is the resolve route's URL (POST only), not a poll of
+    ``<id>/resolve``: such an id is refused, so that every stored one can be polled."""
+    body = {**request(), "executionId": "run-1/resolve"}
+    created = await rig.client.post("/api/elicitation", json=body)
+    polled = await rig.client.get("/api/elicitation/run-1/resolve")
+
+    assert created.status_code == 400
+    assert fields(created) == ["executionId"]
+    assert (polled.status_code, polled.headers["allow"]) == (405, "POST")
+    await nothing_stored(rig)
+
+
 async def test_an_unknown_execution_id_is_a_404(rig: Rig) -> None:
     polled = await rig.client.get("/api/elicitation/nope")
     resolved = await rig.client.post("/api/elicitation/nope/resolve", json={"approved": True})

@@ -77,6 +77,13 @@ _DESTINATION = {
     "this deployment runs (else 422)",
 }
 _MENTION_ID = {"anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)]}
+_ANY_MENTION_ID = {
+    "anyOf": [
+        {"type": ["null", "boolean", "number", "array", "object"]},
+        {"type": "string", **_MENTION_ID},
+    ],
+    "description": "a string as a mention; anything else is kept and not read",
+}
 _SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "ask", "destinations", "followup_seconds"],
@@ -85,10 +92,14 @@ _SCHEMA: dict[str, Any] = {
         "ask": {
             "type": "object",
             "description": "the SDK's ask: something to show (a title, a body or an action)",
-            "dependentSchemas": {"action": {"properties": {"kind": {"const": "approval"}}}},
+            "if": {"required": ["action"], "properties": {"action": {"type": "object"}}},
+            "then": {"properties": {"kind": {"enum": ["approval", None]}}},
             "anyOf": [
-                {"required": ["title"], "properties": {"title": {"minLength": 1}}},
-                {"required": ["body"], "properties": {"body": {"minLength": 1}}},
+                {
+                    "required": ["title"],
+                    "properties": {"title": {"type": "string", "minLength": 1}},
+                },
+                {"required": ["body"], "properties": {"body": {"type": "string", "minLength": 1}}},
                 {"required": ["action"], "properties": {"action": {"type": "object"}}},
             ],
             "properties": {
@@ -112,7 +123,7 @@ _SCHEMA: dict[str, Any] = {
                     "items": {
                         "anyOf": [
                             {"type": "string", **_MENTION_ID},
-                            {"type": "object", "properties": {"id": _MENTION_ID}},
+                            {"type": "object", "properties": {"id": _ANY_MENTION_ID}},
                         ]
                     },
                 },
@@ -121,7 +132,7 @@ _SCHEMA: dict[str, Any] = {
                 "attachment_ids": {
                     "type": "array",
                     "maxItems": parse.MAX_ATTACHMENTS,
-                    "items": {"type": "string", "minLength": 1},
+                    "items": {**text_schema(), "minLength": 1},
                 },
                 "target": {"type": "object"},
                 "preview_token": {"type": "string"},
@@ -143,6 +154,20 @@ _SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+
+def _null_is_absent(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each optional property of it and of its ``ask`` also taking null: the
+    parser counts an optional field sent as null as absent. Changed in place; returned."""
+    for node in (schema, schema["properties"]["ask"]):
+        required = set(node.get("required", ()))
+        for name, child in node["properties"].items():
+            if name not in required:
+                node["properties"][name] = {"anyOf": [child, {"type": "null"}]}
+    return schema
+
+
+_null_is_absent(_SCHEMA)
 _EXAMPLE: dict[str, Any] = {
     "id": "dlv_question_01",
     "ask": {

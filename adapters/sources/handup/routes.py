@@ -25,6 +25,7 @@ from adapters.shared.openapi import (
     json_response,
     problems,
     request_body,
+    text_schema,
 )
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.duration import parse_timeout
@@ -36,7 +37,7 @@ from adapters.sources.handup.elicitation import (
     to_elicitation,
 )
 from adapters.sources.handup.validation import ID_RE, MAX_EXPIRES_AT, check, schema
-from bot.domain.bounds import check_elicitation, id_problem
+from bot.domain.bounds import ID_MAX, check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
 from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
@@ -81,7 +82,7 @@ def handup_router(
             **problems(400, 401, 413, 415, 503),
         },
         openapi_extra=request_body(
-            _REQUEST_SCHEMA,
+            _without_callbacks(_REQUEST_SCHEMA) if not allowed else _REQUEST_SCHEMA,
             examples={"minimal": {"title": "Deploy to staging?"}},
         ),
     )
@@ -143,7 +144,30 @@ def _request_schema() -> dict[str, Any]:
             "description": "set by the daemon: send null or leave it out",
         }
     properties["expires_at"] = {**properties["expires_at"], "maximum": MAX_EXPIRES_AT}
+    # The intake bounds (bot.domain.bounds): an option's id and style, the agent and the session
+    # are identifiers; every other string (the whole Request is kept) a text, without NUL.
+    option = properties["options"]["items"]["properties"]
+    source = properties["source"]["properties"]
+    for node in (option["id"], option["style"], source["agent"], source["session"]):
+        node.update({"pattern": id_schema(required=False)["pattern"], "maxLength": ID_MAX})
+    _texts(document)
     return document
+
+
+def _texts(node: Any) -> None:
+    """Every string schema under ``node`` without a pattern, const or enum of its own: a text."""
+    if isinstance(node, list):
+        for item in node:
+            _texts(item)
+        return
+    if not isinstance(node, dict):
+        return
+    kinds = node.get("type")
+    is_string = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
+    if is_string and not {"pattern", "const", "enum"} & node.keys():
+        node["pattern"] = text_schema()["pattern"]
+    for value in node.values():
+        _texts(value)
 
 
 def _json_body(request: Request, raw: bytes) -> object:
@@ -186,3 +210,14 @@ async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptVi
 
 
 _REQUEST_SCHEMA = _request_schema()
+
+
+def _without_callbacks(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` for a deployment with no callback allowlist: every ``callback_url`` but null
+    is refused there, so the document says null."""
+    callback = {
+        "type": "null",
+        "description": "null: this deployment has no callback allowlist "
+        "(sources.handup.callback_allowlist), so it takes no callback_url",
+    }
+    return {**document, "properties": {**document["properties"], "callback_url": callback}}

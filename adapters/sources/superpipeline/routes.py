@@ -111,6 +111,12 @@ _ENVELOPE: dict[str, Any] = {
         "data": _DATA,
     },
 }
+# A context attribute sent as null counts as absent (``cloudevents.event_from_attributes``): an
+# optional one, an extension too, may be null.
+_ENVELOPE["additionalProperties"]["type"].append("null")
+for _name, _attribute in _ENVELOPE["properties"].items():
+    if _name not in _ENVELOPE["required"]:
+        _attribute["type"] = [_attribute["type"], "null"]  # each optional attribute a string
 _HEADERS = (
     ("ce-specversion", "1.0"),
     ("ce-id", "the event id"),

@@ -7,7 +7,8 @@ object parsing does.
 - ``ElicitationRequestSchema`` (``POST /api/elicitation``): ``executionId``, ``toolPath`` and
   ``message`` are required strings, ``args`` an optional object, ``type`` ``"approval"`` (default)
   or ``"form"``. An empty ``executionId`` or ``toolPath`` is refused: it could not be polled or
-  shown.
+  shown; so is an ``executionId`` ending in ``/resolve`` (its poll URL would be another
+  elicitation's resolve URL).
 - ``ElicitationResponseSchema`` (``POST /api/elicitation/:id/resolve`` and the resolved poll):
   ``approved`` a required boolean, ``data`` an optional object.
 
@@ -84,6 +85,10 @@ class Resolution:
     data: dict[str, Any] | None = field(default=None)
 
 
+RESOLVE_SUFFIX = "/resolve"
+"""``GET /api/elicitation/<id>/resolve`` is the resolve route's, not a poll of ``<id>/resolve``."""
+
+
 def key_of(execution_id: str) -> str:
     return f"{SOURCE}:{execution_id}"
 
@@ -129,6 +134,8 @@ def parse_request(data: Any) -> ElicitationRequest:
     body = _body_object(data)
     problems: list[FieldProblem] = []
     execution_id = _required_text(body, "executionId", problems, non_empty=True)
+    if execution_id is not None and execution_id.endswith(RESOLVE_SUFFIX):
+        problems.append(FieldProblem("executionId", f"must not end in {RESOLVE_SUFFIX}"))
     tool_path = _required_text(body, "toolPath", problems, non_empty=True)
     message = _required_text(body, "message", problems, non_empty=False)
     args = _optional_object(body, "args", problems)

@@ -59,7 +59,7 @@ _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
     "properties": {
-        "executionId": id_schema(),
+        "executionId": {**id_schema(), "not": {"pattern": f"{parse.RESOLVE_SUFFIX}$"}},
         "toolPath": {**text_schema(), "minLength": 1},
         "message": text_schema(),
         "args": {"type": "object"},
@@ -110,24 +110,6 @@ def toolshed_router(
         await elicitations.intake([Inbound(parse.SOURCE, parse.inbound_id(req), e, audit)])
         return JSONResponse({"stored": True, "executionId": req.execution_id}, status_code=201)
 
-    @router.get(
-        "/api/elicitation/{execution_id:path}",
-        summary="Toolshed: poll an elicitation (pending, then approved/data)",
-        dependencies=SECURED,
-        responses=problems(400, 401, 404),
-    )
-    async def poll(request: Request, execution_id: ExecutionId) -> Response:
-        if (denied := authorise(request)) is not None:
-            return denied
-        if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
-            execution_id += "\n"
-        if (bad := _bad_id(execution_id)) is not None:
-            return bad
-        view = await elicitations.view(parse.key_of(execution_id))
-        if view is None:
-            return _not_found(execution_id)
-        return JSONResponse(parse.poll_body(view))
-
     @router.post(
         "/api/elicitation/{execution_id:path}/resolve",
         summary="Toolshed: approve or deny (the first answer wins)",
@@ -170,6 +152,30 @@ def toolshed_router(
         if code in _CLOSED:
             return problem(409, "Conflict", message)
         return problem(400, "Invalid request", message, [FieldProblem("approved", message)])
+
+    # Declared after resolve: a 405 at ``…/{id}/resolve`` (no route takes that method there)
+    # names the first route whose path matched in ``Allow``, and that is the resolve route.
+    @router.get(
+        "/api/elicitation/{execution_id:path}",
+        summary="Toolshed: poll an elicitation (pending, then approved/data)",
+        dependencies=SECURED,
+        responses=problems(400, 401, 404, 405),
+    )
+    async def poll(request: Request, execution_id: ExecutionId) -> Response:
+        if (denied := authorise(request)) is not None:
+            return denied
+        if request.scope["path"].endswith("\n"):  # the route's `$` matched before it
+            execution_id += "\n"
+        if execution_id.endswith(parse.RESOLVE_SUFFIX):  # the resolve route's URL: POST only
+            response = problem(405, "Method Not Allowed", "Method Not Allowed")
+            response.headers["Allow"] = "POST"
+            return response
+        if (bad := _bad_id(execution_id)) is not None:
+            return bad
+        view = await elicitations.view(parse.key_of(execution_id))
+        if view is None:
+            return _not_found(execution_id)
+        return JSONResponse(parse.poll_body(view))
 
     return router
 

@@ -133,6 +133,9 @@ def test_header_names_are_case_insensitive() -> None:
         pytest.param({"subject": ""}, "subject", "must not be empty", id="empty subject"),
         pytest.param({"dataschema": []}, "dataschema", "must be a string", id="dataschema list"),
         pytest.param({"datacontenttype": 1}, "datacontenttype", "must be a string", id="dct"),
+        pytest.param(
+            {"datacontenttype": "text/plain"}, "datacontenttype", "JSON media type", id="dct text"
+        ),
         pytest.param({"traceParent": "x"}, "traceParent", "attribute name", id="uppercase ext"),
         pytest.param({"trace_id": "x"}, "trace_id", "attribute name", id="underscore ext"),
         pytest.param({"nested": {"a": 1}}, "nested", "must be a string", id="object ext"),
