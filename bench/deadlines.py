@@ -1,324 +1,217 @@
-"""Deadline benchmark: 100,000 pending elicitations whose reminders fall due over 60 s.
+"""Deadline benchmark: pending elicitations whose reminders fall due after ``elicitbot serve``
+restarts, measured by when Slack received each reminder.
 
-1. Setup (not measured): N elicitations are taken in through ``SqlStore.intake`` in batches, each
-   with one Slack copy marked posted, so each reminder writes a thread notice and a copy update.
-   Their reminders are then spread evenly over ``--spread`` seconds starting ``--lead`` seconds
-   after the restart; ``--missed`` of them are made due *before* the restart (missed while down).
-2. Restart (measured): a fresh process opens the store, runs the migrations (a no-op at head, as
-   ``serve`` does at start), starts a Timekeeper and the Scheduler, and fires everything.
-3. Figures: time from process start (and from ``Scheduler.start``) to the first fire; firing
-   lateness (``fired_at - due_at``) p50/p99/max over the on-schedule reminders, and for the missed
-   ones; peak RSS and CPU of the firing process; every reminder fired exactly once (one notice
-   each); the machine's load average before and after.
+1. Setup (not measured): ``python -m bot serve -c <config>`` runs as a process, Slack in HTTP
+   mode on the fake Web API of :mod:`tests.slack_fake`, one route per board to its channel with a
+   person to mention. ``--rows`` SuperPipeline elicitations go in over HTTP (``POST /v1/events``)
+   spread over ``--channels`` channels, each with its ``remindAt``, and serve posts them (one post
+   a second per channel, as Slack allows). Then serve is stopped (SIGTERM).
+2. Restart (measured): serve is started again on the same store. ``--missed`` reminders fell due
+   while it was down; the others fall due evenly over ``--spread`` seconds from ``--lead``
+   seconds after the restart (past serve's start-up: any due before ``/readyz`` answers are
+   counted apart, as ``due_while_starting``).
+3. Figures, all from outside: lateness of each reminder (the fake Slack's time of the thread
+   notice ``chat.postMessage`` minus the ``remindAt`` sent) p50/p99/max over the on-schedule
+   reminders and for the missed ones; restart → first notice and restart → ``/readyz``; peak RSS
+   (``VmHWM``) and CPU of the restarted process; every reminder noticed exactly once; the load
+   average before and after.
+
+A channel takes one post a second, and a reminder is one notice in its prompt's thread: keep
+``rows / channels / spread`` well under 1, or the figure is Slack's pace, not the timekeeping.
 
 Prints one JSON line.
 
-    .venv/bin/python bench/deadlines.py [--rows 100000] [--spread 60] [--db sqlite|postgresql]
+    .venv/bin/python bench/deadlines.py [--rows 1000] [--channels 50] [--spread 60]
+        [--db sqlite|postgresql]
+
+Until 2026-12-02 this built a Timekeeper and the Scheduler in a process of its own and counted
+lateness as the deadline rows' ``fired_at - due_at`` (100,000 rows, no chat): see bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import copy
 import json
-import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime, timedelta
+from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.figures import percentile  # noqa: E402 - after the path
+from bench.figures import machine, percentile  # noqa: E402 - after the path
+from bench.serve import (  # noqa: E402
+    Serve,
+    cpu_seconds,
+    drop_schema,
+    load,
+    peak_rss_mb,
+    post_events,
+    slack_config,
+    store_url,
+    superpipeline_event,
+)
 
-PG_URL = os.environ.get("ELICITBOT_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-FAR = datetime(2100, 1, 1, tzinfo=UTC)
-
-
-# --------------------------------------------------------------------------- setup
-
-
-async def populate(url: str, rows: int, batch: int) -> float:
-    """Take ``rows`` elicitations in (reminders far away), posted to one Slack channel."""
-    from sqlalchemy import update
-
-    from bot.domain.model import AnswerMode, Deadlines, Elicitation, Option, Route
-    from bot.domain.planning import display_hash
-    from bot.domain.records import IntakeItem
-    from store.sql import DELIVERY, OUTBOX, SqlStore
-
-    route = Route(destinations=("slack:C0BENCH",), mention=("slack:U0ALICE",))
-    store = SqlStore.from_url(url)
-    started = time.perf_counter()
-    now = datetime.now(UTC)
-    try:
-        for first in range(0, rows, batch):
-            items = []
-            for i in range(first, min(rows, first + batch)):
-                e = Elicitation(
-                    source="bench",
-                    source_id=f"eli_{i:07d}",
-                    asker="agt_bench",
-                    title=f"Bench question {i}",
-                    question="May I run the migration?",
-                    answer_mode=AnswerMode.SINGLE_CHOICE,
-                    options=(Option(id="yes", label="Yes"), Option(id="no", label="No")),
-                    deadlines=Deadlines(remind_at=FAR),
-                    created_at=now,
-                )
-                items.append(IntakeItem("bench", e.source_id, e, route, display_hash(e)))
-            outcomes = await store.intake(items, now)
-            assert all(o.result == "accepted" for o in outcomes)
-
-        def posted(conn: Any) -> None:
-            conn.execute(
-                update(DELIVERY)
-                .where(DELIVERY.c.state == "planned")
-                .values(state="posted", ref={"channel": "C0BENCH", "ts": "1.000001"}, posted_at=now)
-            )
-            conn.execute(update(OUTBOX).where(OUTBOX.c.state == "pending").values(state="done"))
-
-        await store._run(posted, write=True)  # a setup shortcut, not measured
-    finally:
-        await store.close()
-    return time.perf_counter() - started
+TOKEN = "xoxb-bench-deadlines"  # noqa: S105 - the fake's token
+SECRET = "bench-deadlines-secret"  # noqa: S105 - the fake's
+DOWN_S = 3.0
+"""Seconds serve stays down; the missed reminders fall due in the middle of it."""
 
 
-async def spread_due(
-    url: str, restart_at: datetime, lead: float, spread: float, missed: int
-) -> None:
-    """Reminder i falls due at restart + lead + spread * i / n; the first ``missed`` before it."""
-    from sqlalchemy import bindparam, select, update
-
-    from store.sql import DEADLINE, SqlStore
-
-    store = SqlStore.from_url(url)
-    try:
-
-        def work(conn: Any) -> None:
-            ids = [r[0] for r in conn.execute(select(DEADLINE.c.id).order_by(DEADLINE.c.id))]
-            n = len(ids)
-            due = []
-            for i, deadline_id in enumerate(ids):
-                if i < missed:
-                    at = restart_at - timedelta(seconds=5) + timedelta(milliseconds=i)
-                else:
-                    at = restart_at + timedelta(seconds=lead + spread * i / n)
-                due.append({"row_id": deadline_id, "when": at})
-            conn.execute(
-                update(DEADLINE)
-                .where(DEADLINE.c.id == bindparam("row_id"))
-                .values(due_at=bindparam("when")),
-                due,
-            )
-
-        await store._run(work, write=True)  # a setup shortcut, not measured
-        if store.dialect == "postgresql":
-            # A database in service has planner statistics; one bulk-loaded a moment ago has none
-            # until autovacuum gets to it, and plans as if its tables were empty.
-            await store._run(lambda conn: conn.exec_driver_sql("ANALYZE"), write=True)
-    finally:
-        await store.close()
+def stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-# --------------------------------------------------------------------------- the firing process
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from tests.slack_fake import FakeSlack
+    from tests.unit.sources.superpipeline_fixtures import VALID
 
-
-async def serve(url: str, spawned: float, rows: int, give_up_s: float) -> dict[str, Any]:
-    """What ``serve`` does for deadlines: migrate, start the Timekeeper and Scheduler, fire."""
-    from bot.app import logs
-    from bot.clock import SystemClock
-    from bot.domain.model import People
-    from bot.scheduler import Scheduler
-    from bot.timekeeper import Timekeeper
-    from store.db import upgrade
-    from store.sql import SqlStore
-
-    imported = time.time()
-    logs.configure("INFO")  # as ``serve`` does: JSON lines on stderr
-    await asyncio.to_thread(upgrade, url)
-    store = SqlStore.from_url(url)
-    keeper = Timekeeper(store, SystemClock(), People())
-    first_fire: float | None = None
-    fired = 0
-    all_fired = asyncio.Event()
-    ticks = 0
-    tick = keeper.tick
-
-    async def counted() -> Any:
-        nonlocal first_fire, fired, ticks
-        results = await tick()
-        ticks += 1
-        done = sum(1 for r in results if r.outcome == "fired")
-        if done and first_fire is None:
-            first_fire = time.time()
-        fired += done
-        if fired >= rows:
-            all_fired.set()
-        return results
-
-    keeper.tick = counted  # type: ignore[method-assign]
-    scheduler = Scheduler(keeper)
-    started = time.time()
-    await scheduler.start()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(all_fired.wait(), timeout=give_up_s)
-    await scheduler.stop()
-    await store.close()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {
-        "fired": fired,
-        "ticks": ticks,
-        "import_s": round(imported - spawned, 3),
-        "start_to_first_fire_s": round((first_fire or float("nan")) - started, 3),
-        "restart_to_first_fire_s": round((first_fire or float("nan")) - spawned, 3),
-        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+    load_before = load()
+    channels = [f"C0DUE{i:03d}" for i in range(args.channels)]
+    with tempfile.TemporaryDirectory() as tmp, FakeSlack(TOKEN) as fake:
+        url, schema = store_url(args.db, Path(tmp))
+        routes = "".join(
+            f'[[routes]]\nmatch = {{ board = "brd_{i:03d}" }}\ndestinations = ["slack:{c}"]\n'
+            'mention = ["slack:U0ALICE"]\n\n'
+            for i, c in enumerate(channels)
+        )
+        serve = Serve(
+            Path(tmp),
+            f'[store]\nurl = "{url}"\n\n' + slack_config(fake.api_url, routes),
+            env={"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET},
+        )
+        # The plan: posting takes about rows / channels seconds; a budget for it, then down.
+        started = time.time()
+        per_channel = -(-args.rows // args.channels)
+        restart_at = started + args.budget_factor * per_channel + 15 + DOWN_S
+        remind: dict[str, float] = {}
+        events = []
+        on_schedule = args.rows - args.missed
+        for n in range(args.rows):
+            if n < args.missed:
+                at = restart_at - DOWN_S / 2 + n * 0.001
+            else:
+                i = n - args.missed
+                at = restart_at + args.lead + args.spread * i / max(on_schedule, 1)
+            data = copy.deepcopy(VALID["options"])
+            data["elicitationId"] = f"eli_due_{n:06d}"
+            data["boardId"] = f"brd_{n % args.channels:03d}"
+            data["deadline"] = {"remindAt": stamp(at)}
+            events.append(superpipeline_event(data, f"due-{n}"))
+            remind[f"superpipeline:eli_due_{n:06d}"] = at
+        try:
+            serve.start()
+            await serve.wait("/readyz")
+            async with aiohttp.ClientSession() as session:
+                await post_events(session, serve.base, events, batch=args.batch)
+            while len([c for c in fake.calls_to("chat.postMessage") if c.ok]) < args.rows:
+                if time.time() > restart_at - DOWN_S - 1:
+                    raise RuntimeError("posting outran its budget: raise --budget-factor")
+                await asyncio.sleep(0.2)
+            posted_s = time.time() - started
+            await asyncio.to_thread(serve.stop)
+            stopped = time.time()
+            await asyncio.sleep(max(0.0, restart_at - time.time()))
+            serve.start()
+            ready_at = await serve.wait("/readyz")
+            give_up = restart_at + args.lead + args.spread + 60
+            while len(notices(fake)) < args.rows and time.time() < give_up:  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
+            peak = peak_rss_mb(serve.pid)
+            cpu = cpu_seconds(serve.pid)
+        finally:
+            await asyncio.to_thread(serve.stop)
+            drop_schema(schema)
+    return figures(args, fake, remind, serve.spawned, ready_at) | {
+        "setup_posted_s": round(posted_s, 1),
+        "down_before_missed_due": stopped < restart_at - DOWN_S / 2,
+        "restart_to_ready_s": round(ready_at - serve.spawned, 3),
+        "peak_rss_mb": peak,
+        "cpu_s": round(cpu, 1),
+        "load_before": load_before,
+        "load_after": load(),
     }
 
 
-# --------------------------------------------------------------------------- results
+def notices(fake: Any) -> list[Any]:
+    return [c for c in fake.calls_to("chat.postMessage") if c.ok and c.params.get("thread_ts")]
 
 
-async def results(url: str) -> dict[str, Any]:
-    from sqlalchemy import func, select
-
-    from store.sql import DEADLINE, OUTBOX, SqlStore
-
-    store = SqlStore.from_url(url)
-    try:
-
-        def work(conn: Any) -> dict[str, Any]:
-            rows = conn.execute(
-                select(DEADLINE.c.due_at, DEADLINE.c.fired_at, DEADLINE.c.state)
-            ).all()
-            notices = conn.execute(
-                select(func.count(), func.count(func.distinct(OUTBOX.c.elicitation_key))).where(
-                    OUTBOX.c.kind == "notify"
-                )
-            ).one()
-            return {"rows": rows, "notices": notices[0], "distinct": notices[1]}
-
-        found: dict[str, Any] = await store._run(work, write=False)
-        return found
-    finally:
-        await store.close()
+def figures(
+    args: argparse.Namespace, fake: Any, remind: dict[str, float], spawned: float, ready: float
+) -> dict[str, Any]:
+    """Lateness of the first notice of each reminder: on schedule (due once serve was ready
+    again), caught up at start (due while it started) and missed while it was down."""
+    posts = [c for c in fake.calls_to("chat.postMessage") if c.ok and not c.params.get("thread_ts")]
+    by_ts = {
+        (c.params["channel"], c.response["ts"]): c.params["metadata"]["event_payload"][
+            "elicitation"
+        ]
+        for c in posts
+    }
+    noticed = [
+        (by_ts.get((c.params["channel"], c.params["thread_ts"])), c.at) for c in notices(fake)
+    ]
+    per_key = Counter(key for key, _ in noticed)
+    first: dict[str, float] = {}
+    for key, at in noticed:
+        if key is not None:
+            first.setdefault(key, at)
+    on_time = [(at - remind[k]) * 1000 for k, at in first.items() if remind[k] >= ready]
+    starting = [(at - remind[k]) * 1000 for k, at in first.items() if spawned <= remind[k] < ready]
+    missed = [(at - remind[k]) * 1000 for k, at in first.items() if remind[k] < spawned]
+    return {
+        "bench": "deadlines",
+        "measured_on": "serve",
+        "db": args.db,
+        "rows": args.rows,
+        "channels": args.channels,
+        "spread_s": args.spread,
+        "noticed": len(first),
+        "noticed_more_than_once": sum(1 for n in per_key.values() if n > 1),
+        "notices_unmatched": per_key.get(None, 0),
+        "fired_early": sum(1 for value in on_time if value < 0),
+        "lateness_ms_p50": round(percentile(on_time, 0.50), 1),
+        "lateness_ms_p99": round(percentile(on_time, 0.99), 1),
+        "lateness_ms_max": round(max(on_time, default=float("nan")), 1),
+        "lateness_ms_mean": round(statistics.fmean(on_time), 1) if on_time else None,
+        "on_schedule": len(on_time),
+        "due_while_starting": len(starting),
+        "starting_late_ms_max": round(max(starting, default=float("nan")), 1),
+        "missed_while_down": len(missed),
+        "missed_late_ms_max": round(max(missed, default=float("nan")), 1),
+        "restart_to_first_notice_s": round(min(at for _, at in noticed) - spawned, 3)
+        if noticed
+        else None,
+        "machine": machine(),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--channels", type=int, default=50)
     parser.add_argument("--spread", type=float, default=60.0)
-    parser.add_argument("--lead", type=float, default=3.0, help="seconds after the restart")
-    parser.add_argument("--missed", type=int, default=100, help="due before the restart")
-    parser.add_argument("--batch", type=int, default=1000, help="intake batch size")
-    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--serve", nargs=4, metavar=("URL", "SPAWNED", "ROWS", "TIMEOUT"))
-    args = parser.parse_args()
-
-    if args.serve:  # the child: the restarted process
-        url, spawned, rows, timeout = args.serve
-        report = asyncio.run(serve(url, float(spawned), int(rows), float(timeout)))
-        print(json.dumps(report))
-        return
-
-    from store.db import upgrade
-
-    load_before = os.getloadavg()
-    workdir = Path(tempfile.mkdtemp(prefix="elicitbot-bench-"))
-    schema = None
-    if args.db == "postgresql":
-        import psycopg
-
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-    else:
-        url = f"sqlite:///{workdir / 'bench.db'}"
-    try:
-        upgrade(url)
-        setup_s = asyncio.run(populate(url, args.rows, args.batch))
-        # The restart begins right after the due times are set.
-        restart_at = datetime.now(UTC) + timedelta(seconds=1)
-        asyncio.run(spread_due(url, restart_at, args.lead, args.spread, args.missed))
-        time.sleep(max(0.0, (restart_at - datetime.now(UTC)).total_seconds()))
-        spawned = time.time()
-        child = subprocess.run(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--serve",
-                url,
-                str(spawned),
-                str(args.rows),
-                str(args.lead + args.spread + 120),
-            ],
-            capture_output=True,
-            check=True,
-            cwd=REPO,
-        )
-        served = json.loads(child.stdout.decode().strip().splitlines()[-1])
-        found = asyncio.run(results(url))
-    finally:
-        if schema is not None:
-            import psycopg
-
-            with psycopg.connect(PG_URL, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    load_after = os.getloadavg()
-
-    rows = found["rows"]
-    restart = datetime.fromtimestamp(spawned, UTC)
-    on_schedule = [
-        (r.fired_at - r.due_at).total_seconds() * 1000
-        for r in rows
-        if r.fired_at is not None and r.due_at >= restart
-    ]
-    missed = [
-        (r.fired_at - r.due_at).total_seconds() * 1000
-        for r in rows
-        if r.fired_at is not None and r.due_at < restart
-    ]
-    early = sum(1 for value in on_schedule if value < 0)
-    print(
-        json.dumps(
-            {
-                "bench": "deadlines",
-                "db": args.db,
-                "rows": args.rows,
-                "spread_s": args.spread,
-                "setup_s": round(setup_s, 1),
-                "fired": served["fired"],
-                "fired_rows": sum(1 for r in rows if r.state == "fired"),
-                "notices": found["notices"],
-                "notices_distinct": found["distinct"],
-                "fired_early": early,
-                "lateness_ms_p50": round(percentile(on_schedule, 0.50), 1),
-                "lateness_ms_p99": round(percentile(on_schedule, 0.99), 1),
-                "lateness_ms_max": round(max(on_schedule, default=float("nan")), 1),
-                "lateness_ms_mean": round(statistics.fmean(on_schedule), 1)
-                if on_schedule
-                else None,
-                "missed_while_down": len(missed),
-                "missed_late_ms_max": round(max(missed, default=float("nan")), 1),
-                **{k: v for k, v in served.items() if k != "fired"},
-                "load_before": [round(x, 2) for x in load_before],
-                "load_after": [round(x, 2) for x in load_after],
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-            }
-        )
+    parser.add_argument(
+        "--lead", type=float, default=15.0, help="seconds after the restart (past its start-up)"
     )
+    parser.add_argument("--missed", type=int, default=20, help="due while serve is down")
+    parser.add_argument("--batch", type=int, default=100, help="events per intake request")
+    parser.add_argument(
+        "--budget-factor", type=float, default=2.0, help="posting budget: x rows/channels seconds"
+    )
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args))), flush=True)
 
 
 if __name__ == "__main__":

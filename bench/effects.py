@@ -1,17 +1,27 @@
-"""Effects benchmark: a 1,000-post backlog in one Slack channel and 100 answers elsewhere.
+"""Effects benchmark: a Slack backlog in one busy channel, a calm channel beside it, and answers
+written back meanwhile, all through ``elicitbot serve``.
 
-elicitbot runs in this process as ``serve`` wires it (SQLite or PostgreSQL store, SlackChat with
-its pacer, the outbox Dispatcher, the SuperPipeline write-back), against the fake Slack Web API
-limited to one ``chat.postMessage`` per second per channel (429 beyond it, as Slack) and a
-recording webhook standing in for SuperPipeline. 1,000 elicitations wait for one busy channel;
-100 more go to the web inbox and are answered one every ``--answer-every`` seconds while the busy
-channel works through its backlog.
+``python -m bot serve -c <config>`` runs as a process (SQLite or PostgreSQL store, Slack in HTTP
+mode on the fake Web API of :mod:`tests.slack_fake`, limited to one ``chat.postMessage`` per
+second per channel with 429 beyond it, as Slack; SuperPipeline write-backs to a recording
+webhook). Everything goes in over HTTP and is read from outside:
 
-Prints one JSON line: write-back latency (answer recorded → SuperPipeline received it) p50/p99
-(goal p99 ≤ 1 s) and the busy channel's posts per second over the run against the one a second
-Slack allows (goal ≥ 95 %), with the 429s met.
+1. ``--backlog`` (1,000) elicitations for the busy channel (``POST /v1/events``, batches of 100);
+2. ``--calm`` (20) for a calm channel, one batch: seconds from its 202 until the fake holds all
+   of their posts (a quiet channel must not wait behind a busy one);
+3. ``--answers`` (100) elicitations for the web inbox, answered by signed Slack clicks
+   (``POST /slack/events``) one every ``--answer-every`` seconds while the busy channel works
+   through its backlog: write-back latency from the click sent until SuperPipeline's webhook
+   received the answer (goal p99 ≤ 1 s).
 
-    .venv/bin/python bench/effects.py [--backlog 1000] [--answers 100] [--seconds 60] [--db sqlite]
+The busy channel's posts per second over the run against the one a second Slack allows (goal
+≥ 95 %), with the 429s met. ``--load`` runs a CPU hog beside it all (a second process spinning
+on one core), as a busy host would.
+
+Prints one JSON line, with the load average before and after.
+
+    .venv/bin/python bench/effects.py [--backlog 1000] [--calm 20] [--answers 100]
+        [--seconds 60] [--db sqlite|postgresql] [--load]
 
 The backlog is not drained (that takes 1,000 s at Slack's rate): the run lasts ``--seconds``.
 """
@@ -22,144 +32,155 @@ import argparse
 import asyncio
 import copy
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bot.domain.disclosure import SHOWN_WHOLE
+import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.figures import machine, percentile  # noqa: E402
+from bench.serve import (  # noqa: E402
+    Serve,
+    cpu_seconds,
+    drop_schema,
+    load,
+    post_events,
+    signed_click,
+    slack_config,
+    store_url,
+    superpipeline_event,
+)
 
 TOKEN = "xoxb-bench-effects"  # noqa: S105 - the fake's token
+SECRET = "bench-effects-secret"  # noqa: S105 - the fake's
 BUSY = "C0BUSYBENCH"
-PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+CALM = "C0CALMBENCH"
+CLICKS = "C0CLICKSBENCH"
+"""Where the clicks come from (their thread notes go there, apart from the two counted)."""
+HOG = "while True: pass"
 
 
-def store_url(db: str, tmp: Path) -> tuple[str, Any]:
-    """The store URL, and what to drop afterwards (a fresh PostgreSQL schema)."""
-    if db == "sqlite":
-        return f"sqlite:///{tmp / 'effects.db'}", None
-    import uuid
+def events(workspace: str, count: int) -> list[dict[str, Any]]:
+    from tests.unit.sources.superpipeline_fixtures import VALID
 
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    return f"{PG_URL}?options=-csearch_path%3D{schema}", schema
-
-
-def drop(schema: str | None) -> None:
-    if schema is None:
-        return
-    import psycopg
-
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    found = []
+    for n in range(count):
+        data = copy.deepcopy(VALID["options"])
+        data["elicitationId"] = f"eli_{workspace}{n:06d}"
+        found.append(superpipeline_event(data, f"{workspace}-{n}", workspace=workspace))
+    return found
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from adapters.sources.superpipeline.parse import parse_body
-    from bot.app import logs
-    from bot.app.config import parse_config
-    from bot.app.wiring import Elicitbot
-    from bot.domain.model import Attempt, Identity
-    from bot.service import Inbound
     from tests.fakes import FakeWebhook
-    from tests.integration.test_crash import free_port
     from tests.slack_fake import FakeSlack
-    from tests.unit.sources.superpipeline_fixtures import VALID
 
-    logs.configure("WARNING")
+    load_before = load()
+    hog = subprocess.Popen([sys.executable, "-c", HOG]) if args.load else None  # noqa: ASYNC220
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            FakeSlack(TOKEN) as slack,
+            FakeWebhook() as webhook,
+        ):
+            slack.limit("chat.postMessage", per_second=1.0, burst=1)
+            url, schema = store_url(args.db, Path(tmp))
+            routes = (
+                f'[[routes]]\nmatch = {{ workspace = "busy" }}\ndestinations = ["slack:{BUSY}"]\n\n'
+                f'[[routes]]\nmatch = {{ workspace = "calm" }}\ndestinations = ["slack:{CALM}"]\n\n'
+                '[[routes]]\nmatch = { workspace = "web" }\ndestinations = ["web"]\n\n'
+            )
+            serve = Serve(
+                Path(tmp),
+                f'[store]\nurl = "{url}"\n\n'
+                + slack_config(
+                    slack.api_url,
+                    routes,
+                    f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
+                ),
+                env={"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET},
+            ).start()
+            try:
+                await serve.wait("/readyz")
+                result = await drive(args, serve, slack, webhook)
+            finally:
+                await asyncio.to_thread(serve.stop)
+                drop_schema(schema)
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    return result | {"load_before": load_before, "load_after": load()}
 
-    def inbound(workspace: str, n: int) -> Inbound:
-        data = copy.deepcopy(VALID["approval-request"])
-        data["elicitationId"] = data["approvalRequestId"] = f"apr_{workspace}{n:06d}"
-        return Inbound("bench", f"{workspace}-{n}", parse_body(data, workspace=workspace), {})
 
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        FakeSlack(TOKEN) as slack,
-        FakeWebhook() as webhook,
-    ):
-        slack.limit("chat.postMessage", per_second=1.0, burst=1)
-        url, schema = store_url(args.db, Path(tmp))
-        config = parse_config(
-            {
-                "server": {"listen": f"127.0.0.1:{free_port()}"},
-                "store": {"url": url},
-                "slack": {
-                    "bot_token_env": "SLACK_BOT_TOKEN",
-                    "signing_secret_env": "SLACK_SIGNING_SECRET",
-                    "api_url": slack.api_url,
-                },
-                "routes": [
-                    {"match": {"workspace": "busy"}, "destinations": [f"slack:{BUSY}"]},
-                    {"match": {"workspace": "calm"}, "destinations": ["web"]},
-                ],
-                "sources": {"superpipeline": {"answer_webhook": webhook.url}},
-            }
-        )
-        bot = Elicitbot(config, environ={"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": "x"})
-        await bot.start()
-        answered_at: dict[str, float] = {}
-        try:
-            started = time.monotonic()
-            for start in range(0, args.backlog, 100):
-                await bot.service.intake(
-                    [inbound("busy", n) for n in range(start, min(start + 100, args.backlog))]
-                )
-            calm = await bot.service.intake([inbound("calm", n) for n in range(args.answers)])
-            for outcome in calm:
-                await asyncio.sleep(args.answer_every)
-                result = await bot.service.answer(
-                    outcome.key,
-                    Attempt(
-                        shown=SHOWN_WHOLE,
-                        respondent=Identity(platform="slack", user="U0ALICE"),
-                        option_ids=("deny",),
-                        via="web",
-                    ),
-                )
-                answered_at[outcome.key.split(":", 1)[1]] = time.monotonic()
-                assert result.won
-            remaining = args.seconds - (time.monotonic() - started)
-            await asyncio.sleep(max(remaining, 2.0))
-            ended = time.monotonic()
-        finally:
-            await bot.stop()
-            drop(schema)
+async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any) -> dict[str, Any]:
+    clicked_at: dict[str, float] = {}
+    not_200 = 0
+    async with aiohttp.ClientSession() as session:
+        started = time.monotonic()
+        cpu_before = cpu_seconds(serve.pid)
+        await post_events(session, serve.base, events("busy", args.backlog))
+        calm_in = time.time()
+        await post_events(session, serve.base, events("calm", args.calm))
+        await post_events(session, serve.base, events("web", args.answers))
+        for n in range(args.answers):
+            await asyncio.sleep(args.answer_every)
+            eid = f"eli_web{n:06d}"
+            body, headers = signed_click(
+                SECRET, f"superpipeline:{eid}", "deny", user="U0ALICE", channel=CLICKS, ts="1.01"
+            )
+            clicked_at[eid] = time.monotonic()
+            async with session.post(
+                f"{serve.base}/slack/events", data=body, headers=headers
+            ) as response:
+                await response.read()
+                not_200 += response.status != 200
+        remaining = args.seconds - (time.monotonic() - started)
+        await asyncio.sleep(max(remaining, 2.0))
+        ended = time.monotonic()
+        server_cpu = cpu_seconds(serve.pid) - cpu_before
 
     received: dict[str, float] = {}
     for request in webhook.recorded():
         if request.status == 200 and isinstance(request.body, dict):
             received.setdefault(request.body["elicitationId"], request.at)
-    latencies = [received[k] - t for k, t in answered_at.items() if k in received]
-    posts = [
-        c
-        for c in slack.calls_to("chat.postMessage")
-        if c.params.get("channel") == BUSY and c.status == 200
-    ]
-    limited = [c for c in slack.calls_to("chat.postMessage") if c.status == 429]
-    window = (max(c.at for c in posts) - min(c.at for c in posts)) if len(posts) > 1 else 0.0
+    latencies = [received[k] - t for k, t in clicked_at.items() if k in received]
+    posts = slack.calls_to("chat.postMessage")
+    busy = [c for c in posts if c.params.get("channel") == BUSY and c.status == 200]
+    calm = [c for c in posts if c.params.get("channel") == CALM and c.status == 200]
+    limited = [c for c in posts if c.status == 429]
+    if args.timeline:
+        zero = min(c.at for c in posts)
+        for c in posts:
+            print(f"{c.at - zero:8.3f} {c.params.get('channel')} {c.status}", file=sys.stderr)
+    window = (max(c.at for c in busy) - min(c.at for c in busy)) if len(busy) > 1 else 0.0
+    calm_visible = max(c.at for c in calm) - calm_in if len(calm) >= args.calm else None
     return {
         "bench": "effects",
+        "measured_on": "serve",
         "db": args.db,
+        "cpu_hog": args.load,
         "backlog": args.backlog,
         "answers": args.answers,
         "written_back": len(latencies),
+        "click_not_200": not_200,
         "writeback_p50_ms": round(percentile(latencies, 0.5) * 1000, 1),
         "writeback_p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
         "writeback_max_ms": round(max(latencies, default=float("nan")) * 1000, 1),
-        "busy_posts": len(posts),
-        "busy_posts_per_s": round((len(posts) - 1) / window, 3) if window else None,
-        "share_of_allowed": round((len(posts) - 1) / window / 1.0, 4) if window else None,
+        "busy_posts": len(busy),
+        "busy_posts_per_s": round((len(busy) - 1) / window, 3) if window else None,
+        "share_of_allowed": round((len(busy) - 1) / window / 1.0, 4) if window else None,
+        "calm": args.calm,
+        "calm_posted": len(calm),
+        "calm_all_visible_s": round(calm_visible, 2) if calm_visible is not None else None,
         "rate_limited_429": len(limited),
+        "server_cpu_s": round(server_cpu, 2),
         "seconds": round(ended - started, 1),
         "machine": machine(),
     }
@@ -168,10 +189,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--backlog", type=int, default=1000)
+    parser.add_argument("--calm", type=int, default=20, help="questions to the calm channel")
     parser.add_argument("--answers", type=int, default=100)
     parser.add_argument("--answer-every", type=float, default=0.5)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--timeline", action="store_true", help="every post, to stderr")
+    parser.add_argument("--load", action="store_true", help="a CPU hog on one core beside it")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))), flush=True)
 

@@ -1,48 +1,47 @@
-"""Matrix benchmark: elicitbot's posting path against a bare matrix-nio send loop, one Synapse,
-and what a person reading a plaintext and an encrypted room sees.
+"""Matrix benchmark: ``elicitbot serve`` posting to a plaintext and an encrypted room on a real
+Synapse, read and answered by a person's E2EE client, against a bare matrix-nio send loop.
 
-1. ``bare``: N messages (the very content elicitbot renders for the options fixture) sent by a
-   plain ``AsyncClient`` in a sequential ``room_send`` loop, what a minimal bot does; run before
-   and after the elicitbot phases, and averaged.
-2. ``elicitbot``: N SuperPipeline "options" elicitations taken in (one batch) and posted by the
-   outbox ``Dispatcher`` through ``MatrixChat``: per elicitation one message plus three seeded
-   reactions (four events), each with its deterministic transaction id, and every delivery ref
-   committed. Timed from the intake commit to the last outbox row done.
-   ``message_only``: the same with N "free-text" elicitations (one event each, no reactions).
-3. Latency: a person's thread reply on each posted prompt, one at a time, from sending it until
-   the answer is committed (the service's change hook), with the listener syncing and the
-   dispatcher editing prompts. ``reply_to_answer_ms``: each reply once the previous answer's edit
-   and notice are out; ``reply_to_answer_back_to_back_ms``: each reply right after the previous
-   answer, its edit and notice still going out.
-4. ``rooms``: a plaintext and an encrypted room on the same Synapse, each with a bot account and
-   database of its own (the encrypted one's chat made with a pickle key, ``matrix_chat``; its
-   room as Element makes one: private, ``m.room.encryption``), run one after the other. One
-   person reads both through an E2EE nio client (encryption on, its own store) syncing in a
-   process of its own, as on another machine, and reports when each event became readable to
-   it: received and, in the encrypted room, decrypted (times are ``time.monotonic``, one clock
-   for both processes). After a warm-up (the first room-key share, not counted):
-   ``post_to_visible_ms``: one options elicitation at a time, from its intake commit until the
-   person read its prompt; ``reply_to_answer_ms``: the person's thread reply (encrypted in the
-   encrypted room) until the answer is committed, each once the previous answer's edit and
-   notice are out; ``burst_visible_s``: one intake batch of ``--burst`` (50) options
-   elicitations to the room, from its commit until the person read all of the prompts, over
-   ``--bursts`` bursts with new elicitation ids (goal p50 ≤ 0.8 s); ``burst_seeded_s``: until
-   every seeded reaction of the burst was in too; ``burst_cpu_s``: CPU seconds per burst
-   (median, from ``/proc``, the figure that holds on a shared machine) of the bot process
-   (``bot_loop``: its event-loop thread; the rest is SQL on worker threads), Synapse and the
-   person. ``encrypted_over_plaintext``: each figure's p50, encrypted ÷ plaintext (what
-   encryption costs).
+Each room gets its own bot account and its own ``python -m bot serve -c <config>`` process (its
+own SQLite store; Matrix on, with a pickle key for the encrypted one; its room the only route;
+SuperPipeline write-backs to a recording webhook; logs as JSON lines at DEBUG). Everything goes
+in over HTTP (``POST /v1/events``) and is read from outside: one person reads both rooms through
+an E2EE nio client syncing in a process of its own, as on another machine, and reports when each
+event became readable to it (received and, in the encrypted room, decrypted), by wall clock.
 
-``ratio`` = elicitbot elicitations/s ÷ bare messages/s (goal ≥ 0.8); ``event_ratio`` counts
-events instead (4 per elicitation); reply p50 goal ≤ 100 ms. Prints one JSON line (logs go to
-stderr). Synapse is started here (PyPI ``matrix-synapse``; ``SYNAPSE_PYTHON``). ``--profile
-FILE`` writes a cProfile of the bot process during each room's bursts to ``FILE.<room>``
-(its event loop only: SQL on worker threads is not in it). ``--person SPEC`` is the person's
-process, started by the bench itself.
+Per room, after a warm-up (the first room-key share, not counted):
+
+- ``post_to_visible_ms``: one options elicitation at a time, from its 202 until the person read
+  its prompt;
+- ``reaction_to_edit_ms``: the person reacts with an option's keycap (encrypted in the encrypted
+  room) until it reads the prompt's first edit, one at a time; ``trace_ms`` splits each answer:
+  the reaction sent → the homeserver took it (its ``origin_server_ts``) → serve recorded the
+  answer (its ``answer.recorded`` log line) → the webhook received the write-back → the
+  homeserver took the edit → the person read it (p50 of each step). serve logs no line when its
+  sync hands it the reaction, so "sync received" is inside the step to ``answer.recorded``;
+- ``burst_visible_s``: one intake batch of ``--burst`` (50) options elicitations, from its 202
+  until the person read all of the prompts, over ``--bursts`` bursts (goal p50 ≤ 0.8 s);
+  ``burst_seeded_s``: until every seeded keycap of the burst was in too; ``burst_cpu_s``: CPU
+  seconds per burst (median, from ``/proc``) of serve (``serve_loop``: its main thread, the
+  event loop), Synapse and the person; ``burst_chains``: the ``outbox.chain`` lines serve logged
+  for the room's lane (how many, the largest);
+- ``encrypted_over_plaintext``: each figure's p50, encrypted ÷ plaintext.
+
+Throughput (plaintext room, unless ``--skip-throughput``): ``--n`` options elicitations in one
+batch until the person read every prompt and keycap, and ``--n`` free-text ones until it read
+every prompt, against ``--n`` messages through a bare nio ``room_send`` loop (before and after,
+averaged; ``--skip-bare`` leaves it out). ``ratio`` = elicitbot elicitations/s ÷ bare
+messages/s (goal ≥ 0.8); ``event_ratio`` counts events (4 per options elicitation).
+
+Prints one JSON line (logs go to stderr), with the load average. Synapse is started here (PyPI
+``matrix-synapse``; ``SYNAPSE_PYTHON``). ``--person SPEC`` is the person's process, started by
+the bench itself.
 
     .venv/bin/python bench/matrix_post.py [--n 200] [--latency-n 50] [--burst 50] [--bursts 5]
-        [--rooms plaintext,encrypted] [--skip-bare] [--skip-throughput] [--profile FILE]
-    .venv/bin/python bench/matrix_post.py --n 20 --latency-n 10 --bursts 2 --skip-bare  # quick
+        [--rooms plaintext,encrypted] [--skip-bare] [--skip-throughput]
+    .venv/bin/python bench/matrix_post.py --skip-throughput --latency-n 10 --bursts 2  # quick
+
+Until 2026-12-02 the bot side was a Dispatcher, Service and MatrixListener built in this process
+(see bench/README.md); ``--profile`` went with it.
 """
 
 from __future__ import annotations
@@ -51,10 +50,8 @@ import argparse
 import asyncio
 import contextlib
 import copy
-import cProfile
 import functools
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -62,30 +59,27 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import aiohttp  # noqa: E402
 import nio  # noqa: E402
 from nio.exceptions import EncryptionError  # noqa: E402
 from nio.store import SqliteStore  # noqa: E402
 
-from adapters.matrix import MatrixChat, MatrixListener, make_client, matrix_chat  # noqa: E402
 from adapters.matrix.e2ee import EncryptingClient, housekeeping, send_event, upload_keys  # noqa: E402
 from adapters.matrix.render import MARKER, message_content  # noqa: E402
 from adapters.sources.superpipeline.parse import parse_body  # noqa: E402
-from bench.figures import percentile  # noqa: E402 - after the path
+from bench.figures import machine, percentile  # noqa: E402 - after the path
+from bench.serve import Serve, cpu_seconds, load, post_events, superpipeline_event  # noqa: E402
 from bot.app import logs  # noqa: E402
-from bot.clock import SystemClock  # noqa: E402
-from bot.domain.model import People, Route, Status  # noqa: E402
+from bot.domain.model import Status  # noqa: E402
 from bot.domain.ports import PromptView  # noqa: E402
-from bot.domain.records import DeliveryView  # noqa: E402
-from bot.outbox import Dispatcher  # noqa: E402
-from bot.service import Inbound, Service  # noqa: E402
-from store.db import upgrade  # noqa: E402
-from store.sql import SqlStore  # noqa: E402
+from tests.fakes import FakeWebhook  # noqa: E402
 from tests.synapse import MatrixUser, Synapse, http_json  # noqa: E402
 from tests.unit.sources.superpipeline_fixtures import VALID  # noqa: E402
 
@@ -97,7 +91,6 @@ WAIT = 60.0
 """Seconds to wait for anything the person should see before the run fails."""
 WARMUP = 3
 PERSON_POLL_MS = 30_000
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PERSON_FILTER = {"room": {"timeline": {"limit": 1000}}}
 """The person's sync filter: a burst's events fit one batch (a limited batch would drop some)."""
 
@@ -121,6 +114,7 @@ async def make_room(base: str, owner: Any, members: list[Any], *, encrypted: boo
 async def bare_loop(
     base: str, user: Any, room: str, content: dict[str, Any], n: int, run: str
 ) -> float:
+    """What a minimal bot does: N messages in a sequential ``room_send`` loop."""
     client = nio.AsyncClient(base, user.user_id, device_id=user.device_id)
     client.access_token = user.access_token
     try:
@@ -137,50 +131,6 @@ async def bare_loop(
         await client.close()
 
 
-class Answers:
-    """The service's change hook: when each change (an answer, here) was committed
-    (``time.monotonic``)."""
-
-    def __init__(self, dispatcher: Dispatcher) -> None:
-        self.dispatcher = dispatcher
-        self.times: list[float] = []
-        self.event = asyncio.Event()
-
-    def __call__(self) -> None:
-        self.times.append(time.monotonic())
-        self.event.set()
-        self.dispatcher.wake()
-
-
-async def until_done(store: SqlStore) -> None:
-    """Every outbox row done (or failed); polled every 20 ms."""
-    while True:
-        if all(r.state in ("done", "failed") for r in await store.outbox()):
-            return
-        await asyncio.sleep(0.02)
-
-
-def elicitations(case: str, ids: list[str]) -> list[Inbound]:
-    """Fixture ``case`` once per elicitation id, as the intake takes them in."""
-    inbound = []
-    for eid in ids:
-        data = copy.deepcopy(VALID[case])
-        data["elicitationId"] = eid
-        inbound.append(Inbound("ce:/bench", f"ce-{eid}", parse_body(data, workspace="acme"), {}))
-    return inbound
-
-
-async def post_all(
-    service: Service, store: SqlStore, n: int, case: str
-) -> tuple[float, list[DeliveryView]]:
-    """Take N elicitations of fixture ``case`` in and wait until the dispatcher posted them."""
-    outcomes = await service.intake(elicitations(case, [f"eli_{case}_{i:05d}" for i in range(n)]))
-    started = time.perf_counter()
-    await until_done(store)
-    seconds = time.perf_counter() - started
-    return seconds, [d for o in outcomes for d in await store.deliveries(o.key)]
-
-
 def thread_reply(root: str, body: str) -> dict[str, Any]:
     return {
         "msgtype": "m.text",
@@ -194,39 +144,6 @@ def thread_reply(root: str, body: str) -> dict[str, Any]:
     }
 
 
-async def reply_latencies(
-    base: str,
-    person: Any,
-    room: str,
-    deliveries: list[DeliveryView],
-    answers: Answers,
-    settle: Any,
-) -> list[float]:
-    """Reply in each prompt's thread, one at a time; ms from sending to the answer committed.
-    ``settle``, when given, is awaited between replies (the previous answer's edit and notice
-    out of the way)."""
-    client = nio.AsyncClient(base, person.user_id, device_id=person.device_id)
-    client.access_token = person.access_token
-    latencies: list[float] = []
-    try:
-        for delivery in deliveries:
-            if settle is not None:
-                await settle()
-            answers.event.clear()
-            before = len(answers.times)
-            sent = time.monotonic()
-            await client.room_send(
-                room,
-                "m.room.message",
-                thread_reply((delivery.ref.key if delivery.ref else None) or "", "deny"),
-            )
-            await asyncio.wait_for(answers.event.wait(), timeout=10)
-            latencies.append((answers.times[before] - sent) * 1000)
-    finally:
-        await client.close()
-    return latencies
-
-
 def summary(latencies: list[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(latencies), 1),
@@ -234,17 +151,6 @@ def summary(latencies: list[float]) -> dict[str, float]:
         "max": round(max(latencies), 1),
         "n": len(latencies),
     }
-
-
-def cpu_seconds(stat: str) -> float:
-    """utime + stime so far of the process (or thread) whose ``/proc`` stat file is ``stat``
-    (0 once it is gone)."""
-    try:
-        raw = Path(stat).read_text()
-    except OSError:
-        return 0.0
-    fields = raw[raw.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def over(encrypted: float, plaintext: float) -> float | None:
@@ -261,21 +167,26 @@ def emit(record: dict[str, Any]) -> None:
 
 def readable(event: Any, room_id: str, own: str, seen_at: float) -> dict[str, Any] | None:
     """What the parent wants to know of a readable event: a prompt (by the elicitation key in
-    its content; not an edit) or a reaction someone else made."""
+    its content), an edit of one, a reaction someone else made, or one of the person's own
+    events (when the homeserver took it: ``ots``, its ``origin_server_ts`` in seconds)."""
+    ots = getattr(event, "server_timestamp", 0) / 1000
     if getattr(event, "sender", own) == own:
-        return None
+        return {"op": "mine", "id": event.event_id, "ots": ots, "t": seen_at}
     if isinstance(event, nio.ReactionEvent):
         return {
             "op": "seed",
             "room": room_id,
             "to": event.reacts_to,
             "id": event.event_id,
+            "key": event.key,
             "t": seen_at,
         }
     content = event.source.get("content", {}) if isinstance(event.source, dict) else {}
-    marker = content.get(MARKER)
     relates = content.get("m.relates_to") or {}
-    if not isinstance(marker, dict) or relates.get("rel_type") == "m.replace":
+    if relates.get("rel_type") == "m.replace":
+        return {"op": "edit", "to": relates.get("event_id"), "t": seen_at, "ots": ots}
+    marker = content.get(MARKER)
+    if not isinstance(marker, dict):
         return None
     return {
         "op": "prompt",
@@ -293,7 +204,7 @@ async def follow(client: EncryptingClient, own: str) -> None:
     pending: list[tuple[str, Any]] = []
     while True:
         response = await client.sync(timeout=PERSON_POLL_MS, sync_filter=PERSON_FILTER)
-        seen_at = time.monotonic()  # received, and decrypted where nio could
+        seen_at = time.time()  # received, and decrypted where nio could
         if not isinstance(response, nio.SyncResponse):
             emit({"op": "error", "error": str(response)})
             await asyncio.sleep(0.1)
@@ -357,17 +268,33 @@ async def person_main(spec: dict[str, Any]) -> None:
             command = json.loads(line)
             if command["op"] == "stop":
                 break
-            sent = time.monotonic()
+            sent = time.time()
+            if command["op"] == "react":
+                event_type = "m.reaction"
+                content: dict[str, Any] = {
+                    "m.relates_to": {
+                        "rel_type": "m.annotation",
+                        "event_id": command["root"],
+                        "key": command["body"],
+                    }
+                }
+            else:
+                event_type, content = (
+                    "m.room.message",
+                    thread_reply(command["root"], command["body"]),
+                )
             response = await send_event(
-                client,
-                command["room"],
-                "m.room.message",
-                thread_reply(command["root"], command["body"]),
-                uuid.uuid4().hex,
+                client, command["room"], event_type, content, uuid.uuid4().hex
             )
             ok = isinstance(response, nio.RoomSendResponse)
             emit(
-                {"op": "sent", "n": command["n"], "t": sent, "error": None if ok else str(response)}
+                {
+                    "op": "sent",
+                    "n": command["n"],
+                    "t": sent,
+                    "id": response.event_id if ok else None,
+                    "error": None if ok else str(response),
+                }
             )
     finally:
         syncing.cancel()
@@ -383,10 +310,14 @@ class Person:
         self.process = process
         self.prompts: dict[str, tuple[str, float, bool]] = {}
         """Elicitation key → (prompt event id, read at, decrypted), the first copy read."""
-        self.seeds: dict[str, dict[str, float]] = {}
-        """Prompt event id → {reaction event id: read at}."""
-        self.sent: dict[int, tuple[float, str | None]] = {}
-        """Reply number → (when it was sent, the error it met)."""
+        self.seeds: dict[str, dict[str, tuple[float, str]]] = {}
+        """Prompt event id → {reaction event id: (read at, its key)}."""
+        self.edits: dict[str, list[tuple[float, float]]] = {}
+        """Prompt event id → each edit's (read at, the homeserver's time of it)."""
+        self.mine: dict[str, float] = {}
+        """The person's own event ids → the homeserver's time of each."""
+        self.sent: dict[int, tuple[float, str | None, str | None]] = {}
+        """Command number → (when it was sent, its event id, the error it met)."""
         self.undecrypted = 0
         self.limited = 0
         self.errors: list[str] = []
@@ -426,9 +357,14 @@ class Person:
                     record["key"], (record["id"], record["t"], record["decrypted"])
                 )
             elif op == "seed":
-                self.seeds.setdefault(record["to"], {}).setdefault(record["id"], record["t"])
+                seeds = self.seeds.setdefault(record["to"], {})
+                seeds.setdefault(record["id"], (record["t"], record["key"]))
+            elif op == "edit":
+                self.edits.setdefault(record["to"], []).append((record["t"], record["ots"]))
+            elif op == "mine":
+                self.mine.setdefault(record["id"], record["ots"])
             elif op == "sent":
-                self.sent[record["n"]] = (record["t"], record["error"])
+                self.sent[record["n"]] = (record["t"], record["id"], record["error"])
             elif op == "undecrypted":
                 self.undecrypted = record["n"]
             elif op == "limited":
@@ -468,21 +404,26 @@ class Person:
             seeds = self.seeds.get(self.prompts[key][0], {})
             if len(seeds) < sender_seeds:
                 return None
-            times.extend(seeds.values())
+            times.extend(t for t, _ in seeds.values())
         return max(times)
 
-    async def reply(self, room: str, root: str, body: str) -> float:
-        """A thread reply on ``root``; when it was sent (``time.monotonic``)."""
+    def edited_after(self, root: str, after: float) -> tuple[float, float] | None:
+        """The first edit of ``root`` the person read after ``after`` (None while none)."""
+        return next((e for e in self.edits.get(root, []) if e[0] > after), None)
+
+    async def send(self, op: str, room: str, root: str, body: str) -> tuple[float, str]:
+        """A thread reply (``op`` "reply") or a reaction with key ``body`` ("react") on
+        ``root``; (when it was sent, as ``time.time()``; its event id)."""
         assert self.process.stdin is not None
         self._n += 1
         n = self._n
-        command = {"op": "reply", "n": n, "room": room, "root": root, "body": body}
+        command = {"op": op, "n": n, "room": room, "root": root, "body": body}
         self.process.stdin.write((json.dumps(command) + "\n").encode())
         await self.process.stdin.drain()
-        sent, error = await self.until(lambda: self.sent.get(n), "the reply sent")
+        sent, event_id, error = await self.until(lambda: self.sent.get(n), f"the {op} sent")
         if error:
-            raise RuntimeError(f"the person's reply failed: {error}")
-        return float(sent)
+            raise RuntimeError(f"the person's {op} failed: {error}")
+        return float(sent), str(event_id)
 
     async def stop(self) -> None:
         if self.process.stdin is not None and self.process.returncode is None:
@@ -497,169 +438,192 @@ class Person:
         await self._reader
 
 
-# ---------------------------------------------------------------------------- the rooms
+# ---------------------------------------------------------------------------- the bots
+
+
+def event(case: str, eid: str) -> dict[str, Any]:
+    data = copy.deepcopy(VALID[case])
+    data["elicitationId"] = eid
+    return superpipeline_event(data, f"ce-{eid}")
+
+
+def wall(monotonic: float) -> float:
+    """A ``time.monotonic()`` reading (the webhook's) as ``time.time()``."""
+    return monotonic + (time.time() - time.monotonic())
 
 
 @dataclass
-class Stack:
-    """One bot process for one room: database, chat, dispatcher (running), service, listener."""
+class Bot:
+    """One room's ``elicitbot serve`` process, and how to feed it."""
 
     kind: str
     room: str
-    store: SqlStore
-    chat: MatrixChat
-    dispatcher: Dispatcher
-    service: Service
-    listener: MatrixListener
-    answers: Answers
-    stop: asyncio.Event
-    loop_task: asyncio.Task[None]
+    serve: Serve
+    webhook: FakeWebhook
+    session: aiohttp.ClientSession
 
     @classmethod
     async def start(
-        cls, base: str, kind: str, bot: MatrixUser, person: MatrixUser, room: str, workdir: Path
-    ) -> Stack:
-        url = f"sqlite:///{workdir / f'{kind}.db'}"
-        upgrade(url)
-        store = SqlStore.from_url(url)
-        clock = SystemClock()
-        scratch = workdir / f"{kind}-crypto"
-        scratch.mkdir()
-        chat = matrix_chat(
-            base,
-            bot.user_id,
-            bot.device_id,
-            bot.access_token,
-            pickle_key=PICKLE_KEY if kind == "encrypted" else None,
-            states=store,
-            clock=clock,
-            scratch=scratch,
+        cls,
+        base: str,
+        kind: str,
+        bot: MatrixUser,
+        person: MatrixUser,
+        room: str,
+        workdir: Path,
+        session: aiohttp.ClientSession,
+    ) -> Bot:
+        home = workdir / kind
+        home.mkdir()
+        webhook = FakeWebhook().start()
+        config = (
+            f'[store]\nurl = "sqlite:///{home / "elicitbot.db"}"\n\n'
+            f'[matrix]\nhomeserver = "{base}"\nuser_id = "{bot.user_id}"\n'
+            f'access_token_env = "BENCH_MATRIX_TOKEN"\ndevice_id = "{bot.device_id}"\n'
+            + ('pickle_key_env = "BENCH_MATRIX_PICKLE_KEY"\n' if kind == "encrypted" else "")
+            + f'\n[people]\nadmins = ["matrix:{person.user_id}"]\n\n'
+            f'[[routes]]\ndestinations = ["matrix:{room}"]\n\n'
+            f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n'
         )
-        dispatcher = Dispatcher(store, clock, {"matrix": chat}, {}, lambda key: f"http://x/#{key}")
-        answers = Answers(dispatcher)
-        service = Service(
-            store,
-            clock,
-            People(admins=frozenset({f"matrix:{person.user_id}"})),
-            [Route(destinations=(f"matrix:{room}",))],
-            on_change=answers,
-        )
-        listener = MatrixListener(chat, service, store, device_id=bot.device_id)
-        await listener.start()  # holds the crypto state: the encrypted room's sends need it
-        deadline = time.monotonic() + WAIT
-        while not listener.ready:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {kind} bot's listener did not sync")
-            await asyncio.sleep(0.02)
-        stop = asyncio.Event()
-        loop_task = asyncio.create_task(dispatcher.run(stop, idle_seconds=0.05))
-        return cls(kind, room, store, chat, dispatcher, service, listener, answers, stop, loop_task)
+        env = {"BENCH_MATRIX_TOKEN": bot.access_token, "BENCH_MATRIX_PICKLE_KEY": PICKLE_KEY}
+        serve = Serve(home, config, env=env, log_level="DEBUG").start()
+        try:
+            await serve.wait("/readyz")
+        except BaseException:
+            serve.stop()
+            webhook.stop()
+            raise
+        return cls(kind, room, serve, webhook, session)
 
-    async def settle(self) -> None:
-        """Every effect out and every event the listener was handed handled."""
-        await until_done(self.store)
-        await self.listener.drain()
+    def close(self) -> None:
+        self.serve.stop()
+        self.webhook.stop()
 
-    async def close(self) -> None:
-        await self.listener.stop()
-        self.stop.set()
-        self.dispatcher.wake()
-        await self.loop_task
-        await self.chat.client.close()
-        await self.store.close()
+    async def intake(self, case: str, ids: list[str]) -> tuple[list[str], float]:
+        """Elicitations of fixture ``case`` in one batch; their keys and when the 202 came."""
+        events = [event(case, eid) for eid in ids]
+        committed = await post_events(self.session, self.serve.base, events, batch=len(ids))
+        return [f"superpipeline:{eid}" for eid in ids], committed
 
-    async def intake(self, ids: list[str]) -> tuple[list[str], float]:
-        """Options elicitations in one batch; their keys and when the intake committed."""
-        outcomes = await self.service.intake(elicitations("options", ids))
-        committed = time.monotonic()
-        assert all(o.result == "accepted" for o in outcomes), outcomes
-        return [o.key for o in outcomes], committed
+    def written_back(self, eid: str) -> float | None:
+        """When the webhook received the write-back of ``eid`` (``time.time()``)."""
+        for request in self.webhook.recorded():
+            if isinstance(request.body, dict) and request.body.get("elicitationId") == eid:
+                return wall(request.at)
+        return None
 
 
-async def post_and_read(stack: Stack, person: Person, eid: str) -> tuple[str, str, float]:
-    """One prompt posted and read, then everything settled; (its elicitation key, its event id,
-    ms from the intake commit until the person read it)."""
-    [key], committed = await stack.intake([eid])
+async def post_and_read(bot: Bot, person: Person, eid: str) -> tuple[str, str, float]:
+    """One prompt posted and read, its keycaps in too; (its key, its event id, ms from the 202
+    until the person read it)."""
+    [key], committed = await bot.intake("options", [eid])
     read: float = await person.until(lambda: person.read_at([key]), f"prompt {eid} read")
-    await stack.settle()
+    await person.until(lambda: person.seeded_at([key], SEEDS), f"prompt {eid} seeded")
     return key, person.prompts[key][0], (read - committed) * 1000
 
 
-async def reply_and_record(stack: Stack, person: Person, key: str, root: str) -> float:
-    """The person's thread reply on ``root``; ms until its answer is committed."""
-    stack.answers.event.clear()
-    before = len(stack.answers.times)
-    sent = await person.reply(stack.room, root, "deny")
-
-    async def answered() -> bool:
-        view = await stack.service.view(key)
-        return view is not None and view.status is Status.ANSWERED
-
+async def react_and_edit(bot: Bot, person: Person, key: str, root: str) -> dict[str, Any]:
+    """The person reacts with the prompt's first keycap; until it reads the prompt's edit and
+    the write-back is in. What it saw, for the trace."""
+    seeds = sorted(person.seeds[root].values())
+    sent, reaction = await person.send("react", bot.room, root, seeds[0][1])
+    edit_read, edit_ots = await person.until(
+        lambda: person.edited_after(root, sent), f"the edit of {key}"
+    )
+    eid = key.split(":", 1)[1]
     deadline = time.monotonic() + WAIT
-    while not await answered():
+    while (back := bot.written_back(eid)) is None:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the reply on {key} was not recorded")
-        stack.answers.event.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stack.answers.event.wait(), timeout=1)
-    return (stack.answers.times[before] - sent) * 1000
+            raise RuntimeError(f"no write-back of {key}")
+        await asyncio.sleep(0.01)
+    return {
+        "key": key,
+        "sent": sent,
+        "reaction": reaction,
+        "edit_read": edit_read,
+        "edit_ots": edit_ots,
+        "written_back": back,
+    }
+
+
+def trace(bot: Bot, person: Person, answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each answer's steps, ms apart (p50 of each): the reaction sent → the homeserver took it →
+    serve recorded the answer → the write-back received → the homeserver took the edit → the
+    person read the edit."""
+    recorded = {e["key"]: e["t"] for e in bot.serve.events("answer.recorded") if "t" in e}
+    steps: dict[str, list[float]] = {
+        "sent_to_homeserver": [],
+        "homeserver_to_recorded": [],
+        "recorded_to_written_back": [],
+        "recorded_to_edit_at_homeserver": [],
+        "edit_at_homeserver_to_read": [],
+    }
+    for a in answers:
+        took = person.mine.get(a["reaction"])
+        at = recorded.get(a["key"])
+        if took is None or at is None:
+            continue
+        steps["sent_to_homeserver"].append((took - a["sent"]) * 1000)
+        steps["homeserver_to_recorded"].append((at - took) * 1000)
+        steps["recorded_to_written_back"].append((a["written_back"] - at) * 1000)
+        steps["recorded_to_edit_at_homeserver"].append((a["edit_ots"] - at) * 1000)
+        steps["edit_at_homeserver_to_read"].append((a["edit_read"] - a["edit_ots"]) * 1000)
+    return {name: round(statistics.median(v), 1) if v else None for name, v in steps.items()} | {
+        "n": len(steps["sent_to_homeserver"])
+    }
 
 
 async def room_phase(
-    stack: Stack,
+    bot: Bot,
     person: Person,
     *,
-    stats: dict[str, str],
+    stats: dict[str, tuple[int, int | None]],
     latency_n: int,
     burst: int,
     bursts: int,
-    profile: Path | None,
 ) -> dict[str, Any]:
-    kind = stack.kind
+    kind = bot.kind
     for i in range(WARMUP):  # the first room-key share, Synapse's caches, the connections
-        key, root, _ = await post_and_read(stack, person, f"eli_warm_{kind}_{i}")
-        await reply_and_record(stack, person, key, root)
-        await stack.settle()
+        key, root, _ = await post_and_read(bot, person, f"eli_warm_{kind}_{i}")
+        await react_and_edit(bot, person, key, root)
     visible: list[float] = []
     posted: list[tuple[str, str]] = []
     for i in range(latency_n):
-        key, root, ms = await post_and_read(stack, person, f"eli_one_{kind}_{i:04d}")
+        key, root, ms = await post_and_read(bot, person, f"eli_one_{kind}_{i:04d}")
         visible.append(ms)
         posted.append((key, root))
-    replies: list[float] = []
+    answers = []
     for key, root in posted:
-        await stack.settle()
-        replies.append(await reply_and_record(stack, person, key, root))
-    await stack.settle()
+        answers.append(await react_and_edit(bot, person, key, root))
+        await asyncio.sleep(0.1)  # the answer's notice and the rest out of the way
+    edits = [(a["edit_read"] - a["sent"]) * 1000 for a in answers]
 
     burst_visible: list[float] = []
     burst_seeded: list[float] = []
     burst_cpu: dict[str, list[float]] = {name: [] for name in stats}
-    profiler = cProfile.Profile() if profile is not None else None
     for b in range(bursts):
         ids = [f"eli_burst_{kind}_{b}_{i:03d}" for i in range(burst)]
-        cpu = {name: cpu_seconds(stat) for name, stat in stats.items()}
-        if profiler is not None:
-            profiler.enable()
-        keys, committed = await stack.intake(ids)
+        cpu = {name: cpu_seconds(*where) for name, where in stats.items()}
+        keys, committed = await bot.intake("options", ids)
         read: float = await person.until(functools.partial(person.read_at, keys), f"burst {b} read")
         seeded: float = await person.until(
             functools.partial(person.seeded_at, keys, SEEDS), f"burst {b} seeded"
         )
-        await until_done(stack.store)
-        if profiler is not None:
-            profiler.disable()
-        for name, stat in stats.items():
-            burst_cpu[name].append(cpu_seconds(stat) - cpu[name])
+        for name, where in stats.items():
+            burst_cpu[name].append(cpu_seconds(*where) - cpu[name])
         burst_visible.append(read - committed)
         burst_seeded.append(seeded - committed)
-        await stack.settle()
-    if profiler is not None and profile is not None:
-        profiler.dump_stats(f"{profile}.{kind}")
+        await asyncio.sleep(0.5)
+    chains = [
+        e["size"]
+        for e in bot.serve.events("outbox.chain")
+        if e.get("lane") == f"chat:matrix:{bot.room}"
+    ]
     decrypted = [person.prompts[k][2] for k, _ in posted]
     return {
         "post_to_visible_ms": summary(visible),
-        "reply_to_answer_ms": summary(replies),
+        "reaction_to_edit_ms": summary(edits),
+        "trace_ms": trace(bot, person, answers),
         "burst_visible_s": {
             "p50": round(statistics.median(burst_visible), 3),
             "runs": [round(s, 3) for s in burst_visible],
@@ -669,189 +633,142 @@ async def room_phase(
             "runs": [round(s, 3) for s in burst_seeded],
         },
         "burst_cpu_s": {name: round(statistics.median(v), 2) for name, v in burst_cpu.items()},
+        "burst_chains": {"logged": len(chains), "largest": max(chains, default=0)},
         "decrypted": all(decrypted) if kind == "encrypted" else None,
+    }
+
+
+async def throughput(bot: Bot, person: Person, n: int) -> dict[str, Any]:
+    """N options elicitations until every prompt and keycap is read; N free-text ones until
+    every prompt is read."""
+    keys, committed = await bot.intake("options", [f"eli_tp_opt_{i:05d}" for i in range(n)])
+    seeded: float = await person.until(
+        functools.partial(person.seeded_at, keys, SEEDS), "throughput seeded"
+    )
+    options_s = seeded - committed
+    await asyncio.sleep(0.5)
+    keys, committed = await bot.intake("free-text", [f"eli_tp_txt_{i:05d}" for i in range(n)])
+    read: float = await person.until(functools.partial(person.read_at, keys), "throughput read")
+    text_s = read - committed
+    return {
+        "n": n,
+        "elicitbot_per_second": round(n / options_s, 1),
+        "elicitbot_seconds": round(options_s, 3),
+        "events_per_elicitation": 1 + SEEDS,
+        "message_only_per_second": round(n / text_s, 1),
     }
 
 
 # ---------------------------------------------------------------------------- the run
 
 
-async def throughput(
-    base: str, synapse: Synapse, workdir: Path, n: int, *, bare_loops: bool
-) -> dict[str, Any]:
-    """Phases 1 to 3: the bare loop, elicitbot's posting rate, reply → answer (plaintext)."""
-    bot, alice, bare_user = (synapse.register(p) for p in ("elicitbot", "alice", "barebot"))
-    room = await make_room(base, alice, [bot, bare_user])
-    bare_room = await make_room(base, alice, [bare_user])
-
-    url = f"sqlite:///{workdir / 'elicitbot.db'}"
-    upgrade(url)
-    store = SqlStore.from_url(url)
-    clock = SystemClock()
-    chat = MatrixChat(make_client(base, bot.user_id, bot.device_id, bot.access_token))
-    dispatcher = Dispatcher(store, clock, {"matrix": chat}, {}, lambda key: f"http://x/#{key}")
-    answers = Answers(dispatcher)
-    service = Service(
-        store,
-        clock,
-        People(admins=frozenset({f"matrix:{alice.user_id}"})),
-        [Route(destinations=(f"matrix:{room}",))],
-        on_change=answers,
-    )
-    listener = MatrixListener(chat, service, store, device_id=bot.device_id)
-    stop = asyncio.Event()
-    loop_task = asyncio.create_task(dispatcher.run(stop, idle_seconds=0.05))
-
-    async def settle() -> None:
-        await until_done(store)
-        await listener.drain()
-
-    bare: list[float] = []
-    try:
-        # The bare loop sends exactly the content elicitbot posts for the options fixture.
-        sample = parse_body(copy.deepcopy(VALID["options"]), workspace="acme")
-        view = PromptView(sample, Status.PENDING, None, 1, "http://x/#k", clock.now())
-        content = message_content(view)
-        if bare_loops:
-            bare.append(await bare_loop(base, bare_user, bare_room, content, n, "a"))
-        options_seconds, options = await post_all(service, store, n, "options")
-        text_seconds, texts = await post_all(service, store, n, "free-text")
-        if bare_loops:
-            bare.append(await bare_loop(base, bare_user, bare_room, content, n, "b"))
-        answers.times.clear()
-        await listener.start()
-        quiet = await reply_latencies(base, alice, room, options, answers, settle)
-        busy = await reply_latencies(base, alice, room, texts, answers, None)
-    finally:
-        await listener.stop()
-        stop.set()
-        dispatcher.wake()
-        await loop_task
-        await chat.client.close()
-        await store.close()
-
-    options_rate = n / options_seconds
-    text_rate = n / text_seconds
-    result: dict[str, Any] = {
-        "posted": sum(1 for d in options + texts if d.state == "posted"),
-        "elicitbot_per_second": round(options_rate, 1),
-        "elicitbot_seconds": round(options_seconds, 3),
-        "events_per_elicitation": 1 + SEEDS,
-        "message_only_per_second": round(text_rate, 1),
-    }
-    if bare:
-        bare_rate = n / statistics.mean(bare)
-        result |= {
-            "bare_per_second": round(bare_rate, 1),
-            "bare_seconds": [round(b, 3) for b in bare],
-            "ratio": round(options_rate / bare_rate, 3),
-            "event_ratio": round((1 + SEEDS) * options_rate / bare_rate, 3),
-            "message_only_ratio": round(text_rate / bare_rate, 3),
-            "goal_ratio": 0.8,
-        }
-    return result | {
-        "reply_to_answer_ms": summary(quiet),
-        "reply_to_answer_back_to_back_ms": summary(busy),
-        "goal_p50_ms": 100,
-    }
-
-
-async def rooms(
-    base: str, synapse: Synapse, workdir: Path, kinds: list[str], **options: Any
-) -> dict[str, Any]:
-    """Phase 4: the plaintext and the encrypted room, one after the other, one person."""
-    user = synapse.register("person")
-    bots = {kind: synapse.register(f"bot-{kind}") for kind in kinds}
-    made = {
-        kind: await make_room(base, user, [bots[kind]], encrypted=kind == "encrypted")
-        for kind in kinds
-    }
-    person = await Person.start(base, user, workdir / "person")
-    results: dict[str, Any] = {}
-    try:
-        for kind in kinds:
-            stack = await Stack.start(base, kind, bots[kind], user, made[kind], workdir)
-            try:
-                assert synapse.process is not None
-                me = os.getpid()
-                stats = {  # the bot's event loop is its main thread; the rest, SQL on threads
-                    "bot": f"/proc/{me}/stat",
-                    "bot_loop": f"/proc/{me}/task/{me}/stat",
-                    "synapse": f"/proc/{synapse.process.pid}/stat",
-                    "person": f"/proc/{person.process.pid}/stat",
-                }
-                results[kind] = await room_phase(stack, person, stats=stats, **options)
-            finally:
-                await stack.close()
-    finally:
-        await person.stop()
-    out: dict[str, Any] = {"rooms": results}
-    if {"plaintext", "encrypted"} <= results.keys():
-        plain, crypt = results["plaintext"], results["encrypted"]
-        out["encrypted_over_plaintext"] = {
-            figure: over(crypt[figure]["p50"], plain[figure]["p50"])
-            for figure in (
-                "post_to_visible_ms",
-                "reply_to_answer_ms",
-                "burst_visible_s",
-                "burst_seeded_s",
-            )
-        }
-    return out | {
-        "burst": options["burst"],
-        "bursts": options["bursts"],
-        "goal_burst_visible_s": 0.8,
-        "person_undecrypted": person.undecrypted,
-        "person_limited_batches": person.limited,
-    }
-
-
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     (workdir / "synapse").mkdir(exist_ok=True)
     synapse = Synapse(workdir / "synapse")
     synapse.start()
-    result: dict[str, Any] = {"bench": "matrix_post"}
+    result: dict[str, Any] = {"bench": "matrix_post", "measured_on": "serve", "load_before": load()}
+    kinds = [k for k in args.rooms.split(",") if k]
     try:
         base = synapse.base_url
-        if not args.skip_throughput:
-            result |= {"n": args.n}
-            result |= await throughput(
-                base, synapse, workdir, args.n, bare_loops=not args.skip_bare
-            )
-        kinds = [k for k in args.rooms.split(",") if k]
-        if kinds:
-            result |= {"latency_n": args.latency_n}
-            result |= await rooms(
-                base,
-                synapse,
-                workdir,
-                kinds,
-                latency_n=args.latency_n,
-                burst=args.burst,
-                bursts=args.bursts,
-                profile=args.profile,
-            )
+        assert synapse.process is not None
+        user = synapse.register("person")
+        bots = {kind: synapse.register(f"bot-{kind}") for kind in kinds}
+        made = {
+            kind: await make_room(base, user, [bots[kind]], encrypted=kind == "encrypted")
+            for kind in kinds
+        }
+        bare: list[float] = []
+        bare_user = synapse.register("barebot")
+        bare_room = await make_room(base, bare_user, [])
+        # The bare loop sends exactly the content elicitbot posts for the options fixture.
+        sample = parse_body(copy.deepcopy(VALID["options"]), workspace="acme")
+        view = PromptView(sample, Status.PENDING, None, 1, "http://x/#k", datetime.now(UTC))
+        content = message_content(view)
+        if not args.skip_throughput and not args.skip_bare:
+            bare.append(await bare_loop(base, bare_user, bare_room, content, args.n, "a"))
+        person = await Person.start(base, user, workdir / "person")
+        rooms: dict[str, Any] = {}
+        try:
+            async with aiohttp.ClientSession() as session:
+                for kind in kinds:
+                    bot = await Bot.start(
+                        base, kind, bots[kind], user, made[kind], workdir, session
+                    )
+                    try:
+                        stats = {
+                            "serve": (bot.serve.pid, None),
+                            "serve_loop": (bot.serve.pid, bot.serve.pid),
+                            "synapse": (synapse.process.pid, None),
+                            "person": (person.process.pid, None),
+                        }
+                        rooms[kind] = await room_phase(
+                            bot,
+                            person,
+                            stats=stats,
+                            latency_n=args.latency_n,
+                            burst=args.burst,
+                            bursts=args.bursts,
+                        )
+                        if kind == "plaintext" and not args.skip_throughput:
+                            result |= await throughput(bot, person, args.n)
+                    finally:
+                        await asyncio.to_thread(bot.close)
+        finally:
+            await person.stop()
+        if bare:
+            bare.append(await bare_loop(base, bare_user, bare_room, content, args.n, "b"))
+            bare_rate = args.n / statistics.mean(bare)
+            if "elicitbot_per_second" in result:
+                result |= {
+                    "bare_per_second": round(bare_rate, 1),
+                    "bare_seconds": [round(b, 3) for b in bare],
+                    "ratio": round(result["elicitbot_per_second"] / bare_rate, 3),
+                    "event_ratio": round(
+                        (1 + SEEDS) * result["elicitbot_per_second"] / bare_rate, 3
+                    ),
+                    "message_only_ratio": round(result["message_only_per_second"] / bare_rate, 3),
+                    "goal_ratio": 0.8,
+                }
     finally:
         synapse.stop()
-    return result | {"python": sys.version.split()[0]}
+    result |= {"latency_n": args.latency_n, "rooms": rooms}
+    if {"plaintext", "encrypted"} <= rooms.keys():
+        plain, crypt = rooms["plaintext"], rooms["encrypted"]
+        result["encrypted_over_plaintext"] = {
+            figure: over(crypt[figure]["p50"], plain[figure]["p50"])
+            for figure in (
+                "post_to_visible_ms",
+                "reaction_to_edit_ms",
+                "burst_visible_s",
+                "burst_seeded_s",
+            )
+        }
+    return result | {
+        "burst": args.burst,
+        "bursts": args.bursts,
+        "goal_burst_visible_s": 0.8,
+        "person_undecrypted": person.undecrypted,
+        "person_limited_batches": person.limited,
+        "load_after": load(),
+        "machine": machine(),
+    }
 
 
 def main() -> None:
     logs.configure("WARNING")  # stderr: stdout carries the one JSON line
-    if len(sys.argv) == 3 and sys.argv[1] == "--person":  # the person's process (see rooms())
+    if len(sys.argv) == 3 and sys.argv[1] == "--person":  # the person's process (see run())
         spec = json.loads(sys.argv[2])
         Path(spec["store"]).mkdir(parents=True, exist_ok=True)
         asyncio.run(person_main(spec))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=200, help="elicitations in the throughput phases")
-    parser.add_argument("--latency-n", type=int, default=50, help="posts and replies per room")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--n", type=int, default=200, help="elicitations in the throughput phase")
+    parser.add_argument("--latency-n", type=int, default=50, help="posts and reactions per room")
     parser.add_argument("--burst", type=int, default=50, help="elicitations in one burst")
     parser.add_argument("--bursts", type=int, default=5, help="bursts per room")
-    parser.add_argument("--rooms", default="plaintext,encrypted", help="'' to skip phase 4")
+    parser.add_argument("--rooms", default="plaintext,encrypted", help="'' to skip the rooms")
     parser.add_argument("--skip-bare", action="store_true", help="no bare loop (no ratios)")
-    parser.add_argument("--skip-throughput", action="store_true", help="phase 4 only")
-    parser.add_argument("--profile", type=Path, default=None, help="cProfile the bursts")
+    parser.add_argument("--skip-throughput", action="store_true", help="the room figures only")
     args = parser.parse_args()
     for kind in args.rooms.split(","):
         if kind and kind not in ("plaintext", "encrypted"):
