@@ -25,6 +25,8 @@ from schemathesis.python import asgi as schemathesis_asgi
 from bot.app.config import AppConfig, ServerConfig, StoreConfig
 from bot.app.wiring import Elicitbot
 
+pytestmark = pytest.mark.slow  # generated requests / whole processes: the second tier
+
 TOKEN = "contract-intake-token-5f2c"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MAX_EXAMPLES = 6

@@ -21,6 +21,8 @@ from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Answer, Attempt, Identity
 from tests.integration.mcp import LEGACY, MODERN, TOKENS, Rig, rig
 
+pytestmark = pytest.mark.slow  # generated requests / whole processes: the second tier
+
 HERE = Path(__file__).parent
 REPO = HERE.parents[2]
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")

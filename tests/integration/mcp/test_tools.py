@@ -18,6 +18,8 @@ from bot.domain.model import Answer, Attempt, Identity, People, Refusal, Refusal
 from bot.timekeeper import Timekeeper
 from tests.integration.mcp import MODES, TOKENS, Rig, rig
 
+pytestmark = pytest.mark.slow  # generated requests / whole processes: the second tier
+
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 YES_NO = [
     {"id": "yes", "label": "Deploy", "meaning": "approve"},
