@@ -359,6 +359,13 @@ async def settle(schema: str, webhook: FakeWebhook, answered: set[str], fleet: F
             stored = await store.count("elicitation")
         finally:
             await store.close()
+        # A follow-up fires followup_seconds after its copy was accepted: one whose copy went out
+        # late (a killed replica's claim, a channel's posts held behind a retry) is a post still
+        # to come, not a post that was lost.
+        with psycopg.connect(schema) as conn:
+            followups = conn.execute(
+                "SELECT count(*) FROM deadline WHERE kind = 'followup' AND state = 'pending'"
+            ).fetchone()
         open_rows = [
             r for r in rows if r.state in ("pending", "claimed") and r.kind != EffectKind.UPDATE
         ]
@@ -370,6 +377,7 @@ async def settle(schema: str, webhook: FakeWebhook, answered: set[str], fleet: F
             if r.status == 200 and isinstance(r.body, dict)
         }
         left.update(
+            followups_pending=followups[0] if followups else None,
             stored=stored,
             open=[
                 (r.kind.value, r.state.value, r.attempts, r.next_attempt_at, r.last_error)
@@ -377,7 +385,13 @@ async def settle(schema: str, webhook: FakeWebhook, answered: set[str], fleet: F
             ],
             written=len(written),
         )
-        if stored == UNIQUE and not open_rows and len(written) >= len(answered):
+        if (
+            stored == UNIQUE
+            and not open_rows
+            and len(written) >= len(answered)
+            and followups is not None
+            and followups[0] == 0
+        ):
             return True
         return None
 
