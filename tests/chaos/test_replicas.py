@@ -359,12 +359,13 @@ async def settle(schema: str, webhook: FakeWebhook, answered: set[str], fleet: F
             stored = await store.count("elicitation")
         finally:
             await store.close()
-        # A follow-up fires followup_seconds after its copy was accepted: one whose copy went out
-        # late (a killed replica's claim, a channel's posts held behind a retry) is a post still
-        # to come, not a post that was lost.
+        # A follow-up fires followup_seconds after its copy was accepted, and a reminder waits for
+        # its copy: one whose copy went out late (a killed replica's claim, a channel's posts held
+        # behind a retry) is a post or a notice still to come, not one that was lost.
         with psycopg.connect(schema) as conn:
             followups = conn.execute(
-                "SELECT count(*) FROM deadline WHERE kind = 'followup' AND state = 'pending'"
+                "SELECT count(*) FROM deadline"
+                " WHERE kind IN ('followup', 'remind') AND state = 'pending'"
             ).fetchone()
         open_rows = [
             r for r in rows if r.state in ("pending", "claimed") and r.kind != EffectKind.UPDATE
