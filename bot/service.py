@@ -281,7 +281,12 @@ class Service:
                         break
                     secret_sent = True
                 recorded = await self.store.record_answer(
-                    key, write.answer, now, approving=write.approving, audit=dict(write.audit)
+                    key,
+                    write.answer,
+                    now,
+                    approving=write.approving,
+                    audit=dict(write.audit),
+                    version=write.version,
                 )
                 if recorded.won:
                     answer = write.answer
