@@ -112,7 +112,7 @@ def judge(
     """The one judgement of ``action`` on the elicitation as stored (None: unknown); ``route``:
     the one the elicitation takes, whose policy says who may decide (rule 9)."""
     if stored is None:
-        return Judgement(Outcome(OutcomeKind.NOT_FOUND, action.key, NOT_FOUND_TEXT))
+        return Judgement(not_found(action.key))
     if isinstance(action, ClaimIt):
         return _claim(stored, action, people, now, claim_minutes, route)
     if isinstance(action, Open):
@@ -148,6 +148,11 @@ def judge(
         standing=action.standing,
     )
     return judge_attempt(stored, attempt, people, now, route=route)
+
+
+def not_found(key: str) -> Outcome:
+    """What an action on an elicitation elicitbot does not know says."""
+    return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 
 
 def judge_command(command: Command, people: People) -> CommandResult:
