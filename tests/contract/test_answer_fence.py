@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.domain.actions import Choose, OutcomeKind
+from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Elicitation, Identity, People, RefusalCode, Route, Status
-from bot.domain.records import RecordResult
+from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.store import Store
 from bot.service import Inbound, Service
 from tests.conftest import FakeClock
@@ -55,44 +55,45 @@ async def asked(store: Store, clock: FakeClock) -> tuple[Service, Elicitation]:
     return svc, e
 
 
-async def test_approving_the_revision_read_loses_to_a_new_one_and_is_refused(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def chosen(
+    store: Store, monkeypatch: pytest.MonkeyPatch, option: str
+) -> tuple[Outcome, list[int | None], StoredElicitation]:
+    """``option`` chosen on revision 1 while revision 2 lands between the read and the write:
+    (the outcome, the versions the writes were fenced on, the elicitation as stored after)."""
     clock = FakeClock()
     svc, e = await asked(store, clock)
     fenced = await racing(store, monkeypatch, svc, e)
     clock.advance(5)
+    outcome = await svc.act(Choose(e.key, ALICE, SLACK, (option,), revision=1, shown=SHOWN_WHOLE))
+    stored = await store.get(e.key)
+    assert stored is not None
+    return outcome, fenced, stored
 
-    outcome = await svc.act(Choose(e.key, ALICE, SLACK, ("yes",), revision=1, shown=SHOWN_WHOLE))
+
+async def test_approving_the_revision_read_loses_to_a_new_one_and_is_refused(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome, fenced, stored = await chosen(store, monkeypatch, "yes")
 
     assert outcome.kind is OutcomeKind.REFUSED
     assert outcome.refusal is not None
     assert outcome.refusal.code is RefusalCode.STALE_REVISION
     assert fenced == [1]  # one write, on the version read; the second judgement refused
-    stored = await store.get(e.key)
-    assert stored is not None
     assert (stored.status, stored.answer, stored.version) == (Status.PENDING, None, 2)
     assert stored.elicitation.subject is not None
     assert stored.elicitation.subject.revision == 2
     assert await store.count("answer") == 0
-    audit = [(a.action, a.code) for a in await store.audit(e.key)]
+    audit = [(a.action, a.code) for a in await store.audit(stored.elicitation.key)]
     assert audit == [("intake", None), ("revised", None), ("refusal", "stale_revision")]
 
 
 async def test_a_rejection_that_lost_to_a_revision_is_judged_again_and_wins(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = FakeClock()
-    svc, e = await asked(store, clock)
-    fenced = await racing(store, monkeypatch, svc, e)
-    clock.advance(5)
-
-    outcome = await svc.act(Choose(e.key, ALICE, SLACK, ("no",), revision=1, shown=SHOWN_WHOLE))
+    outcome, fenced, stored = await chosen(store, monkeypatch, "no")
 
     assert outcome.kind is OutcomeKind.ANSWERED
     assert fenced == [1, 2]  # lost on the version read, won on the revision's
-    stored = await store.get(e.key)
-    assert stored is not None
     assert stored.status is Status.ANSWERED
     assert stored.answer is not None
     assert stored.answer.option_ids == ("no",)

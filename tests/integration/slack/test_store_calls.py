@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from adapters.slack.render import REPLY_ACTION
 from bot.domain.model import Status
 from tests.integration.slack.rig import ALICE, Rig, action_button, button
+
+Message = dict[str, Any]
 
 
 def count_store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -30,18 +33,28 @@ def count_store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-async def test_a_click_reads_its_elicitation_once_before_the_answer_is_recorded(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    key = await rig.intake_fixture("approval-request")
+async def clicked(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, case: str, pick: Callable[[Message], Message]
+) -> tuple[str, Message, list[str]]:
+    """A fixture posted, then one click on the button ``pick`` finds: (key, message, the store
+    calls of the click, all of it handled)."""
+    key = await rig.intake_fixture(case)
     await rig.drain()
     message = rig.message(key)
     calls = count_store_calls(rig, monkeypatch)
-
-    response = await rig.click(message, button(message, "allow_once"))
+    response = await rig.click(message, pick(message))
     await rig.slack.idle()
-
     assert response.status_code == 200
+    return key, message, calls
+
+
+async def test_a_click_reads_its_elicitation_once_before_the_answer_is_recorded(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, message, calls = await clicked(
+        rig, monkeypatch, "approval-request", lambda m: button(m, "allow_once")
+    )
+
     assert "record_answer" in calls, calls
     before = calls[: calls.index("record_answer") + 1]
     print(f"store calls of one click, up to the answer: {len(before)}: {before}")
@@ -59,15 +72,10 @@ async def test_a_click_reads_its_elicitation_once_before_the_answer_is_recorded(
 async def test_reply_opens_its_form_from_the_one_read(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = await rig.intake_fixture("no-options-no-question")
-    await rig.drain()
-    message = rig.message(key)
-    calls = count_store_calls(rig, monkeypatch)
+    key, _, calls = await clicked(
+        rig, monkeypatch, "no-options-no-question", lambda m: action_button(m, REPLY_ACTION)
+    )
 
-    response = await rig.click(message, action_button(message, REPLY_ACTION))
-    await rig.slack.idle()
-
-    assert response.status_code == 200
     print(f"store calls of a Reply… click: {len(calls)}: {calls}")
     assert calls == ["record_raw", "get", "handled_raw"]
     [modal] = rig.fake.views()
