@@ -9,14 +9,24 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import structlog
 
 from bot.domain import deadlines
-from bot.domain.actions import Action, ClaimIt, Command, CommandResult, Outcome, OutcomeKind
+from bot.domain.actions import (
+    Action,
+    ClaimIt,
+    Command,
+    CommandResult,
+    OnView,
+    Outcome,
+    OutcomeKind,
+)
 from bot.domain.judge import (
     CANNOT_ANSWER,
+    Judged,
     Judgement,
     RecordAnswer,
     RecordClaim,
@@ -26,6 +36,7 @@ from bot.domain.judge import (
     judge_attempt,
     judge_command,
     lost_for_good,
+    not_found,
     refuse_write,
 )
 from bot.domain.model import (
@@ -150,23 +161,32 @@ class Service:
         """The one entry for what a person did on a surface; returns what to show them.
 
         One read, one judgement (:func:`bot.domain.judge.judge`), one conditional write; when
-        the write loses (someone answered first, it closed) the action is judged again on the
-        state the store reports.
+        the write loses (someone answered first, it closed, it changed) the action is judged
+        again on the state the store reports. An :class:`~bot.domain.actions.OnView` is
+        translated by its surface against that one read first.
         """
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)
         if stored is None:
-            return judge(None, action, self.people, self.clock.now()).outcome
+            return not_found(action.key)
+        view = None
+        if isinstance(action, OnView):  # the surface translates against the state just read
+            view = prompt_view(stored, None, link=self.link_for(action.key), now=self.clock.now())
+            translated = action.translate(view)
+            if translated is None:
+                return Outcome(OutcomeKind.IGNORED, action.key, view=view)
+            action = translated
         route = await self.policy_route(stored)
+        attempted: Judged = action  # (the closure below sees the narrowed type)
 
         def judged(state: StoredElicitation, now: datetime) -> Judgement:
             return judge(
-                state, action, self.people, now, claim_minutes=self.claim_minutes, route=route
+                state, attempted, self.people, now, claim_minutes=self.claim_minutes, route=route
             )
 
         judgement, _ = await self._carry_out(stored, judged)
-        return judgement.outcome
+        return judgement.outcome if view is None else replace(judgement.outcome, view=view)
 
     async def _command(self, command: Command) -> CommandResult:
         parsed = judge_command(command, self.people)
@@ -281,7 +301,12 @@ class Service:
                         break
                     secret_sent = True
                 recorded = await self.store.record_answer(
-                    key, write.answer, now, approving=write.approving, audit=dict(write.audit)
+                    key,
+                    write.answer,
+                    now,
+                    approving=write.approving,
+                    audit=dict(write.audit),
+                    version=write.version,
                 )
                 if recorded.won:
                     answer = write.answer

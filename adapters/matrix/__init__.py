@@ -18,13 +18,4 @@ if TYPE_CHECKING:
     from adapters.matrix.connection import lease_fence, matrix_chat
     from adapters.matrix.sync import MatrixListener
 
-__all__ = ["MatrixChat", "MatrixListener", "lease_fence", "make_client", "matrix_chat"]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "chat": ("MatrixChat", "make_client"),
-        "connection": ("lease_fence", "matrix_chat"),
-        "sync": ("MatrixListener",),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

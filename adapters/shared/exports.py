@@ -3,24 +3,46 @@
 A surface's package re-exports its parts (``from adapters.matrix import MatrixChat``) without
 importing them all when only one small module of it is wanted: its config model, which the root
 reads for ``check-config`` long before (or without ever) starting the surface.
+
+The package names each export once, in an ``if TYPE_CHECKING:`` block of imports from its own
+modules: the type checker reads them there (the package is ``implicit_reexport`` in mypy's
+config), and :func:`lazy_exports` reads the same block from the package's source for
+``__all__`` and the module ``__getattr__``.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
-def lazy_exports(package: str, modules: Mapping[str, tuple[str, ...]]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package``: ``modules`` maps each submodule (relative name)
-    to the names it exports."""
-    where = {name: module for module, names in modules.items() for name in names}
+def lazy_exports(package: str, init: str) -> tuple[list[str], Callable[[str], Any]]:
+    """``(__all__, __getattr__)`` for ``package``, whose ``__init__`` is at ``init``: every
+    name its ``if TYPE_CHECKING:`` block imports from one of its modules."""
+    where = exported(package, Path(init).read_text(encoding="utf-8"))
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's own name
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        return getattr(importlib.import_module(module), name)
 
-    return __getattr__
+    return sorted(where), __getattr__
+
+
+def exported(package: str, source: str) -> dict[str, str]:
+    """Each name the ``if TYPE_CHECKING:`` blocks of ``source`` import from a module of
+    ``package``, mapped to that module."""
+    where: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
+            continue
+        for imported in node.body:
+            if isinstance(imported, ast.ImportFrom) and imported.level == 0:
+                module = imported.module or ""
+                if module.startswith(f"{package}."):
+                    where.update((a.asname or a.name, module) for a in imported.names)
+    return where

@@ -7,11 +7,4 @@ from adapters.shared.exports import lazy_exports
 if TYPE_CHECKING:
     from adapters.slack.chat import SlackChat
 
-__all__ = ["SlackChat"]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "chat": ("SlackChat",),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import structlog
@@ -38,6 +39,7 @@ from bot.domain.actions import (
     NOT_FOUND_TEXT,
     Choose,
     ClaimIt,
+    OnView,
     Open,
     Outcome,
     OutcomeKind,
@@ -82,7 +84,7 @@ class SlackHandling:
 
     async def _act(
         self,
-        action: Choose | Submit | Reply | Open,
+        action: Choose | Submit | Reply | Open | OnView,
         where: Where,
         seen: PromptView | None = None,
         *,
@@ -92,14 +94,15 @@ class SlackHandling:
         """Hand an answer to the core and show its outcome: a refusal or how to answer privately,
         a win in the thread; returns the outcome (None: not delivered upstream, the person told).
 
-        ``seen``: the view read just before, which the thread note reuses (with the answer) rather
-        than reading it again. ``quiet``: say nothing when the elicitation is not found (a thread
-        reply in a thread elicitbot no longer knows). ``in_modal``: the review modal says the
-        outcome, so nothing is said privately (the win still goes in the thread)."""
-        if self.identify is not None and not isinstance(action, Open):
-            # Every copy says who by name ("Answered by Alice"); an Open records no answer, and
-            # its modal must open within the click's three seconds.
-            action = replace(action, who=await self.identify(action.who))
+        ``seen``: the view read just before (an :class:`OnView`'s outcome carries the core's),
+        which the thread note reuses (with the answer) rather than reading it again. ``quiet``:
+        say nothing when the elicitation is not found (a thread reply in a thread elicitbot no
+        longer knows). ``in_modal``: the review modal says the outcome, so nothing is said
+        privately (the win still goes in the thread)."""
+        if not isinstance(action, Open | OnView):
+            # An Open records no answer, and its modal must open within the click's three
+            # seconds; an OnView names its person already.
+            action = replace(action, who=await self._named(action.who))
         who = action.who
         try:
             outcome = await self.elicitations.act(action)
@@ -111,6 +114,7 @@ class SlackHandling:
             await self._tell(who, where, translate.not_delivered(exc))
             return None
         await self.durable.settle()
+        seen = seen or outcome.view
         kind = outcome.kind
         if kind in (OutcomeKind.ANSWERED, OutcomeKind.REFUSED):
             log.info(
@@ -131,6 +135,10 @@ class SlackHandling:
         elif kind is OutcomeKind.NOT_FOUND and not quiet:
             await self._tell(who, where, outcome.message or NOT_FOUND_TEXT)
         return outcome
+
+    async def _named(self, who: Identity) -> Identity:
+        """Every copy says who by name ("Answered by Alice")."""
+        return who if self.identify is None else await self.identify(who)
 
     async def _act_in_review(
         self, action: Choose | Open, where: Where, seen: PromptView | None
@@ -187,35 +195,27 @@ class SlackHandling:
             return
         where = click.where
         key = click.key or await self._key_for(where.channel, click.message_ts)
-        view = await self.elicitations.view(key) if key is not None else None
-        if key is None or view is None:
+        if key is None:
             await self._tell(click.who, where, NOT_FOUND_TEXT)
-            return
-        # What this message shows, from our own rendering of the request as it stands (never
-        # from the payload): approving needs the whole of it (rule 2).
-        shown = message_shown(view)
-        if click.action_id == REVIEW_ACTION:
-            if await self._opens(click, key):
-                await self.review.open(click, view)
-            return
-        if click.action_id == REPLY_ACTION:
-            if await self._opens(click, key):
-                await self._open_modal(click, view, shown)
             return
         if click.action_id == CLAIM_ACTION:
             await self._claim(translate.claim_it(click, key), where)
             return
-        choice = translate.choice(click, key, view.elicitation, shown=shown)
-        if choice is None:
+        opens = click.action_id in (REVIEW_ACTION, REPLY_ACTION)
+        if not opens:  # Reply… and Review… record no answer, and open within three seconds
+            click = replace(click, who=await self._named(click.who))
+        # One read: the core hands this the request as it stands, to name the option the button
+        # carries and what this message shows, from our own rendering of it (never from the
+        # payload): approving needs the whole of it (rule 2).
+        clicked = OnView(key, click.who, where.via, partial(_clicked, click, key))
+        outcome = await self._act(clicked, where)
+        if outcome is None or outcome.kind is not OutcomeKind.FORM or outcome.view is None:
             return
-        outcome = await self._act(choice, where, view)
-        if outcome is not None and outcome.kind is OutcomeKind.FORM:  # it needs a comment
-            await self._open_modal(click, view, shown, option_id=outcome.option_id)
-
-    async def _opens(self, click: Click, key: str) -> bool:
-        """Reply… or Review…: whether its form opens (the core says how a closed one closed)."""
-        outcome = await self._act(Open(key, click.who, click.where.via), click.where)
-        return outcome is not None and outcome.kind is OutcomeKind.FORM
+        view = outcome.view
+        if click.action_id == REVIEW_ACTION:
+            await self.review.open(click, view)
+        else:  # Reply…, or an option that needs a comment
+            await self._open_modal(click, view, message_shown(view), option_id=outcome.option_id)
 
     async def _open_modal(
         self, click: Click, view: PromptView, shown: Disclosure, *, option_id: str | None = None
@@ -341,6 +341,14 @@ class SlackHandling:
                     return
         if user is not None and channel is not None:
             await self.chat.ephemeral(channel, user, text)
+
+
+def _clicked(click: Click, key: str, view: PromptView) -> Choose | Open | None:
+    """What a click on a message showing ``view`` does: Reply… or Review… asks for its form;
+    an option, a select, the multi-select's Submit or Acknowledge chooses."""
+    if click.action_id in (REVIEW_ACTION, REPLY_ACTION):
+        return Open(key, click.who, click.where.via)
+    return translate.choice(click, key, view.elicitation, shown=message_shown(view))
 
 
 async def _paced(send: Callable[[], Awaitable[object]], attempts: int = ANNOUNCE_ATTEMPTS) -> None:

@@ -9,13 +9,17 @@ parsing, who may answer, admin-only options, claims, chat commands) and returns 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.domain.deadlines import Claim
 from bot.domain.model import Answer, Disclosure, Identity, People, Refusal
 from bot.domain.policy import NO_STANDING, Standing
+
+if TYPE_CHECKING:  # ports imports this module
+    from bot.domain.ports import PromptView
 
 # --------------------------------------------------------------------------- actions
 
@@ -110,7 +114,22 @@ class Command:
     elevated: bool = False
 
 
-Action = Choose | Reply | Submit | ClaimIt | Open | Command
+@dataclass(frozen=True)
+class OnView:
+    """An action its surface can name only against the elicitation as it stands: a Slack button
+    names its option by the value it carries (an index when the ids were too long), and what the
+    message shows (rule 2) is the surface's own rendering of the request now. The core reads the
+    elicitation once, hands ``translate`` that view and judges what it returns (None: the click
+    answers nothing, :attr:`OutcomeKind.IGNORED`); the outcome carries the view."""
+
+    key: str
+    who: Identity
+    """Who acts (``translate`` returns their action)."""
+    via: str
+    translate: Callable[[PromptView], Choose | Open | None]
+
+
+Action = Choose | Reply | Submit | ClaimIt | Open | OnView | Command
 
 
 # --------------------------------------------------------------------------- outcomes
@@ -170,6 +189,10 @@ class Outcome:
     """Refused for who the person is (the asker, an agent, a bot), not for what they said."""
     option_id: str | None = None
     """The option a :attr:`OutcomeKind.FORM` asks a comment for."""
+    view: PromptView | None = None
+    """For an :class:`OnView`: the elicitation as the judgement read it, before this action's
+    write (without the schedule, whose timeline is not read), for what the surface shows next
+    (a form, the thread note)."""
 
 
 # --------------------------------------------------------------------------- chat commands

@@ -8,10 +8,12 @@ surface the action came from (its ``shown``), what a reply means and why a quest
 are all decided here, by the answer rules (:mod:`bot.domain.rules`; who may decide is the one
 rule :func:`~bot.domain.rules.who_may_decide`). Surfaces translate and show; they never judge.
 
-The writes are conditional where the outcome depends on the state: an answer is recorded only
-while the elicitation is still pending and not expired (first valid answer wins), a claim only
-while it is pending. When such a write loses, the shell judges again on the state the store
-returned (:func:`after_lost`) rather than making up a refusal.
+The writes are conditional where the outcome depends on the state: an answer or a vote is
+recorded only while the elicitation is still pending, not expired and at the version this
+judgement read (first valid answer wins; a new revision or digest in between is judged again,
+and rule 2 then refuses approving the one the person saw), a claim only while it is pending.
+When such a write loses, the shell judges again on the state the store returned
+(:func:`after_lost`) rather than making up a refusal.
 """
 
 from __future__ import annotations
@@ -54,11 +56,13 @@ CANNOT_ANSWER = "This question can no longer be answered."
 
 @dataclass(frozen=True)
 class RecordAnswer:
-    """Record the answer: conditional on the elicitation still pending and not expired (nor,
-    for an approving option, its subject). A secret's text goes upstream first."""
+    """Record the answer: conditional on the elicitation still pending, not expired (nor, for
+    an approving option, its subject) and at ``version``. A secret's text goes upstream first."""
 
     answer: Answer
     approving: bool
+    version: int
+    """The elicitation's version the judgement read: anything written since makes it lose."""
     audit: Mapping[str, Any]
     secret: str | None = None
     """The secret to pass upstream before recording (never stored)."""
@@ -108,7 +112,7 @@ def judge(
     """The one judgement of ``action`` on the elicitation as stored (None: unknown); ``route``:
     the one the elicitation takes, whose policy says who may decide (rule 9)."""
     if stored is None:
-        return Judgement(Outcome(OutcomeKind.NOT_FOUND, action.key, NOT_FOUND_TEXT))
+        return Judgement(not_found(action.key))
     if isinstance(action, ClaimIt):
         return _claim(stored, action, people, now, claim_minutes, route)
     if isinstance(action, Open):
@@ -144,6 +148,11 @@ def judge(
         standing=action.standing,
     )
     return judge_attempt(stored, attempt, people, now, route=route)
+
+
+def not_found(key: str) -> Outcome:
+    """What an action on an elicitation elicitbot does not know says."""
+    return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 
 
 def judge_command(command: Command, people: People) -> CommandResult:
@@ -186,7 +195,7 @@ def judge_attempt(
     audit = attempt_audit(attempt)
     if result.approvals:  # a quorum decided: the audit row names every approver
         audit["approvals"] = [a.model_dump(mode="json") for a in result.approvals]
-    write = RecordAnswer(result, approving, audit, secret)
+    write = RecordAnswer(result, approving, stored.version, audit, secret)
     return Judgement(Outcome(OutcomeKind.ANSWERED, key, answer=result), write)
 
 
@@ -207,8 +216,8 @@ def refused(
 
 
 def after_lost(stored: StoredElicitation, lost: RecordResult) -> StoredElicitation:
-    """The state a lost answer write reported (someone else answered, it closed), to judge the
-    attempt again on."""
+    """The state a lost answer write reported (someone else answered, it closed; still pending:
+    something changed since the read, which the shell reads again), to judge the attempt on."""
     return replace(stored, status=lost.status, answer=lost.answer)
 
 

@@ -183,8 +183,20 @@ class Store(
         ...
 
     async def record_answer(
-        self, key: str, answer: Answer, now: datetime, *, approving: bool, audit: dict[str, object]
-    ) -> RecordResult: ...
+        self,
+        key: str,
+        answer: Answer,
+        now: datetime,
+        *,
+        approving: bool,
+        audit: dict[str, object],
+        version: int | None = None,
+    ) -> RecordResult:
+        """Record the first valid answer while the elicitation is pending, not expired (nor its
+        subject, for an ``approving`` one) and, when ``version`` is given, still at the version
+        the judgement read (a new revision or digest, a vote or a claim in between makes it
+        lose: judge again). The loser learns the status and answer as they are."""
+        ...
 
     async def record_vote(
         self, key: str, vote: Vote, now: datetime, *, version: int, audit: dict[str, object]

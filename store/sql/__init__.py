@@ -5,9 +5,9 @@ fall-backs, claims and firings is decided in :mod:`bot.domain.planning` and appl
 
 Exactly-once by construction:
 - intake dedupe: ``INSERT … ON CONFLICT DO NOTHING`` on the inbound id and on the elicitation key;
-- the first answer: one conditional ``UPDATE … WHERE status='pending'`` checked through
-  ``RETURNING`` (psycopg's async rowcount is -1 for these), plus a unique ``answer`` row in the
-  same transaction;
+- the first answer: one conditional ``UPDATE … WHERE status='pending'`` (and the version the
+  judgement read) checked through ``RETURNING`` (psycopg's async rowcount is -1 for these), plus
+  a unique ``answer`` row in the same transaction;
 - claims of outbox rows and due deadlines: ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
   LOCKED) RETURNING`` on PostgreSQL; the same statement without the locking clause on SQLite,
   whose writers are serialised (every transaction starts with ``BEGIN IMMEDIATE``);

@@ -1,6 +1,8 @@
 """Answers and other changes of one elicitation: the first answer wins once (one conditional
-``UPDATE … WHERE status='pending'`` checked through ``RETURNING``, plus a unique ``answer`` row),
-closes, refusals, claims, and the inbound ids of chat events."""
+``UPDATE … WHERE status='pending'`` checked through ``RETURNING``, plus a unique ``answer`` row;
+fenced on the version the judgement read, so a revision, a vote or a claim landing in between
+makes it lose and be judged again), closes, refusals, claims, and the inbound ids of chat
+events."""
 
 from __future__ import annotations
 
@@ -18,14 +20,24 @@ from store.sql.base import ANSWER, NEW_AUDIT, PENDING, E, audit_row
 
 class Answers(Applier):
     async def record_answer(
-        self, key: str, answer: Answer, now: datetime, *, approving: bool, audit: dict[str, object]
+        self,
+        key: str,
+        answer: Answer,
+        now: datetime,
+        *,
+        approving: bool,
+        audit: dict[str, object],
+        version: int | None = None,
     ) -> RecordResult:
-        """First valid answer wins: one conditional UPDATE; the loser learns the current state."""
+        """First valid answer wins: one conditional UPDATE (pending, not expired, and at
+        ``version`` when given); the loser learns the current state."""
         conditions = [
             E.c.key == key,
             E.c.status == PENDING,
             or_(E.c.expires_at.is_(None), E.c.expires_at > now),
         ]
+        if version is not None:
+            conditions.append(E.c.version == version)
         if approving:
             conditions.append(or_(E.c.subject_expires_at.is_(None), E.c.subject_expires_at > now))
         body = answer.model_dump(mode="json")

@@ -452,6 +452,38 @@ async def test_approval_before_subject_expiry_wins(store: SqlStore, clock: FakeC
     assert result.won
 
 
+async def test_an_answer_fenced_on_a_version_loses_to_a_revision_in_between(
+    store: SqlStore, clock: FakeClock
+) -> None:
+    t0 = clock.now()
+    key = await accept(store, make(t0, subject_expires=3600), t0)
+    read = await store.get(key)
+    assert read is not None
+    # A new revision of the request lands after the judgement read version 1.
+    [revised] = await store.intake([item(make(t0, question="Run it on prod?"), "ev-2")], t0)
+    assert revised.result == "updated"
+    now = clock.advance(5)
+    alice = answer("slack:U0ALICE", now, "yes")
+
+    stale = await store.record_answer(
+        key, alice, now, approving=True, audit={}, version=read.version
+    )
+
+    assert (stale.won, stale.status, stale.answer) == (False, Status.PENDING, None)
+    stored = await store.get(key)
+    assert stored is not None
+    assert (stored.status, stored.answer, stored.version) == (Status.PENDING, None, 2)
+    assert await store.count("answer") == 0
+    assert "writeback" not in kinds(await store.outbox(key))
+    assert [a.action for a in await store.audit(key)] == ["intake", "revised"]
+
+    current = await store.record_answer(
+        key, alice, now, approving=True, audit={}, version=stored.version
+    )
+    assert (current.won, current.status, current.answer) == (True, Status.ANSWERED, alice)
+    assert await store.count("answer") == 1
+
+
 async def test_a_win_closes_everything_in_one_transaction(
     store: SqlStore, clock: FakeClock
 ) -> None:

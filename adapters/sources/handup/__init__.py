@@ -25,27 +25,4 @@ if TYPE_CHECKING:
         schema,
     )
 
-__all__ = [
-    "SOURCE",
-    "CheckedRequest",
-    "HandupSink",
-    "callback_allowed",
-    "check",
-    "handup_router",
-    "parse_timeout",
-    "request_document",
-    "schema",
-    "to_elicitation",
-]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "document": ("request_document",),
-        "duration": ("parse_timeout",),
-        "elicitation": ("SOURCE", "to_elicitation"),
-        "routes": ("handup_router",),
-        "sink": ("HandupSink",),
-        "validation": ("CheckedRequest", "callback_allowed", "check", "schema"),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

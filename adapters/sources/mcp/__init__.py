@@ -33,9 +33,4 @@ if TYPE_CHECKING:
     from adapters.sources.mcp.config import McpAgentConfig, McpConfig
     from adapters.sources.mcp.server import McpPart, mcp_part
 
-__all__ = ["McpAgentConfig", "McpConfig", "McpPart", "mcp_part"]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {"config": ("McpAgentConfig", "McpConfig"), "server": ("McpPart", "mcp_part")},
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

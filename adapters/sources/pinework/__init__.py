@@ -19,38 +19,4 @@ if TYPE_CHECKING:
     from adapters.sources.pinework.poller import ClosingElicitations, PineworkPoller, PollError
     from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
 
-__all__ = [
-    "SOURCE",
-    "ClosingElicitations",
-    "PineworkPoller",
-    "PineworkSecretSink",
-    "PineworkSink",
-    "PollError",
-    "account_key",
-    "answer_body",
-    "channel_of",
-    "inbound_id",
-    "parse_question",
-    "read_page",
-    "to_elicitation",
-    "upstream_close",
-]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "parse": (
-            "SOURCE",
-            "account_key",
-            "answer_body",
-            "channel_of",
-            "inbound_id",
-            "parse_question",
-            "read_page",
-            "to_elicitation",
-            "upstream_close",
-        ),
-        "poller": ("ClosingElicitations", "PineworkPoller", "PollError"),
-        "sink": ("PineworkSecretSink", "PineworkSink"),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

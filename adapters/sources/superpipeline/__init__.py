@@ -15,27 +15,4 @@ if TYPE_CHECKING:
     )
     from adapters.sources.superpipeline.routes import superpipeline_router
 
-__all__ = [
-    "CE_TYPE",
-    "SOURCE",
-    "SUBJECT_RE",
-    "parse_body",
-    "superpipeline_router",
-    "to_elicitation",
-    "workspace_from_subject",
-]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "parse": (
-            "CE_TYPE",
-            "SOURCE",
-            "SUBJECT_RE",
-            "parse_body",
-            "to_elicitation",
-            "workspace_from_subject",
-        ),
-        "routes": ("superpipeline_router",),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)

@@ -18,33 +18,4 @@ if TYPE_CHECKING:
     )
     from adapters.sources.toolshed.routes import toolshed_router
 
-__all__ = [
-    "ASKER",
-    "RESOLVER",
-    "SOURCE",
-    "ElicitationRequest",
-    "Resolution",
-    "parse_request",
-    "parse_resolution",
-    "poll_body",
-    "to_elicitation",
-    "toolshed_router",
-]
-
-__getattr__ = lazy_exports(
-    __name__,
-    {
-        "parse": (
-            "ASKER",
-            "RESOLVER",
-            "SOURCE",
-            "ElicitationRequest",
-            "Resolution",
-            "parse_request",
-            "parse_resolution",
-            "poll_body",
-            "to_elicitation",
-        ),
-        "routes": ("toolshed_router",),
-    },
-)
+__all__, __getattr__ = lazy_exports(__name__, __file__)
