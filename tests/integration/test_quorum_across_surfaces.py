@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.slack.people import SlackNames
 from adapters.sources.superpipeline.sink import answered_document
 from adapters.web.identity import IdentityPolicy
 from bot.domain.model import Answer, People, Route, Status
@@ -55,8 +56,7 @@ from tests.integration.web.test_inbox import HEADER, PROXY, card, post_answer, s
 from tests.synapse import Homeserver, MatrixUser, Synapse
 
 SIGNED_IN = IdentityPolicy(user_header=HEADER, trusts=PROXY.trusts)
-TALLY_1_OF_2 = "🗳️ Approved by u0bob (1 of 2) — waiting for one more approver"
-"""Bob's name as Slack's click names him (``user.name``)."""
+TALLY_1_OF_2 = "🗳️ Approved by Bob (1 of 2) — waiting for one more approver"
 NOT_APPROVER = "Only the approvers of this route can decide: "
 
 Start = Callable[[str, int], Awaitable[Mixed]]
@@ -84,7 +84,7 @@ async def across(
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(store_url: str, quorum: int) -> Mixed:
-            return await start_mixed(
+            m = await start_mixed(
                 stack,
                 synapse,
                 homeserver,
@@ -94,6 +94,11 @@ async def across(
                 functools.partial(policy, quorum),
                 SIGNED_IN,
             )
+            # As bot.app.surfaces wires it: people by their Slack name (users.info), as shown.
+            m.slack.identify = SlackNames(m.slack_chat.client, clock=clock).identify
+            m.fake.add_user(BOB, display_name="Bob")
+            m.fake.add_user(ADMIN, display_name="Ada")
+            return m
 
         yield start
 
@@ -232,10 +237,11 @@ async def test_two_approvers_across_slack_an_encrypted_room_and_the_web(
     m = await across(request.getfixturevalue(backend), 2)
     key, slack, room = await post_to_all(m)
 
-    # The Slack admin is but not an approver of this route: refused, told who decides.
+    # Ada is a workspace admin but not an approver of this route: refused, told who decides.
     [told] = await click(m, slack.ts, "allow_once", ADMIN)
     assert told.startswith(NOT_APPROVER), told
     assert "slack:U0BOB" in told
+    print(f"\nAda is told: {told}")
 
     [told] = await click(m, slack.ts, "allow_once", BOB)
     assert told == "Your approval is recorded (1 of 2); waiting for one more approver."
@@ -296,7 +302,7 @@ async def test_with_a_quorum_of_three_the_web_vote_decides(
     clock.advance(30)
     await react(m, room, ONE)
     await votes_stored(m, key, 2)
-    two = f"🗳️ Approved by u0bob and {m.alice_user.user_id.split(':')[0][1:]} (2 of 3)"
+    two = f"🗳️ Approved by Bob and {m.alice_user.user_id.split(':')[0][1:]} (2 of 3)"
     assert two in (await matrix_edit(m, room, two))["body"]
     assert two in slack_text(m, slack.ts)
     assert "(2 of 3)" in plain(await inbox_card(m, key))
