@@ -111,6 +111,8 @@ async def test_two_last_votes_on_two_replicas_make_one_answer(pg_url: str) -> No
         assert refused.refusal is not None
         assert refused.refusal.code is RefusalCode.ALREADY_ANSWERED
         assert await one.count("answer") == 1
+        writebacks = [r for r in await one.outbox(key) if r.kind == "writeback"]
+        assert len(writebacks) == 1, "one write-back"
         stored = await one.get(key)
         assert stored is not None
         assert stored.answer is not None

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import signal
@@ -40,6 +41,7 @@ from bot.outbox import writeback_key
 from bot.service import Inbound
 from store.sql import SqlStore
 from tests.fakes import FakeWebhook
+from tests.integration.slack.rig import button, message_click, post_interaction
 from tests.slack_fake import FakeSlack, SlackCall
 from tests.unit.sources.superpipeline_fixtures import VALID
 
@@ -135,28 +137,38 @@ class Server:
             self.proc.wait(timeout=10)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Server, Path, FakeWebhook, FakeSlack]]:
-    """The server routing every elicitation to Slack (the fake) and the web inbox."""
-    db = tmp_path / "elicitbot.db"
+@contextlib.contextmanager
+def bot_serve(
+    tmp_path: Path, store_url: str, route: str = ""
+) -> Iterator[tuple[Server, FakeWebhook, FakeSlack]]:
+    """The server (not started) on ``store_url``, routing every elicitation to Slack (the fake)
+    and the web inbox; ``route``: more of that ``[[routes]]`` block's keys, as TOML lines."""
     port = free_port()
     with FakeWebhook() as webhook, FakeSlack(SLACK_ENV["SLACK_BOT_TOKEN"]) as slack:
         config = tmp_path / "cfg.toml"
         config.write_text(
             f'[server]\nlisten = "127.0.0.1:{port}"\n\n'
-            f'[store]\nurl = "sqlite:///{db}"\n\n'
+            f'[store]\nurl = "{store_url}"\n\n'
             '[slack]\nbot_token_env = "SLACK_BOT_TOKEN"\n'
             'signing_secret_env = "SLACK_SIGNING_SECRET"\n'
             f'api_url = "{slack.api_url}"\n\n'
-            f'[[routes]]\ndestinations = ["slack:{CHANNEL}", "web"]\n\n'
+            f'[[routes]]\ndestinations = ["slack:{CHANNEL}", "web"]\n{route}\n'
             f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
             encoding="utf-8",
         )
         srv = Server(tmp_path, config, port, SLACK_ENV)
         try:
-            yield srv, db, webhook, slack
+            yield srv, webhook, slack
         finally:
             srv.kill()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Server, Path, FakeWebhook, FakeSlack]]:
+    """The server on a SQLite file."""
+    db = tmp_path / "elicitbot.db"
+    with bot_serve(tmp_path, f"sqlite:///{db}") as (srv, webhook, slack):
+        yield srv, db, webhook, slack
 
 
 def cloud_event(i: int) -> dict[str, Any]:
@@ -172,6 +184,16 @@ def cloud_event(i: int) -> dict[str, Any]:
         "datacontenttype": "application/json",
         "data": data,
     }
+
+
+async def send(client: httpx.AsyncClient, base: str, i: int) -> None:
+    """:func:`cloud_event` ``i`` to the server, taken (202)."""
+    response = await client.post(
+        f"{base}/v1/events",
+        json=cloud_event(i),
+        headers={"Content-Type": "application/cloudevents+json"},
+    )
+    assert response.status_code == 202, response.text
 
 
 async def read_db(db: Path) -> tuple[int, list[EffectView], list[DeliveryView]]:
@@ -307,12 +329,7 @@ async def test_sigterm_finishes_the_work_and_exits_0(
     async with httpx.AsyncClient(timeout=10.0) as client:
         proc = srv.start()
         await srv.wait_healthy(client)
-        response = await client.post(
-            f"{srv.base}/v1/events",
-            json=cloud_event(0),
-            headers={"Content-Type": "application/cloudevents+json"},
-        )
-        assert response.status_code == 202
+        await send(client, srv.base, 0)
 
         proc.send_signal(signal.SIGTERM)
         returncode = proc.wait(timeout=20)
@@ -417,3 +434,97 @@ async def test_a_write_back_pending_at_a_crash_is_delivered_after_restart(tmp_pa
     assert body["answeredVia"] == "web"
     assert stored is not None
     assert stored.status is Status.ANSWERED
+
+
+# --------------------------------------------------------------------------- scenario 3
+
+QUORUM = 'approvers = ["slack:U0BOB", "slack:U0CAROL"]\nquorum = 2\n'
+
+
+async def vote(
+    client: httpx.AsyncClient, srv: Server, slack: FakeSlack, key: str, user: str
+) -> int:
+    """``user`` clicks Allow once on ``key``'s Slack copy, signed; returns how many ephemeral
+    messages there were before (for :func:`told`)."""
+
+    async def copy_of() -> dict[str, Any] | None:
+        found = [
+            m
+            for m in slack.messages(CHANNEL)
+            if (m.get("metadata") or {}).get("event_payload", {}).get("elicitation") == key
+        ]
+        return found[0] if found else None
+
+    message = await poll(copy_of, within=SETTLE_TIMEOUT_S, what=f"{key}'s Slack copy")
+    before = len(slack.ephemerals())
+    payload = message_click(
+        message,
+        button(message, "allow_once"),
+        user,
+        channel=CHANNEL,
+        trigger_id=slack.issue_trigger(),
+        response_url=slack.issue_response_url(),
+    )
+    secret = SLACK_ENV["SLACK_SIGNING_SECRET"]
+    assert await post_interaction(client, f"{srv.base}/slack/events", payload, secret) == 200
+    return before
+
+
+async def told(srv: Server, slack: FakeSlack, user: str, since: int) -> str:
+    """The first thing ``user`` is told privately after the first ``since`` ephemerals."""
+
+    async def ephemeral() -> str | None:
+        said = [e["text"] for e in slack.ephemerals()[since:] if e["user"] == user]
+        return said[0] if said else None
+
+    return await poll(ephemeral, within=10, what=f"{user} told", detail=srv.logs)
+
+
+async def test_kill_9_between_two_votes_loses_neither(tmp_path: Path, db_url: str) -> None:
+    """Quorum 2: Bob's vote is recorded (he is told), the process is killed with SIGKILL and
+    started again; Carol's vote then decides with both approvals, written back once."""
+    key = "superpipeline:eli_crash00000000"
+    with bot_serve(tmp_path, db_url, QUORUM) as (srv, webhook, slack):
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            proc = srv.start()
+            await srv.wait_healthy(client)
+            await send(client, srv.base, 0)
+            since = await vote(client, srv, slack, key, "U0BOB")
+            assert await told(srv, slack, "U0BOB", since) == (
+                "Your approval is recorded (1 of 2); waiting for one more approver."
+            )
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=10) == -signal.SIGKILL
+
+            store = SqlStore.from_url(db_url)
+            try:
+                killed = await store.get(key)
+            finally:
+                await store.close()
+            assert killed is not None
+            assert killed.status is Status.PENDING
+            assert [v.respondent for v in killed.votes] == ["slack:U0BOB"]
+
+            srv.start()
+            await srv.wait_healthy(client)
+            await vote(client, srv, slack, key, "U0CAROL")
+            [hook] = await asyncio.to_thread(webhook.wait_for, bool, 20.0)
+
+            async def settled() -> bool | None:
+                store = SqlStore.from_url(db_url)
+                try:
+                    rows = await store.outbox(key)
+                finally:
+                    await store.close()
+                return True if all(r.state == "done" for r in rows) else None
+
+            await poll(settled, within=SETTLE_TIMEOUT_S, what="the outbox settled")
+
+    assert len(webhook.recorded()) == 1, "written back once"
+    assert hook.status == 200
+    assert hook.body["answeredBy"]["id"] == "slack:U0CAROL"
+    assert [(a["by"], a["via"], a["option"]) for a in hook.body["approvals"]] == [
+        ("slack:U0BOB", f"slack:{CHANNEL}", "allow_once"),
+        ("slack:U0CAROL", f"slack:{CHANNEL}", "allow_once"),
+    ]
+    print(f"\nafter kill -9 between the votes ({db_url[:10]}…): {hook.body['approvals']}")

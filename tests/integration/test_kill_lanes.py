@@ -38,7 +38,7 @@ from bot.domain.refs import SlackRef
 from store.sql import SqlStore
 from tests.fakes import FakeWebhook
 from tests.integration.slack.rig import buttons, sign
-from tests.integration.test_crash import Server, cloud_event, free_port, poll
+from tests.integration.test_crash import Server, free_port, poll, send
 from tests.slack_fake import TEAM_ID, FakeSlack, SlackCall
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -149,15 +149,6 @@ async def outbox_rows(url: str) -> list[EffectView]:
         return await store.outbox()
     finally:
         await store.close()
-
-
-async def send(client: httpx.AsyncClient, base: str, i: int) -> None:
-    response = await client.post(
-        f"{base}/v1/events",
-        json=cloud_event(i),
-        headers={"Content-Type": "application/cloudevents+json"},
-    )
-    assert response.status_code == 202, response.text
 
 
 async def post_and_answer(

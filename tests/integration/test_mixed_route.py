@@ -24,15 +24,15 @@ import copy
 import functools
 import json
 import time
-import urllib.parse
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from nio import ReactionEvent, RoomMessageNotice, RoomMessageText
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -42,6 +42,8 @@ from adapters.slack.chat import SlackChat
 from adapters.slack.pacing import Pacer
 from adapters.slack.routes import slack_router
 from adapters.sources.superpipeline.parse import parse_body
+from adapters.web.identity import IdentityPolicy
+from adapters.web.routes import inbox_router
 from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Command, Outcome
 from bot.domain.errors import PermanentDeliveryError
@@ -67,10 +69,10 @@ from tests.integration.slack.rig import (
     C1,
     FAST,
     SIGNING_SECRET,
-    block_actions_of,
     button,
     has_actions,
-    sign,
+    message_click,
+    post_interaction,
 )
 from tests.slack_fake import BOT_USER, FakeSlack
 from tests.synapse import Homeserver, MatrixUser, Synapse
@@ -122,6 +124,8 @@ class Mixed:
     bot: MatrixUser
     room: str
     """The encrypted team room (alice's, the bot invited)."""
+    app: FastAPI
+    """Slack's events and the web inbox, on the one app."""
 
     @property
     def alice_user(self) -> MatrixUser:
@@ -139,33 +143,15 @@ class Mixed:
 
     async def click(self, message: dict[str, Any], action: dict[str, Any], user: str) -> int:
         """A signed ``block_actions`` (a button on ``message`` in C1), as Slack sends it."""
-        payload = {
-            **block_actions_of(user),
-            "container": {
-                "type": "message",
-                "message_ts": message["ts"],
-                "channel_id": C1,
-                "is_ephemeral": False,
-            },
-            "trigger_id": self.fake.issue_trigger(),
-            "channel": {"id": C1, "name": "approvals"},
-            "message": message,
-            "state": {"values": {}},
-            "response_url": self.fake.issue_response_url(),
-            "actions": [{**action, "action_ts": f"{time.time():.6f}"}],
-        }
-        body = urllib.parse.urlencode({"payload": json.dumps(payload)})
-        stamp = str(int(time.time()))
-        response = await self.http.post(
-            "/slack/events",
-            content=body.encode(),
-            headers={
-                "x-slack-request-timestamp": stamp,
-                "x-slack-signature": sign(SIGNING_SECRET, stamp, body),
-                "content-type": "application/x-www-form-urlencoded",
-            },
+        payload = message_click(
+            message,
+            action,
+            user,
+            channel=C1,
+            trigger_id=self.fake.issue_trigger(),
+            response_url=self.fake.issue_response_url(),
         )
-        return response.status_code
+        return await post_interaction(self.http, "/slack/events", payload)
 
     async def answered(self, key: str) -> Answer:
         async def check() -> Answer | None:
@@ -176,88 +162,108 @@ class Mixed:
         return answer
 
 
+Policy = Callable[[MatrixUser, str], tuple[People, Route]]
+"""Who the people are and the route, given alice and her encrypted room."""
+
+
+def alice_dm_policy(alice: MatrixUser, room: str) -> tuple[People, Route]:
+    """Slack C1, the room and alice in a DM; alice and the Slack admin are admins."""
+    people = People(
+        admins=frozenset({f"slack:{ADMIN}", alice.key}), principals={alice.key: "usr_alice"}
+    )
+    return people, Route(destinations=(f"slack:{C1}", f"matrix:{room}", alice.key))
+
+
+async def start_mixed(
+    stack: contextlib.AsyncExitStack,
+    synapse: Synapse,
+    homeserver: Homeserver,
+    store_url: str,
+    clock: FakeClock,
+    tmp_path: Path,
+    policy: Policy = alice_dm_policy,
+    identity: IdentityPolicy | None = None,
+) -> Mixed:
+    """Fresh accounts; alice's encrypted room with the bot in it; the bot process started (its
+    listener past its first sync), the web inbox (``identity``) beside Slack on its app; the
+    people and the route from ``policy``."""
+    alice = await _person(synapse, "mixed-alice", tmp_path / "alice")
+    stack.push_async_callback(alice.client.close)
+    bot = synapse.register("mixed-elicitbot")
+    room = await encrypted_room(alice, [bot.user_id])
+    await homeserver.call(bot, "POST", f"/join/{room}", {})
+    await sync(alice.client)
+    store = SqlStore.from_url(store_url)
+    stack.push_async_callback(store.close)
+    scratch = tmp_path / "bot"
+    scratch.mkdir()
+    matrix = matrix_chat(
+        synapse.base_url,
+        bot.user_id,
+        bot.device_id,
+        bot.access_token,
+        pickle_key=PICKLE_KEY,
+        states=store,
+        clock=clock,
+        scratch=scratch,
+    )
+    stack.push_async_callback(matrix.client.close)
+    fake = stack.enter_context(FakeSlack())
+    slack_chat = SlackChat(
+        AsyncWebClient(token=fake.token, base_url=fake.api_url, retry_handlers=[]),
+        pacer=Pacer(FAST),
+    )
+    sink = FakeSink()
+    dispatcher = Dispatcher(
+        store,
+        clock,
+        {"slack": slack_chat, "matrix": matrix},
+        {"superpipeline": sink},
+        lambda key: f"http://127.0.0.1:8787/#{key}",
+    )
+    people, route = policy(alice.user, room)
+    bots = frozenset({f"slack:{BOT_USER}", f"matrix:{bot.user_id}"})
+    people = people.model_copy(update={"bot_identities": bots})
+    service = AtOnce(store, clock, people, [route], on_change=dispatcher.wake)
+    await slack_chat.verify()
+    slack = build_app(slack_chat, service, signing_secret=SIGNING_SECRET, raw=store, clock=clock)
+    stack.push_async_callback(slack.aclose)
+    inbox = inbox_router(service, store, identity or IdentityPolicy(), clock=clock)
+    app = create_app(
+        Runtime(store=store, elicitations=service, routers=[slack_router(slack.app), inbox])
+    )
+    http = await stack.enter_async_context(
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://elicitbot.test")
+    )
+    listener = MatrixListener(matrix, service, store, device_id=bot.device_id, key_wait=KEY_WAIT)
+    stack.push_async_callback(listener.stop)
+    await listener.start()
+    await until(flag(lambda: listener.ready), "the first sync")
+    return Mixed(
+        store,
+        sink,
+        fake,
+        slack_chat,
+        matrix,
+        dispatcher,
+        service,
+        listener,
+        slack,
+        http,
+        Reader(alice),
+        bot,
+        room,
+        app,
+    )
+
+
 @pytest.fixture
 async def mixed(
     synapse: Synapse, homeserver: Homeserver, sqlite_url: str, clock: FakeClock, tmp_path: Path
 ) -> AsyncIterator[Mixed]:
-    """Fresh accounts; alice's encrypted room with the bot in it; the bot process started (its
-    listener past its first sync); the route: Slack C1, that room, alice in a DM."""
+    """The route: Slack C1, alice's encrypted room, alice in a DM."""
     async with contextlib.AsyncExitStack() as stack:
-        alice = await _person(synapse, "mixed-alice", tmp_path / "alice")
-        stack.push_async_callback(alice.client.close)
-        bot = synapse.register("mixed-elicitbot")
-        room = await encrypted_room(alice, [bot.user_id])
-        await homeserver.call(bot, "POST", f"/join/{room}", {})
-        await sync(alice.client)
-        store = SqlStore.from_url(sqlite_url)
-        stack.push_async_callback(store.close)
-        scratch = tmp_path / "bot"
-        scratch.mkdir()
-        matrix = matrix_chat(
-            synapse.base_url,
-            bot.user_id,
-            bot.device_id,
-            bot.access_token,
-            pickle_key=PICKLE_KEY,
-            states=store,
-            clock=clock,
-            scratch=scratch,
-        )
-        stack.push_async_callback(matrix.client.close)
-        fake = stack.enter_context(FakeSlack())
-        slack_chat = SlackChat(
-            AsyncWebClient(token=fake.token, base_url=fake.api_url, retry_handlers=[]),
-            pacer=Pacer(FAST),
-        )
-        sink = FakeSink()
-        dispatcher = Dispatcher(
-            store,
-            clock,
-            {"slack": slack_chat, "matrix": matrix},
-            {"superpipeline": sink},
-            lambda key: f"http://127.0.0.1:8787/#{key}",
-        )
-        people = People(
-            admins=frozenset({f"slack:{ADMIN}", alice.user.key}),
-            principals={alice.user.key: "usr_alice"},
-            bot_identities=frozenset({f"slack:{BOT_USER}", f"matrix:{bot.user_id}"}),
-        )
-        route = Route(destinations=(f"slack:{C1}", f"matrix:{room}", alice.user.key))
-        service = AtOnce(store, clock, people, [route], on_change=dispatcher.wake)
-        await slack_chat.verify()
-        slack = build_app(
-            slack_chat, service, signing_secret=SIGNING_SECRET, raw=store, clock=clock
-        )
-        stack.push_async_callback(slack.aclose)
-        app = create_app(
-            Runtime(store=store, elicitations=service, routers=[slack_router(slack.app)])
-        )
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://elicitbot.test"
-            )
-        )
-        listener = MatrixListener(
-            matrix, service, store, device_id=bot.device_id, key_wait=KEY_WAIT
-        )
-        stack.push_async_callback(listener.stop)
-        await listener.start()
-        await until(flag(lambda: listener.ready), "the first sync")
-        yield Mixed(
-            store,
-            sink,
-            fake,
-            slack_chat,
-            matrix,
-            dispatcher,
-            service,
-            listener,
-            slack,
-            http,
-            Reader(alice),
-            bot,
-            room,
-        )
+        yield await start_mixed(stack, synapse, homeserver, sqlite_url, clock, tmp_path)
 
 
 def event(event_id: str, events: dict[str, Any]) -> Any:

@@ -74,6 +74,51 @@ def block_actions_of(user: str) -> dict[str, Any]:
     }
 
 
+def message_click(
+    message: dict[str, Any],
+    action: dict[str, Any],
+    user: str,
+    *,
+    channel: str,
+    trigger_id: str,
+    response_url: str,
+) -> dict[str, Any]:
+    """The ``block_actions`` payload of ``user`` clicking ``action`` on ``message``."""
+    return {
+        **block_actions_of(user),
+        "container": {
+            "type": "message",
+            "message_ts": message["ts"],
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
+        "trigger_id": trigger_id,
+        "channel": {"id": channel, "name": "approvals"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [{**action, "action_ts": f"{time.time():.6f}"}],
+    }
+
+
+async def post_interaction(
+    http: httpx.AsyncClient, url: str, payload: dict[str, Any], secret: str = SIGNING_SECRET
+) -> int:
+    """``payload`` POSTed to ``url`` as Slack sends an interaction, signed with ``secret``."""
+    body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+    stamp = str(int(time.time()))
+    response = await http.post(
+        url,
+        content=body.encode(),
+        headers={
+            "x-slack-request-timestamp": stamp,
+            "x-slack-signature": sign(secret, stamp, body),
+            "content-type": "application/x-www-form-urlencoded",
+        },
+    )
+    return response.status_code
+
+
 class SecretRecorder:
     """The upstream secret route (a SecretSink): records what it was given."""
 

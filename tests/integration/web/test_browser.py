@@ -12,11 +12,12 @@ Needs ``apt-get install chromium chromium-driver``; without them the test fails 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,6 +77,30 @@ ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 # --------------------------------------------------------------------------- the server
 
 
+@contextlib.asynccontextmanager
+async def serving(app: Any, sock: socket.socket) -> AsyncIterator[uvicorn.Server]:
+    """``app`` served by uvicorn on ``sock`` in this event loop, until the block ends."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():  # noqa: ASYNC110 - a flag
+        await asyncio.sleep(0.01)
+    if task.done():
+        await task  # it failed to start: its error
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        await task
+
+
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free port on 127.0.0.1."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
 class LiveServer:
     """The app on 127.0.0.1 in a thread of its own; ``call`` runs a coroutine on its loop."""
 
@@ -84,9 +109,7 @@ class LiveServer:
         self.webhook = webhook
         self.identity = identity
         self.clock = FakeClock()
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock = loopback_socket()
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rig: Rig | None = None
@@ -111,13 +134,10 @@ class LiveServer:
                 store, self.clock, SuperPipelineSink(self.webhook, http), identity=self.identity
             )
             dispatcher = asyncio.create_task(self.rig.dispatcher.run(stop, idle_seconds=0.05))
-            config = uvicorn.Config(self.rig.app, log_level="warning", lifespan="off")
-            self._server = uvicorn.Server(config)
-            serving = asyncio.create_task(self._server.serve(sockets=[self.sock]))
-            while not self._server.started and not serving.done():  # noqa: ASYNC110 - a flag
-                await asyncio.sleep(0.01)
-            self._ready.set()
-            await serving
+            async with serving(self.rig.app, self.sock) as self._server:
+                self._ready.set()
+                while not self._server.should_exit:  # noqa: ASYNC110 - set by stop()
+                    await asyncio.sleep(0.05)
             stop.set()
             self.rig.dispatcher.wake()
             await dispatcher
@@ -185,8 +205,9 @@ def webhook() -> Iterator[FakeWebhook]:
         yield hook
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
+@contextlib.contextmanager
+def chromium(profile: Path) -> Iterator[WebDriver]:
+    """Headless Chromium with its profile in ``profile``, quit afterwards."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not Path(path).exists():
             pytest.fail(f"{path} is missing: apt-get install -y chromium chromium-driver")
@@ -194,7 +215,7 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     options.binary_location = CHROMIUM
     for flag in FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium'}")
+    options.add_argument(f"--user-data-dir={profile}")
     options.add_argument("--window-size=1200,900")
     driver = webdriver.Chrome(options=options, service=ChromeService(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(WAIT_S)
@@ -202,6 +223,18 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    with chromium(tmp_path / "chromium") as driver:
+        yield driver
+
+
+def as_user(driver: WebDriver, user: str) -> None:
+    """The sign-in proxy's user header on every request the page makes (DevTools protocol)."""
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"X-Forwarded-User": user}})
 
 
 # --------------------------------------------------------------------------- page helpers
@@ -413,24 +446,18 @@ def test_refusals_and_a_stale_click_in_a_real_browser(
     a page that missed an answer (scripts off, a plain form post) is told who answered."""
     server = proxied_server
 
-    def as_user(user: str) -> None:
-        browser.execute_cdp_cmd("Network.enable", {})
-        browser.execute_cdp_cmd(
-            "Network.setExtraHTTPHeaders", {"headers": {"X-Forwarded-User": user}}
-        )
-
     server.post_examples()
     options = KEYS["options"]
     free = KEYS["free-text"]
 
-    as_user("bob")
+    as_user(browser, "bob")
     browser.get(server.url + "/")
     assert "bob" in browser.find_element(By.CSS_SELECTOR, ".top .me").text
     click_option(browser, options, "allow_always")
     wait_until(browser, lambda d: "Only a workspace admin" in notice(d, options))
     assert server.stored(options).status is Status.PENDING
 
-    as_user("agt_9e8d7c6b5a493827")
+    as_user(browser, "agt_9e8d7c6b5a493827")
     browser.get(server.url + "/")
     box = card(browser, free).find_element(By.TAG_NAME, "textarea")
     box.send_keys("approving my own work")
@@ -440,7 +467,7 @@ def test_refusals_and_a_stale_click_in_a_real_browser(
     assert box.get_attribute("value") == "approving my own work"
 
     # A stale page: no script, so no live update; Alice answers in Slack meanwhile.
-    as_user("bob")
+    as_user(browser, "bob")
     browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
     browser.get(server.url + "/")
     server.answer_in_slack(options, "deny")
@@ -452,7 +479,7 @@ def test_refusals_and_a_stale_click_in_a_real_browser(
     browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
 
     # The admin's choice of an admin-only option is recorded.
-    as_user("alice")
+    as_user(browser, "alice")
     browser.get(server.url + "/")
     approval = KEYS["approval-request"]
     click_option(browser, approval, "allow_always")
