@@ -46,6 +46,7 @@ from bot.domain.actions import (
 )
 from bot.domain.errors import DeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, Disclosure, Identity, Status
+from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, PromptView
 from bot.domain.refs import SlackRef
 
@@ -80,6 +81,10 @@ class SlackHandling:
     """Gives the person acting their display name (the wiring sets
     :meth:`adapters.slack.people.SlackNames.identify`); None: the payload's name, if any."""
 
+    standing: Callable[[Identity, str], Awaitable[Standing]] | None = None
+    """What Slack says of the person acting on a question beyond their id: the route's approver
+    user groups they are in (the wiring sets :class:`adapters.slack.groups.SlackStanding`)."""
+
     async def _act(
         self,
         action: Choose | Submit | Reply | Open,
@@ -100,6 +105,8 @@ class SlackHandling:
             # Every copy says who by name ("Answered by Alice"); an Open records no answer, and
             # its modal must open within the click's three seconds.
             action = replace(action, who=await self.identify(action.who))
+        if self.standing is not None:
+            action = replace(action, standing=await self.standing(action.who, action.key))
         who = action.who
         try:
             outcome = await self.elicitations.act(action)
@@ -140,6 +147,8 @@ class SlackHandling:
 
     async def _claim(self, action: ClaimIt, where: Where) -> None:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
+        if self.standing is not None:  # only an approver may claim
+            action = replace(action, standing=await self.standing(action.who, action.key))
         outcome = await self.elicitations.act(action)
         await self.durable.settle()
         if outcome.kind is OutcomeKind.NOT_FOUND:
