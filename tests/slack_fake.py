@@ -17,7 +17,13 @@ the same client from the test's event loop and from a subprocess. It
   message from the bot in that thread, a ``files`` entry naming it; the content is kept, see
   :meth:`FakeSlack.files`) and
   ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
-  websocket, see below);
+  websocket, see below), ``usergroups.users.list`` (the members of a group given with
+  :meth:`FakeSlack.add_usergroup`; an unknown id answers ``no_such_subteam``, none
+  ``invalid_arguments``);
+- answers as Slack does for the token's scopes (:attr:`FakeSlack.scopes`, every scope the
+  manifest asks for unless a test takes one away): every answer carries ``x-oauth-scopes``, a
+  method that needs a scope says so in ``x-accepted-oauth-scopes``, and without it answers
+  ``missing_scope`` with ``needed`` and ``provided``;
 - serves response URLs (:meth:`FakeSlack.issue_response_url`: at most 5 uses in 30 minutes);
 - serves Socket Mode at ``/link``: says ``hello``, pushes the envelopes given to
   :meth:`FakeSlack.socket_send`, records the acks (:meth:`FakeSlack.socket_acks`);
@@ -93,6 +99,8 @@ __all__ = [
 ]
 
 _JSON_PARAMS = ("blocks", "metadata", "attachments", "view", "files")
+NEEDS_SCOPE = {"users.info": "users:read", "usergroups.users.list": "usergroups:read"}
+"""The bot scope a method needs, for the ones whose scope a test takes away."""
 
 
 class FakeSlack(Messages, Modals):
@@ -253,6 +261,9 @@ class FakeSlack(Messages, Modals):
         self._log(SlackCall(method, params, headers, status, body))
         if script is not None and script.delay > 0:
             await asyncio.sleep(script.delay)
+        extra_headers["x-oauth-scopes"] = ",".join(sorted(self.scopes))
+        if method in NEEDS_SCOPE:
+            extra_headers["x-accepted-oauth-scopes"] = NEEDS_SCOPE[method]
         return web.json_response(body, status=status, headers=extra_headers)
 
     def _auth(self, headers: Mapping[str, str], method: str = "") -> str | None:
@@ -290,6 +301,10 @@ class FakeSlack(Messages, Modals):
             return max(1, math.ceil((1.0 - tokens) / per_second))
 
     def _answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        needed = NEEDS_SCOPE.get(method)
+        if needed is not None and needed not in self.scopes:
+            provided = ",".join(sorted(self.scopes))
+            return {"ok": False, "error": "missing_scope", "needed": needed, "provided": provided}
         handler = {
             "auth.test": self._auth_test,
             "api.test": lambda p: {"ok": True, "args": p},
@@ -305,6 +320,7 @@ class FakeSlack(Messages, Modals):
             "files.getUploadURLExternal": self._upload_url,
             "files.completeUploadExternal": self._complete_upload,
             "users.info": self._users_info,
+            "usergroups.users.list": self._usergroup_users,
             "apps.connections.open": self._connections_open,
         }.get(method)
         if handler is None:
@@ -347,6 +363,26 @@ class FakeSlack(Messages, Modals):
         if member is None:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": {**member, "profile": dict(member["profile"])}}
+
+    def add_usergroup(self, group: str, users: Iterable[str]) -> None:
+        """A user group (``S…``) and its members, as ``usergroups.users.list`` lists them; again:
+        its members changed. Without ``usergroups:read``: ``fake.scopes.discard(...)``."""
+        with self._lock:
+            self._usergroups[group] = list(users)
+
+    def _usergroup_users(self, params: dict[str, Any]) -> dict[str, Any]:
+        group = params.get("usergroup")
+        if not isinstance(group, str) or not group:
+            return {
+                "ok": False,
+                "error": "invalid_arguments",
+                "response_metadata": {"messages": ["[ERROR] missing required field: usergroup"]},
+            }
+        with self._lock:
+            found = self._usergroups.get(group)
+        if found is None:
+            return {"ok": False, "error": "no_such_subteam"}
+        return {"ok": True, "users": list(found)}
 
     def _auth_test(self, _: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -21,6 +21,22 @@ DEFAULT_APP_TOKEN = "xapp-1-test-elicitbot"
 BOT_USER = "U0ELICITBOT"
 BOT_ID = "B0ELICITBOT"
 TEAM_ID = "T0ACME"
+SCOPES = frozenset(
+    {
+        "chat:write",
+        "commands",
+        "channels:history",
+        "groups:history",
+        "im:history",
+        "mpim:history",
+        "im:write",
+        "metadata.message:read",
+        "users:read",
+        "usergroups:read",
+        "files:write",
+    }
+)
+"""The bot scopes the repository's manifest asks for: the token's, unless a test changes them."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,9 @@ class FakeState:
         self.unknown_channels: set[str] = set()
         """Channels that answer ``channel_not_found``."""
         self.archived_channels: set[str] = set()
+        self.scopes: set[str] = set(SCOPES)
+        """The bot token's scopes (``x-oauth-scopes``; a method needing another: missing_scope)."""
+        self._usergroups: dict[str, list[str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None

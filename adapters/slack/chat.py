@@ -44,6 +44,7 @@ from adapters.slack.errors import api_error, from_slack
 from adapters.slack.lookup import LOOKUP_MARGIN, PAGE_SIZE
 from adapters.slack.pacing import POST_RATE, PacedRetryHandler, Pacer
 from adapters.slack.render import metadata, notice_metadata, render
+from adapters.slack.scopes import oauth_scopes
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -88,6 +89,8 @@ class SlackChat:
         self.bot_id: str | None = None
         self.team_id: str | None = None
         self.enterprise_id: str | None = None
+        self.scopes: frozenset[str] | None = None
+        """The token's scopes, as auth.test's ``x-oauth-scopes`` header says (None: unsaid)."""
         self._dms: dict[str, str] = {}
         if pacer is not None and not any(
             isinstance(h, PacedRetryHandler) for h in client.retry_handlers
@@ -107,6 +110,7 @@ class SlackChat:
         self.bot_id = _text(response.get("bot_id"))
         self.team_id = _text(response.get("team_id"))
         self.enterprise_id = _text(response.get("enterprise_id"))
+        self.scopes = oauth_scopes(response.headers)
         log.info("slack.verified", user_id=user_id, team_id=self.team_id, bot_id=self.bot_id)
         return user_id
 

@@ -1,6 +1,8 @@
-"""``[slack]``: the bot token, Socket Mode or HTTP, the Web API's address."""
+"""``[slack]``: the bot token, Socket Mode or HTTP, the Web API's address, the app manifest."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pydantic import AnyHttpUrl, model_validator
 
@@ -12,6 +14,10 @@ class SlackConfig(Section):
     app_token_env: EnvName | None = None
     signing_secret_env: EnvName | None = "SLACK_SIGNING_SECRET"  # noqa: S105
     api_url: AnyHttpUrl = AnyHttpUrl("https://slack.com/api/")
+    manifest: Path | None = None
+    """The app manifest the Slack app was made from, checked for the scopes the config needs
+    (``usergroups:read`` with a ``slack:S…`` approver); None: ``slack-app-manifest.yaml`` in the
+    working directory, when there is one."""
 
     @model_validator(mode="after")
     def _http_mode_needs_a_signing_secret(self) -> SlackConfig:

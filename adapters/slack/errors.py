@@ -23,6 +23,20 @@ HTTP_SERVER_ERROR = 500
 
 RATE_LIMITED = frozenset({"ratelimited", "rate_limited"})
 
+APP_WIDE = frozenset(
+    {
+        "missing_scope",
+        "not_allowed_token_type",
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        "token_expired",
+        "account_inactive",
+    }
+)
+"""Errors every lookup of a kind would get alike (a people or group lookup): stop asking for a
+while rather than on every click."""
+
 PERMANENT = frozenset(
     {
         # where

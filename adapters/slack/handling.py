@@ -48,6 +48,7 @@ from bot.domain.actions import (
 )
 from bot.domain.errors import DeliveryError, TransientDeliveryError
 from bot.domain.model import Answer, Disclosure, Identity, Status
+from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.ports import Elicitations, PromptView
 from bot.domain.refs import SlackRef
 
@@ -82,6 +83,10 @@ class SlackHandling:
     """Gives the person acting their display name (the wiring sets
     :meth:`adapters.slack.people.SlackNames.identify`); None: the payload's name, if any."""
 
+    standing: Callable[[Identity, str], Awaitable[Standing]] | None = None
+    """What Slack says of the person acting on a question beyond their id: the route's approver
+    user groups they are in (the wiring sets :class:`adapters.slack.groups.SlackStanding`)."""
+
     async def _act(
         self,
         action: Choose | Submit | Reply | Open | OnView,
@@ -103,6 +108,9 @@ class SlackHandling:
             # An Open records no answer, and its modal must open within the click's three
             # seconds; an OnView names its person already.
             action = replace(action, who=await self._named(action.who))
+        if self.standing is not None and not isinstance(action, OnView):
+            # An OnView's translation carries the standing its click read (see _click).
+            action = replace(action, standing=await self.standing(action.who, action.key))
         who = action.who
         try:
             outcome = await self.elicitations.act(action)
@@ -148,6 +156,8 @@ class SlackHandling:
 
     async def _claim(self, action: ClaimIt, where: Where) -> None:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who (via the outbox)."""
+        if self.standing is not None:  # only an approver may claim
+            action = replace(action, standing=await self.standing(action.who, action.key))
         outcome = await self.elicitations.act(action)
         await self.durable.settle()
         if outcome.kind is OutcomeKind.NOT_FOUND:
@@ -207,7 +217,8 @@ class SlackHandling:
         # One read: the core hands this the request as it stands, to name the option the button
         # carries and what this message shows, from our own rendering of it (never from the
         # payload): approving needs the whole of it (rule 2).
-        clicked = OnView(key, click.who, where.via, partial(_clicked, click, key))
+        standing = NO_STANDING if self.standing is None else await self.standing(click.who, key)
+        clicked = OnView(key, click.who, where.via, partial(_clicked, click, key, standing))
         outcome = await self._act(clicked, where)
         if outcome is None or outcome.kind is not OutcomeKind.FORM or outcome.view is None:
             return
@@ -343,12 +354,16 @@ class SlackHandling:
             await self.chat.ephemeral(channel, user, text)
 
 
-def _clicked(click: Click, key: str, view: PromptView) -> Choose | Open | None:
+def _clicked(
+    click: Click, key: str, standing: Standing, view: PromptView
+) -> Choose | Open | None:
     """What a click on a message showing ``view`` does: Reply… or Review… asks for its form;
-    an option, a select, the multi-select's Submit or Acknowledge chooses."""
+    an option, a select, the multi-select's Submit or Acknowledge chooses (``standing``: what
+    Slack says of the person, read before the core's one read)."""
     if click.action_id in (REVIEW_ACTION, REPLY_ACTION):
-        return Open(key, click.who, click.where.via)
-    return translate.choice(click, key, view.elicitation, shown=message_shown(view))
+        return Open(key, click.who, click.where.via, standing=standing)
+    choice = translate.choice(click, key, view.elicitation, shown=message_shown(view))
+    return None if choice is None else replace(choice, standing=standing)
 
 
 async def _paced(send: Callable[[], Awaitable[object]], attempts: int = ANNOUNCE_ATTEMPTS) -> None:

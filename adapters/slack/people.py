@@ -35,8 +35,7 @@ from typing import Any, Protocol
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.errors import HTTP_TOO_MANY_REQUESTS, RATE_LIMITED, api_error, retry_after
-from bot.clock import SystemClock
+from adapters.slack.cached import Failure, Lookups, Said
 from bot.domain.model import Identity
 from bot.domain.ports import Clock
 
@@ -47,8 +46,6 @@ TTL = timedelta(hours=1)
 """How long a name is used before it is asked for again (people rename themselves rarely)."""
 FAILURE_TTL = timedelta(minutes=5)
 """How long a failed lookup (or a missing scope) is remembered before Slack is asked again."""
-RATE_LIMIT_WAIT = timedelta(seconds=60)
-"""How long to stay away after a 429 that names no ``Retry-After``."""
 MAX_PEOPLE = 5_000
 LOOKUP_TIMEOUT = 3.0
 """Seconds a lookup may take; the action waits for it (after the ack), then goes on unnamed."""
@@ -56,18 +53,14 @@ MAX_NAME = 80
 """Slack's own limit on a display name; longer text is cut."""
 
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
-_APP_WIDE = frozenset(
-    {
-        "missing_scope",
-        "not_allowed_token_type",
-        "invalid_auth",
-        "not_authed",
-        "token_revoked",
-        "token_expired",
-        "account_inactive",
-    }
+_SAID = Said(
+    log,
+    rate_limited="slack.names_rate_limited",
+    refused="slack.names_refused",
+    scope_missing="slack.users_read_missing",
+    scope=SCOPE,
+    effect="people are shown by their Slack id, not their name",
 )
-"""Errors that every lookup would get alike: stop asking for a while."""
 
 
 class UsersInfo(Protocol):
@@ -113,16 +106,14 @@ class SlackNames:
         timeout: float = LOOKUP_TIMEOUT,
     ) -> None:
         self.client = client
-        self.clock: Clock = clock or SystemClock()
         self.ttl = ttl
         self.failure_ttl = failure_ttl
         self.size = size
-        self.timeout = timeout
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
-        self._pending: dict[str, asyncio.Task[str | None]] = {}
-        self._paused_until: datetime | None = None
-        """No lookup before this (a 429's Retry-After, a missing scope)."""
-        self._scope_logged = False
+        self._lookups: Lookups[str | None] = Lookups(
+            _SAID, clock=clock, pause=failure_ttl, timeout=timeout
+        )
+        self.clock = self._lookups.clock
 
     async def identify(self, who: Identity) -> Identity:
         """``who`` with its display name from Slack. No name known (the lookup failed): none at
@@ -144,29 +135,24 @@ class SlackNames:
             self._cache.move_to_end(user)
             return entry.name
         stale = entry.name if entry is not None else None
-        if self._paused_until is not None and now < self._paused_until:
+        if self._lookups.paused(now):
             return stale
-        task = self._pending.get(user)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._look_up(user, stale))
-            self._pending[user] = task
-            task.add_done_callback(lambda done: self._done(user, done))
-        # Shielded: a waiter cancelled (its interaction stopped) leaves the lookup to the others.
-        return await asyncio.shield(task)
-
-    def _done(self, user: str, task: asyncio.Task[str | None]) -> None:
-        if self._pending.get(user) is task:
-            del self._pending[user]
+        return await self._lookups.shared(user, lambda: self._look_up(user, stale))
 
     def __len__(self) -> int:
         return len(self._cache)
 
     async def _look_up(self, user: str, stale: str | None) -> str | None:
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self._lookups.timeout):
                 response = await self.client.users_info(user=user)
         except SlackApiError as exc:
-            return self._failed(user, stale, exc)
+            failure, code, status = self._lookups.failed(exc)
+            if failure is Failure.RATE_LIMITED:
+                return stale
+            if failure is Failure.ONE:
+                log.info("slack.name_unknown", user=user, error=code or "error", status=status)
+            return self._keep(user, stale, self.failure_ttl)
         except Exception as exc:  # a timeout, the network, anything: never fails an action
             log.info("slack.name_unknown", user=user, error=type(exc).__name__)
             return self._keep(user, stale, self.failure_ttl)
@@ -175,32 +161,6 @@ class SlackNames:
             log.info("slack.name_unknown", user=user, error="no_name")
             return self._keep(user, stale, self.failure_ttl)
         return self._keep(user, name, self.ttl)
-
-    def _failed(self, user: str, stale: str | None, exc: SlackApiError) -> str | None:
-        status, code, headers = api_error(exc)
-        now = self.clock.now()
-        if status == HTTP_TOO_MANY_REQUESTS or code in RATE_LIMITED:
-            seconds = retry_after(headers)
-            wait = timedelta(seconds=seconds) if seconds is not None else RATE_LIMIT_WAIT
-            self._paused_until = now + wait
-            log.info("slack.names_rate_limited", retry_after=wait.total_seconds())
-            return stale
-        if code in _APP_WIDE:
-            self._paused_until = now + self.failure_ttl
-            if code == "missing_scope":
-                if not self._scope_logged:
-                    self._scope_logged = True
-                    log.warning(
-                        "slack.users_read_missing",
-                        scope=SCOPE,
-                        effect="people are shown by their Slack id, not their name",
-                        fix=f"add the bot scope {SCOPE} to the Slack app and reinstall it",
-                    )
-            else:
-                log.warning("slack.names_refused", error=code)
-            return self._keep(user, stale, self.failure_ttl)
-        log.info("slack.name_unknown", user=user, error=code or "error", status=status)
-        return self._keep(user, stale, self.failure_ttl)
 
     def _keep(self, user: str, name: str | None, ttl: timedelta) -> str | None:
         self._cache[user] = _Entry(name, self.clock.now() + ttl)

@@ -26,6 +26,7 @@ from pydantic import (
 from adapters.matrix.config import MatrixConfig
 from adapters.shared.config import EnvName, Section
 from adapters.slack.config import SlackConfig
+from adapters.slack.scopes import MANIFEST, USERGROUPS_READ, manifest_scopes
 from adapters.sources.engine.config import EngineConfig
 from adapters.sources.handup.config import HandupConfig
 from adapters.sources.mcp.config import McpConfig
@@ -305,12 +306,46 @@ def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
                 f"routes[{i}].approvers: {', '.join(grouped)} needs [web] groups_header, the "
                 "sign-in proxy's header naming the user's groups"
             )
+    problems += _slack_group_problems(config)
     if config.web.user_header is not None and not config.server.trusted_proxies:
         problems.append(
             "web.user_header: needs server.trusted_proxies, the sign-in proxy's addresses: "
             "a user header is believed only from them, or anyone reaching the port could be anyone"
         )
     return problems
+
+
+def _slack_group_problems(config: AppConfig) -> list[str]:
+    """A ``slack:S…`` approver needs Slack, and an app that may read user groups: the manifest's
+    bot scopes must have ``usergroups:read`` (the installed token's are logged at start)."""
+    grouped = [
+        (i, [a for a in route.approvers or () if a.startswith("slack:S")])
+        for i, route in enumerate(config.routes)
+    ]
+    grouped = [(i, groups) for i, groups in grouped if groups]
+    if not grouped:
+        return []
+    if config.slack is None:
+        return [
+            f"routes[{i}].approvers: {', '.join(groups)} needs [slack]: a Slack user group's "
+            "members are read from Slack"
+            for i, groups in grouped
+        ]
+    path = config.slack.manifest or MANIFEST
+    if config.slack.manifest is None and not path.is_file():
+        return []  # no manifest here to check: the token's scopes are checked at start
+    try:
+        scopes = manifest_scopes(path)
+    except ValueError as exc:
+        return [f"slack.manifest: {exc}"]
+    if USERGROUPS_READ in scopes:
+        return []
+    i, groups = grouped[0]
+    return [
+        f"slack.manifest: {path} lacks the bot scope {USERGROUPS_READ}, which routes[{i}]."
+        f"approvers needs to read who is in {', '.join(groups)} (usergroups.users.list): add it "
+        "under oauth_config.scopes.bot and reinstall the app"
+    ]
 
 
 def secret(environ: Mapping[str, str], env: str | None) -> str | None:

@@ -10,6 +10,7 @@ from adapters.matrix import MatrixListener, lease_fence, matrix_chat
 from adapters.matrix.crypto_state import pickle_key_from_env
 from adapters.slack.app import build_app
 from adapters.slack.chat import SlackChat
+from adapters.slack.groups import SlackGroups, SlackStanding, check_scope
 from adapters.slack.pacing import Pacer
 from adapters.slack.people import SlackNames
 from adapters.slack.routes import slack_router
@@ -66,6 +67,9 @@ def slack(ctx: Context) -> list[Part]:
     # People by name on every copy ("Answered by Alice"): users.info, cached; without the
     # users:read scope, their ids.
     app.identify = SlackNames(chat.client, clock=ctx.clock).identify
+    # Slack user groups among a route's approvers (slack:S…): usergroups.users.list, cached a
+    # minute; a group that could not be read counts for nobody, and the person is told why.
+    app.standing = SlackStanding(SlackGroups(chat.client, clock=ctx.clock), ctx.elicitations)
     app_token = ctx.environ[config.app_token_env] if config.app_token_env else None
     socket = SlackSocket(app.app, app_token) if app_token else None
     ctx.views.slack, ctx.views.slack_app, ctx.views.slack_socket = chat, app, socket
@@ -79,6 +83,7 @@ def slack(ctx: Context) -> list[Part]:
 
     async def prepare() -> None:
         await _verify_slack(chat, config.bot_token_env)
+        await check_scope(chat.scopes, ctx.elicitations)  # logged once, here
         ctx.learn_identities({f"slack:{i}" for i in (chat.bot_user_id, chat.bot_id) if i})
         if socket is not None and app_token:
             # Every replica checks the app-level token; only the lease holder connects.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.domain.model import Elicitation, Identity, Option, People, Refusal, RefusalCode, Route
-from bot.domain.policy import Standing
+from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.quorum import approvers_of, eligible
 
 SURFACE_NAMES = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
@@ -32,11 +32,18 @@ def is_approver(route: Route, who: Identity, standing: Standing, people: People)
     return eligible(approvers_of(route.approvers), who, standing, people)
 
 
-def not_approver(route: Route) -> Refusal:
-    return Refusal(
-        code=RefusalCode.NOT_APPROVER,
-        message=f"Only the approvers of this route can decide: {readable(route.approvers or ())}.",
-    )
+def not_approver(route: Route, standing: Standing = NO_STANDING) -> Refusal:
+    """Who may decide, by name; and, when the surface could not read whether the person is in one
+    of the route's approver groups (a failed lookup, which counts as not in it), that too."""
+    entries = route.approvers or ()
+    message = f"Only the approvers of this route can decide: {readable(entries)}."
+    unread = [e for e in entries if e in standing.unknown]
+    if unread:
+        message += (
+            f" Whether you are in {' or '.join(unread)} could not be checked just now, so it did "
+            "not count: try again in a minute (if it keeps failing, tell an elicitbot admin)."
+        )
+    return Refusal(code=RefusalCode.NOT_APPROVER, message=message)
 
 
 def may_take_part(
@@ -48,7 +55,7 @@ def may_take_part(
         return None
     if route.anyone_may_reject and any(o.rejecting for o in e.options):
         return None
-    return not_approver(route)
+    return not_approver(route, standing)
 
 
 def may_choose(
@@ -64,7 +71,7 @@ def may_choose(
         return None
     if route.anyone_may_reject and chosen and all(o.rejecting for o in chosen):
         return None
-    return not_approver(route)
+    return not_approver(route, standing)
 
 
 def approve_here(route: Route, option: Option, via: str | None) -> Refusal | None:

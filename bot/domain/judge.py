@@ -321,7 +321,9 @@ def _claim(
         e, standing = stored.elicitation, action.standing
         refusal = rules.who_may_decide(e, who, people, route=route, standing=standing)
         if refusal is None and route is not None and not is_approver(route, who, standing, people):
-            refusal = not_approver(route)  # rejecting by anyone does not pause the escalation
+            refusal = not_approver(
+                route, standing
+            )  # rejecting by anyone does not pause the escalation
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}

@@ -59,6 +59,9 @@ class Standing:
     (named by the sign-in proxy)."""
     power: int | None = None
     """Their power level in the Matrix room the answer came from; None elsewhere."""
+    unknown: frozenset[str] = frozenset()
+    """Approver group keys the surface could not read just now (a failed lookup): they do not
+    count (fail closed), and a refusal says why rather than only "not an approver"."""
 
 
 NO_STANDING = Standing()
@@ -128,10 +131,11 @@ def check_surfaces(values: Iterable[str] | None) -> tuple[str, ...] | None:
     return surfaces
 
 
-UNRESOLVED = frozenset({ApproverKind.SLACK_GROUP, ApproverKind.MATRIX_POWER})
-"""Entry kinds no surface resolves yet (Slack user groups, Matrix power levels): the config
-refuses them rather than let a route fail closed (or open) without saying. ``web-group:`` entries
-are resolved by the web inbox from ``[web] groups_header`` (the config requires it with them)."""
+UNRESOLVED = frozenset({ApproverKind.MATRIX_POWER})
+"""Entry kinds no surface resolves yet (Matrix power levels): the config refuses them rather than
+let a route fail closed (or open) without saying. ``slack:S…`` groups are read by the Slack
+adapter (``usergroups.users.list``); ``web-group:`` entries by the web inbox from ``[web]
+groups_header`` (the config requires it with them)."""
 
 
 def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -140,8 +144,8 @@ def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
     for entry in entries or ():
         if parse_approver(entry).kind in UNRESOLVED:
             raise ValueError(
-                f"{entry!r}: Slack user-group and power-level approvers are not resolved by any "
-                "surface yet; name people (slack:U…, matrix:@user:server, web:name), "
+                f"{entry!r}: power-level approvers are not resolved by any surface yet; name "
+                "people (slack:U…, matrix:@user:server, web:name), a Slack user group (slack:S…), "
                 "web-group:<name> (with [web] groups_header) or admins"
             )
     return entries

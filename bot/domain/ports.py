@@ -185,6 +185,11 @@ class Elicitations(Protocol):
         """Every route, config and chat-made, one line each, for ``routes`` commands."""
         ...
 
+    async def routes(self) -> tuple[Route, ...]:
+        """Today's routes, config first (first match wins), then chat-made: a surface reads what
+        a route's policy names (the Slack user groups among its approvers) from them."""
+        ...
+
 
 class ChatAdapter(Protocol):
     """Outbound chat for one platform. Raise Transient/PermanentDeliveryError on failure."""

@@ -50,7 +50,10 @@ PROXIED = (
     'trusted_proxies = ["10.0.0.5", "fd00::/8"]\n[web]\nuser_header = "X-Forwarded-User"\n'
 )
 
-GOOD = 8
+GROUP_ROUTE = '[[routes]]\ndestinations = ["slack:C0DEPLOYS"]\napprovers = ["slack:S0DEPLOY"]\n'
+SLACK_SECRETS = ("AGREE_SLACK_BOT", "AGREE_SLACK_APP")
+
+GOOD = 9
 """The first cases are configs serve takes; the rest it refuses."""
 CASES: list[tuple[str, str, tuple[str, ...]]] = [
     # name, the config (beside its [store]), the secrets set
@@ -62,6 +65,7 @@ CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("matrix", MATRIX, ("AGREE_MATRIX",)),
     ("pinework", PINEWORK, ("AGREE_PINEWORK",)),
     ("nats", '[nats]\nurl = "nats://127.0.0.1:9"\n', ()),
+    ("a slack user group approver", SLACK_SOCKET + GROUP_ROUTE, SLACK_SECRETS),
     ("public listen, no token", PUBLIC, ()),
     ("public v6 listen, no token", '[server]\nlisten = "[::]:8787"\n', ()),
     ("token named, not set", '[server]\nintake_token_env = "AGREE_INTAKE"\n', ()),
@@ -75,6 +79,12 @@ CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("an unknown key", '[server]\nlisen = "127.0.0.1:8787"\n', ()),
     ("listen without a port", '[server]\nlisten = "127.0.0.1"\n', ()),
     ("not TOML", "[server\n", ()),
+    (
+        "a slack user group, its manifest missing",
+        SLACK_SOCKET + 'manifest = "no-such-manifest.yaml"\n' + GROUP_ROUTE,
+        SLACK_SECRETS,
+    ),
+    ("a slack user group without slack", GROUP_ROUTE, ()),
 ]
 
 

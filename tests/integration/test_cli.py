@@ -150,6 +150,32 @@ def test_check_config_names_every_bad_key_at_once(tmp_path: Path) -> None:
         assert key in done.stderr, done.stderr
 
 
+def test_check_config_names_the_scope_a_slack_user_group_needs(tmp_path: Path) -> None:
+    """A ``slack:S…`` approver with an app made from a manifest (here: in the working directory,
+    where it is looked for) that lacks ``usergroups:read``: named; with the repository's, ok."""
+    config = write(
+        tmp_path / "groups.toml",
+        '[slack]\napp_token_env = "SLACK_APP_TOKEN"\n'
+        '[[routes]]\ndestinations = ["slack:C0DEPLOYS"]\napprovers = ["slack:S0DEPLOY"]\n',
+    )
+    manifest = (REPO / "slack-app-manifest.yaml").read_text(encoding="utf-8")
+    old = manifest.replace("      - usergroups:read", "      # -")
+    write(tmp_path / "slack-app-manifest.yaml", old)
+    env = clean_env(SLACK_BOT_TOKEN="xoxb-test-0001", SLACK_APP_TOKEN="xapp-test-0001")
+    done = elicitbot(tmp_path, "check-config", "-c", str(config), env=env)
+    print(done.stderr)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "config error: slack.manifest: slack-app-manifest.yaml lacks the bot scope "
+        "usergroups:read, which routes[0].approvers needs to read who is in slack:S0DEPLOY "
+        "(usergroups.users.list): add it under oauth_config.scopes.bot and reinstall the app"
+    ]
+    write(tmp_path / "slack-app-manifest.yaml", manifest)
+    done = elicitbot(tmp_path, "check-config", "-c", str(config), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{config}: ok"
+
+
 def test_check_config_refuses_a_file_that_is_not_toml(tmp_path: Path) -> None:
     config = write(tmp_path / "bad.toml", "[server\nlisten = \n")
     done = elicitbot(tmp_path, "check-config", "-c", str(config))

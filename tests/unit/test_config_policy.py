@@ -1,8 +1,10 @@
 """``[[routes]]`` policy keys (answer rule 9): what check-config takes, and what it refuses by
-name, including approver kinds no surface resolves yet."""
+name, including approver kinds no surface resolves yet and a Slack user group the app's manifest
+could not read."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,10 +64,10 @@ def test_a_policy_that_cannot_be_enforced_is_refused_by_key(keys: dict[str, Any]
     assert [line.split(": ", 1)[0] for line in problems(route(**keys))] == [key]
 
 
-@pytest.mark.parametrize("entry", ["slack:S0DEPLOYERS", "matrix-power:50"])
+@pytest.mark.parametrize("entry", ["matrix-power:50"])
 def test_approver_kinds_no_surface_resolves_yet_are_refused(entry: str) -> None:
-    """Until Slack user groups and Matrix power levels reach the rule, a route naming them would
-    silently refuse everyone (or worse): check-config says so."""
+    """Until Matrix power levels reach the rule, a route naming them would silently refuse
+    everyone (or worse): check-config says so."""
     (line,) = problems(route(approvers=["slack:U0BOB", entry]))
     key, message = line.split(": ", 1)
     assert key == "routes[1].approvers"
@@ -90,3 +92,69 @@ def test_a_web_group_approver_needs_the_proxys_groups_header() -> None:
     assert [p.split(": ", 1)[0] for p in preflight(parse_config(alone), {})] == [
         "web.groups_header"
     ]
+
+
+REPO = Path(__file__).resolve().parents[2]
+SLACK = {"slack": {"bot_token_env": "SLACK_BOT_TOKEN", "app_token_env": "SLACK_APP_TOKEN"}}
+ENV = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+
+
+def grouped(**slack: Any) -> dict[str, Any]:
+    return {
+        "slack": {**SLACK["slack"], **slack},
+        "routes": [
+            {"destinations": ["web"], "approvers": ["slack:U0BOB"]},
+            {"destinations": ["slack:C0DEPLOYS"], "approvers": ["slack:S0DEPLOY", "admins"]},
+        ],
+    }
+
+
+def test_a_slack_user_group_is_taken_and_the_repositorys_manifest_may_read_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(REPO)  # where slack-app-manifest.yaml is read from by default
+    config = parse_config(grouped())
+    assert config.route_list()[1].approvers == ("slack:S0DEPLOY", "admins")
+    assert preflight(config, ENV) == []
+
+
+def test_a_manifest_without_usergroups_read_is_named(tmp_path: Path) -> None:
+    manifest = tmp_path / "slack-app-manifest.yaml"
+    text = (REPO / "slack-app-manifest.yaml").read_text(encoding="utf-8")
+    manifest.write_text(text.replace("      - usergroups:read", "      # -"), encoding="utf-8")
+    [line] = preflight(parse_config(grouped(manifest=str(manifest))), ENV)
+    print(line)
+    assert line == (
+        f"slack.manifest: {manifest} lacks the bot scope usergroups:read, which "
+        "routes[1].approvers needs to read who is in slack:S0DEPLOY (usergroups.users.list): "
+        "add it under oauth_config.scopes.bot and reinstall the app"
+    )
+
+
+def test_a_manifest_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.yaml"
+    [line] = preflight(parse_config(grouped(manifest=str(missing))), ENV)
+    assert line.startswith(f"slack.manifest: {missing}: cannot be read")
+    other = tmp_path / "other.yaml"
+    other.write_text("name: not a manifest\n", encoding="utf-8")
+    [line] = preflight(parse_config(grouped(manifest=str(other))), ENV)
+    assert (
+        line
+        == f"slack.manifest: {other}: no oauth_config.scopes.bot list: not a Slack app manifest"
+    )
+
+
+def test_without_a_manifest_here_nothing_is_read_and_without_slack_a_group_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No manifest in the working directory: the token's scopes are checked at start instead.
+    No ``[slack]`` at all: nobody could ever be read into the group."""
+    monkeypatch.chdir(tmp_path)
+    assert preflight(parse_config(grouped()), ENV) == []
+    data = grouped()
+    del data["slack"]
+    [line] = preflight(parse_config(data), {})
+    assert line == (
+        "routes[1].approvers: slack:S0DEPLOY needs [slack]: a Slack user group's members are "
+        "read from Slack"
+    )

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from bot.domain.actions import ClaimIt, Reply, Submit
 from bot.domain.judge import RecordAnswer, RecordClaim, RecordRefusal, judge
 from bot.domain.model import Answer, Identity, Refusal, RefusalCode, Route, Status
+from bot.domain.policy import Standing
 from bot.domain.records import StoredElicitation
 from bot.domain.rules import judge as judge_rules
 from tests.unit.domain.builders import (
@@ -84,6 +85,32 @@ def test_only_an_approver_claims_even_where_anyone_may_reject() -> None:
     assert carol.write.code is RefusalCode.NOT_APPROVER
     bob = judge(stored(), ClaimIt(key, BOB, "matrix"), PEOPLE, NOW, route=route)
     assert isinstance(bob.write, RecordClaim)
+
+
+def test_a_group_the_surface_could_not_read_counts_for_nobody_and_the_refusal_says_so() -> None:
+    """Fail closed: a Slack user group whose members could not be read (``Standing.unknown``)
+    is one the person is not in; they are told it could not be checked, on every path (a
+    choice, a claim); an unread group the route does not name is not mentioned."""
+    route = Route(approvers=("slack:S0DEPLOY", "slack:U0BOB"))
+    unread = Standing(unknown=frozenset({"slack:S0DEPLOY", "slack:S0OTHER"}))
+    member = Standing(groups=frozenset({"slack:S0DEPLOY"}))
+    e = sp_options()
+    chose = attempt(CAROL, "allow_once").model_copy(update={"standing": unread})
+    refusal = judge_rules(e, chose, PEOPLE, NOW, route=route)
+    assert isinstance(refusal, Refusal)
+    assert refusal.code is RefusalCode.NOT_APPROVER
+    print(refusal.message)
+    assert refusal.message == (
+        "Only the approvers of this route can decide: slack:S0DEPLOY, slack:U0BOB. Whether you "
+        "are in slack:S0DEPLOY could not be checked just now, so it did not count: try again in "
+        "a minute (if it keeps failing, tell an elicitbot admin)."
+    )
+    counted = attempt(CAROL, "allow_once").model_copy(update={"standing": member})
+    assert isinstance(judge_rules(e, counted, PEOPLE, NOW, route=route), Answer)
+    claim = ClaimIt(e.key, CAROL, "slack", standing=unread)
+    claimed = judge(stored(), claim, PEOPLE, NOW, route=route)
+    assert isinstance(claimed.write, RecordRefusal)
+    assert claimed.outcome.message == refusal.message
 
 
 def test_free_text_takes_the_first_eligible_answer_only() -> None:
