@@ -305,6 +305,12 @@ def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
                 f"routes[{i}].approvers: {', '.join(grouped)} needs [web] groups_header, the "
                 "sign-in proxy's header naming the user's groups"
             )
+        powered = [a for a in route.approvers or () if a.startswith("matrix-power:")]
+        if powered and config.matrix is None:
+            problems.append(
+                f"routes[{i}].approvers: {', '.join(powered)} needs a [matrix] section: power "
+                "levels are read in the Matrix rooms people answer in"
+            )
     if config.web.user_header is not None and not config.server.trusted_proxies:
         problems.append(
             "web.user_header: needs server.trusted_proxies, the sign-in proxy's addresses: "

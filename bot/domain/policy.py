@@ -128,10 +128,11 @@ def check_surfaces(values: Iterable[str] | None) -> tuple[str, ...] | None:
     return surfaces
 
 
-UNRESOLVED = frozenset({ApproverKind.SLACK_GROUP, ApproverKind.MATRIX_POWER})
-"""Entry kinds no surface resolves yet (Slack user groups, Matrix power levels): the config
-refuses them rather than let a route fail closed (or open) without saying. ``web-group:`` entries
-are resolved by the web inbox from ``[web] groups_header`` (the config requires it with them)."""
+UNRESOLVED = frozenset({ApproverKind.SLACK_GROUP})
+"""Entry kinds no surface resolves yet (Slack user groups): the config refuses them rather than
+let a route fail closed (or open) without saying. ``web-group:`` entries are resolved by the web
+inbox from ``[web] groups_header``, ``matrix-power:`` entries by the Matrix adapter from the
+room's power levels (the config requires ``[web] groups_header``, ``[matrix]`` with them)."""
 
 
 def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -140,8 +141,8 @@ def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
     for entry in entries or ():
         if parse_approver(entry).kind in UNRESOLVED:
             raise ValueError(
-                f"{entry!r}: Slack user-group and power-level approvers are not resolved by any "
-                "surface yet; name people (slack:U…, matrix:@user:server, web:name), "
+                f"{entry!r}: Slack user-group approvers are not resolved by any surface yet; "
+                "name people (slack:U…, matrix:@user:server, web:name), matrix-power:<level>, "
                 "web-group:<name> (with [web] groups_header) or admins"
             )
     return entries
