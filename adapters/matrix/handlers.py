@@ -6,16 +6,14 @@ what people do: every answer rule, reply reading, claim and command permission i
 and shows the outcome: a threaded notice (a confirmation, a refusal mentioning the person, how
 to answer, a claim) or a rich reply to a command (:mod:`adapters.matrix.commands`).
 
-What stays here is Matrix's own: which prompt an event is under (the store's delivery refs, a prompt
-just posted, or our own prompt whose post is still in flight, known by its content marker); what
-that copy shows (answer rule 2: :func:`adapters.matrix.render.shown` of the current view, with the
-copy's ``full_in_thread`` from its stored ref or from this process's own post, never from the event,
-so a crafted reaction cannot claim a copy showed more than it did); who the person is by name (their
-display name in nio's room state); an edit counting only while the question is open and only from
-the reply's sender; a secret typed in a room redacted again; on a multiple choice, keycaps that
-toggle and ✅ that submits what the person's keycaps choose on the homeserver now
-(:mod:`adapters.matrix.selection`); invites (accepted from workspace admins only) and the notice
-an end-to-end encrypted room gets.
+What stays here is Matrix's own: which prompt an event is under and what that copy shows
+(answer rule 2, never from the event: :mod:`adapters.matrix.prompts`); who the person is by name
+(their display name in nio's room state) and their power level in the room, for
+``matrix-power:<n>`` approvers (:mod:`adapters.matrix.power`, fed by the sync loop); an edit
+counting only while the question is open and only from the reply's sender; a secret typed in a
+room redacted again; on a multiple choice, keycaps that toggle and ✅ that submits what the
+person's keycaps choose on the homeserver now (:mod:`adapters.matrix.selection`); invites
+(accepted from workspace admins only) and the notice an end-to-end encrypted room gets.
 
 Notices go out in the background, so a slow homeserver never holds up the next answer; each
 one's transaction id follows from the event that caused it, so a replayed event cannot notify
@@ -25,8 +23,7 @@ twice.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from typing import Any
 
 import structlog
@@ -43,35 +40,18 @@ from adapters.matrix.notices import (
     reply_content,
     said,
 )
+from adapters.matrix.power import RoomPowers
+from adapters.matrix.prompts import Prompts
 from adapters.matrix.reactions import key_index
-from adapters.matrix.render import MARKER, shown
 from adapters.matrix.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, Toggle, toggles
 from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Outcome, OutcomeKind, Reply
 from bot.domain.errors import DeliveryError
-from bot.domain.model import AnswerMode, Disclosure, Elicitation, Status
+from bot.domain.model import AnswerMode, Elicitation, Status
 from bot.domain.ports import Elicitations, Notice, PromptView
-from bot.domain.records import DeliveryState, NoticeKind
+from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
 
 log = structlog.get_logger("elicitbot.matrix")
-
-REMEMBERED = 4096
-_IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
-
-
-class _Lru:
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self._items: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, item: str) -> bool:
-        return item in self._items
-
-    def add(self, item: str) -> None:
-        self._items[item] = None
-        self._items.move_to_end(item)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 class RoomEvents:
@@ -91,9 +71,11 @@ class RoomEvents:
         """Dedupe ids whose handling began here and has not finished (failed: ours to retry)."""
         self._claims: dict[str, str] = {}
         """Event id -> the dedupe id its handling claimed, until :meth:`finished`."""
-        self._not_ours = _Lru()
         self._warned: set[str] = set()
         self.selections = Selections(chat)
+        self.prompts = Prompts(chat, elicitations)
+        self.powers = RoomPowers(chat.room_state)
+        """Power levels in the rooms, fed by the sync loop (``matrix-power:<n>`` approvers)."""
 
     async def handle(self, room_id: str, item: inbound.InboundEvent) -> None:
         if isinstance(item, inbound.Encrypted):
@@ -133,7 +115,7 @@ class RoomEvents:
     # ------------------------------------------------------------------ answers
 
     async def _on_reaction(self, room_id: str, r: inbound.Reaction) -> None:
-        key = await self.key_for(room_id, r.target)
+        key = await self.prompts.key_for(room_id, r.target)
         view = None if key is None else await self.elicitations.view(key)
         if key is None or view is None:
             return
@@ -145,9 +127,10 @@ class RoomEvents:
             view.elicitation,
             r,
             room_id,
-            shown=await self.shown_on(view, r.target),
+            shown=await self.prompts.shown_on(view, r.target),
             bots=self.bots,
             name=await self.chat.display_name(room_id, r.sender),
+            standing=await self.powers.standing(room_id, r.sender),
         )
         claimed = inbound.claim_id(r, reopened=inbound.reopenings(view.writeback))
         if action is None or not await self._first_time(r.event_id, claimed):
@@ -194,10 +177,15 @@ class RoomEvents:
             nothing = Said(text, mention=True, kind=NoticeKind.REFUSAL)
             self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
         else:
-            name = await self.chat.display_name(room_id, r.sender)
-            shown_ = await self.shown_on(view, r.target)
             action = inbound.submit(
-                key, r, room_id, chosen, shown=shown_, bots=self.bots, name=name
+                key,
+                r,
+                room_id,
+                chosen,
+                shown=await self.prompts.shown_on(view, r.target),
+                bots=self.bots,
+                name=await self.chat.display_name(room_id, r.sender),
+                standing=await self.powers.standing(room_id, r.sender),
             )
             where = {"room_id": room_id, "root": r.target, "sender": r.sender}
             outcome = await self._act(action, e, **where, trigger=r.event_id, reply_to=r.target)
@@ -223,7 +211,7 @@ class RoomEvents:
         self._spawn(refresh, what="selection")
 
     async def _on_reply(self, room_id: str, reply: inbound.Reply) -> None:
-        key = await self.key_for(room_id, reply.root)
+        key = await self.prompts.key_for(room_id, reply.root)
         if key is None or not await self._first_time(reply.event_id):
             return
         self.handled += 1
@@ -244,7 +232,7 @@ class RoomEvents:
         if original is None or original.get("sender") != edit.sender:
             return
         root = inbound.reply_root(original)
-        key = None if root is None else await self.key_for(room_id, root)
+        key = None if root is None else await self.prompts.key_for(room_id, root)
         if key is None or root is None:
             return
         view = await self.elicitations.view(key)
@@ -283,9 +271,10 @@ class RoomEvents:
             sender,
             body,
             room_id,
-            shown=await self.shown_on(view, root),
+            shown=await self.prompts.shown_on(view, root),
             bots=self.bots,
             name=await self.chat.display_name(room_id, sender),
+            standing=await self.powers.standing(room_id, sender),
         )
         if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
             # A secret typed in a room is never taken, and it is taken out of the room too.
@@ -342,52 +331,6 @@ class RoomEvents:
             f"matrix:{room_id}", notice, idempotency_key=f"elicitbot-notice-{digest}"
         )
         self._spawn(work, what="notice")
-
-    async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
-        """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
-        view rendered, with the whole request in its thread only when its stored ref (or this
-        process, having just posted it) says so. A copy whose thread is not known to be
-        complete (a post in flight on another replica, a crash before the parts) offers and
-        accepts no approving option."""
-        disclosure = shown(view)
-        if disclosure.whole:
-            return disclosure
-        complete = self.chat.full_in_thread(prompt) or any(
-            isinstance(d.ref, MatrixRef) and d.ref.event_id == prompt and d.ref.full_in_thread
-            for d in await self.elicitations.deliveries(view.elicitation.key)
-        )
-        return shown(view, full_in_thread=True) if complete else disclosure
-
-    async def key_for(self, room_id: str, event_id: str) -> str | None:
-        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
-        just posted, or our own prompt whose post is still in flight elsewhere (another replica
-        posted it and has not stored its ref yet), known by its content marker."""
-        key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
-        if key is not None or event_id in self._not_ours:
-            return key
-        event = await self.chat.get_event(room_id, event_id)
-        content = (event or {}).get("content")
-        marker = content.get(MARKER) if isinstance(content, Mapping) else None
-        claimed = marker.get("key") if isinstance(marker, Mapping) else None
-        if (
-            event is not None
-            and event.get("sender") == self.user_id
-            and isinstance(claimed, str)
-            and await self._in_flight(claimed, room_id)
-        ):
-            return claimed
-        self._not_ours.add(event_id)
-        return None
-
-    async def _in_flight(self, key: str, room_id: str) -> bool:
-        """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
-        same key (left from an earlier database) does not pass: its delivery has another ref."""
-        person = self.chat.direct.person_of(room_id)
-        here = {f"matrix:{room_id}", *((f"matrix:{person}",) if person else ())}
-        return any(
-            d.destination in here and d.state in _IN_FLIGHT
-            for d in await self.elicitations.deliveries(key)
-        )
 
     # ------------------------------------------------------------------ rooms
 

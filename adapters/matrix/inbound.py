@@ -19,7 +19,9 @@ only turn an event into the core's action: keycap *n* chooses option *n* (on a m
 choice it toggles, and ✅ submits: :mod:`adapters.matrix.selection`), 🙋 or
 ``!elicitbot claim`` claims, a thread reply (or its edit) is a reply. A choice or a reply carries
 ``shown``, what the copy it was made on shows (answer rule 2): the listener renders that from the
-current view and the copy's stored ref, never from anything in the event.
+current view and the copy's stored ref, never from anything in the event; and the sender's
+``standing``, their power level in the room (rule 9's ``matrix-power:<n>``,
+:mod:`adapters.matrix.power`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from adapters.matrix.reactions import ACK_KEY, key_index
 from bot.domain.actions import Choose, ClaimIt, Command
 from bot.domain.actions import Reply as ReplyAction
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity
+from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.records import Writeback, WritebackState
 
 COMMAND_PREFIX = "!elicitbot"
@@ -217,12 +220,12 @@ def submit(
     shown: Disclosure,
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
+    standing: Standing = NO_STANDING,
 ) -> Choose:
     """A ✅ on a multiple-choice prompt: the options the person's keycaps chose (read from the
     homeserver by the listener, :mod:`adapters.matrix.selection`)."""
-    return Choose(
-        key, identity(r.sender, bots=bots, name=name), via(room_id), option_ids, shown=shown
-    )
+    who = identity(r.sender, bots=bots, name=name)
+    return Choose(key, who, via(room_id), option_ids, shown=shown, standing=standing)
 
 
 def on_reaction(
@@ -234,16 +237,17 @@ def on_reaction(
     shown: Disclosure,
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
+    standing: Standing = NO_STANDING,
 ) -> Choose | ClaimIt | None:
     """A reaction on a prompt of ``e`` that shows ``shown``: 🙋 claims it, a keycap (or ✅)
     chooses; None: any other reaction."""
     who = identity(r.sender, bots=bots, name=name)
     if r.key.startswith(CLAIM_REACTION):
-        return ClaimIt(key, who, via(room_id))
+        return ClaimIt(key, who, via(room_id), standing=standing)
     chosen = reaction_choice(e, r.key)
     if chosen is None:
         return None
-    return Choose(key, who, via(room_id), chosen, shown=shown)
+    return Choose(key, who, via(room_id), chosen, shown=shown, standing=standing)
 
 
 def on_reply(
@@ -255,13 +259,14 @@ def on_reply(
     shown: Disclosure,
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
+    standing: Standing = NO_STANDING,
 ) -> ReplyAction | ClaimIt:
     """A thread reply (or an edit of one) under a prompt that shows ``shown``: a claim, or a
     reply for the core."""
     who = identity(sender, bots=bots, name=name)
     if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
-        return ClaimIt(key, who, via(room_id))
-    return ReplyAction(key, who, via(room_id), body, shown=shown)
+        return ClaimIt(key, who, via(room_id), standing=standing)
+    return ReplyAction(key, who, via(room_id), body, shown=shown, standing=standing)
 
 
 def command_words(body: str) -> str | None:

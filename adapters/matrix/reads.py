@@ -2,9 +2,10 @@
 read half of :class:`~adapters.matrix.chat.MatrixChat`, every request through
 :func:`~adapters.matrix.client.call`.
 
-A name, a power level, a membership, an event (decrypted by nio where it can), the events a
-limited sync left out (``/messages``), a prompt's reactions now (``/relations``, decrypted where
-they are encrypted: :meth:`RoomReads.annotations`), whether a room is end-to-end encrypted.
+A name, a power level, a room's state, a membership, an event (decrypted by nio where it
+can), the events a limited sync left out (``/messages``), a prompt's reactions now
+(``/relations``, decrypted where they are encrypted: :meth:`RoomReads.annotations`), whether a
+room is end-to-end encrypted.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nio import (
     MessageDirection,
     RoomGetEventResponse,
     RoomGetStateEventResponse,
+    RoomGetStateResponse,
     RoomMessagesResponse,
     RoomRedactResponse,
 )
@@ -146,6 +148,19 @@ class RoomReads:
             user_id, content.get("users_default", 0)
         )
         return level if isinstance(level, int) else 0
+
+    async def room_state(self, room_id: str) -> list[dict[str, Any]]:
+        """The room's current state events (the power levels of a room this process has not
+        synced: :mod:`adapters.matrix.power`)."""
+        state = await call(
+            "room state",
+            lambda: self.client.room_get_state(room_id),
+            RoomGetStateResponse,
+            max_retries=self.max_retries,
+            max_inline_wait=self.max_inline_wait,
+        )
+        assert state is not None  # noqa: S101 - no errcode is accepted
+        return [e for e in state.events if isinstance(e, dict)]
 
     async def membership(self, room_id: str, user_id: str) -> str | None:
         """``join``, ``invite``, ``leave``…: what the room says of ``user_id`` (None: unknown)."""

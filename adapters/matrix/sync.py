@@ -19,7 +19,9 @@ to two minutes, so the next batches can still carry older events: they are match
 prompts this database posted (or is posting), never by the elicitation key alone.
 
 Each event is handed to :class:`~adapters.matrix.handlers.RoomEvents` (reactions, replies,
-edits, commands, invites, encrypted rooms). Stopping cancels the long poll at once.
+edits, commands, invites, encrypted rooms), state and timeline in order; a room's power levels
+follow the state events as they pass (:mod:`adapters.matrix.power`), so a change counts from the
+event after it. Stopping cancels the long poll at once.
 
 With end-to-end encryption on (``chat.crypto``), this loop is what holds the device's crypto
 state (it runs under the Matrix lease): each run restores it first
@@ -295,7 +297,10 @@ class MatrixListener:
             for state in room.state:
                 await self._on_event(room_id, _source(state))
             if first:
-                # The first sync of a new bot replays recent history: nothing there is new.
+                # The first sync of a new bot replays recent history: nothing there is new,
+                # but its state changes are the rooms' state now (power levels).
+                for event in room.timeline.events:
+                    self.events.powers.saw(room_id, _source(event))
                 continue
             events = list(room.timeline.events)
             if room.timeline.limited and room.timeline.prev_batch and self.since:
@@ -340,6 +345,7 @@ class MatrixListener:
     async def _on_event(self, room_id: str, event: dict[str, Any]) -> None:
         """Act on one event. A transient failure fails the batch (retried from the same token);
         an event failing again and again is given up on, so one event cannot stall the room."""
+        self.events.powers.saw(room_id, event)  # a state change counts from the next event
         item = inbound.classify(event, own_user_id=self.user_id)
         if item is None:
             return

@@ -171,7 +171,7 @@ async def report(events: RoomEvents, room_id: str, event: MegolmEvent) -> None:
     if relates.get("rel_type") == "m.replace":
         original = await events.chat.get_event(room_id, target)
         target = reply_root(original or {}) or target
-    if await events.key_for(room_id, target) is None:
+    if await events.prompts.key_for(room_id, target) is None:
         return
     # A notice cannot reply to a reaction: it replies to the prompt then.
     reply_to = target if relates.get("rel_type") == "m.annotation" else str(event.event_id)

@@ -354,9 +354,7 @@ class SlackHandling:
             await self.chat.ephemeral(channel, user, text)
 
 
-def _clicked(
-    click: Click, key: str, standing: Standing, view: PromptView
-) -> Choose | Open | None:
+def _clicked(click: Click, key: str, standing: Standing, view: PromptView) -> Choose | Open | None:
     """What a click on a message showing ``view`` does: Reply… or Review… asks for its form;
     an option, a select, the multi-select's Submit or Acknowledge chooses (``standing``: what
     Slack says of the person, read before the core's one read)."""

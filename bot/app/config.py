@@ -41,7 +41,7 @@ from bot.domain.model import (
     check_destinations,
     check_followup_seconds,
 )
-from bot.domain.policy import check_quorum, check_resolvable, check_surfaces
+from bot.domain.policy import check_approvers, check_quorum, check_surfaces
 
 DEFAULT_FILE = Path("elicitbot.toml")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -174,7 +174,7 @@ class RouteConfig(Section):
 
     _followup = field_validator("followup_seconds")(check_followup_seconds)
     _destinations = field_validator("destinations", "escalate_to", "mention")(check_destinations)
-    _approvers = field_validator("approvers")(check_resolvable)
+    _approvers = field_validator("approvers")(check_approvers)
     _approve_on = field_validator("approve_on")(check_surfaces)
 
     _quorum = field_validator("quorum")(check_quorum)
@@ -305,6 +305,12 @@ def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
             problems.append(
                 f"routes[{i}].approvers: {', '.join(grouped)} needs [web] groups_header, the "
                 "sign-in proxy's header naming the user's groups"
+            )
+        powered = [a for a in route.approvers or () if a.startswith("matrix-power:")]
+        if powered and config.matrix is None:
+            problems.append(
+                f"routes[{i}].approvers: {', '.join(powered)} needs a [matrix] section: power "
+                "levels are read in the Matrix rooms people answer in"
             )
     problems += _slack_group_problems(config)
     if config.web.user_header is not None and not config.server.trusted_proxies:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.domain.model import Elicitation, Identity, Option, People, Refusal, RefusalCode, Route
-from bot.domain.policy import NO_STANDING, Standing
+from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approver
 from bot.domain.quorum import approvers_of, eligible
 
 SURFACE_NAMES = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
@@ -23,18 +23,46 @@ def surface_of(via: str) -> str:
     return via.split(":", 1)[0]
 
 
+def _readable(entry: str) -> str:
+    if entry == "admins":
+        return "the workspace admins"
+    if (a := parse_approver(entry)).kind is ApproverKind.MATRIX_POWER:
+        return f"members with power level {a.value} or more in the Matrix room they answer in"
+    return entry
+
+
 def readable(entries: Sequence[str]) -> str:
     """Approver entries for people: ``slack:U0BOB, the workspace admins``."""
-    return ", ".join("the workspace admins" if e == "admins" else e for e in entries)
+    return ", ".join(_readable(e) for e in entries)
+
+
+POWER_UNKNOWN = (
+    " I could not read your power level in this room just now: reply in this thread with your "
+    "choice to try again."
+)
+"""Added to the refusal of a Matrix person whose power level could not be read (fail closed)."""
 
 
 def is_approver(route: Route, who: Identity, standing: Standing, people: People) -> bool:
     return eligible(approvers_of(route.approvers), who, standing, people)
 
 
-def not_approver(route: Route, standing: Standing = NO_STANDING) -> Refusal:
+def _power_unknown(route: Route, who: Identity, standing: Standing) -> bool:
+    """A Matrix person refused only because their power level was not known: the route names
+    a power level and the surface could not read theirs."""
+    return (
+        who.platform == "matrix"
+        and standing.power is None
+        and any(a.kind is ApproverKind.MATRIX_POWER for a in approvers_of(route.approvers) or ())
+    )
+
+
+def not_approver(
+    route: Route, standing: Standing = NO_STANDING, *, power_unknown: bool = False
+) -> Refusal:
     """Who may decide, by name; and, when the surface could not read whether the person is in one
-    of the route's approver groups (a failed lookup, which counts as not in it), that too."""
+    of the route's approver groups (a failed lookup, which counts as not in it) or their power
+    level, that too."""
     entries = route.approvers or ()
     message = f"Only the approvers of this route can decide: {readable(entries)}."
     unread = [e for e in entries if e in standing.unknown]
@@ -43,6 +71,8 @@ def not_approver(route: Route, standing: Standing = NO_STANDING) -> Refusal:
             f" Whether you are in {' or '.join(unread)} could not be checked just now, so it did "
             "not count: try again in a minute (if it keeps failing, tell an elicitbot admin)."
         )
+    if power_unknown:
+        message += POWER_UNKNOWN
     return Refusal(code=RefusalCode.NOT_APPROVER, message=message)
 
 
@@ -55,7 +85,7 @@ def may_take_part(
         return None
     if route.anyone_may_reject and any(o.rejecting for o in e.options):
         return None
-    return not_approver(route, standing)
+    return not_approver(route, standing, power_unknown=_power_unknown(route, who, standing))
 
 
 def may_choose(
@@ -71,7 +101,7 @@ def may_choose(
         return None
     if route.anyone_may_reject and chosen and all(o.rejecting for o in chosen):
         return None
-    return not_approver(route, standing)
+    return not_approver(route, standing, power_unknown=_power_unknown(route, who, standing))
 
 
 def approve_here(route: Route, option: Option, via: str | None) -> Refusal | None:

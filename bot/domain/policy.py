@@ -129,23 +129,3 @@ def check_surfaces(values: Iterable[str] | None) -> tuple[str, ...] | None:
     if len(set(surfaces)) != len(surfaces):
         raise ValueError("names a surface more than once")
     return surfaces
-
-
-UNRESOLVED = frozenset({ApproverKind.MATRIX_POWER})
-"""Entry kinds no surface resolves yet (Matrix power levels): the config refuses them rather than
-let a route fail closed (or open) without saying. ``slack:S…`` groups are read by the Slack
-adapter (``usergroups.users.list``); ``web-group:`` entries by the web inbox from ``[web]
-groups_header`` (the config requires it with them)."""
-
-
-def check_resolvable(values: Iterable[str] | None) -> tuple[str, ...] | None:
-    """``approvers`` (:func:`check_approvers`) naming only kinds a surface resolves today."""
-    entries = check_approvers(values)
-    for entry in entries or ():
-        if parse_approver(entry).kind in UNRESOLVED:
-            raise ValueError(
-                f"{entry!r}: power-level approvers are not resolved by any surface yet; name "
-                "people (slack:U…, matrix:@user:server, web:name), a Slack user group (slack:S…), "
-                "web-group:<name> (with [web] groups_header) or admins"
-            )
-    return entries

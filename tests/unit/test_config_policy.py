@@ -64,17 +64,6 @@ def test_a_policy_that_cannot_be_enforced_is_refused_by_key(keys: dict[str, Any]
     assert [line.split(": ", 1)[0] for line in problems(route(**keys))] == [key]
 
 
-@pytest.mark.parametrize("entry", ["matrix-power:50"])
-def test_approver_kinds_no_surface_resolves_yet_are_refused(entry: str) -> None:
-    """Until Matrix power levels reach the rule, a route naming them would silently refuse
-    everyone (or worse): check-config says so."""
-    (line,) = problems(route(approvers=["slack:U0BOB", entry]))
-    key, message = line.split(": ", 1)
-    assert key == "routes[1].approvers"
-    assert entry in message
-    assert "not resolved by any surface yet" in message
-
-
 def test_a_web_group_approver_needs_the_proxys_groups_header() -> None:
     """``web-group:<name>`` is resolved from ``[web] groups_header``: without it the route could
     never be decided, so preflight (serve and check-config alike) names the route's key."""
@@ -158,3 +147,27 @@ def test_without_a_manifest_here_nothing_is_read_and_without_slack_a_group_is_re
         "routes[1].approvers: slack:S0DEPLOY needs [slack]: a Slack user group's members are "
         "read from Slack"
     )
+
+
+MATRIX = {
+    "homeserver": "https://matrix.example.org",
+    "user_id": "@elicitbot:example.org",
+    "device_id": "ELICITBOT",
+}
+
+
+def test_a_power_level_approver_is_taken_with_matrix_and_refused_by_key_without_it() -> None:
+    """``matrix-power:<n>`` is resolved by the Matrix adapter (the room's power levels): with a
+    ``[matrix]`` section it reaches the route; without one no answer could ever carry a power
+    level, so preflight names the route's key."""
+    data = {"routes": [{"destinations": ["web"], "approvers": ["matrix-power:50", "web:carol"]}]}
+    [line] = preflight(parse_config(data), {})
+    assert line == (
+        "routes[0].approvers: matrix-power:50 needs a [matrix] section: power levels are read "
+        "in the Matrix rooms people answer in"
+    )
+    config = parse_config({**data, "matrix": MATRIX})
+    assert preflight(config, {"MATRIX_ACCESS_TOKEN": "syt_x"}) == []
+    assert config.route_list()[0].approvers == ("matrix-power:50", "web:carol")
+    (wrong,) = problems({**data, "matrix": MATRIX, "routes": [{"approvers": ["matrix-power:x"]}]})
+    assert wrong.startswith("routes[0].approvers: ")

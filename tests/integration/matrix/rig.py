@@ -98,6 +98,8 @@ class Rig:
     sink: FakeSink
     url: str
     bots: list[Bot] = field(default_factory=list)
+    routes: list[Route] | None = None
+    """The service's routes; None: one route to :attr:`destination` with the defaults."""
 
     @property
     def bot(self) -> Bot:
@@ -129,7 +131,7 @@ class Rig:
             self.store,
             self.clock,
             people(self.cast),
-            [Route(destinations=(self.destination,))],
+            self.routes or [Route(destinations=(self.destination,))],
             on_change=dispatcher.wake,
         )
         listener = MatrixListener(

@@ -44,6 +44,7 @@ from bot.domain.model import (
     RefusalCode,
     Status,
 )
+from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import DeliveryState, DeliveryView, NoticeKind, Purpose
 from bot.domain.refs import MatrixRef
@@ -114,6 +115,16 @@ class Chat:
     async def power_level(self, room_id: str, user_id: str) -> int:
         return self.power
 
+    async def room_state(self, room_id: str) -> list[dict[str, Any]]:
+        """The room's state as the homeserver gives it: everyone at ``power``."""
+        return [
+            {
+                "type": "m.room.power_levels",
+                "state_key": "",
+                "content": {"users_default": self.power},
+            }
+        ]
+
 
 @dataclass
 class Core:
@@ -163,6 +174,8 @@ async def settled(events: RoomEvents) -> None:
 
 WHO = inbound.identity(ALICE)
 VIA = f"matrix:{ROOM}"
+AT_ZERO = Standing(power=0)
+"""The standing every action here carries: the room's power levels, read once, give 0."""
 ANSWER = Answer(option_ids=("deny",), respondent=f"matrix:{ALICE}", via=VIA, at=NOW)
 
 
@@ -176,7 +189,7 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
         events.finished(reaction.event_id)
     await settled(events)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE)]
+    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
     [(destination, notice, _)] = chat.notices
     assert destination == VIA
     assert notice == Notice(
@@ -197,7 +210,7 @@ async def test_a_reply_naming_nothing_gets_the_cores_help_mentioning_the_person(
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "what?", threaded=True))
     await settled(events)
 
-    assert core.acted == [Reply("k", WHO, VIA, "what?", shown=SHOWN_WHOLE)]
+    assert core.acted == [Reply("k", WHO, VIA, "what?", shown=SHOWN_WHOLE, standing=AT_ZERO)]
     [(_, notice, _)] = chat.notices
     assert (notice.text, notice.mention, notice.reply_to) == ("To answer, …", True, "$reply")
 
@@ -239,7 +252,7 @@ async def test_im_on_it_in_the_thread_claims_and_names_the_person() -> None:
     await events.handle(ROOM, inbound.Reply("$c", ALICE, PROMPT, "!elicitbot claim", True))
     await settled(events)
 
-    assert core.acted == [ClaimIt("k", WHO, VIA)]
+    assert core.acted == [ClaimIt("k", WHO, VIA, standing=AT_ZERO)]
     [(_, notice, _)] = chat.notices
     assert notice.text == (
         f"🙋 {ALICE} is on it until 2026-11-10 10:01 UTC: escalation and follow-ups wait."
@@ -259,7 +272,7 @@ async def test_an_edit_counts_only_from_the_sender_while_the_question_is_open() 
     await events.handle(ROOM, inbound.Edit("$e1", "@mallory:localhost", "$reply", "3"))
     assert core.acted == [], "not hers to edit"
     await events.handle(ROOM, inbound.Edit("$e2", ALICE, "$reply", "deny"))
-    assert core.acted == [Reply("k", WHO, VIA, "deny", shown=SHOWN_WHOLE)]
+    assert core.acted == [Reply("k", WHO, VIA, "deny", shown=SHOWN_WHOLE, standing=AT_ZERO)]
     core.status = Status.ANSWERED
     await events.handle(ROOM, inbound.Edit("$e3", ALICE, "$reply", "allow once"))
     await settled(events)
@@ -292,17 +305,17 @@ async def test_a_prompt_still_being_posted_is_found_by_its_marker() -> None:
         return DeliveryView(1, "k2", destination, 0, Purpose.PRIMARY, state, None, None, NOW, None)
 
     core.deliveries_ = [delivery(DeliveryState.POSTED)]
-    assert await events.key_for(ROOM, "$new") is None, "an old prompt naming the key"
+    assert await events.prompts.key_for(ROOM, "$new") is None, "an old prompt naming the key"
     events2, _ = rig(core, Chat(events={"$new": prompt}))
     core.deliveries_ = [delivery(DeliveryState.POSTING, "matrix:!other:localhost")]
-    assert await events2.key_for(ROOM, "$new") is None, "posting to another room"
+    assert await events2.prompts.key_for(ROOM, "$new") is None, "posting to another room"
     events3, _ = rig(core, Chat(events={"$new": prompt}))
     core.deliveries_ = [delivery(DeliveryState.POSTING)]
-    assert await events3.key_for(ROOM, "$new") == "k2"
+    assert await events3.prompts.key_for(ROOM, "$new") == "k2"
     # A direct message's delivery names the person, not the room.
     events4, _ = rig(core, Chat(events={"$new": prompt}, direct=Direct({ROOM: ALICE})))
     core.deliveries_ = [delivery(DeliveryState.POSTING, f"matrix:{ALICE}")]
-    assert await events4.key_for(ROOM, "$new") == "k2"
+    assert await events4.prompts.key_for(ROOM, "$new") == "k2"
 
 
 def test_what_the_thread_hears_of_each_outcome() -> None:

@@ -24,7 +24,18 @@ from bot.domain.model import Answer, AnswerMode, FormQuestion, Option, Status
 from bot.domain.ports import PromptView
 from bot.domain.records import Writeback, WritebackState
 from tests.unit.domain.builders import NOW, elicitation
-from tests.unit.matrix.test_handlers import ALICE, PROMPT, ROOM, VIA, WHO, Chat, Core, rig, settled
+from tests.unit.matrix.test_handlers import (
+    ALICE,
+    AT_ZERO,
+    PROMPT,
+    ROOM,
+    VIA,
+    WHO,
+    Chat,
+    Core,
+    rig,
+    settled,
+)
 
 BOB = "@bob:localhost"
 ONE, TWO, THREE = KEYCAPS[:3]
@@ -94,7 +105,9 @@ async def test_keycaps_toggle_and_the_check_mark_submits_what_the_room_holds() -
 
     await tap(events, room, "$ok", ALICE, ACK_KEY)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("linux", "macos"), shown=SHOWN_WHOLE)]
+    assert core.acted == [
+        Choose("k", WHO, VIA, ("linux", "macos"), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     alice = [t for t in shown_texts(room) if t.startswith((f"* {ALICE}", ALICE))]
     so_far = (
         "Your choice so far: {} — react ✅ to submit (take a number's reaction back to remove it)."
@@ -133,7 +146,7 @@ async def test_a_check_mark_with_nothing_chosen_says_how_and_a_later_one_counts(
     await events.handle(ROOM, inbound.Reaction("$ok2", ALICE, PROMPT, ACK_KEY))  # replayed
     await settled(events)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("windows",), shown=SHOWN_WHOLE)]
+    assert core.acted == [Choose("k", WHO, VIA, ("windows",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
 
 
 async def test_a_removal_made_while_the_bot_was_away_still_counts() -> None:
@@ -146,7 +159,7 @@ async def test_a_removal_made_while_the_bot_was_away_still_counts() -> None:
     await tap(events, room, "$ok", ALICE, ACK_KEY)
     await events.handle(ROOM, inbound.Redaction("$undo", ALICE, "$unknown"))  # not ours: nothing
 
-    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE)]
+    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
 
 
 async def test_once_closed_a_keycap_gets_the_cores_answer_as_before() -> None:
@@ -157,7 +170,7 @@ async def test_once_closed_a_keycap_gets_the_cores_answer_as_before() -> None:
     await tap(events, room, "$1", ALICE, ONE)
     await tap(events, room, "$ok", ALICE, ACK_KEY)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE)]
+    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
     assert room.asked == 0
 
 
@@ -168,7 +181,7 @@ async def test_a_single_choice_keycap_still_answers_at_once() -> None:
 
     await tap(events, room, "$3", ALICE, THREE)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE)]
+    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
     assert room.asked == 0
 
 
@@ -204,7 +217,7 @@ async def test_a_form_reply_reaches_the_core_whole_and_its_help_goes_back() -> N
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, body, threaded=True))
     await settled(events)
 
-    assert core.acted == [Reply("k", WHO, VIA, body, shown=SHOWN_WHOLE)]
+    assert core.acted == [Reply("k", WHO, VIA, body, shown=SHOWN_WHOLE, standing=AT_ZERO)]
     [(_, notice, _)] = room.notices
     assert (notice.text, notice.mention, notice.reply_to) == (help_text, True, "$reply")
 

@@ -1,0 +1,98 @@
+"""Which prompt a room event is under, and what that copy shows: the listener's lookups.
+
+:meth:`Prompts.key_for` finds the elicitation a message belongs to: the store's delivery refs, a
+prompt this process just posted, or our own prompt whose post is still in flight on another
+replica (known by its content marker, and only while a post of that key to this room is under
+way). :meth:`Prompts.shown_on` says what a copy shows (answer rule 2): the current view rendered,
+with the whole request in its thread only when the copy's stored ref (or this process, having
+just posted it) says so, never from anything in an event.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from adapters.matrix.render import MARKER, shown
+from bot.domain.model import Disclosure
+from bot.domain.ports import Elicitations, PromptView
+from bot.domain.records import DeliveryState
+from bot.domain.refs import MatrixRef
+
+if TYPE_CHECKING:
+    from adapters.matrix.chat import MatrixChat
+
+REMEMBERED = 4096
+_IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
+
+
+class _Lru:
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.size = size
+        self._items: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, item: str) -> bool:
+        return item in self._items
+
+    def add(self, item: str) -> None:
+        self._items[item] = None
+        self._items.move_to_end(item)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class Prompts:
+    """The prompt lookups of one bot account."""
+
+    def __init__(self, chat: MatrixChat, elicitations: Elicitations) -> None:
+        self.chat = chat
+        self.elicitations = elicitations
+        self.user_id = chat.user_id
+        self._not_ours = _Lru()
+
+    async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
+        """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
+        view rendered, with the whole request in its thread only when its stored ref (or this
+        process, having just posted it) says so. A copy whose thread is not known to be
+        complete (a post in flight on another replica, a crash before the parts) offers and
+        accepts no approving option."""
+        disclosure = shown(view)
+        if disclosure.whole:
+            return disclosure
+        complete = self.chat.full_in_thread(prompt) or any(
+            isinstance(d.ref, MatrixRef) and d.ref.event_id == prompt and d.ref.full_in_thread
+            for d in await self.elicitations.deliveries(view.elicitation.key)
+        )
+        return shown(view, full_in_thread=True) if complete else disclosure
+
+    async def key_for(self, room_id: str, event_id: str) -> str | None:
+        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
+        just posted, or our own prompt whose post is still in flight elsewhere (another replica
+        posted it and has not stored its ref yet), known by its content marker."""
+        key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
+        if key is not None or event_id in self._not_ours:
+            return key
+        event = await self.chat.get_event(room_id, event_id)
+        content = (event or {}).get("content")
+        marker = content.get(MARKER) if isinstance(content, Mapping) else None
+        claimed = marker.get("key") if isinstance(marker, Mapping) else None
+        if (
+            event is not None
+            and event.get("sender") == self.user_id
+            and isinstance(claimed, str)
+            and await self._in_flight(claimed, room_id)
+        ):
+            return claimed
+        self._not_ours.add(event_id)
+        return None
+
+    async def _in_flight(self, key: str, room_id: str) -> bool:
+        """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
+        same key (left from an earlier database) does not pass: its delivery has another ref."""
+        person = self.chat.direct.person_of(room_id)
+        here = {f"matrix:{room_id}", *((f"matrix:{person}",) if person else ())}
+        return any(
+            d.destination in here and d.state in _IN_FLIGHT
+            for d in await self.elicitations.deliveries(key)
+        )
