@@ -155,6 +155,11 @@ def judge_command(command: Command, people: People) -> CommandResult:
         return parsed
     if not may_command(command.who, people, elevated=command.elevated):
         return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+    if parsed.policy is not None and command.who.key not in people.admins:
+        # A room moderator routes their room; who may decide is the workspace admins' to say.
+        return CommandResult(
+            parsed.verb, parsed.workspace, parsed.board, refused=True, admin_only=True
+        )
     return parsed
 
 
