@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from adapters.matrix.inbound import COMMAND_PREFIX
 from bot.domain.actions import MODERATOR_LEVEL, CommandResult
-from bot.domain.commands import describe
-from bot.domain.policy import DEFAULT_POLICY
+from bot.domain.commands import policy_lines
 
 PREFIX = COMMAND_PREFIX
 USAGE = (
@@ -88,16 +87,13 @@ def reply_text(result: CommandResult) -> str:
 
 
 def _subscribed(result: CommandResult, where: str) -> str:
-    policy = result.policy or DEFAULT_POLICY
-    decide = f"\nWho may decide: {describe(policy)}"
     if result.previous is not None:
-        return (
+        said = (
             f"Updated: questions from {where} come to this room with the policy you gave (the "
-            f"words left out are back to their defaults).{decide}\n"
-            f"Before: {describe(result.previous)}"
+            "words left out are back to their defaults)."
         )
-    if result.changed:
+    elif result.changed:
         said = f"Subscribed: questions from {where} now come to this room."
     else:
         said = f"Already subscribed: questions from {where} come to this room."
-    return said + (decide if policy != DEFAULT_POLICY else "")
+    return said + policy_lines(result.policy, result.previous)

@@ -20,9 +20,8 @@ from typing import Any
 from adapters.slack.mrkdwn import fence, text
 from adapters.slack.translate import text_of
 from bot.domain.actions import Command, CommandResult
-from bot.domain.commands import describe
+from bot.domain.commands import policy_lines
 from bot.domain.model import Identity
-from bot.domain.policy import DEFAULT_POLICY
 
 
 def read_command(body: Mapping[str, Any]) -> tuple[Command, str] | None:
@@ -91,15 +90,13 @@ def command_text(result: CommandResult, channel: str) -> str:
 
 
 def _subscribed(result: CommandResult, what: str, channel: str) -> str:
-    policy = result.policy or DEFAULT_POLICY
-    decide = f"\nWho may decide: {text(describe(policy))}"
     if result.previous is not None:
-        return (
+        said = (
             f"Updated: {what} comes to <#{channel}> with the policy you gave (the words left out "
-            f"are back to their defaults).{decide}\nBefore: {text(describe(result.previous))}"
+            "are back to their defaults)."
         )
-    if result.changed:
+    elif result.changed:
         said = f"Subscribed: requests of {what} now come to <#{channel}>."
     else:
         said = f"Already subscribed: {what} comes to <#{channel}>."
-    return said + (decide if policy != DEFAULT_POLICY else "")
+    return said + text(policy_lines(result.policy, result.previous))

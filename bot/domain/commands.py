@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bot.domain.model import Route
 from bot.domain.policy import (
+    DEFAULT_POLICY,
     MAX_QUORUM,
     RoutePolicy,
     check_quorum,
@@ -76,7 +77,9 @@ def read_target(verb: str, rest: Sequence[str]) -> Target:
     board_words = given.pop(BOARD, None)
     board = _name(board_words[0]) if board_words else None
     if given and verb != "subscribe":
-        raise ValueError(f"{next(iter(given))!r} is for subscribe. {usage(verb)}")
+        raise ValueError(
+            f"`{next(iter(given))}` is for subscribe only: {verb} takes <workspace> [board <id>]."
+        )
     if not given:
         return Target(workspace, board)
     try:
@@ -169,6 +172,14 @@ def describe(policy: RoutePolicy) -> str:
         f"approvers: {approvers}; quorum: {policy.quorum}; approve_on: {surfaces}; "
         f"anyone_may_reject: {'yes' if policy.anyone_may_reject else 'no'}"
     )
+
+
+def policy_lines(policy: RoutePolicy | None, previous: RoutePolicy | None) -> str:
+    """What a ``subscribe`` reply says after its first sentence: who may decide now (unless it is
+    the defaults and nothing was replaced), then the policy it replaced."""
+    now = policy or DEFAULT_POLICY
+    said = f"\nWho may decide: {describe(now)}" if now != DEFAULT_POLICY or previous else ""
+    return said + (f"\nBefore: {describe(previous)}" if previous is not None else "")
 
 
 def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ...]:

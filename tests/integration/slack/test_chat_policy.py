@@ -86,7 +86,7 @@ async def test_a_wrong_policy_word_is_named_and_nothing_is_stored(rig: Rig) -> N
         "subscribe acme approve_on irc": "approve_on: 'irc': not a surface (use slack, matrix",
         "subscribe acme quorum 2 quroum 3": "'quroum' is not understood here",
         "subscribe acme approvers": "`approvers` needs a value",
-        "unsubscribe acme quorum 2": "'quorum' is for subscribe.",
+        "unsubscribe acme quorum 2": "`quorum` is for subscribe only: unsubscribe takes",
         "policy now": "`policy` takes no arguments.",
     }
     for text, problem in cases.items():

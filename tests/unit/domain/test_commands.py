@@ -15,6 +15,7 @@ from bot.domain.judge import judge_command
 from bot.domain.model import Identity, People, Route, RouteMatch
 from bot.domain.policy import DEFAULT_POLICY, RoutePolicy, check_resolvable
 from bot.domain.routing import chat_route, policy_of
+from tests.conftest import REPO
 
 ADMIN = Identity(platform="matrix", user="@admin:example.org")
 MODERATOR = Identity(platform="matrix", user="@mod:example.org")
@@ -76,7 +77,7 @@ def test_a_wrong_word_is_named(words: str, problem: str) -> None:
 
 def test_unsubscribe_takes_no_policy_and_policy_no_arguments() -> None:
     assert parse_command("unsubscribe acme quorum 2").problem == (
-        "'quorum' is for subscribe. Usage: unsubscribe <workspace> [board <id>]"
+        "`quorum` is for subscribe only: unsubscribe takes <workspace> [board <id>]."
     )
     assert parse_command("policy") == CommandResult("policy")
     assert parse_command("POLICY here").problem == "`policy` takes no arguments."
@@ -189,3 +190,18 @@ def test_a_parsed_policy_always_makes_a_valid_route(words: list[str]) -> None:
         route = chat_route("acme", parsed.board, "slack:C0X", parsed.policy)
         assert policy_of(route) == parsed.policy
         assert describe(parsed.policy).startswith("approvers: ")
+
+
+def test_the_commands_docs_approvals_shows_parse() -> None:
+    doc = (REPO / "docs" / "approvals.md").read_text(encoding="utf-8")
+    shown = [line for line in doc.splitlines() if line.startswith("/elicitbot ")]
+    assert len(shown) == 2, shown
+    for line in shown:
+        parsed = parse_command(line.removeprefix("/elicitbot "))
+        assert parsed.problem is None, (line, parsed.problem)
+    assert parse_command(shown[0].removeprefix("/elicitbot ")).policy == RoutePolicy(
+        approvers=("slack:U0BOB", "slack:U0CAROL", "web:dave", "admins"),
+        quorum=2,
+        approve_on=("slack", "web"),
+        anyone_may_reject=True,
+    )
