@@ -85,6 +85,7 @@ class Service:
         link_for: Callable[[str], str] = lambda key: f"/#{key}",
         secret_sinks: Mapping[str, SecretSink] | None = None,
         claim_minutes: float = deadlines.DEFAULT_CLAIM_MINUTES,
+        web_groups: bool = True,
     ) -> None:
         self.store = store
         self.claim_minutes = claim_minutes
@@ -94,6 +95,8 @@ class Service:
         self.on_change = on_change
         self.link_for = link_for
         self.secret_sinks = dict(secret_sinks or {})
+        self.web_groups = web_groups
+        """The web inbox reads groups (``[web] groups_header``): chat may name web-group:."""
         self._chat_routes: tuple[Route, ...] = ()
         self._chat_routes_at = float("-inf")
 
@@ -171,7 +174,7 @@ class Service:
         return judgement.outcome
 
     async def _command(self, command: Command) -> CommandResult:
-        parsed = judge_command(command, self.people)
+        parsed = judge_command(command, self.people, web_groups=self.web_groups)
         if parsed.refused:
             log.info("command.refused", by=command.who.key, verb=parsed.verb)
         if parsed.refused or parsed.problem is not None or parsed.verb == "help":

@@ -27,6 +27,7 @@ from bot.domain.policy import (
 )
 from bot.domain.routing import policy_of, route_name
 
+WEB_GROUP = "web-group:"
 NAME = re.compile(r"^[\w.:@/-]{1,128}$")
 """A workspace or board id as a command may name it."""
 
@@ -92,6 +93,18 @@ def read_target(verb: str, rest: Sequence[str]) -> Target:
     except ValueError as e:
         raise ValueError(f"{e}.") from None
     return Target(workspace, board, policy)
+
+
+def check_web_groups(policy: RoutePolicy | None, *, web_groups: bool) -> None:
+    """A ``web-group:`` approver needs ``[web] groups_header`` (as ``check-config`` says of a
+    ``[[routes]]`` block): without it nobody is in the group, and the route would quietly
+    refuse everyone it names. ValueError naming the word."""
+    grouped = [a for a in (policy.approvers if policy else None) or () if a.startswith(WEB_GROUP)]
+    if grouped and not web_groups:
+        raise ValueError(
+            f"approvers: {', '.join(grouped)} needs [web] groups_header in the config, the "
+            "sign-in proxy's header naming the user's groups."
+        )
 
 
 def _words(tokens: Sequence[str]) -> dict[str, list[str]]:

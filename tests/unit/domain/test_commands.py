@@ -205,3 +205,18 @@ def test_the_commands_docs_approvals_shows_parse() -> None:
         approve_on=("slack", "web"),
         anyone_may_reject=True,
     )
+
+
+def test_a_web_group_approver_needs_the_groups_header_as_in_the_config() -> None:
+    words = "subscribe acme approvers web-group:ops, admins"
+    without = judge_command(Command(ADMIN, "matrix:!r:x", words), PEOPLE, web_groups=False)
+    print(f"\n{words} (no [web] groups_header)\n  -> {without.problem}")
+    assert (without.verb, without.workspace, without.policy) == ("subscribe", None, None)
+    assert without.problem == (
+        "approvers: web-group:ops needs [web] groups_header in the config, the sign-in proxy's "
+        "header naming the user's groups."
+    )
+    with_header = judge_command(Command(ADMIN, "matrix:!r:x", words), PEOPLE, web_groups=True)
+    assert with_header.policy == RoutePolicy(approvers=("web-group:ops", "admins"))
+    plain = judge_command(Command(ADMIN, "matrix:!r:x", "subscribe acme"), PEOPLE, web_groups=False)
+    assert plain.problem is None
