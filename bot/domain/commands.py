@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.domain.model import Route
+from bot.domain.model import Route, RouteMatch
 from bot.domain.policy import (
     DEFAULT_POLICY,
     MAX_QUORUM,
@@ -197,9 +197,27 @@ def policy_lines(policy: RoutePolicy | None, previous: RoutePolicy | None) -> st
 
 def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ...]:
     """``policy`` for the channel (room) it is typed in: each route posting there, in order
-    (first match wins), by what it matches and where it is written, with who may decide."""
-    return tuple(
-        f"{route_name(route)} ({route.origin}): {describe(policy_of(route))}"
-        for route in routes
-        if destination in route.destinations
+    (first match wins), by what it matches and where it is written, with who may decide; a route
+    an earlier one always matches first says so (its policy never applies)."""
+    lines = []
+    for i, route in enumerate(routes):
+        if destination not in route.destinations:
+            continue
+        line = f"{route_name(route)} ({route.origin}): {describe(policy_of(route))}"
+        first = next((r for r in routes[:i] if _covers(r.match, route.match)), None)
+        if first is not None:
+            line += f" (never used: {route_name(first)} ({first.origin}) matches first)"
+        lines.append(line)
+    return tuple(lines)
+
+
+def _covers(earlier: RouteMatch, later: RouteMatch) -> bool:
+    """Every question ``later`` matches, ``earlier`` matches too."""
+    return all(
+        mine is None or mine == theirs
+        for mine, theirs in (
+            (earlier.source, later.source),
+            (earlier.workspace, later.workspace),
+            (earlier.board, later.board),
+        )
     )

@@ -35,7 +35,6 @@ async def test_an_admin_subscribes_with_a_policy_updates_it_and_reads_it_back(ri
             approvers=("admins",),
             anyone_may_reject=True,
         ),
-        Route(destinations=(f"slack:{C1}",)),
     )
 
     first = await said(

@@ -144,7 +144,7 @@ def test_policy_lists_the_routes_posting_here_by_name() -> None:
             approve_on=("web",),
             anyone_may_reject=True,
         ),
-        Route(destinations=("slack:C0OTHER",)),
+        Route(match=RouteMatch(workspace="initech"), destinations=("slack:C0OTHER",)),
         chat_route("acme", "brd_1", "slack:C0DEPLOYS", RoutePolicy(approvers=("web:dave",))),
         chat_route("globex", None, "slack:C0DEPLOYS"),
     )
@@ -159,6 +159,19 @@ def test_policy_lists_the_routes_posting_here_by_name() -> None:
         "approve_on: every surface; anyone_may_reject: no",
     )
     assert channel_policies(routes, "matrix:!elsewhere:x") == ()
+
+    # A route an earlier one always matches first never decides anything: it says so.
+    shadowed = channel_policies((Route(destinations=("web",)), *routes), "slack:C0DEPLOYS")
+    print("\n" + "\n".join(shadowed))
+    hidden = " (never used: everything (config) matches first)"
+    assert all(line.endswith(hidden) for line in shadowed)
+    wider = chat_route("acme", None, "slack:C0DEPLOYS")
+    narrower = chat_route("acme", "brd_1", "slack:C0DEPLOYS")
+    both = channel_policies((narrower, wider), "slack:C0DEPLOYS")
+    assert not any(line.endswith(")") for line in both), "a narrower route does not hide a wider"
+    assert channel_policies((wider, narrower), "slack:C0DEPLOYS")[1].endswith(
+        " (never used: workspace=acme (chat) matches first)"
+    )
 
 
 @given(
