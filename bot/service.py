@@ -24,6 +24,7 @@ from bot.domain.actions import (
     Outcome,
     OutcomeKind,
 )
+from bot.domain.commands import channel_policies
 from bot.domain.judge import (
     CANNOT_ANSWER,
     Judged,
@@ -50,6 +51,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.planning import display_hash
+from bot.domain.policy import RoutePolicy
 from bot.domain.ports import (
     AnswerOutcome,
     ClaimOutcome,
@@ -59,8 +61,14 @@ from bot.domain.ports import (
     PromptView,
     SecretSink,
 )
-from bot.domain.records import DeliveryView, IntakeItem, IntakeResult, StoredElicitation
-from bot.domain.routing import resolve_route
+from bot.domain.records import (
+    DeliveryView,
+    IntakeItem,
+    IntakeResult,
+    StoredElicitation,
+    Subscribed,
+)
+from bot.domain.routing import chat_route, resolve_route, route_name
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.domain.votes import RecordVote
@@ -87,6 +95,7 @@ class Service:
         link_for: Callable[[str], str] = lambda key: f"/#{key}",
         secret_sinks: Mapping[str, SecretSink] | None = None,
         claim_minutes: float = deadlines.DEFAULT_CLAIM_MINUTES,
+        web_groups: bool = True,
     ) -> None:
         self.store = store
         self.claim_minutes = claim_minutes
@@ -96,6 +105,8 @@ class Service:
         self.on_change = on_change
         self.link_for = link_for
         self.secret_sinks = dict(secret_sinks or {})
+        self.web_groups = web_groups
+        """The web inbox reads groups (``[web] groups_header``): chat may name web-group:."""
         self._chat_routes: tuple[Route, ...] = ()
         self._chat_routes_at = float("-inf")
 
@@ -104,14 +115,7 @@ class Service:
         if time.monotonic() - self._chat_routes_at > CHAT_ROUTES_TTL_SECONDS:
             rows = await self.store.chat_routes()
             self._chat_routes = tuple(
-                Route.model_validate(
-                    {
-                        "match": {"workspace": r.workspace, "board": r.board},
-                        "destinations": [r.destination],
-                        "origin": "chat",
-                    }
-                )
-                for r in rows
+                chat_route(r.workspace, r.board, r.destination, r.policy) for r in rows
             )
             self._chat_routes_at = time.monotonic()
         return self.config_routes + self._chat_routes
@@ -189,7 +193,7 @@ class Service:
         return judgement.outcome if view is None else replace(judgement.outcome, view=view)
 
     async def _command(self, command: Command) -> CommandResult:
-        parsed = judge_command(command, self.people)
+        parsed = judge_command(command, self.people, web_groups=self.web_groups)
         if parsed.refused:
             log.info("command.refused", by=command.who.key, verb=parsed.verb)
         if parsed.refused or parsed.problem is not None or parsed.verb == "help":
@@ -197,13 +201,18 @@ class Service:
         log.info("command", by=command.who.key, verb=parsed.verb, where=command.destination)
         workspace = parsed.workspace or ""
         if parsed.verb == "subscribe":
-            added = await self.subscribe(
-                workspace, parsed.board, command.destination, command.who.key
+            done = await self.subscribe(
+                workspace, parsed.board, command.destination, command.who.key, policy=parsed.policy
             )
-            return CommandResult("subscribe", workspace, parsed.board, changed=int(added))
+            return replace(
+                parsed, changed=int(done.changed), policy=done.policy, previous=done.previous
+            )
         if parsed.verb == "unsubscribe":
             removed = await self.unsubscribe(workspace, parsed.board, command.destination)
             return CommandResult("unsubscribe", workspace, parsed.board, changed=removed)
+        if parsed.verb == "policy":
+            lines = channel_policies(await self.routes(), command.destination)
+            return replace(parsed, routes=lines)
         return CommandResult("routes", routes=tuple(await self.routes_text()))
 
     async def claim(self, key: str, who: Identity) -> ClaimOutcome:
@@ -224,10 +233,20 @@ class Service:
     async def deliveries(self, key: str) -> list[DeliveryView]:
         return await self.store.deliveries(key)
 
-    async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:
-        added = await self.store.add_chat_route(workspace, board, destination, by, self.clock.now())
+    async def subscribe(
+        self,
+        workspace: str,
+        board: str | None,
+        destination: str,
+        by: str,
+        *,
+        policy: RoutePolicy | None = None,
+    ) -> Subscribed:
+        done = await self.store.add_chat_route(
+            workspace, board, destination, by, self.clock.now(), policy
+        )
         self.forget_chat_routes()
-        return added
+        return done
 
     async def unsubscribe(self, workspace: str, board: str | None, destination: str) -> int:
         removed = await self.store.remove_chat_route(workspace, board, destination)
@@ -237,20 +256,7 @@ class Service:
     async def routes_text(self) -> list[str]:
         lines = []
         for route in await self.routes():
-            m = route.match
-            where = (
-                " ".join(
-                    f"{name}={value}"
-                    for name, value in (
-                        ("source", m.source),
-                        ("workspace", m.workspace),
-                        ("board", m.board),
-                    )
-                    if value
-                )
-                or "everything"
-            )
-            lines.append(f"{where} -> {', '.join(route.destinations)} ({route.origin})")
+            lines.append(f"{route_name(route)} -> {', '.join(route.destinations)} ({route.origin})")
         return lines
 
     async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:

@@ -236,6 +236,9 @@ class RouteRow(SQLModel, table=True):
     destination: str = Field(max_length=300)
     created_by: str = Field(max_length=300)
     created_at: datetime = _ts(nullable=False)
+    policy: dict[str, Any] | None = _json()
+    """Who may decide (``subscribe … approvers … quorum …``): the rule 9 keys by their config
+    names; NULL: the defaults."""
 
     __table_args__ = (UniqueConstraint("workspace", "board", "destination", name="uq_chat_route"),)
 

@@ -101,6 +101,7 @@ class Elicitbot(Views):
             link_for=link_for,
             secret_sinks=sources.secret_sinks(self.http_client, tokens),
             claim_minutes=config.deadlines.claim_minutes,
+            web_groups=config.web.groups_header is not None,
         )
         self.elicitations: Elicitations = self.service  # mypy checks Service against the port
         # The timekeeper reads the service's people at each firing: identities learnt at start

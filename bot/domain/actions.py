@@ -8,15 +8,15 @@ parsing, who may answer, admin-only options, claims, chat commands) and returns 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from bot.domain.commands import read_target
 from bot.domain.deadlines import Claim
 from bot.domain.model import Answer, Disclosure, Identity, People, Refusal
-from bot.domain.policy import NO_STANDING, Standing
+from bot.domain.policy import NO_STANDING, RoutePolicy, Standing
 
 if TYPE_CHECKING:  # ports imports this module
     from bot.domain.ports import PromptView
@@ -162,7 +162,7 @@ class CommandResult:
     """What a chat command did; each surface writes it in its own words."""
 
     verb: str
-    """``subscribe``, ``unsubscribe``, ``routes`` or ``help``."""
+    """``subscribe``, ``unsubscribe``, ``routes``, ``policy`` or ``help``."""
     workspace: str | None = None
     board: str | None = None
     problem: str | None = None
@@ -170,9 +170,18 @@ class CommandResult:
     refused: bool = False
     """The person may not run commands."""
     changed: int = 0
-    """Routes added (subscribe: 0 or 1) or removed (unsubscribe)."""
+    """Routes added or whose policy changed (subscribe: 0 or 1), or removed (unsubscribe)."""
     routes: tuple[str, ...] = ()
-    """Every route, one line each (``routes``)."""
+    """Every route, one line each (``routes``); this channel's routes and who may decide
+    (``policy``, :func:`bot.domain.commands.channel_policies`)."""
+    policy: RoutePolicy | None = None
+    """``subscribe``: the policy its words give (None: none given, an existing route keeps its
+    own); once carried out, the route's policy as stored."""
+    previous: RoutePolicy | None = None
+    """``subscribe`` that changed an existing route's policy: the policy it replaced."""
+    admin_only: bool = False
+    """Refused because only workspace admins set who may decide (a Matrix room moderator gave
+    policy words)."""
 
 
 @dataclass(frozen=True)
@@ -199,35 +208,28 @@ class Outcome:
 
 MODERATOR_LEVEL = 50
 """A Matrix power level at which room members may run commands (not a workspace admin)."""
-MAX_ID = 128
-_NAME = re.compile(r"^[\w.:@/-]{1,128}$")
 
 
 def parse_command(text: str) -> CommandResult:
-    """``subscribe <workspace> [board <id>]``, ``unsubscribe …``, ``routes``, ``help``."""
+    """``subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>] [approve_on …]
+    [anyone_may_reject]`` (:func:`bot.domain.commands.read_target`), ``unsubscribe …``,
+    ``routes``, ``policy``, ``help``."""
     args = text.split()
     if not args or args[0].lower() in ("help", "-h", "--help"):
         return CommandResult("help")
     verb = args[0].lower()
-    if verb == "routes":
+    if verb in ("routes", "policy"):
         return (
-            CommandResult("routes")
+            CommandResult(verb)
             if len(args) == 1
-            else CommandResult("routes", problem="`routes` takes no arguments.")
+            else CommandResult(verb, problem=f"`{verb}` takes no arguments.")
         )
     if verb in ("subscribe", "unsubscribe"):
-        rest = args[1:]
-        usage = f"Usage: {verb} <workspace> [board <id>]"
-        if len(rest) == 1:
-            workspace, board = rest[0], None
-        elif len(rest) == 3 and rest[1].lower() == "board":  # noqa: PLR2004 - ws board <id>
-            workspace, board = rest[0], rest[2]
-        else:
-            return CommandResult(verb, problem=usage)
-        for name in (workspace, board):
-            if name is not None and not _NAME.match(name):
-                return CommandResult(verb, problem=f"{name[:60]!r} is not a workspace or board id.")
-        return CommandResult(verb, workspace, board)
+        try:
+            target = read_target(verb, args[1:])
+        except ValueError as e:
+            return CommandResult(verb, problem=str(e))
+        return CommandResult(verb, target.workspace, target.board, policy=target.policy)
     return CommandResult("help", problem=f"Unknown command {args[0][:40]!r}.")
 
 

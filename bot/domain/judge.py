@@ -38,6 +38,7 @@ from bot.domain.actions import (
     may_command,
     parse_command,
 )
+from bot.domain.commands import check_web_groups
 from bot.domain.deciders import is_approver, not_approver
 from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
 from bot.domain.records import RecordResult, StoredElicitation
@@ -155,15 +156,25 @@ def not_found(key: str) -> Outcome:
     return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 
 
-def judge_command(command: Command, people: People) -> CommandResult:
+def judge_command(command: Command, people: People, *, web_groups: bool = True) -> CommandResult:
     """A chat command read (:func:`~bot.domain.actions.parse_command`) and checked against who
     may run it: final when it is help, unreadable or ``refused``; otherwise the verb the shell
-    carries out (its routes are the shell's to change)."""
+    carries out (its routes are the shell's to change). ``web_groups``: the web inbox reads
+    groups (``[web] groups_header``), so ``web-group:`` approvers can be met."""
     parsed = parse_command(command.text)
     if parsed.problem is not None or parsed.verb == "help":
         return parsed
     if not may_command(command.who, people, elevated=command.elevated):
         return CommandResult(parsed.verb, parsed.workspace, parsed.board, refused=True)
+    if parsed.policy is not None and command.who.key not in people.admins:
+        # A room moderator routes their room; who may decide is the workspace admins' to say.
+        return CommandResult(
+            parsed.verb, parsed.workspace, parsed.board, refused=True, admin_only=True
+        )
+    try:
+        check_web_groups(parsed.policy, web_groups=web_groups)
+    except ValueError as e:
+        return CommandResult(parsed.verb, problem=str(e))
     return parsed
 
 

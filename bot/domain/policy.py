@@ -67,6 +67,20 @@ class Standing:
 NO_STANDING = Standing()
 
 
+@dataclass(frozen=True)
+class RoutePolicy:
+    """A route's rule 9 keys together (``approvers`` as written), as a chat-made route stores
+    them (``/elicitbot subscribe … approvers … quorum …``); the defaults: anyone but the asker."""
+
+    approvers: tuple[str, ...] | None = None
+    quorum: int = 1
+    approve_on: tuple[str, ...] | None = None
+    anyone_may_reject: bool = False
+
+
+DEFAULT_POLICY = RoutePolicy()
+
+
 _SLACK_USER = re.compile(r"^slack:[UW][A-Z0-9]+$")
 _SLACK_GROUP = re.compile(r"^slack:S[A-Z0-9]+$")
 _MATRIX_USER = re.compile(r"^matrix:@[^:\s]+:\S+$")

@@ -19,8 +19,9 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.policy import RoutePolicy
 from bot.domain.quorum import Vote
-from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Writeback
+from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Subscribed, Writeback
 from bot.domain.refs import MessageRef
 from bot.domain.wording import Result, result_of, waiting_line
 
@@ -173,8 +174,17 @@ class Elicitations(Protocol):
         elsewhere); every copy is updated. False when it was not pending."""
         ...
 
-    async def subscribe(self, workspace: str, board: str | None, destination: str, by: str) -> bool:
-        """An admin routes a workspace (and board) to a destination; False if it already was."""
+    async def subscribe(
+        self,
+        workspace: str,
+        board: str | None,
+        destination: str,
+        by: str,
+        *,
+        policy: RoutePolicy | None = None,
+    ) -> Subscribed:
+        """An admin routes a workspace (and board) to a destination, with who may decide its
+        questions (``policy``: replaces the route's whole; None: an existing route keeps its)."""
         ...
 
     async def unsubscribe(self, workspace: str, board: str | None, destination: str) -> int:

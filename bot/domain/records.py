@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.refs import MessageRef
 
 if TYPE_CHECKING:
@@ -356,6 +357,19 @@ class ChatRoute:
     destination: str
     created_by: str
     created_at: datetime
+    policy: RoutePolicy = DEFAULT_POLICY
+    """Who may decide its questions, as the admin's ``subscribe`` words gave it."""
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    """What a ``subscribe`` did to the chat routes: ``changed``: a route added, or an existing
+    route's policy replaced (``previous``, None when the route is new or unchanged);
+    ``policy``: the route's policy as stored now."""
+
+    changed: bool
+    policy: RoutePolicy
+    previous: RoutePolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.domain.model import Elicitation, Route, RouteMatch
+from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 
 DEFAULT_ROUTE = Route()
 """No route matched: the web inbox only (``destinations = ("web",)``)."""
@@ -28,10 +29,30 @@ def resolve_route(routes: Sequence[Route], e: Elicitation) -> Route:
     return next((route for route in routes if route_matches(route, e)), DEFAULT_ROUTE)
 
 
-def chat_route(workspace: str, board: str | None, destination: str) -> Route:
-    """What ``/elicitbot subscribe <workspace> [board <id>]`` makes for the channel it ran in."""
+def chat_route(
+    workspace: str, board: str | None, destination: str, policy: RoutePolicy = DEFAULT_POLICY
+) -> Route:
+    """What ``/elicitbot subscribe <workspace> [board <id>] [approvers …]`` makes for the channel
+    it ran in."""
     return Route(
         match=RouteMatch(workspace=workspace, board=board),
         destinations=(destination,),
         origin="chat",
+        approvers=policy.approvers,
+        quorum=policy.quorum,
+        approve_on=policy.approve_on,
+        anyone_may_reject=policy.anyone_may_reject,
     )
+
+
+def policy_of(route: Route) -> RoutePolicy:
+    """Who may decide a route's questions, as written in it (rule 9's keys)."""
+    return RoutePolicy(route.approvers, route.quorum, route.approve_on, route.anyone_may_reject)
+
+
+def route_name(route: Route) -> str:
+    """What a route matches, as ``/elicitbot routes`` and ``policy`` name it:
+    ``workspace=acme board=brd_1``; ``everything`` when it matches every question."""
+    m = route.match
+    named = (("source", m.source), ("workspace", m.workspace), ("board", m.board))
+    return " ".join(f"{name}={value}" for name, value in named if value) or "everything"

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from bot.domain.deadlines import FireContext, Firing
 from bot.domain.model import Answer, Status
+from bot.domain.policy import RoutePolicy
 from bot.domain.ports import IntakeOutcome
 from bot.domain.quorum import Vote
 from bot.domain.records import (
@@ -38,6 +39,7 @@ from bot.domain.records import (
     RawEvent,
     RecordResult,
     StoredElicitation,
+    Subscribed,
     Timeline,
     Writeback,
 )
@@ -82,8 +84,16 @@ class ElicitationReads(Protocol):
 
 class ChatRoutes(Protocol):
     async def add_chat_route(
-        self, workspace: str, board: str | None, destination: str, by: str, now: datetime
-    ) -> bool: ...
+        self,
+        workspace: str,
+        board: str | None,
+        destination: str,
+        by: str,
+        now: datetime,
+        policy: RoutePolicy | None = None,
+    ) -> Subscribed:
+        """``policy`` replaces an existing route's policy whole; None keeps it."""
+        ...
 
     async def remove_chat_route(
         self, workspace: str, board: str | None, destination: str

@@ -19,7 +19,8 @@ every transaction that writes more than one of them (answers, revisions, closes,
 
 Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-sets), ``intake``,
 ``answers``, ``claims`` (the outbox's claims, lanes and pace), ``outbox`` (completions),
-``deadlines``, ``reads``, ``votes`` (a quorum's votes, fenced on the version read).
+``deadlines``, ``reads``, ``chat_routes`` (routes admins made from chat), ``votes`` (a quorum's
+votes, fenced on the version read).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Self
 from store.db import make_engine
 from store.sql.answers import Answers
 from store.sql.base import DEADLINE, DELIVERY, OUTBOX
+from store.sql.chat_routes import ChatRoutes
 from store.sql.claims import Claims
 from store.sql.crypto import Crypto
 from store.sql.deadlines import Deadlines
@@ -43,7 +45,9 @@ __all__ = ["DEADLINE", "DELIVERY", "OUTBOX", "SqlStore"]
 """The tables too: benchmarks read them directly."""
 
 
-class SqlStore(Intake, Answers, Votes, Outbox, Claims, Deadlines, Reads, Leases, Raw, Crypto):
+class SqlStore(
+    Intake, Answers, Votes, Outbox, Claims, Deadlines, Reads, ChatRoutes, Leases, Raw, Crypto
+):
     """SQLite (WAL, one writer at a time) or PostgreSQL, chosen by URL."""
 
     @classmethod

@@ -19,7 +19,6 @@ from bot.domain.deadlines import Claim, Copy
 from bot.domain.model import Answer, Elicitation, Route, Status
 from bot.domain.records import (
     AuditEntry,
-    ChatRoute,
     DeadlineKind,
     DeadlineState,
     DeadlineView,
@@ -452,15 +451,4 @@ def effect_of(row: Any) -> EffectView:
         payload=row.payload,
         lane=row.lane,
         first_attempt_at=row.first_attempt_at,
-    )
-
-
-def chat_route_of(row: Any) -> ChatRoute:
-    return ChatRoute(
-        id=row.id,
-        workspace=row.workspace,
-        board=row.board,
-        destination=row.destination,
-        created_by=row.created_by,
-        created_at=row.created_at,
     )

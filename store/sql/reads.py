@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -13,7 +12,6 @@ from sqlalchemy.engine import Connection
 from bot.domain.deadlines import Timer
 from bot.domain.records import (
     AuditEntry,
-    ChatRoute,
     DeadlineKind,
     DeadlineState,
     DeadlineView,
@@ -30,11 +28,9 @@ from store.sql.base import (
     INBOUND,
     KV,
     OUTBOX,
-    ROUTE,
     E,
     SqlBase,
     audit_of,
-    chat_route_of,
     deadline_of,
     delivery_of,
     effect_of,
@@ -196,54 +192,7 @@ class Reads(SqlBase):
             return {}
         return await self._run(work, write=False)
 
-    # -- chat routes and small values ------------------------------------------------------------
-
-    async def add_chat_route(
-        self, workspace: str, board: str | None, destination: str, by: str, now: datetime
-    ) -> bool:
-        def work(conn: Connection) -> bool:
-            exists = conn.execute(
-                select(ROUTE.c.id).where(
-                    ROUTE.c.workspace == workspace,
-                    ROUTE.c.destination == destination,
-                    ROUTE.c.board.is_(None) if board is None else ROUTE.c.board == board,
-                )
-            )
-            if exists.first() is not None:
-                return False
-            conn.execute(
-                insert(ROUTE).values(
-                    workspace=workspace,
-                    board=board,
-                    destination=destination,
-                    created_by=by,
-                    created_at=now,
-                )
-            )
-            return True
-
-        return await self._run(work, write=True)
-
-    async def remove_chat_route(self, workspace: str, board: str | None, destination: str) -> int:
-        def work(conn: Connection) -> int:
-            result = conn.execute(
-                ROUTE.delete()
-                .where(
-                    ROUTE.c.workspace == workspace,
-                    ROUTE.c.destination == destination,
-                    ROUTE.c.board.is_(None) if board is None else ROUTE.c.board == board,
-                )
-                .returning(ROUTE.c.id)
-            )
-            return len(result.all())
-
-        return await self._run(work, write=True)
-
-    async def chat_routes(self) -> list[ChatRoute]:
-        def work(conn: Connection) -> list[ChatRoute]:
-            return [chat_route_of(r) for r in conn.execute(select(ROUTE).order_by(ROUTE.c.id))]
-
-        return await self._run(work, write=False)
+    # -- small values ------------------------------------------------------------------------
 
     async def get_value(self, key: str) -> str | None:
         def work(conn: Connection) -> str | None:

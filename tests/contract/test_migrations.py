@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -14,10 +15,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 from sqlmodel import SQLModel
 
 import store.tables  # noqa: F401 - registers the tables
+from bot.domain.policy import DEFAULT_POLICY
 from store.db import MIGRATIONS, make_sync_engine, upgrade
+from store.sql import SqlStore
 from tests.conftest import PG_URL
 from tests.contract.migrate_worker import start_replica
 
@@ -88,3 +92,30 @@ def test_replicas_migrating_at_once_all_start_on_the_head_schema(empty_url: str)
             assert compare_metadata(context, SQLModel.metadata) == []
     finally:
         engine.dispose()
+
+
+async def test_routes_made_from_chat_before_0008_read_back_with_the_defaults(
+    empty_url: str,
+) -> None:
+    """0008 adds the chat routes' policy: a route stored at 0007 keeps working, with who may
+    decide as it was (anyone but the asker)."""
+    upgrade(empty_url, "0007")
+    engine = make_sync_engine(empty_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO chat_route (workspace, board, destination, created_by, "
+                    "created_at) VALUES ('acme', NULL, 'slack:C0OLD', 'slack:U0ADA', :at)"
+                ),
+                {"at": datetime(2026, 11, 1, tzinfo=UTC).replace(tzinfo=None)},
+            )
+    finally:
+        engine.dispose()
+    upgrade(empty_url)
+    store = SqlStore.from_url(empty_url)
+    try:
+        [route] = await store.chat_routes()
+        assert (route.destination, route.policy) == ("slack:C0OLD", DEFAULT_POLICY)
+    finally:
+        await store.close()

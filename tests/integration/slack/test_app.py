@@ -125,7 +125,8 @@ async def test_a_non_admin_cannot_use_elicitbot_commands(rig: Rig) -> None:
 
     first, second = (r["body"]["text"] for r in rig.fake.responses())
     assert first == "Only elicitbot admins (`people.admins` in the config) can use /elicitbot."
-    assert second.startswith("Usage, in the channel to route to:")
+    # What was wrong comes first (since chat policies), then the usage.
+    assert second.startswith("Unknown command 'nonsense'.\nUsage, in the channel to route to:")
     assert await rig.store.chat_routes() == []
 
 

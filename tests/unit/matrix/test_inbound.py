@@ -45,6 +45,7 @@ from bot.domain.model import (
     Refusal,
     RefusalCode,
 )
+from bot.domain.policy import RoutePolicy
 from bot.domain.replies import HelpReply, reply_attempt
 from bot.domain.rules import judge
 from tests.unit.domain.builders import NOW, elicitation, sp_bare
@@ -259,7 +260,10 @@ def test_the_agents_mapped_mxid_is_refused_by_the_rules() -> None:
 # --------------------------------------------------------------------------- commands
 
 
-SUBSCRIBE_USAGE = "Usage: !elicitbot subscribe <workspace> [board <id>]"
+SUBSCRIBE_USAGE = (
+    "Usage: !elicitbot subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>] "
+    "[approve_on <surfaces>] [anyone_may_reject]"
+)
 
 
 def read_command(body: str) -> CommandResult | None:
@@ -286,8 +290,17 @@ def read_command(body: str) -> CommandResult | None:
         ),
         (
             "!elicitbot subscribe acme brd_1",
-            CommandResult("subscribe", problem=SUBSCRIBE_USAGE),
+            CommandResult(
+                "subscribe",
+                problem="'brd_1' is not understood here: after the workspace come board <id>, "
+                "approvers <a,b>, quorum <n>, approve_on <surfaces> or anyone_may_reject.",
+            ),
         ),
+        (
+            "!elicitbot subscribe acme quorum 2",
+            CommandResult("subscribe", "acme", policy=RoutePolicy(quorum=2)),
+        ),
+        ("!elicitbot policy", CommandResult("policy")),
         (
             "!elicitbot subscribe <b>x</b>",
             CommandResult("subscribe", problem="'<b>x</b>' is not a workspace or board id."),
@@ -379,7 +392,7 @@ def test_command_replies_in_the_rooms_words() -> None:
     unknown = parse_command("frob")
     assert reply_text(unknown) == f"Unknown command 'frob'.\n{USAGE}"
     usage = parse_command("subscribe")
-    assert reply_text(usage) == f"Usage: !elicitbot subscribe <workspace> [board <id>]\n{USAGE}"
+    assert reply_text(usage) == f"{SUBSCRIBE_USAGE}\n{USAGE}"
 
 
 INVITED = "@elicitbot:example.org"

@@ -322,7 +322,7 @@ def test_command_results_in_slacks_words() -> None:
     assert said == {
         "refused": REFUSED_COMMAND,
         "help": USAGE,
-        "problem": USAGE,
+        "problem": f"Usage: /elicitbot …\n{USAGE}",
         "sub": "Subscribed: requests of workspace `acme`, board `brd_1` now come to <#C2>.",
         "again": "Already subscribed: workspace `acme` comes to <#C2>.",
         "unsub": "Unsubscribed: workspace `acme`, board `brd_1` no longer comes to <#C2>.",

@@ -1,0 +1,114 @@
+"""Routes admins made from chat (``/elicitbot subscribe``, ``!elicitbot subscribe``), with who
+may decide their questions: the policy is stored as the config names its keys (NULL: the
+defaults), so a row reads back as the route the admin typed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, insert, select, update
+from sqlalchemy.engine import Connection
+
+from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
+from bot.domain.records import ChatRoute, Subscribed
+from store.sql.base import ROUTE, SqlBase
+
+
+class ChatRoutes(SqlBase):
+    async def add_chat_route(
+        self,
+        workspace: str,
+        board: str | None,
+        destination: str,
+        by: str,
+        now: datetime,
+        policy: RoutePolicy | None = None,
+    ) -> Subscribed:
+        """Route ``workspace`` (``board``) to ``destination``. ``policy`` replaces an existing
+        route's policy whole; None keeps it (a new route then has the defaults)."""
+
+        def work(conn: Connection) -> Subscribed:
+            row = conn.execute(
+                select(ROUTE.c.id, ROUTE.c.policy).where(*_same(workspace, board, destination))
+            ).first()
+            if row is None:
+                stored = policy or DEFAULT_POLICY
+                conn.execute(
+                    insert(ROUTE).values(
+                        workspace=workspace,
+                        board=board,
+                        destination=destination,
+                        created_by=by,
+                        created_at=now,
+                        policy=policy_json(stored),
+                    )
+                )
+                return Subscribed(changed=True, policy=stored)
+            before = policy_of_json(row.policy)
+            if policy is None or policy == before:
+                return Subscribed(changed=False, policy=before)
+            conn.execute(
+                update(ROUTE).where(ROUTE.c.id == row.id).values(policy=policy_json(policy))
+            )
+            return Subscribed(changed=True, policy=policy, previous=before)
+
+        return await self._run(work, write=True)
+
+    async def remove_chat_route(self, workspace: str, board: str | None, destination: str) -> int:
+        def work(conn: Connection) -> int:
+            result = conn.execute(
+                ROUTE.delete().where(*_same(workspace, board, destination)).returning(ROUTE.c.id)
+            )
+            return len(result.all())
+
+        return await self._run(work, write=True)
+
+    async def chat_routes(self) -> list[ChatRoute]:
+        def work(conn: Connection) -> list[ChatRoute]:
+            return [chat_route_of(r) for r in conn.execute(select(ROUTE).order_by(ROUTE.c.id))]
+
+        return await self._run(work, write=False)
+
+
+def _same(workspace: str, board: str | None, destination: str) -> tuple[ColumnElement[bool], ...]:
+    return (
+        ROUTE.c.workspace == workspace,
+        ROUTE.c.destination == destination,
+        ROUTE.c.board.is_(None) if board is None else ROUTE.c.board == board,
+    )
+
+
+def policy_json(policy: RoutePolicy) -> dict[str, Any] | None:
+    if policy == DEFAULT_POLICY:
+        return None
+    return {
+        "approvers": None if policy.approvers is None else list(policy.approvers),
+        "quorum": policy.quorum,
+        "approve_on": None if policy.approve_on is None else list(policy.approve_on),
+        "anyone_may_reject": policy.anyone_may_reject,
+    }
+
+
+def policy_of_json(value: dict[str, Any] | None) -> RoutePolicy:
+    if not value:
+        return DEFAULT_POLICY
+    approvers, approve_on = value.get("approvers"), value.get("approve_on")
+    return RoutePolicy(
+        approvers=None if approvers is None else tuple(approvers),
+        quorum=int(value.get("quorum", 1)),
+        approve_on=None if approve_on is None else tuple(approve_on),
+        anyone_may_reject=bool(value.get("anyone_may_reject", False)),
+    )
+
+
+def chat_route_of(row: Any) -> ChatRoute:
+    return ChatRoute(
+        id=row.id,
+        workspace=row.workspace,
+        board=row.board,
+        destination=row.destination,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        policy=policy_of_json(row.policy),
+    )
