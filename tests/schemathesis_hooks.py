@@ -1,7 +1,7 @@
 """What the OpenAPI document cannot state, made true of a schema-valid request before
 schemathesis sends it, so that ``positive_data_acceptance`` ("a schema-valid request is
 accepted") judges the rest of the request. ``schemathesis.toml`` (the repo root) loads this
-file for ``schemathesis run``; test_openapi_contract.py applies the same :func:`made_sayable`.
+file for ``schemathesis run`` (test_openapi_cli.py runs that command; docs/openapi.md).
 
 Each rule below is one the service enforces because a spec requires it, and that neither JSON
 Schema 2020-12 nor OpenAPI 3.1 can write; everything they can write is in the document instead:
