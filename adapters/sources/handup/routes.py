@@ -164,6 +164,7 @@ def _request_schema() -> dict[str, Any]:
         {"propertyNames": text_schema(), "additionalProperties": JSON_WITHOUT_NUL}
     )
     request_input = properties["input"]["anyOf"][0]["properties"]
+    request_input["fields"]["items"] = JSON_WITHOUT_NUL  # kept too
     request_input["feedback"] = {
         "enum": list(FEEDBACK_VALUES),
         "description": request_input["feedback"]["description"],
