@@ -10,7 +10,9 @@
   never gives for a bad parameter (that is a 400, see ``bot.app.http``);
 - :data:`BEARER`: the intake bearer token as an HTTP ``bearer`` security scheme, for the routes
   that check it (when ``server.intake_token_env`` is set);
-- :func:`request_body`: a body's schema under each media type the route takes, with examples.
+- :func:`request_body`: a body's schema under each media type the route takes, with examples;
+- :data:`COMPONENTS`: the schemas routes name by ``$ref`` (a recursive one cannot be inlined),
+  put in the document's ``components`` by :func:`with_components`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fastapi import Depends
+from fastapi import Depends, FastAPI
 from fastapi.params import Depends as DependsParam
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict
@@ -28,8 +30,10 @@ from bot.domain.errors import PROBLEM
 
 __all__ = [
     "BEARER",
+    "COMPONENTS",
     "FORM",
     "ID_TAIL",
+    "JSON_WITHOUT_NUL",
     "PROBLEM",
     "PROBLEM_SCHEMA",
     "SECURED",
@@ -41,6 +45,7 @@ __all__ = [
     "problems",
     "request_body",
     "text_schema",
+    "with_components",
 ]
 
 FORM = "application/x-www-form-urlencoded"
@@ -123,7 +128,7 @@ def bounded(schema: dict[str, Any], ids: Mapping[str, int]) -> dict[str, Any]:
                 node.update(id_schema(ids[name], required=False))
             elif "format" not in node:
                 node.update(text_schema())
-        for branch in node.get("anyOf", []):
+        for branch in [*node.get("anyOf", []), *node.get("oneOf", [])]:
             bound(name, branch)
         for key, child in (node.get("properties") or {}).items():
             bound(key, child)
@@ -136,6 +141,43 @@ def bounded(schema: dict[str, Any], ids: Mapping[str, int]) -> dict[str, Any]:
 def text_schema() -> dict[str, Any]:
     """A free text as ``bot.domain.bounds.text_problem`` takes it: no NUL (no lone surrogate)."""
     return {"type": "string", "pattern": r"^[^\x00]*$"}
+
+
+_JSON_WITHOUT_NUL_NAME = "JsonWithoutNul"
+JSON_WITHOUT_NUL: dict[str, Any] = {"$ref": f"#/components/schemas/{_JSON_WITHOUT_NUL_NAME}"}
+"""Any JSON value with no NUL in a string or a key at any depth: an open object the intake keeps
+(``bot.domain.bounds``: ``extra`` is checked so, and no store can hold NUL)."""
+COMPONENTS: Mapping[str, dict[str, Any]] = {
+    _JSON_WITHOUT_NUL_NAME: {
+        "description": "Any JSON value without NUL (U+0000) in a string or a key, at any depth",
+        "anyOf": [
+            {"type": ["null", "boolean", "number"]},
+            text_schema(),
+            {"type": "array", "items": JSON_WITHOUT_NUL},
+            {
+                "type": "object",
+                "propertyNames": text_schema(),
+                "additionalProperties": JSON_WITHOUT_NUL,
+            },
+        ],
+    }
+}
+
+
+def with_components(app: FastAPI) -> FastAPI:
+    """``app`` whose OpenAPI document also has :data:`COMPONENTS` (FastAPI lists only the
+    models its routes declare). Returned."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update({name: dict(schema) for name, schema in COMPONENTS.items()})
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
 
 
 DESCRIPTIONS: Mapping[int | str, str] = {

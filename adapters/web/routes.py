@@ -28,7 +28,7 @@ from adapters.web.admin import AdminRoutes
 from adapters.web.identity import IdentityPolicy
 from adapters.web.inbox import InboxRoutes
 from adapters.web.reads import Reads
-from adapters.web.session import CSRF_COOKIE, CSRF_FIELD, Session
+from adapters.web.session import CSRF_COOKIE, CSRF_FIELD, STATUSES, Session
 from bot.domain.ports import Clock, Elicitations
 from bot.domain.store import ElicitationReads
 
@@ -85,6 +85,35 @@ _ANSWER_FORM = {
 _JSONL = "application/jsonl"
 
 
+def _query(name: str, description: str, *, required: bool = False) -> dict[str, Any]:
+    """A query parameter the handler reads itself (``request.query_params``); any string."""
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": {"type": "string"},
+    }
+
+
+_KEY = "one elicitation, `<source>:<id>` or a bare source id"
+_FILTERS = [
+    _query("workspace", "only this workspace (empty: all)"),
+    _query("board", "only this board (empty: all)"),
+    _query("source", "only this source, e.g. `engine` (empty: all)"),
+    _query(
+        "status",
+        "only this status: " + ", ".join(f"`{s}`" for s in sorted(STATUSES)) + " (anything "
+        "else: no status filter)",
+    ),
+]
+_LISTED = [
+    *_FILTERS,
+    _query("key", f"{_KEY}, alone (the messages' full-text link); the filters then do not apply"),
+    _query("after", "the next page: the `key` of the last item of the page before"),
+]
+
+
 def inbox_router(
     elicitations: Elicitations,
     store: ElicitationReads,
@@ -111,6 +140,12 @@ def inbox_router(
         response_class=html,
         summary="The inbox",
         responses={**page, **_refusals(400, 404)},
+        openapi_extra={
+            "parameters": [
+                *_LISTED,
+                _query("done", f"{_KEY} just answered here: the page says what was recorded"),
+            ]
+        },
     )
     router.add_api_route(
         "/inbox/live",
@@ -119,6 +154,7 @@ def inbox_router(
         response_class=html,
         summary="Its live part",
         responses={**page, **_refusals(400, 404)},
+        openapi_extra={"parameters": _LISTED},
     )
     router.add_api_route(
         "/inbox/version",
@@ -154,6 +190,7 @@ def inbox_router(
         response_class=html,
         summary="One elicitation: deliveries, deadlines, outbox, audit",
         responses={**page, **_refusals(400, 404)},
+        openapi_extra={"parameters": [_query("key", f"{_KEY} (none: a 404)", required=True)]},
     )
     router.add_api_route(
         "/admin/audit.jsonl",
@@ -161,6 +198,7 @@ def inbox_router(
         methods=["GET"],
         response_class=Response,
         summary="The audit log, JSON Lines",
+        openapi_extra={"parameters": [*_FILTERS, _query("key", f"{_KEY}: its entries only")]},
         responses={
             200: {
                 "description": "One JSON object per line",

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems
+from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems, with_components
 from bot.app.metrics import StoreMetrics
 from bot.app.outage import StoreOutage, unreachable
 from bot.app.shapes import deadline_json, delivery_json, summary_json
@@ -176,7 +176,7 @@ def create_app(rt: Runtime) -> FastAPI:
     for router in rt.routers:
         app.include_router(router)
     app.router.routes[:0] = plain_routes(rt.routers)
-    return app
+    return with_components(app)
 
 
 def plain_routes(routers: list[APIRouter]) -> list[Route]:

@@ -35,6 +35,7 @@ for no deadline) and the ``decision`` once answered; 404 for an unknown id. The 
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from fastapi.responses import JSONResponse, Response
 from adapters.shared.jsonbody import read_json
 from adapters.shared.openapi import (
     ID_TAIL,
+    JSON_WITHOUT_NUL,
     SECURED,
     id_schema,
     json_response,
@@ -71,16 +73,31 @@ NOT_CONFIGURED = "is not configured"
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
-_DESTINATION = {
-    **id_schema(DESTINATION_MAX, pattern=rf"^(?:web|(?:slack|matrix):{ID_TAIL})$"),
-    "description": "`web`, `slack:<channel or user>` or `matrix:<room or @user>` on a platform "
-    "this deployment runs (else 422)",
+CHAT_PLATFORMS = ("slack", "matrix")
+
+
+def _destination(platforms: Collection[str]) -> dict[str, Any]:
+    """A destination on a platform this deployment runs: ``web``, and each of ``platforms``."""
+    chats = [p for p in CHAT_PLATFORMS if p in platforms]
+    pattern = rf"^(?:web|(?:{'|'.join(chats)}):{ID_TAIL})$" if chats else "^web$"
+    named = {"slack": "`slack:<channel or user>`", "matrix": "`matrix:<room or @user>`"}
+    return {
+        **id_schema(DESTINATION_MAX, pattern=pattern),
+        "description": ", ".join(["`web`", *(named[p] for p in chats)])
+        + " (the platforms this deployment runs; another is a 422)",
+    }
+
+
+_OBJECT_WITHOUT_NUL = {"type": "object", "allOf": [JSON_WITHOUT_NUL]}
+_MENTION_ID = {
+    **text_schema(),
+    "anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)],
 }
-_MENTION_ID = {"anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)]}
 _ANY_MENTION_ID = {
     "anyOf": [
-        {"type": ["null", "boolean", "number", "array", "object"]},
-        {"type": "string", **_MENTION_ID},
+        {"type": ["null", "boolean", "number"]},
+        {"type": ["array", "object"], "allOf": [JSON_WITHOUT_NUL]},
+        _MENTION_ID,
     ],
     "description": "a string as a mention; anything else is kept and not read",
 }
@@ -116,14 +133,14 @@ _SCHEMA: dict[str, Any] = {
                     "format": "date-time",
                     "description": "within 90 days, or 9999-01-01T00:00:00Z (no deadline)",
                 },
-                "shared_key": {"type": "string"},
+                "shared_key": text_schema(),
                 "conversation_id": id_schema(required=False),
                 "mentions": {
                     "type": "array",
                     "items": {
                         "anyOf": [
-                            {"type": "string", **_MENTION_ID},
-                            {"type": "object", "properties": {"id": _ANY_MENTION_ID}},
+                            _MENTION_ID,
+                            {**_OBJECT_WITHOUT_NUL, "properties": {"id": _ANY_MENTION_ID}},
                         ]
                     },
                 },
@@ -134,13 +151,13 @@ _SCHEMA: dict[str, Any] = {
                     "maxItems": parse.MAX_ATTACHMENTS,
                     "items": {**text_schema(), "minLength": 1},
                 },
-                "target": {"type": "object"},
+                "target": _OBJECT_WITHOUT_NUL,
                 "preview_token": {"type": "string"},
             },
         },
         "destinations": {
             "type": "array",
-            "items": _DESTINATION,
+            "items": _destination(CHAT_PLATFORMS),
             "description": "in preference order; [] keeps the ask in the workspace (the "
             "config's route, else the web inbox)",
         },
@@ -168,6 +185,18 @@ def _null_is_absent(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _null_is_absent(_SCHEMA)
+
+
+def _schema_for(platforms: Collection[str] | None) -> dict[str, Any]:
+    """The body as this deployment takes it: a destination on a platform it does not run is a
+    422, so only those it runs are named (every one when the router is not told)."""
+    if platforms is None:
+        return _SCHEMA
+    schema = copy.deepcopy(_SCHEMA)
+    schema["properties"]["destinations"]["items"] = _destination(platforms)
+    return schema
+
+
 _EXAMPLE: dict[str, Any] = {
     "id": "dlv_question_01",
     "ask": {
@@ -273,7 +302,9 @@ def engine_router(
             202: json_response("Checkpointed, no platform accepted it yet: send it again"),
             **problems(400, 401, 413, 415, 422, 502, 503),
         },
-        openapi_extra=request_body(_SCHEMA, examples={"a question with choices": _EXAMPLE}),
+        openapi_extra=request_body(
+            _schema_for(platforms), examples={"a question with choices": _EXAMPLE}
+        ),
     )
     async def deliver(request: Request) -> Response:
         if (denied := authorise(request)) is not None:

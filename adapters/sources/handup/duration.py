@@ -51,6 +51,22 @@ _WHITESPACE = frozenset(
 )
 """Rust's ``char::is_whitespace`` (Unicode White_Space); ``str.isspace`` differs slightly."""
 
+
+def _timeout_pattern() -> str:
+    """:func:`parse_timeout`'s grammar as a regular expression (ECMA 262, for a JSON Schema):
+    ``none``, or spans of a number (spaces may run inside it) and a unit, the next span right
+    after the unit or after spaces. Not its bounds: not zero, at most a year, no number past a
+    Rust ``u64``."""
+    space = "[" + "".join(f"\\u{ord(c):04x}" for c in sorted(_WHITESPACE)) + "]"
+    units = "|".join(sorted(_UNIT_NANOS, key=lambda u: (-len(u), u)))
+    span = f"[0-9](?:[0-9]|{space})*(?:{units})"
+    none = "[ \\t\\n\\r]*[Nn][Oo][Nn][Ee][ \\t\\n\\r]*"
+    return f"^(?:{none}|{space}*{span}(?:{space}*{span})*{space}*)$"
+
+
+TIMEOUT_PATTERN = _timeout_pattern()
+"""The ``timeout`` grammar (its bounds aside), for the OpenAPI document."""
+
 DURATION_HELP = (
     'must be a positive duration such as "90s", "15m", "1h 30m", "2days", "1w" or "1y" '
     '(at most one year), or "none"'

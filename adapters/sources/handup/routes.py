@@ -19,6 +19,7 @@ from fastapi import APIRouter, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, Response
 
 from adapters.shared.openapi import (
+    JSON_WITHOUT_NUL,
     SECURED,
     id_schema,
     inline,
@@ -28,7 +29,7 @@ from adapters.shared.openapi import (
     text_schema,
 )
 from adapters.sources.handup.document import request_document
-from adapters.sources.handup.duration import parse_timeout
+from adapters.sources.handup.duration import TIMEOUT_PATTERN, parse_timeout
 from adapters.sources.handup.elicitation import (
     SOURCE,
     dedupe_request_id,
@@ -36,7 +37,14 @@ from adapters.sources.handup.elicitation import (
     new_request_id,
     to_elicitation,
 )
-from adapters.sources.handup.validation import ID_RE, MAX_EXPIRES_AT, check, schema
+from adapters.sources.handup.validation import (
+    FEEDBACK_VALUES,
+    ID_RE,
+    MAX_EXPIRES_AT,
+    MAX_QUESTIONS,
+    check,
+    schema,
+)
 from bot.domain.bounds import ID_MAX, check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
@@ -133,7 +141,8 @@ def handup_router(
 
 def _request_schema() -> dict[str, Any]:
     """The spec's Request schema, with the rules ``validation`` adds that a schema can say: the
-    id's characters, a new Request's status, the daemon-managed fields, the latest expiry."""
+    id's characters, a new Request's status, the daemon-managed fields, the latest expiry, the
+    timeout's grammar, the feedback values, what the kind asks for."""
     document = inline(schema())
     properties = document["properties"]
     properties["id"] = {**properties["id"], "pattern": f"^(?:{ID_RE.pattern})?$"}
@@ -144,13 +153,70 @@ def _request_schema() -> dict[str, Any]:
             "description": "set by the daemon: send null or leave it out",
         }
     properties["expires_at"] = {**properties["expires_at"], "maximum": MAX_EXPIRES_AT}
+    properties["timeout"] = {
+        **properties["timeout"],
+        "pattern": TIMEOUT_PATTERN,
+        "description": properties["timeout"]["description"]
+        + " The grammar of humantime (`90s`, `1h 30m`, `2days`); not zero.",
+    }
+    # Other keys of `input` pass through, kept: JSON without NUL, keys included.
+    properties["input"]["anyOf"][0].update(
+        {"propertyNames": text_schema(), "additionalProperties": JSON_WITHOUT_NUL}
+    )
+    request_input = properties["input"]["anyOf"][0]["properties"]
+    request_input["fields"]["items"] = JSON_WITHOUT_NUL  # kept too
+    request_input["feedback"] = {
+        "enum": list(FEEDBACK_VALUES),
+        "description": request_input["feedback"]["description"],
+    }
+    # The kind chooses what a person answers: a question request asks 1 to 10 questions, any
+    # other offers at least one option (absent: approve and deny). A lone question is answered
+    # by its options, whose labels are then their ids: identifiers (or empty).
+    lone_question = {
+        "items": {
+            "properties": {
+                "options": {"items": {"properties": {"label": id_schema(required=False)}}}
+            }
+        }
+    }
+    document["if"] = {"required": ["kind"], "properties": {"kind": {"const": "question"}}}
+    document["then"] = {
+        "required": ["input"],
+        "properties": {
+            "input": {
+                "type": "object",
+                "required": ["questions"],
+                "properties": {
+                    "questions": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_QUESTIONS,
+                        "if": {"maxItems": 1},
+                        "then": lone_question,
+                    }
+                },
+            }
+        },
+    }
+    document["else"] = {"properties": {"options": {"minItems": 1}}}
     # The intake bounds (bot.domain.bounds): an option's id and style, the agent and the session
     # are identifiers; every other string (the whole Request is kept) a text, without NUL.
     option = properties["options"]["items"]["properties"]
     source = properties["source"]["properties"]
     for node in (option["id"], option["style"], source["agent"], source["session"]):
         node.update({"pattern": id_schema(required=False)["pattern"], "maxLength": ID_MAX})
+    # A text kind's `lang` becomes the shown preview's language: an identifier (or empty).
+    properties["previews"]["items"]["if"] = {
+        "required": ["type"],
+        "properties": {"type": {"enum": ["text", "markdown", "diff", "code"]}},
+    }
+    properties["previews"]["items"]["then"] = {"properties": {"lang": id_schema(required=False)}}
     _texts(document)
+    # Values the daemon sets, whatever is sent (``elicitation``): what a caller sends there is
+    # dropped, never read, so any string is taken.
+    for dropped in (properties["content_hash"], source["integration"]):
+        del dropped["pattern"]
+        dropped["description"] = "Set by the daemon: a value sent is dropped."
     return document
 
 

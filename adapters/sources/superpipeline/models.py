@@ -1,7 +1,8 @@
 """SuperPipeline's ``elicitation.pending`` v1 body, field for field as SuperPipeline publishes it.
 
 Strict: no coercion ("3" is no integer, 1 no boolean); null only where the spec says "or null";
-unknown properties ignored everywhere.
+unknown properties ignored everywhere. An integer is a JSON Schema integer, as the spec's schema
+(``elicitation.pending.v1.json``) types it: any number with a zero fractional part, ``5.0`` too.
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ NotNull = _NotNull()
 DateTime = Annotated[datetime, BeforeValidator(_date_time)]
 
 
+def _whole_number(value: object) -> object:
+    """JSON Schema's integer: ``5.0`` is one (``5.5``, ``"5"`` and ``true`` are not)."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+JsonInteger = Annotated[int, BeforeValidator(_whole_number)]
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True, alias_generator=to_camel)
 
@@ -153,14 +164,14 @@ class ApprovalSubject(_Body):
     id: str
     digest: str
     schema_: str = Field(alias="schema")
-    revision: int = Field(ge=0)
+    revision: JsonInteger = Field(ge=0)
     expires_at: DateTime | None
     preview: list[Preview]
     preview_complete: bool
 
 
 class FreeText(_Body):
-    max_length: int = Field(ge=1)
+    max_length: JsonInteger = Field(ge=1)
 
 
 class Deadline(_Body):

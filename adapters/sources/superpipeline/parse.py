@@ -26,7 +26,8 @@ SUBJECT_RE = re.compile(r"evt\.(?P<workspace>[^.*>\s]+)\.superpipeline\.elicitat
 """The NATS subject the relay files the event under; ``<workspace>`` is one NATS token."""
 
 _SUBJECT_SHAPE = "must be evt.<workspace>.superpipeline.elicitation.pending"
-_APPROVAL_EMPTY = ("cardId", "runId", "stageKey")
+APPROVAL_EMPTY = ("cardId", "runId", "stageKey")
+"""What a broker approval request (``approvalRequestId``) leaves empty (spec 000)."""
 _TYPE_MESSAGES = {
     "missing": "is required",
     "string_type": "must be a string",
@@ -141,7 +142,7 @@ def _consistency_problems(data: Any) -> list[FieldProblem]:
         elicitation_id = data.get("elicitationId")
         if isinstance(elicitation_id, str) and elicitation_id != request_id:
             problems.append(FieldProblem("approvalRequestId", "must equal elicitationId"))
-        for key in _APPROVAL_EMPTY:
+        for key in APPROVAL_EMPTY:
             value = data.get(key)
             if isinstance(value, str) and value:
                 problems.append(

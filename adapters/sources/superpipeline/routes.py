@@ -34,7 +34,7 @@ from adapters.shared.openapi import (
     problems,
 )
 from adapters.sources.superpipeline.models import ElicitationPending
-from adapters.sources.superpipeline.parse import CE_TYPE, to_elicitation
+from adapters.sources.superpipeline.parse import APPROVAL_EMPTY, CE_TYPE, to_elicitation
 from bot.domain.bounds import CE_SOURCE_MAX, CE_SUBJECT_MAX, ID_MAX
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.ports import Elicitations, Inbound
@@ -45,7 +45,10 @@ Authorise = Callable[[Request], Response | None]
 
 METRICS_SOURCE = "superpipeline"
 
-_SUBJECT = r"^evt\.[^.*>\s\x00-\x1f\x7f-\x9f\u2028\u2029]+\.superpipeline\.elicitation\.pending$"
+_SUBJECT = (  # the workspace an identifier of at most ID_MAX characters
+    rf"^evt\.[^.*>\s\x00-\x1f\x7f-\x9f\u2028\u2029]{{1,{ID_MAX}}}"
+    r"\.superpipeline\.elicitation\.pending$"
+)
 _DATA = bounded(
     inline(ElicitationPending.model_json_schema()),
     dict.fromkeys(
@@ -57,6 +60,15 @@ _DATA = bounded(
     ),
 )
 _DATA["properties"]["elicitationId"].update(id_schema())  # the one required identifier
+# A broker approval request (spec 000): approvalRequestId is "the same id as elicitationId" (so
+# not empty; the equality itself no schema can write), and cardId, runId and stageKey are "".
+_DATA["properties"]["approvalRequestId"].update(id_schema())
+_DATA["properties"]["approvalRequestId"]["description"] = (
+    "only on a broker approval request: the same id as elicitationId"
+)
+_DATA["dependentSchemas"] = {
+    "approvalRequestId": {"properties": {key: {"const": ""} for key in APPROVAL_EMPTY}}
+}
 _EXAMPLE_DATA: dict[str, Any] = {
     "event": "elicitation.pending",
     "boardId": "brd_134a0ddb6d434478",
@@ -118,23 +130,29 @@ for _name, _attribute in _ENVELOPE["properties"].items():
     if _name not in _ENVELOPE["required"]:
         _attribute["type"] = [_attribute["type"], "null"]  # each optional attribute a string
 _HEADERS = (
-    ("ce-specversion", "1.0"),
-    ("ce-id", "the event id"),
-    ("ce-source", "the event source"),
-    ("ce-type", CE_TYPE),
-    ("ce-subject", "evt.<workspace>.superpipeline.elicitation.pending"),
-    ("ce-time", "RFC 3339"),
+    ("ce-specversion", "required", '"1.0"'),
+    ("ce-id", "required", "the event id"),
+    ("ce-source", "required", "the event source"),
+    ("ce-type", "required", f'"{CE_TYPE}"'),
+    ("ce-subject", "optional", "evt.<workspace>.superpipeline.elicitation.pending"),
+    ("ce-time", "optional", "RFC 3339"),
 )
+# OpenAPI can require a header of an operation, not of one of its media types: these are
+# required in binary mode only, so the document can only say so in words. Their values are
+# not constrained here either: structured and batch mode take the envelope from the body and
+# ignore these headers, so a schema for them would call a request invalid that is accepted.
 _OPENAPI: dict[str, Any] = {
     "parameters": [
         {
             "name": name,
             "in": "header",
             "required": False,
-            "description": f"Binary mode only (a JSON body that is the event's data): {what}",
+            "description": f"Binary mode (a JSON body that is the event's data): {need}, {what}; "
+            "ignored in structured and batch mode",
             "schema": {"type": "string"},
+            "example": str(_EXAMPLE[name.removeprefix("ce-")]),
         }
-        for name, what in _HEADERS
+        for name, need, what in _HEADERS
     ],
     "requestBody": {
         "required": True,

@@ -259,7 +259,7 @@ def _approval(*changes: Change) -> Change:
         (_set("ts", "2026-11-10T09:30:00"), "ts", "RFC 3339"),
         (_set("freeText", {"maxLength": 0}), "freeText.maxLength", "at least 1"),
         (_set("freeText", {"maxLength": "5"}), "freeText.maxLength", "must be an integer"),
-        (_set("freeText", {"maxLength": 5.0}), "freeText.maxLength", "must be an integer"),
+        (_set("freeText", {"maxLength": 5.5}), "freeText.maxLength", "must be an integer"),
         (_set("freeText", None), "freeText", "must not be null"),
         (_set("deadline", {"remindAt": "tomorrow"}), "deadline.remindAt", "RFC 3339"),
         (_set("deadline", {"escalateAt": None}), "deadline.escalateAt", "must not be null"),
@@ -372,6 +372,22 @@ def test_allowed_values(change: Change) -> None:
     document = body()
     change(document)
     parse_body(document, workspace=None)
+
+
+def test_a_whole_number_with_a_fraction_part_is_an_integer() -> None:
+    # The spec's schema types these "integer", and JSON Schema's integer is any number with a
+    # zero fractional part: 2000.0 is 2000 (test_strictness refuses 5.5, "5" and true).
+    approval = body("approval-request")
+    approval["approvalSubject"]["revision"] = 1.0
+    subject = parse_body(approval, workspace=None).subject
+    assert subject is not None
+    assert subject.revision == 1
+    assert type(subject.revision) is int
+    free_text = body("free-text")
+    free_text["freeText"] = {"maxLength": 2000.0}
+    e = parse_body(free_text, workspace=None)
+    assert e.max_length == 2000
+    assert type(e.max_length) is int
 
 
 def test_every_body_problem_is_reported_at_once() -> None:
