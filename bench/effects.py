@@ -14,8 +14,13 @@ webhook). Everything goes in over HTTP and is read from outside:
    through its backlog: write-back latency from the click sent until SuperPipeline's webhook
    received the answer (goal p99 ≤ 1 s).
 
-The busy channel's posts per second over the run against the one a second Slack allows (goal
-≥ 95 %), with the 429s met. ``--load`` runs a CPU hog beside it all (a second process spinning
+4. ``--calm-clicks`` (5) of the calm channel's questions answered by a click the moment each
+   is posted, and ``--busy-clicks`` (5) of the busy channel's spread over the run: each answer's
+   thread note goes into that channel's thread, on the channel's one post a second.
+
+The busy channel's questions per second over the run against the one a second Slack allows
+(goal ≥ 0.97, loaded too; thread notes are counted apart), with the 429s met, and when each
+thread note appeared. ``--load`` runs a CPU hog beside it all (a second process spinning
 on one core), as a busy host would.
 
 Prints one JSON line, with the load average before and after.
@@ -129,6 +134,23 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
         calm_in = time.time()
         await post_events(session, serve.base, events("calm", args.calm))
         await post_events(session, serve.base, events("web", args.answers))
+        noted: dict[str, tuple[str, float]] = {}
+        clickers = [
+            asyncio.create_task(
+                click_posted(session, serve, slack, CALM, args.calm_clicks, 0.0, noted)
+            ),
+            asyncio.create_task(
+                click_posted(
+                    session,
+                    serve,
+                    slack,
+                    BUSY,
+                    args.busy_clicks,
+                    args.seconds / max(args.busy_clicks + 1, 1),
+                    noted,
+                )
+            ),
+        ]
         for n in range(args.answers):
             await asyncio.sleep(args.answer_every)
             eid = f"eli_web{n:06d}"
@@ -144,6 +166,9 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
         remaining = args.seconds - (time.monotonic() - started)
         await asyncio.sleep(max(remaining, 2.0))
         ended = time.monotonic()
+        for clicker in clickers:
+            clicker.cancel()
+        await asyncio.gather(*clickers, return_exceptions=True)
         server_cpu = cpu_seconds(serve.pid) - cpu_before
 
     received: dict[str, float] = {}
@@ -152,8 +177,19 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
             received.setdefault(request.body["elicitationId"], request.at)
     latencies = [received[k] - t for k, t in clicked_at.items() if k in received]
     posts = slack.calls_to("chat.postMessage")
-    busy = [c for c in posts if c.params.get("channel") == BUSY and c.status == 200]
-    calm = [c for c in posts if c.params.get("channel") == CALM and c.status == 200]
+    questions = [c for c in posts if not c.params.get("thread_ts")]
+    busy = [c for c in questions if c.params.get("channel") == BUSY and c.status == 200]
+    calm = [c for c in questions if c.params.get("channel") == CALM and c.status == 200]
+    notes = {
+        ch: [
+            c.at - noted[c.params["thread_ts"]][1]
+            for c in posts
+            if c.status == 200
+            and c.params.get("channel") == ch
+            and c.params.get("thread_ts") in noted
+        ]
+        for ch in (BUSY, CALM)
+    }
     limited = [c for c in posts if c.status == 429]
     if args.timeline:
         zero = min(c.at for c in posts)
@@ -179,11 +215,52 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
         "calm": args.calm,
         "calm_posted": len(calm),
         "calm_all_visible_s": round(calm_visible, 2) if calm_visible is not None else None,
+        "calm_clicked": len([1 for ch, _ in noted.values() if ch == CALM]),
+        "calm_notes_posted": len(notes[CALM]),
+        "calm_note_after_click_s": [round(x, 2) for x in sorted(notes[CALM])],
+        "busy_clicked": len([1 for ch, _ in noted.values() if ch == BUSY]),
+        "busy_notes_posted": len(notes[BUSY]),
+        "busy_note_after_click_s": [round(x, 2) for x in sorted(notes[BUSY])],
         "rate_limited_429": len(limited),
         "server_cpu_s": round(server_cpu, 2),
         "seconds": round(ended - started, 1),
         "machine": machine(),
     }
+
+
+async def click_posted(
+    session: aiohttp.ClientSession,
+    serve: Serve,
+    slack: Any,
+    channel: str,
+    count: int,
+    every: float,
+    noted: dict[str, tuple[str, float]],
+) -> None:
+    """Click ``count`` of ``channel``'s posted questions (``every`` seconds apart, the newest
+    then; 0: each the moment it is posted); ``noted`` gets ts → (channel, time clicked), and
+    the thread notes are read from the fake's calls afterwards (by their ``thread_ts``)."""
+    clicked: set[str] = set()
+    while len(clicked) < count:
+        await asyncio.sleep(every or 0.05)
+        posted = [
+            c
+            for c in slack.calls_to("chat.postMessage")
+            if c.params.get("channel") == channel and c.ok and not c.params.get("thread_ts")
+        ]
+        fresh = [c for c in posted if c.response["ts"] not in clicked]
+        for call in fresh[-1:] if every else fresh[: count - len(clicked)]:
+            ts = call.response["ts"]
+            key = call.params["metadata"]["event_payload"]["elicitation"]
+            body, headers = signed_click(
+                SECRET, key, "deny", user="U0ALICE", channel=channel, ts=ts
+            )
+            clicked.add(ts)
+            noted[ts] = (channel, time.time())
+            async with session.post(
+                f"{serve.base}/slack/events", data=body, headers=headers
+            ) as response:
+                await response.read()
 
 
 def main() -> None:
@@ -192,6 +269,8 @@ def main() -> None:
     parser.add_argument("--calm", type=int, default=20, help="questions to the calm channel")
     parser.add_argument("--answers", type=int, default=100)
     parser.add_argument("--answer-every", type=float, default=0.5)
+    parser.add_argument("--calm-clicks", type=int, default=5, help="calm questions answered")
+    parser.add_argument("--busy-clicks", type=int, default=5, help="busy questions answered")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--timeline", action="store_true", help="every post, to stderr")

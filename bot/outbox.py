@@ -1,12 +1,10 @@
-"""The dispatcher: claims outbox rows and carries them out through the ports.
+"""The dispatcher: claims outbox rows and carries them out through the ports
+(:mod:`bot.effects`: what each row does).
 
 Transient failures are retried with capped exponential backoff (or the peer's ``Retry-After``);
-permanent ones are recorded on the row and, for a post, on its delivery. Each row's id is the
-idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook header).
-
-Views carry the schedule (what happens if nobody answers), the claim, and on an escalation copy
-whom it mentions and where the original is. A reminder or escalation whose elicitation closed
-before it went out (fired, queued, then answered) is dropped and audited, not sent.
+permanent ones are recorded on the row and, for a post, on its delivery. A reminder or
+escalation whose elicitation closed before it went out (fired, queued, then answered) is dropped
+and audited, not sent.
 """
 
 from __future__ import annotations
@@ -16,28 +14,19 @@ import contextlib
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import structlog
 from prometheus_client import Counter
 from prometheus_client.registry import CollectorRegistry
 
-from bot.domain import deadlines, lanes
+from bot.domain import lanes
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import Status
-from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
-from bot.domain.records import (
-    EffectKind,
-    NoticeKind,
-    OutboxItem,
-    Purpose,
-    StoredElicitation,
-    Timeline,
-)
-from bot.domain.refs import MessageRef, ref_from_json
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock
+from bot.domain.records import EffectKind, OutboxItem, StoredElicitation, Timeline
+from bot.domain.refs import MessageRef
 from bot.domain.store import Store
-from bot.domain.views import prompt_view
+from bot.effects import RENDERED, Effects, Stale, notice_of, writeback_key
 from bot.lease import owner_id
 from bot.streak import Streak
 
@@ -53,10 +42,6 @@ def backoff(attempts: int, retry_after: float | None, jitter: Callable[[], float
     if retry_after is not None:
         return retry_after + jitter()
     return min(MAX_BACKOFF_SECONDS, 2.0 ** min(attempts, 12)) * (0.5 + jitter() / 2)
-
-
-class _Stale(Exception):  # noqa: N818 - not an error: a row with nothing left to do
-    """A reminder or escalation whose question is no longer pending when its turn comes."""
 
 
 BLOCKED_LOOK_SECONDS = 0.25
@@ -85,13 +70,6 @@ class _Reads:
         return stored, timelines
 
 
-RENDERED = (EffectKind.POST, EffectKind.UPDATE, EffectKind.SEED)
-
-
-def platform_of(destination: str) -> str:
-    return destination.split(":", 1)[0]
-
-
 class Dispatcher:
     """Claims due rows lane by lane and carries each out as its own task, completing it the
     moment it is done; claims are renewed by a heartbeat while their effects run."""
@@ -117,7 +95,7 @@ class Dispatcher:
         self.clock = clock
         self.chats = chats
         self.sinks = sinks
-        self.link_for = link_for
+        self.effects = Effects(store, clock, chats, sinks, link_for)
         self.claimer = claimer or owner_id()
         self.chained = tuple(
             lanes.chained_prefix(platform)
@@ -285,7 +263,7 @@ class Dispatcher:
 
     async def _complete(self, item: OutboxItem, done: OutboxItem, ref: MessageRef | None) -> None:
         try:
-            seed = item.kind is EffectKind.POST and self._seeds(item.target)
+            seed = item.kind is EffectKind.POST and self.effects.seeds(item.target)
             await self.store.complete_outbox(
                 done, self.claimer, self.clock.now(), ref=ref, seed=seed
             )
@@ -303,10 +281,10 @@ class Dispatcher:
         current = stored.get(item.elicitation_key)
         timeline = (timelines or {}).get(item.elicitation_key)
         try:
-            ref = await self._execute(item, current, timeline)
+            ref = await self.effects.execute(item, current, timeline)
             # A post shows the version it rendered: completing compares it with the store's.
             return replace(item, version=current.version if current else item.version), ref
-        except _Stale as stale:
+        except Stale as stale:
             # Fired, queued, then answered before its turn: dropped (audited), never sent.
             log.info("outbox.dropped", id=item.id, key=item.elicitation_key, what=str(stale))
             await self.store.drop_outbox(item, self.claimer, str(stale), self.clock.now())
@@ -361,139 +339,5 @@ class Dispatcher:
             await self.store.set_pace(lanes.down_key(item.lane), now + timedelta(seconds=delay))
             await self.store.hold_sink(item.lane, now)  # the others' copies say "Sending…"
 
-    def _uncertain(self, item: OutboxItem) -> datetime | None:
-        """When an earlier attempt began, if one may have reached the platform."""
-        if item.attempts <= 1:
-            return None
-        return item.first_attempt_at or self.clock.now() - timedelta(days=1)
 
-    def _view(
-        self,
-        item: OutboxItem,
-        stored: StoredElicitation | None,
-        timeline: Timeline | None = None,
-        escalation: deadlines.Escalation | None = None,
-    ) -> PromptView:
-        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
-        if stored is None:
-            raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
-        return prompt_view(
-            stored,
-            timeline,
-            link=self.link_for(item.elicitation_key),
-            now=self.clock.now(),
-            escalation=escalation,
-        )
-
-    def _seeds(self, destination: str) -> bool:
-        chat = self.chats.get(platform_of(destination))
-        return chat is not None and chat.seeds
-
-    def _chat(self, destination: str) -> ChatAdapter:
-        chat = self.chats.get(platform_of(destination))
-        if chat is None:
-            raise PermanentDeliveryError(f"{platform_of(destination)} is not configured")
-        return chat
-
-    async def _execute(
-        self,
-        item: OutboxItem,
-        stored: StoredElicitation | None,
-        timeline: Timeline | None = None,
-    ) -> MessageRef | None:
-        """Carry out one row; returns the message ref of a post."""
-        key = f"elicitbot-{item.id}"
-        payload = item.payload or {}
-        if item.kind is EffectKind.POST:
-            escalation = None
-            if payload.get("purpose") == Purpose.ESCALATION:
-                if stored is None or stored.status is not Status.PENDING:
-                    raise _Stale("escalation")  # answered (or closed) since it fired
-                delivery = await self.store.delivery(item.delivery_id or -1)
-                escalation = (
-                    delivery.escalation
-                    if delivery is not None and delivery.escalation is not None
-                    else deadlines.Escalation(mentions=())
-                )
-            chat = self._chat(item.target)
-            started = self.clock.now()
-            try:
-                return await chat.post(
-                    item.target,
-                    self._view(item, stored, timeline, escalation),
-                    idempotency_key=key,
-                    uncertain=self._uncertain(item),
-                )
-            finally:
-                if chat.post_interval > 0:
-                    # The lane's next post is claimed no sooner, by whichever replica.
-                    await self.store.set_pace(
-                        lanes.pace_key(item.lane),
-                        started + timedelta(seconds=chat.post_interval),
-                    )
-        if item.kind is EffectKind.UPDATE:
-            delivery = await self.store.delivery(item.delivery_id or -1)
-            if delivery is None or delivery.ref is None:
-                raise PermanentDeliveryError("no posted message to update")
-            escalation = None
-            if delivery.purpose is Purpose.ESCALATION:
-                escalation = delivery.escalation or deadlines.Escalation(mentions=())
-            view = self._view(item, stored, timeline, escalation)
-            await self._chat(item.target).update(
-                item.target, delivery.ref, view, idempotency_key=key
-            )
-            return None
-        if item.kind is EffectKind.SEED:
-            if stored is None or stored.status is not Status.PENDING:
-                return None  # answered (or closed) before its reactions went out: none needed
-            delivery = await self.store.delivery(item.delivery_id or -1)
-            if delivery is None or delivery.ref is None:
-                raise PermanentDeliveryError("no posted message to seed")
-            await self._chat(item.target).seed(
-                item.target, delivery.ref, self._view(item, stored, timeline), idempotency_key=key
-            )
-            return None
-        if item.kind is EffectKind.NOTIFY:
-            notice = notice_of(payload)
-            if notice.kind is NoticeKind.REMINDER and (
-                stored is None or stored.status is not Status.PENDING
-            ):
-                raise _Stale("reminder")  # answered (or closed) since it fired
-            await self._chat(item.target).notify(
-                item.target, notice, idempotency_key=key, uncertain=self._uncertain(item)
-            )
-            return None
-        if item.kind is EffectKind.WRITEBACK:
-            view = self._view(item, stored)
-            sink = self.sinks.get(view.elicitation.source)
-            if sink is not None:
-                round_ = int(payload.get("round") or 1)
-                await sink.deliver(
-                    view, idempotency_key=writeback_key(item.elicitation_key, round_)
-                )
-            return None
-        raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
-
-
-def notice_of(payload: Mapping[str, Any]) -> Notice:
-    """The typed notice a ``notify`` row's payload describes (a reminder, a note)."""
-    raw_kind = payload.get("kind")
-    kind = NoticeKind(raw_kind) if raw_kind in set(NoticeKind) else NoticeKind.NOTE
-    thread = payload.get("thread")
-    return Notice(
-        user=str(payload.get("user", "")),
-        text=str(payload.get("text", "")),
-        thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
-        kind=kind,
-        mentions=tuple(str(m) for m in payload.get("mentions") or ()),
-        mention=bool(payload.get("mention", True)),
-        reply_to=payload.get("reply_to") if isinstance(payload.get("reply_to"), str) else None,
-    )
-
-
-def writeback_key(elicitation_key: str, round_: int = 1) -> str:
-    """Stable per outcome written back: every retry of one answer's write-back carries the same
-    key; an answer given after the upstream refused the first (the question reopened) is round
-    2 and carries its own."""
-    base = f"elicitbot:{elicitation_key}:closed"
-    return base if round_ == 1 else f"{base}:{round_}"
+__all__ = ["MAX_ATTEMPTS", "Dispatcher", "backoff", "notice_of", "writeback_key"]

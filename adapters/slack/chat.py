@@ -203,7 +203,11 @@ class SlackChat:
         )
         text = escape(notice.text) + (f" {mentions}" if mentions else "")
         await self.say(
-            channel, text, thread_ts=thread_ts, metadata=notice_metadata(idempotency_key)
+            channel,
+            text,
+            thread_ts=thread_ts,
+            metadata=notice_metadata(idempotency_key),
+            gives_way=False,  # a reminder is due now: it takes its turn like a question
         )
 
     # ------------------------------------------------------------------ for the interactive app
@@ -230,9 +234,12 @@ class SlackChat:
         *,
         thread_ts: str,
         metadata: Mapping[str, Any] | None = None,
+        gives_way: bool = True,
     ) -> str | None:
         """Post ready-made mrkdwn (already escaped) in a thread; returns its ts. ``metadata``
-        (:func:`~adapters.slack.render.notice_metadata`) lets a repeat find it."""
+        (:func:`~adapters.slack.render.notice_metadata`) lets a repeat find it. ``gives_way``: a
+        note (who answered) takes only a turn of the channel's one post a second that none of
+        its questions and reminders wants (:meth:`~adapters.slack.pacing.Pacer.send`)."""
         extra: dict[str, Any] = {"metadata": dict(metadata)} if metadata is not None else {}
         response = await self._call(
             "chat.postMessage",
@@ -245,6 +252,7 @@ class SlackChat:
                 unfurl_media=False,
                 **extra,
             ),
+            gives_way=gives_way,
         )
         return _text(response.get("ts"))
 
@@ -327,15 +335,17 @@ class SlackChat:
         call: Callable[[], Awaitable[AsyncSlackResponse]],
         *,
         item: Hashable | None = None,
+        gives_way: bool = False,
     ) -> AsyncSlackResponse:
         """One Web API call, paced on (method, scope) when there is a pacer; ``item`` names the
-        message an update rewrites, so a newer update of it replaces one still waiting."""
+        message an update rewrites, so a newer update of it replaces one still waiting;
+        ``gives_way``: every other call on the key goes first."""
         try:
             if self.pacer is None:
                 return await call()
             if item is not None:
                 return await self.pacer.send_latest((method, scope), item, call)
-            return await self.pacer.send((method, scope), call)
+            return await self.pacer.send((method, scope), call, gives_way=gives_way)
         except DeliveryError:
             raise
         except Exception as exc:  # mapped: every failure is a Transient/PermanentDeliveryError

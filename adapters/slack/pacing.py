@@ -13,12 +13,15 @@ free moment: there is no polling loop. A call that would have to wait longer tha
 is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carrying the wait as
 ``retry_after``, and the outbox sends it again then (nothing is dropped). A pending update of a
 message that a newer update of the same message overtakes is not sent separately: both callers
-get the outcome of the newer one (:meth:`Pacer.send_latest`).
+get the outcome of the newer one (:meth:`Pacer.send_latest`). A call that gives way (a thread
+note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants: a channel's
+questions are never held behind the notes said in its threads.
 
 Across replicas: a Pacer given ``slots`` (a :class:`~bot.domain.store.Pacing`, the store's
 shared reservations) also takes a slot there for every call on a paced key (``chat.postMessage``
-per channel, ``chat.update`` per workspace) once the local turn has come, and waits for it, so N
-replicas together keep to one rate. Everything above stays local and on top: the FIFO, the 429
+per channel, ``chat.update`` per workspace) as soon as the call is first in the local queue, for
+the moment its local turn comes (the store's round trip overlaps that wait), and waits for it,
+so N replicas together keep to one rate. Everything above stays local and on top: the FIFO, the 429
 blocks (each replica meets and keeps its own), the coalescing of updates (a newer update still
 replaces one waiting for its shared slot), the ``max_wait`` hand-back (decided on the local
 queue, before a slot is taken: a slot once taken is used, so a deferral never leaves a hole
@@ -33,14 +36,15 @@ of holding a worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn, TypeVar
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -70,7 +74,10 @@ class Rate:
 
     ``margin`` seconds are added to each interval: requests leave on time but reach Slack a few
     milliseconds apart from when they left, so two posts exactly one second apart can arrive
-    0.99 s apart and meet a 429."""
+    0.99 s apart and meet a 429. Beyond that, a call goes no sooner than the bare interval after
+    the answer to the one before it (:meth:`_Gate.answered`): a call that reached Slack late (a
+    loaded host) never makes the next arrive too soon, at the cost of the part of the round trip
+    beyond the margin."""
 
     per_second: float
     burst: int = 1
@@ -112,13 +119,20 @@ def retry_after_seconds(headers: Mapping[str, Any] | None) -> float:
 
 @dataclass
 class _Gate:
-    """One key's state: GCRA theoretical arrival time, the 429 block, the FIFO of callers."""
+    """One key's state: GCRA theoretical arrival time, the 429 block, the FIFO of callers, and
+    how many callers that do not give way are queued or sending (``first``; ``clear`` is set
+    when there are none: a call that gives way waits for it)."""
 
     rate: Rate | None
     tat: float = 0.0
     blocked_until: float = 0.0
     waiting: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    first: int = 0
+    clear: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.clear.set()
 
     def ready_at(self) -> float:
         at = self.blocked_until
@@ -129,6 +143,14 @@ class _Gate:
     def consume(self, now: float) -> None:
         if self.rate is not None:
             self.tat = max(self.tat, now) + self.rate.interval
+
+    def answered(self, now: float) -> None:
+        """A call's answer came back at ``now``: the platform counted it by then, so the next
+        goes no sooner than the bare interval after it, however late the call reached it (a
+        starved event loop, a cold connection, a slow platform) and however early the next
+        one will."""
+        if self.rate is not None:
+            self.tat = max(self.tat, now + self.rate.interval - self.rate.margin)
 
 
 @dataclass
@@ -211,14 +233,24 @@ class Pacer:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
+    async def send(
+        self, key: Key, call: Callable[[], Awaitable[T]], *, gives_way: bool = False
+    ) -> T:
         """Run ``call`` in ``key``'s turn. A 429 it meets blocks the key for ``Retry-After``.
+
+        ``gives_way``: every other call on the key goes first, even one that comes while this
+        one waits for the key's rate (a thread note never takes a question's turn); it is sent
+        in a turn nobody else wants.
 
         Raises TransientDeliveryError (not sent) when the turn is more than ``max_wait`` away.
         """
         gate = self._gate(key)
+        if gives_way:
+            return await self._in_a_gap(key, gate, call)
         self._defer_if_far(key, self._expected_wait(gate))
         gate.waiting += 1
+        gate.first += 1
+        gate.clear.clear()
         queued = True
         try:
             async with gate.lock:
@@ -226,34 +258,70 @@ class Pacer:
                 queued = False
                 wait = gate.ready_at() - self._now()
                 self._defer_if_far(key, wait)
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                await self._shared_turn(key, gate)
-                self.admit(key)
-                token = _CURRENT_KEY.set(key)
-                try:
-                    return await call()
-                except SlackApiError as exc:
-                    if getattr(exc.response, "status_code", None) == HTTP_TOO_MANY_REQUESTS:
-                        headers = getattr(exc.response, "headers", None)
-                        self.block(key, retry_after_seconds(headers))
-                    raise
-                finally:
-                    _CURRENT_KEY.reset(token)
+                await self._turn(key, gate, wait)
+                return await self._call(key, call)
         finally:
             if queued:
                 gate.waiting -= 1
+            gate.first -= 1
+            if gate.first == 0:
+                gate.clear.set()
 
-    async def _shared_turn(self, key: Key, gate: _Gate) -> None:
-        """Take the key's next slot shared with every replica and wait for it (paced keys only).
+    async def _in_a_gap(self, key: Key, gate: _Gate, call: Callable[[], Awaitable[T]]) -> T:
+        """A call that gives way: wait until no other call is queued on the key, take the key
+        and wait for its rate, and give the key back if another call came meanwhile (the rate
+        is not used up until a call is sent, so it goes at once). ``max_wait`` bounds the whole
+        wait; past it the call is handed back, not sent."""
+        deadline = self._now() + self.max_wait
+        while True:
+            left = deadline - self._now()
+            if left <= 0:
+                self._hand_back(key, max(self._expected_wait(gate), self.max_wait))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(gate.clear.wait(), timeout=left)
+            if not gate.clear.is_set():
+                continue
+            async with gate.lock:
+                wait = gate.ready_at() - self._now()
+                if wait > deadline - self._now():
+                    self._hand_back(key, wait)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if gate.first:
+                    continue  # someone came while we waited for the rate: theirs is the turn
+                # The shared slot is taken only now, in the gap: a slot once taken is used.
+                await self._turn(key, gate, 0.0)
+                return await self._call(key, call)
 
-        Then wait out a 429 block met meanwhile, if any: later than the slot is harmless."""
-        if self.slots is None or gate.rate is None:
-            return
-        at = await self.slots.reserve_slot(slot_name(key), gate.rate.interval, self._wall())
-        wait = (at - self._wall()).total_seconds()
+    async def _call(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
+        """Send now (the key's turn has come): the rate is used, a 429 blocks the key."""
+        self.admit(key)
+        token = _CURRENT_KEY.set(key)
+        try:
+            return await call()
+        except SlackApiError as exc:
+            if getattr(exc.response, "status_code", None) == HTTP_TOO_MANY_REQUESTS:
+                headers = getattr(exc.response, "headers", None)
+                self.block(key, retry_after_seconds(headers))
+            raise
+        finally:
+            _CURRENT_KEY.reset(token)
+            self._gate(key).answered(self._now())
+
+    async def _turn(self, key: Key, gate: _Gate, wait: float) -> None:
+        """Wait ``wait`` seconds (the local rate) and, on a paced key shared with every replica,
+        for the key's next shared slot: taken at once, for the moment the local turn comes, so
+        the store's round trip overlaps the wait instead of following it. Then wait out a 429
+        block met meanwhile, if any: later than the slot is harmless."""
+        wait = max(0.0, wait)
+        if self.slots is not None and gate.rate is not None:
+            wanted = self._wall() + timedelta(seconds=wait)
+            at = await self.slots.reserve_slot(slot_name(key), gate.rate.interval, wanted)
+            self.stats.shared_wait += max(0.0, (at - wanted).total_seconds())
+            wait = (at - self._wall()).total_seconds()
+        else:
+            wait = gate.ready_at() - self._now()
         if wait > 0:
-            self.stats.shared_wait += wait
             await asyncio.sleep(wait)
         blocked = gate.blocked_until - self._now()
         if blocked > 0:
@@ -266,11 +334,14 @@ class Pacer:
 
     def _defer_if_far(self, key: Key, wait: float) -> None:
         if wait > self.max_wait:
-            self.stats.deferred += 1
-            raise TransientDeliveryError(
-                f"slack {key[0]}: paced (rate limit), next turn in {wait:.1f} s",
-                retry_after=wait,
-            )
+            self._hand_back(key, wait)
+
+    def _hand_back(self, key: Key, wait: float) -> NoReturn:
+        """Not sent: the caller (the outbox) tries again in ``wait`` seconds."""
+        self.stats.deferred += 1
+        raise TransientDeliveryError(
+            f"slack {key[0]}: paced (rate limit), next turn in {wait:.1f} s", retry_after=wait
+        )
 
     async def send_latest(self, key: Key, item: Hashable, call: Callable[[], Awaitable[T]]) -> T:
         """Like :meth:`send`, but while this call waits for its turn a newer call for the same

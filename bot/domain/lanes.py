@@ -3,9 +3,11 @@
 - ``chat:<destination>``: the posts, updates, seeded reactions and notices of one channel or
   room. Messages first: while a lane has a post it could make now, nothing else of that lane is
   claimed (a burst of 50 questions shows all 50 before the first one's reactions, edits and
-  notices). A post the platform paces (Slack: one a second per channel) is not claimed before its
-  lane's pace allows, and is not "a post it could make now" meanwhile, so the lane's slots never
-  sleep on a rate and the channel's updates and notices go out between its posts.
+  notices). A post the platform paces (Slack: one a second per channel) is claimed as soon as the
+  post before it is done, ahead of its lane's pace, and waits for its slot in the adapter: the
+  claim, its reads and the shared slot's reservation overlap the platform's interval, so the
+  only wait between two posts of a busy channel is that interval. Until the pace comes it is not
+  "a post it could make now", so the channel's updates and notices go out between its posts.
 - ``sink:<source>``: the write-backs to one upstream system; each is independent of the others,
   so several go at once.
 
@@ -94,5 +96,6 @@ def down_key(lane: str) -> str:
 
 
 def pace_key(lane: str) -> str:
-    """The shared pace of a lane's posts (every replica reads it before it claims one)."""
+    """The shared pace of a lane's posts: until then its next post is not one it could make now
+    (every replica's claim reads it for messages first)."""
     return "post:" + lane

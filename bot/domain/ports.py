@@ -207,8 +207,10 @@ class ChatAdapter(Protocol):
     platform: str
     post_interval: float
     """Seconds between two posts to one destination that the platform allows (Slack: about one
-    a second per channel; 0 when it sets no such pace). The outbox claims a lane's next post no
-    sooner, in every replica."""
+    a second per channel; 0 when it sets no such pace). The adapter keeps to it (Slack's Pacer,
+    shared by every replica); the outbox claims a lane's next post as soon as the one before it
+    is done, so it waits for its slot in the adapter, and until that slot the lane's updates and
+    notices go first (messages first counts only posts it could make now)."""
     seeds: bool
     """Whether a posted copy is answered by reactions the bot seeds on it (Matrix): the outbox
     then queues a ``seed`` effect when the post completes, behind the lane's other posts."""

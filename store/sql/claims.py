@@ -1,7 +1,12 @@
 """Outbox claims: rows claimed lane by lane by one claimer at a time under a lease (``UPDATE …
 WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING`` on PostgreSQL; SQLite's writers are
 serialised), renewed by the claimer's heartbeat, given back at start; the lanes' pace and
-figures, and when the next row is due."""
+figures, and when the next row is due.
+
+A paced lane's (Slack channel's) post is claimed as soon as the lane has no post in flight,
+ahead of the lane's pace; the pace only says whether the lane has a post it could make *now*
+(messages first), so the channel's updates and notices go while the claimed post waits for its
+slot."""
 
 from __future__ import annotations
 
@@ -77,9 +82,11 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
         .where(behind.c.kind == EffectKind.POST.value)
     )
     is_writeback = kind == EffectKind.WRITEBACK.value
+    # A paced lane's next post is claimed as soon as the one before it is done, ahead of its
+    # pace: its bookkeeping (this claim, its reads, the shared slot) overlaps the platform's
+    # interval, and the adapter sends it when the slot comes (Slack's Pacer, every replica's).
     candidate = and_(
         due,
-        not_(and_(is_post, literal(PACE_PREFIX).concat(lane).in_(paced))),
         not_(and_(is_post, OUTBOX.c.id.in_(held))),
         # A sink that is down is tried again no sooner than its key says.
         not_(and_(is_writeback, literal(DOWN_PREFIX).concat(lane).in_(paced))),
@@ -114,8 +121,14 @@ def claim_statement(chained: tuple[str, ...], locked: bool) -> Any:
         .where(candidate)
         .subquery("by_kind")
     )
-    # Messages first: the lanes with a post they could make now hold back everything else.
-    posting = select(OUTBOX.c.lane).where(candidate, is_post).distinct()
+    # Messages first: the lanes with a post they could make now hold back everything else. A
+    # post whose pace has not come is claimed (above) but is not one the lane could make now:
+    # the lane's updates and notices go out while it waits for its slot.
+    posting = (
+        select(OUTBOX.c.lane)
+        .where(candidate, is_post, not_(literal(PACE_PREFIX).concat(lane).in_(paced)))
+        .distinct()
+    )
     waits = [k.value for k in EffectKind if lanes.waits_for_posts(k)]
     n, np_, nu = (func.coalesce(c, 0) for c in (live.c.n, live.c.np, live.c.nu))
     # Unpaced lanes (``chained``) have a chain of posts in flight, carried in order.
@@ -332,12 +345,12 @@ class Claims(SqlBase):
         return await self._run(work, write=True)
 
     async def next_outbox_at(self) -> datetime | None:
-        """When the next pending row is due: its retry time, or for a post its lane's pace."""
+        """When the next pending row is due: its retry time (a post is claimed ahead of its
+        lane's pace, so the pace does not count), or a write-back's sink's next probe."""
         paced, down = PACE.c.not_before, PACE.alias("down")
         is_post = OUTBOX.c.kind == EffectKind.POST.value
         is_writeback = OUTBOX.c.kind == EffectKind.WRITEBACK.value
         due_at = case(
-            (and_(is_post, paced.is_not(None), paced > OUTBOX.c.next_attempt_at), paced),
             # A write-back to a sink that is down: when the sink is probed next.
             (
                 and_(is_writeback, down.c.not_before > OUTBOX.c.next_attempt_at),
@@ -345,7 +358,8 @@ class Claims(SqlBase):
             ),
             else_=OUTBOX.c.next_attempt_at,
         )
-        # In a paced lane, only its first post counts: the later ones wait behind it.
+        # In a paced lane, only its first post counts: the later ones wait behind it (one post
+        # in flight; behind its retry, if it is waiting for one).
         first = OUTBOX.alias("first")
         firsts = (
             select(func.min(first.c.id))

@@ -1,9 +1,11 @@
 """Lanes in the store: every store claims the outbox lane by lane, the same way.
 
 A channel has at most one post and two effects in flight in the whole deployment (claims of every
-owner count), a sink has eight; a post whose lane's pace has not come is not due, so the lane's
-updates go out meanwhile; lanes are served round-robin, so one deep lane never crowds out the
-others; a heartbeat keeps an owner's claims, and a claim nobody renews runs out in seconds.
+owner count), a sink has eight; a channel's next post is claimed the moment the one before it is
+done, ahead of its pace (it waits for its slot in the adapter), and is not one the channel could
+make now until the pace comes, so the lane's updates go out meanwhile; lanes are served
+round-robin, so one deep lane never crowds out the others; a heartbeat keeps an owner's
+claims, and a claim nobody renews runs out in seconds.
 """
 
 from __future__ import annotations
@@ -55,10 +57,13 @@ async def test_lanes_are_served_round_robin(store: Store, clock: FakeClock) -> N
     assert sorted(i.lane for i in got) == ["chat:slack:C0A", "chat:slack:C0B", "chat:slack:C0C"]
 
 
-async def test_a_paced_post_waits_and_its_lane_s_updates_go_meanwhile(
+async def test_a_paced_post_is_claimed_ahead_of_its_pace_and_its_lane_s_updates_go_meanwhile(
     store: Store, clock: FakeClock
 ) -> None:
-    [answered, waiting] = await queue(store, clock, 2, BUSY, "p")
+    """Pace from the slot, not from the work: the moment a channel's post is done, its next post
+    is claimed (to wait for the channel's slot in the adapter), whoever claims; it is not one
+    the channel could make now until the pace comes, so the channel's rewrites go meanwhile."""
+    [answered, waiting, third] = await queue(store, clock, 3, BUSY, "p")
     [post] = await store.claim_outbox(clock.now(), "w")
     assert post.elicitation_key == answered
     await store.set_pace(lanes.pace_key(post.lane), clock.now() + timedelta(seconds=1))
@@ -72,17 +77,48 @@ async def test_a_paced_post_waits_and_its_lane_s_updates_go_meanwhile(
     )
     assert result.won
 
-    # The next post is paced for a second: the answer is written back, and once the source
-    # accepted it the answered copy's update is claimed meanwhile.
-    [writeback] = await store.claim_outbox(clock.now(), "w")
-    assert (writeback.kind, writeback.elicitation_key) == (EffectKind.WRITEBACK, answered)
-    assert await store.complete_outbox(writeback, "w", clock.now())
-    [update] = await store.claim_outbox(clock.now(), "w")
+    # The next post is claimed at once, a second ahead of its pace, by another owner too; the
+    # answer's write-back beside it (its own lane). The third waits: one post in flight.
+    got = await store.claim_outbox(clock.now(), "other", limit=20)
+    assert sorted((i.kind, i.elicitation_key) for i in got) == sorted(
+        [(EffectKind.POST, waiting), (EffectKind.WRITEBACK, answered)]
+    )
+    [writeback] = [i for i in got if i.kind is EffectKind.WRITEBACK]
+    [ahead] = [i for i in got if i.kind is EffectKind.POST]
+    assert await store.complete_outbox(writeback, "other", clock.now())
+    # Once the source accepted the answer, the answered copy's update is claimed while the
+    # claimed post waits for its slot (messages first holds nothing back before the pace).
+    [update] = await store.claim_outbox(clock.now(), "w", limit=20)
     assert (update.kind, update.elicitation_key) == (EffectKind.UPDATE, answered)
     assert update.lane == f"chat:{BUSY}"
-    assert await store.next_outbox_at() == clock.now() + timedelta(seconds=1)
-    [later] = await store.claim_outbox(clock.advance(1), "w")
-    assert (later.kind, later.elicitation_key) == (EffectKind.POST, waiting)
+    assert await store.claim_outbox(clock.now(), "w", limit=20) == []
+
+    # The slot comes, the post goes; the third is claimed the moment it is done.
+    clock.advance(1)
+    await store.set_pace(lanes.pace_key(ahead.lane), clock.now() + timedelta(seconds=1))
+    assert await store.complete_outbox(ahead, "other", clock.now(), ref=SlackRef("C0BUSY", "1.2"))
+    [later] = await store.claim_outbox(clock.now(), "w", limit=20)
+    assert (later.kind, later.elicitation_key) == (EffectKind.POST, third)
+
+
+async def test_a_post_waiting_for_its_retry_holds_the_channel_s_next_even_ahead_of_its_pace(
+    store: Store, clock: FakeClock
+) -> None:
+    """Claiming ahead changes nothing of the order: a post handed back for a retry (a 429's
+    ``Retry-After``) holds its channel's later posts until it has gone, pace or no pace."""
+    [head, second] = await queue(store, clock, 2, BUSY, "r")
+    [first] = await store.claim_outbox(clock.now(), "w")
+    assert first.elicitation_key == head
+    retry_at = clock.now() + timedelta(seconds=2)
+    await store.retry_outbox(first, "w", "429 Retry-After 2", retry_at)
+    assert await store.claim_outbox(clock.now(), "w", limit=20) == []
+    assert await store.claim_outbox(clock.advance(1.5), "other", limit=20) == []
+    [again] = await store.claim_outbox(clock.advance(0.5), "w", limit=20)
+    assert (again.elicitation_key, again.attempts) == (head, 2)
+    await store.set_pace(lanes.pace_key(again.lane), clock.now() + timedelta(seconds=1))
+    assert await store.complete_outbox(again, "w", clock.now(), ref=SlackRef("C0BUSY", "1.1"))
+    [then] = await store.claim_outbox(clock.now(), "w", limit=20)
+    assert then.elicitation_key == second
 
 
 async def test_a_heartbeat_keeps_claims_and_a_dead_owner_s_run_out(

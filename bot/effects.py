@@ -1,0 +1,198 @@
+"""Carrying out one outbox row through the ports: a post, an update, seeded reactions, a
+notice or a write-back (:class:`Effects`, used by :class:`bot.outbox.Dispatcher`).
+
+Each row's id is the idempotency key handed to the adapter (Matrix txn id, Slack metadata,
+webhook header). Views carry the schedule (what happens if nobody answers), the claim, and on an
+escalation copy whom it mentions and where the original is. A reminder or escalation whose
+elicitation closed before it went out (fired, queued, then answered) raises :class:`Stale`: it
+is dropped and audited, not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.domain import deadlines, lanes
+from bot.domain.errors import PermanentDeliveryError
+from bot.domain.model import Status
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
+from bot.domain.records import (
+    EffectKind,
+    NoticeKind,
+    OutboxItem,
+    Purpose,
+    StoredElicitation,
+    Timeline,
+)
+from bot.domain.refs import MessageRef, ref_from_json
+from bot.domain.store import Store
+from bot.domain.views import prompt_view
+
+RENDERED = (EffectKind.POST, EffectKind.UPDATE, EffectKind.SEED)
+"""The kinds of row that render their elicitation (their timelines are read with them)."""
+
+
+class Stale(Exception):  # noqa: N818 - not an error: a row with nothing left to do
+    """A reminder or escalation whose question is no longer pending when its turn comes."""
+
+
+def platform_of(destination: str) -> str:
+    return destination.split(":", 1)[0]
+
+
+class Effects:
+    """What one row does, through the chat adapters and answer sinks it is given."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        chats: Mapping[str, ChatAdapter],
+        sinks: Mapping[str, AnswerSink],
+        link_for: Callable[[str], str],
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.chats = chats
+        self.sinks = sinks
+        self.link_for = link_for
+
+    def uncertain(self, item: OutboxItem) -> datetime | None:
+        """When an earlier attempt began, if one may have reached the platform."""
+        if item.attempts <= 1:
+            return None
+        return item.first_attempt_at or self.clock.now() - timedelta(days=1)
+
+    def _view(
+        self,
+        item: OutboxItem,
+        stored: StoredElicitation | None,
+        timeline: Timeline | None = None,
+        escalation: deadlines.Escalation | None = None,
+    ) -> PromptView:
+        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
+        if stored is None:
+            raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
+        return prompt_view(
+            stored,
+            timeline,
+            link=self.link_for(item.elicitation_key),
+            now=self.clock.now(),
+            escalation=escalation,
+        )
+
+    def seeds(self, destination: str) -> bool:
+        chat = self.chats.get(platform_of(destination))
+        return chat is not None and chat.seeds
+
+    def _chat(self, destination: str) -> ChatAdapter:
+        chat = self.chats.get(platform_of(destination))
+        if chat is None:
+            raise PermanentDeliveryError(f"{platform_of(destination)} is not configured")
+        return chat
+
+    async def execute(
+        self,
+        item: OutboxItem,
+        stored: StoredElicitation | None,
+        timeline: Timeline | None = None,
+    ) -> MessageRef | None:
+        """Carry out one row; returns the message ref of a post."""
+        key = f"elicitbot-{item.id}"
+        payload = item.payload or {}
+        if item.kind is EffectKind.POST:
+            escalation = None
+            if payload.get("purpose") == Purpose.ESCALATION:
+                if stored is None or stored.status is not Status.PENDING:
+                    raise Stale("escalation")  # answered (or closed) since it fired
+                delivery = await self.store.delivery(item.delivery_id or -1)
+                escalation = (
+                    delivery.escalation
+                    if delivery is not None and delivery.escalation is not None
+                    else deadlines.Escalation(mentions=())
+                )
+            chat = self._chat(item.target)
+            try:
+                return await chat.post(
+                    item.target,
+                    self._view(item, stored, timeline, escalation),
+                    idempotency_key=key,
+                    uncertain=self.uncertain(item),
+                )
+            finally:
+                if chat.post_interval > 0:
+                    # Until the lane's next slot its next post (claimed at once, by whichever
+                    # replica, to wait for that slot in the adapter) is not one it could make
+                    # now: its updates and notices go meanwhile (messages first).
+                    await self.store.set_pace(
+                        lanes.pace_key(item.lane),
+                        self.clock.now() + timedelta(seconds=chat.post_interval),
+                    )
+        if item.kind is EffectKind.UPDATE:
+            delivery = await self.store.delivery(item.delivery_id or -1)
+            if delivery is None or delivery.ref is None:
+                raise PermanentDeliveryError("no posted message to update")
+            escalation = None
+            if delivery.purpose is Purpose.ESCALATION:
+                escalation = delivery.escalation or deadlines.Escalation(mentions=())
+            view = self._view(item, stored, timeline, escalation)
+            await self._chat(item.target).update(
+                item.target, delivery.ref, view, idempotency_key=key
+            )
+            return None
+        if item.kind is EffectKind.SEED:
+            if stored is None or stored.status is not Status.PENDING:
+                return None  # answered (or closed) before its reactions went out: none needed
+            delivery = await self.store.delivery(item.delivery_id or -1)
+            if delivery is None or delivery.ref is None:
+                raise PermanentDeliveryError("no posted message to seed")
+            await self._chat(item.target).seed(
+                item.target, delivery.ref, self._view(item, stored, timeline), idempotency_key=key
+            )
+            return None
+        if item.kind is EffectKind.NOTIFY:
+            notice = notice_of(payload)
+            if notice.kind is NoticeKind.REMINDER and (
+                stored is None or stored.status is not Status.PENDING
+            ):
+                raise Stale("reminder")  # answered (or closed) since it fired
+            await self._chat(item.target).notify(
+                item.target, notice, idempotency_key=key, uncertain=self.uncertain(item)
+            )
+            return None
+        if item.kind is EffectKind.WRITEBACK:
+            view = self._view(item, stored)
+            sink = self.sinks.get(view.elicitation.source)
+            if sink is not None:
+                round_ = int(payload.get("round") or 1)
+                await sink.deliver(
+                    view, idempotency_key=writeback_key(item.elicitation_key, round_)
+                )
+            return None
+        raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
+
+
+def notice_of(payload: Mapping[str, Any]) -> Notice:
+    """The typed notice a ``notify`` row's payload describes (a reminder, a note)."""
+    raw_kind = payload.get("kind")
+    kind = NoticeKind(raw_kind) if raw_kind in set(NoticeKind) else NoticeKind.NOTE
+    thread = payload.get("thread")
+    return Notice(
+        user=str(payload.get("user", "")),
+        text=str(payload.get("text", "")),
+        thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
+        kind=kind,
+        mentions=tuple(str(m) for m in payload.get("mentions") or ()),
+        mention=bool(payload.get("mention", True)),
+        reply_to=payload.get("reply_to") if isinstance(payload.get("reply_to"), str) else None,
+    )
+
+
+def writeback_key(elicitation_key: str, round_: int = 1) -> str:
+    """Stable per outcome written back: every retry of one answer's write-back carries the same
+    key; an answer given after the upstream refused the first (the question reopened) is round
+    2 and carries its own."""
+    base = f"elicitbot:{elicitation_key}:closed"
+    return base if round_ == 1 else f"{base}:{round_}"
