@@ -104,7 +104,7 @@ async def test_a_failed_batch_is_handled_again_before_its_token_is_saved(rig: Ri
         rig.clock,
         people(rig.cast),
         [Route(destinations=(rig.destination,))],
-        fail=2,
+        fail=0,
         log=log,
     )
     listener = MatrixListener(
@@ -118,6 +118,7 @@ async def test_a_failed_batch_is_handled_again_before_its_token_is_saved(rig: Ri
     try:
         await until(flag(lambda: listener.ready), "the first sync")
         log.clear()
+        flaky.fail = 2  # armed now: under load the first sync's own batch could take them
         await rig.hs.react(rig.cast.bob, rig.room, event_id, THREE)
         answer = await rig.answered(key)
         await until(flag(lambda: "saved" in log), "the token saved")
