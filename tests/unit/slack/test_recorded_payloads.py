@@ -84,7 +84,8 @@ def test_the_same_thread_reply_sent_by_elicitbot_itself_is_nothing() -> None:
 
 
 def test_a_recorded_reaction_is_no_answer_on_slack() -> None:
-    """On Slack the buttons answer; a reaction on our message is not read as a reply."""
+    """On Slack the buttons answer (the manifest subscribes to no reaction event): a reaction on
+    our message is not read as a reply."""
     body = load("slack", "reaction_added.json")
 
     assert body["event"]["item"]["ts"] == ROOT_TS  # on our question's message
