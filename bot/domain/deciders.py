@@ -90,7 +90,10 @@ def not_approver(
     return Refusal(code=RefusalCode.NOT_APPROVER, message=message, once=once)
 
 
-TOLD_BEFORE = "Not counted: only the approvers of this route can decide (I told you who above)."
+TOLD_BEFORE = (
+    "Not counted: you are not one of this route's approvers (you were told who may decide at "
+    "your first try on this request)."
+)
 """What a person refused as no approver hears on a later attempt on the same question, where the
 surface must say something (a Slack click, the web inbox); Matrix says nothing more."""
 
