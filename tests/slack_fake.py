@@ -19,7 +19,7 @@ the same client from the test's event loop and from a subprocess. It
   ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
   websocket, see below), ``usergroups.users.list`` (the members of a group given with
   :meth:`FakeSlack.add_usergroup`; an unknown id answers ``no_such_subteam``, none
-  ``invalid_arguments``);
+  ``invalid_arguments``), ``usergroups.list`` (every such group with its ``handle``);
 - answers as Slack does for the token's scopes (:attr:`FakeSlack.scopes`, every scope the
   manifest asks for unless a test takes one away): every answer carries ``x-oauth-scopes``, a
   method that needs a scope says so in ``x-accepted-oauth-scopes``, and without it answers

@@ -5,6 +5,11 @@ on this surface. Pure: :func:`bot.domain.rules.who_may_decide` asks it after rul
   others are refused and told who may, except that ``anyone_may_reject`` lets anyone choose a
   rejecting option.
 - With ``approve_on``, an approving option counts only on the surfaces it names.
+
+The refusal says who may decide by name (what the surface put in ``Standing.names``, else the
+entry) and is told once per question and person (``Refusal.once``): the shell asks the store
+whether it was told before and, if so, says only :data:`TOLD_BEFORE`
+(:func:`bot.domain.judge.told_before`).
 """
 
 from __future__ import annotations
