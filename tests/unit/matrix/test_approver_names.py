@@ -5,10 +5,12 @@ action, and a refusal the person was told before on this question posts no furth
 from __future__ import annotations
 
 import asyncio
+import html
+import json
 
 from adapters.matrix import inbound
 from adapters.matrix.approvers import ApproverNames
-from adapters.matrix.notices import said
+from adapters.matrix.notices import notice_content, said
 from adapters.matrix.reactions import KEYCAPS
 from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.deciders import TOLD_BEFORE
@@ -37,8 +39,10 @@ async def test_the_routes_matrix_approvers_come_with_the_action_by_name() -> Non
     assert dict(action.standing.names) == {f"matrix:{DAVE}": "Dave"}, "erin has no name here"
     assert action.standing.power == 0
     [(_, notice, _)] = chat.notices
-    print(notice.text)
     assert notice.text == FULL.message
+    content = notice_content(notice.text, users=[ALICE], mention=True, thread_root=PROMPT)
+    print(json.dumps(content, indent=2, ensure_ascii=False))  # the notice as Matrix gets it
+    assert content["formatted_body"].endswith(": " + html.escape(FULL.message, quote=False))
 
 
 async def test_no_route_names_approvers_reads_no_name() -> None:
