@@ -39,6 +39,7 @@ from bot.domain.judge import (
     lost_for_good,
     not_found,
     refuse_write,
+    told_before,
 )
 from bot.domain.model import (
     Answer,
@@ -349,9 +350,11 @@ class Service:
                 log.info("claim.refused", key=key, by=write.actor, code=write.code.value)
             else:
                 log.info("answer.refused", key=key, respondent=write.actor, code=write.code.value)
-            await self.store.record_refusal(
-                key, write.actor, write.code.value, now, dict(write.detail)
+            told = await self.store.record_refusal(
+                key, write.actor, write.code.value, now, dict(write.detail), once=write.once
             )
+            if not told:  # told before on this question: not again (rule 9, told once)
+                judgement = told_before(judgement)
         return judgement, False
 
     async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:

@@ -178,6 +178,18 @@ class VoteRow(SQLModel, table=True):
     """The route's quorum when the vote was given (the copies' tally counts to it)."""
 
 
+class RefusalToldRow(SQLModel, table=True):
+    """A refusal told once per question and person (rule 9's "only the approvers"): its first
+    telling. A later attempt by the same actor finds the row and is not told it again."""
+
+    __tablename__ = "refusal_told"
+
+    elicitation_key: str = Field(primary_key=True, max_length=400)
+    actor: str = Field(primary_key=True, max_length=300)
+    code: str = Field(primary_key=True, max_length=40)
+    at: datetime = _ts(nullable=False)
+
+
 class AuditRow(SQLModel, table=True):
     """Every intake, answer, refusal and system decision. Never holds a secret."""
 

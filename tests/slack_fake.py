@@ -19,7 +19,7 @@ the same client from the test's event loop and from a subprocess. It
   ``apps.connections.open`` (the app-level ``xapp-`` token only; the URL of its Socket Mode
   websocket, see below), ``usergroups.users.list`` (the members of a group given with
   :meth:`FakeSlack.add_usergroup`; an unknown id answers ``no_such_subteam``, none
-  ``invalid_arguments``);
+  ``invalid_arguments``), ``usergroups.list`` (every such group with its ``handle``);
 - answers as Slack does for the token's scopes (:attr:`FakeSlack.scopes`, every scope the
   manifest asks for unless a test takes one away): every answer carries ``x-oauth-scopes``, a
   method that needs a scope says so in ``x-accepted-oauth-scopes``, and without it answers
@@ -99,7 +99,11 @@ __all__ = [
 ]
 
 _JSON_PARAMS = ("blocks", "metadata", "attachments", "view", "files")
-NEEDS_SCOPE = {"users.info": "users:read", "usergroups.users.list": "usergroups:read"}
+NEEDS_SCOPE = {
+    "users.info": "users:read",
+    "usergroups.users.list": "usergroups:read",
+    "usergroups.list": "usergroups:read",
+}
 """The bot scope a method needs, for the ones whose scope a test takes away."""
 
 
@@ -321,6 +325,7 @@ class FakeSlack(Messages, Modals):
             "files.completeUploadExternal": self._complete_upload,
             "users.info": self._users_info,
             "usergroups.users.list": self._usergroup_users,
+            "usergroups.list": self._usergroups_list,
             "apps.connections.open": self._connections_open,
         }.get(method)
         if handler is None:
@@ -364,11 +369,22 @@ class FakeSlack(Messages, Modals):
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": {**member, "profile": dict(member["profile"])}}
 
-    def add_usergroup(self, group: str, users: Iterable[str]) -> None:
+    def add_usergroup(self, group: str, users: Iterable[str], *, handle: str = "") -> None:
         """A user group (``S…``) and its members, as ``usergroups.users.list`` lists them; again:
-        its members changed. Without ``usergroups:read``: ``fake.scopes.discard(...)``."""
+        its members changed. ``handle``: what ``usergroups.list`` calls it (default: the id in
+        lower case). Without ``usergroups:read``: ``fake.scopes.discard(...)``."""
         with self._lock:
             self._usergroups[group] = list(users)
+            self._handles[group] = handle or group.lower()
+
+    def _usergroups_list(self, _: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            groups = [
+                {"id": g, "team_id": TEAM_ID, "handle": h, "name": h.replace("-", " ").title(),
+                 "user_count": len(self._usergroups.get(g, []))}
+                for g, h in self._handles.items()
+            ]  # fmt: skip
+        return {"ok": True, "usergroups": groups}
 
     def _usergroup_users(self, params: dict[str, Any]) -> dict[str, Any]:
         group = params.get("usergroup")

@@ -116,6 +116,7 @@ class FakeState:
         self.scopes: set[str] = set(SCOPES)
         """The bot token's scopes (``x-oauth-scopes``; a method needing another: missing_scope)."""
         self._usergroups: dict[str, list[str]] = {}
+        self._handles: dict[str, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 import structlog
 from nio import JoinResponse, RoomLeaveResponse
 
 from adapters.matrix import inbound
+from adapters.matrix.approvers import ApproverNames
 from adapters.matrix.chat import MatrixChat, call
 from adapters.matrix.commands import reply_text
 from adapters.matrix.markup import txn_digest
@@ -47,6 +49,7 @@ from adapters.matrix.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, To
 from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Outcome, OutcomeKind, Reply
 from bot.domain.errors import DeliveryError
 from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
@@ -76,6 +79,8 @@ class RoomEvents:
         self.prompts = Prompts(chat, elicitations)
         self.powers = RoomPowers(chat.room_state)
         """Power levels in the rooms, fed by the sync loop (``matrix-power:<n>`` approvers)."""
+        self.names = ApproverNames(chat.display_name, elicitations)
+        """The route's Matrix approvers by name, for the refusal that says who may decide."""
 
     async def handle(self, room_id: str, item: inbound.InboundEvent) -> None:
         if isinstance(item, inbound.Encrypted):
@@ -99,6 +104,14 @@ class RoomEvents:
         claimed = self._claims.pop(event_id, None)
         if claimed is not None:
             self._unfinished.discard(claimed)
+
+    async def _standing(self, room_id: str, sender: str, e: Elicitation) -> Standing:
+        """What the core judges the sender's action with: their power level here, and the
+        route's Matrix approvers by their name in this room (:mod:`.approvers`)."""
+        standing, names = await asyncio.gather(
+            self.powers.standing(room_id, sender), self.names.names(room_id, e)
+        )
+        return replace(standing, names=names) if names else standing
 
     async def _first_time(self, event_id: str, claimed: str | None = None) -> bool:
         """First sight of this event, store-deduped by ``claimed`` (a reaction's
@@ -130,7 +143,7 @@ class RoomEvents:
             shown=await self.prompts.shown_on(view, r.target),
             bots=self.bots,
             name=await self.chat.display_name(room_id, r.sender),
-            standing=await self.powers.standing(room_id, r.sender),
+            standing=await self._standing(room_id, r.sender, view.elicitation),
         )
         claimed = inbound.claim_id(r, reopened=inbound.reopenings(view.writeback))
         if action is None or not await self._first_time(r.event_id, claimed):
@@ -185,7 +198,7 @@ class RoomEvents:
                 shown=await self.prompts.shown_on(view, r.target),
                 bots=self.bots,
                 name=await self.chat.display_name(room_id, r.sender),
-                standing=await self.powers.standing(room_id, r.sender),
+                standing=await self._standing(room_id, r.sender, e),
             )
             where = {"room_id": room_id, "root": r.target, "sender": r.sender}
             outcome = await self._act(action, e, **where, trigger=r.event_id, reply_to=r.target)
@@ -274,7 +287,7 @@ class RoomEvents:
             shown=await self.prompts.shown_on(view, root),
             bots=self.bots,
             name=await self.chat.display_name(room_id, sender),
-            standing=await self.powers.standing(room_id, sender),
+            standing=await self._standing(room_id, sender, view.elicitation),
         )
         if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
             # A secret typed in a room is never taken, and it is taken out of the room too.

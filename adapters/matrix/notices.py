@@ -45,7 +45,8 @@ class Said:
 
 def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
     """What the thread hears of ``outcome`` (``e``: the elicitation answered); None: nothing
-    (chatter after the answer, a message no longer connected, a command)."""
+    (chatter after the answer, a message no longer connected, a command, a refusal the person
+    was told before on this question)."""
     kind = outcome.kind
     if kind is OutcomeKind.ANSWERED:
         what = f": {describe(e, outcome.answer)}" if outcome.answer is not None else ""
@@ -56,6 +57,8 @@ def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
             "escalation and follow-ups wait."
         )
         return Said(text, mention=False, kind=NoticeKind.NOTE)
+    if kind is OutcomeKind.REFUSED and outcome.repeated:
+        return None  # told once per question: a notice is a room event, never private
     if kind is OutcomeKind.REFUSED:
         text = outcome.refusal.message if outcome.refusal is not None else outcome.message
         return Said(text or "Nothing to claim.", mention=True, kind=NoticeKind.REFUSAL)

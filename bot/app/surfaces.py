@@ -66,10 +66,13 @@ def slack(ctx: Context) -> list[Part]:
     )
     # People by name on every copy ("Answered by Alice"): users.info, cached; without the
     # users:read scope, their ids.
-    app.identify = SlackNames(chat.client, clock=ctx.clock).identify
+    names = SlackNames(chat.client, clock=ctx.clock)
+    app.identify = names.identify
     # Slack user groups among a route's approvers (slack:S…): usergroups.users.list, cached a
     # minute; a group that could not be read counts for nobody, and the person is told why.
-    app.standing = SlackStanding(SlackGroups(chat.client, clock=ctx.clock), ctx.elicitations)
+    # The refusal names the route's approvers: people by those names, groups by their handle.
+    groups = SlackGroups(chat.client, clock=ctx.clock)
+    app.standing = SlackStanding(groups, ctx.elicitations, names)
     app_token = ctx.environ[config.app_token_env] if config.app_token_env else None
     socket = SlackSocket(app.app, app_token) if app_token else None
     ctx.views.slack, ctx.views.slack_app, ctx.views.slack_socket = chat, app, socket

@@ -196,6 +196,10 @@ class Outcome:
     command: CommandResult | None = None
     identity_refused: bool = False
     """Refused for who the person is (the asker, an agent, a bot), not for what they said."""
+    repeated: bool = False
+    """A refusal this person was told before on this question (rule 9's "only the approvers",
+    told once): ``message`` is a short reminder for a surface that must answer (a Slack click,
+    the web inbox); a surface that need not (a Matrix room) says nothing."""
     option_id: str | None = None
     """The option a :attr:`OutcomeKind.FORM` asks a comment for."""
     view: PromptView | None = None

@@ -5,11 +5,16 @@ on this surface. Pure: :func:`bot.domain.rules.who_may_decide` asks it after rul
   others are refused and told who may, except that ``anyone_may_reject`` lets anyone choose a
   rejecting option.
 - With ``approve_on``, an approving option counts only on the surfaces it names.
+
+The refusal says who may decide by name (what the surface put in ``Standing.names``, else the
+entry) and is told once per question and person (``Refusal.once``): the shell asks the store
+whether it was told before and, if so, says only :data:`TOLD_BEFORE`
+(:func:`bot.domain.judge.told_before`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bot.domain.model import Elicitation, Identity, Option, People, Refusal, RefusalCode, Route
 from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approver
@@ -23,17 +28,24 @@ def surface_of(via: str) -> str:
     return via.split(":", 1)[0]
 
 
-def _readable(entry: str) -> str:
+def _readable(entry: str, names: Mapping[str, str]) -> str:
+    """One entry by name: the name the surface found (a person's, a Slack group's handle), a
+    web user's name after ``web:``, a power level or the admins in words; else as written."""
     if entry == "admins":
         return "the workspace admins"
     if (a := parse_approver(entry)).kind is ApproverKind.MATRIX_POWER:
         return f"members with power level {a.value} or more in the Matrix room they answer in"
+    if named := (names.get(entry) or "").strip():
+        return named
+    if a.kind is ApproverKind.PERSON and entry.startswith("web:"):
+        return entry.removeprefix("web:")
     return entry
 
 
-def readable(entries: Sequence[str]) -> str:
-    """Approver entries for people: ``slack:U0BOB, the workspace admins``."""
-    return ", ".join(_readable(e) for e in entries)
+def readable(entries: Sequence[str], names: Mapping[str, str] | None = None) -> str:
+    """Approver entries for people, by name where ``names`` knows it (a
+    :attr:`~bot.domain.policy.Standing.names`): ``Bob, @deploy-team, the workspace admins``."""
+    return ", ".join(_readable(e, names or {}) for e in entries)
 
 
 POWER_UNKNOWN = (
@@ -60,20 +72,35 @@ def _power_unknown(route: Route, who: Identity, standing: Standing) -> bool:
 def not_approver(
     route: Route, standing: Standing = NO_STANDING, *, power_unknown: bool = False
 ) -> Refusal:
-    """Who may decide, by name; and, when the surface could not read whether the person is in one
-    of the route's approver groups (a failed lookup, which counts as not in it) or their power
-    level, that too."""
+    """Who may decide, by name (:attr:`Standing.names`, else the entry); and, when the surface
+    could not read whether the person is in one of the route's approver groups (a failed
+    lookup, which counts as not in it) or their power level, that too.
+
+    The plain refusal is told ``once`` per question and person (a repeat attempt hears
+    :data:`TOLD_BEFORE`); one that says a lookup failed asks them to try again, so it is told
+    every time."""
     entries = route.approvers or ()
-    message = f"Only the approvers of this route can decide: {readable(entries)}."
+    names = standing.names
+    message = f"Only the approvers of this route can decide: {readable(entries, names)}."
     unread = [e for e in entries if e in standing.unknown]
     if unread:
         message += (
-            f" Whether you are in {' or '.join(unread)} could not be checked just now, so it did "
-            "not count: try again in a minute (if it keeps failing, tell an elicitbot admin)."
+            f" Whether you are in {' or '.join(_readable(e, names) for e in unread)} could not "
+            "be checked just now, so it did not count: try again in a minute (if it keeps "
+            "failing, tell an elicitbot admin)."
         )
     if power_unknown:
         message += POWER_UNKNOWN
-    return Refusal(code=RefusalCode.NOT_APPROVER, message=message)
+    once = not unread and not power_unknown
+    return Refusal(code=RefusalCode.NOT_APPROVER, message=message, once=once)
+
+
+TOLD_BEFORE = (
+    "Not counted: you are not one of this route's approvers (you were told who may decide at "
+    "your first try on this request)."
+)
+"""What a person refused as no approver hears on a later attempt on the same question, where the
+surface must say something (a Slack click, the web inbox); Matrix says nothing more."""
 
 
 def may_take_part(

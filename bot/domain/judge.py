@@ -39,7 +39,7 @@ from bot.domain.actions import (
     parse_command,
 )
 from bot.domain.commands import check_web_groups
-from bot.domain.deciders import is_approver, not_approver
+from bot.domain.deciders import TOLD_BEFORE, is_approver, not_approver
 from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
@@ -85,6 +85,9 @@ class RecordRefusal:
     actor: str
     code: RefusalCode
     detail: Mapping[str, Any]
+    once: bool = False
+    """Told once per question and actor (:attr:`Refusal.once`): the store says whether it was
+    told before, and a repeat is :func:`told_before`."""
 
 
 Write = RecordAnswer | RecordClaim | RecordRefusal | RecordVote
@@ -223,7 +226,21 @@ def refused(
         identity_refused=rules.who_may_decide(e, attempt.respondent, people) is not None,
     )
     detail = {**attempt_audit(attempt), "message": refusal.message}
-    return Judgement(outcome, RecordRefusal(attempt.respondent.key, refusal.code, detail))
+    write = RecordRefusal(attempt.respondent.key, refusal.code, detail, refusal.once)
+    return Judgement(outcome, write)
+
+
+def told_before(judgement: Judgement) -> Judgement:
+    """A refusal told once per question (:attr:`RecordRefusal.once`) that the store says this
+    person was already told: the outcome is marked ``repeated`` and says only
+    :data:`~bot.domain.deciders.TOLD_BEFORE` (a surface that need not answer says nothing); the
+    audit row is still written. Any other judgement is returned as it is."""
+    write, outcome = judgement.write, judgement.outcome
+    if not isinstance(write, RecordRefusal) or not write.once or outcome.refusal is None:
+        return judgement
+    refusal = Refusal(code=outcome.refusal.code, message=TOLD_BEFORE, once=True)
+    repeated = replace(outcome, message=TOLD_BEFORE, refusal=refusal, repeated=True)
+    return Judgement(repeated, write)
 
 
 def after_lost(stored: StoredElicitation, lost: RecordResult) -> StoredElicitation:
@@ -338,7 +355,7 @@ def _claim(
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}
-        return Judgement(outcome, RecordRefusal(who.key, refusal.code, detail))
+        return Judgement(outcome, RecordRefusal(who.key, refusal.code, detail, refusal.once))
     until = deadlines.claim_until(now, minutes)
     claim = deadlines.Claim(who.key, until, who.display_name)
     return Judgement(

@@ -341,6 +341,9 @@ class Refusal(Frozen):
     code: RefusalCode
     message: str
     """A sentence for the refused person."""
+    once: bool = False
+    """Told once per question and person: a later attempt by them on the same question is not
+    told it again (:func:`bot.domain.judge.told_before`). Rule 9's plain "only the approvers"."""
 
 
 class People(Frozen):

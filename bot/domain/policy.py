@@ -19,8 +19,8 @@ A route with no ``approvers`` lets anyone but the asker decide, as before rule 9
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 SURFACES = ("slack", "matrix", "web")
@@ -62,6 +62,11 @@ class Standing:
     unknown: frozenset[str] = frozenset()
     """Approver group keys the surface could not read just now (a failed lookup): they do not
     count (fail closed), and a refusal says why rather than only "not an approver"."""
+    names: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Approver entries by name, as far as the surface knows them (``slack:U0BOB`` -> ``Bob``,
+    ``slack:S0DEPLOY`` -> ``@deploy-team``, ``matrix:@bob:server`` -> their name in the room):
+    what a refusal calls them. An entry missing here is called by its id. Words only: it never
+    changes who may decide (so it takes no part in comparing two standings)."""
 
 
 NO_STANDING = Standing()

@@ -226,8 +226,20 @@ class Store(
     ) -> bool: ...
 
     async def record_refusal(
-        self, key: str, actor: str, code: str, now: datetime, detail: dict[str, object]
-    ) -> None: ...
+        self,
+        key: str,
+        actor: str,
+        code: str,
+        now: datetime,
+        detail: dict[str, object],
+        *,
+        once: bool = False,
+    ) -> bool:
+        """An audit row for a refused attempt. ``once``: a refusal told once per question and
+        actor; True when this is the first of its ``code`` for ``key`` and ``actor`` (on any
+        replica, ever: the record is durable and written atomically with the audit row), False
+        when it was told before (the audit row then says ``repeat``). Without ``once``: True."""
+        ...
 
     async def claim(
         self, key: str, by: str, name: str | None, until: datetime, now: datetime

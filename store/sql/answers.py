@@ -97,14 +97,29 @@ class Answers(Applier):
         return await self._run(work, write=True)
 
     async def record_refusal(
-        self, key: str, actor: str, code: str, now: datetime, detail: dict[str, object]
-    ) -> None:
-        """An audit row for a refused attempt."""
+        self,
+        key: str,
+        actor: str,
+        code: str,
+        now: datetime,
+        detail: dict[str, object],
+        *,
+        once: bool = False,
+    ) -> bool:
+        """An audit row for a refused attempt; ``once``: and the ``refusal_told`` row that makes
+        it told once (``INSERT … ON CONFLICT DO NOTHING``: the first of two racing replicas
+        inserts it, the other learns it was told). True: to be told."""
 
-        def work(conn: Connection) -> None:
-            conn.execute(NEW_AUDIT, audit_row(key, now, "refusal", actor, code, detail))
+        def work(conn: Connection) -> bool:
+            first = True
+            if once:
+                told = {"elicitation_key": key, "actor": actor, "code": code, "at": now}
+                first = conn.execute(self._new_told, told).first() is not None
+            said = detail if first else {**detail, "repeat": True}
+            conn.execute(NEW_AUDIT, audit_row(key, now, "refusal", actor, code, said))
+            return first
 
-        await self._run(work, write=True)
+        return await self._run(work, write=True)
 
     async def claim(
         self, key: str, by: str, name: str | None, until: datetime, now: datetime

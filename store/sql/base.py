@@ -44,6 +44,7 @@ from store.tables import (
     KeyValueRow,
     OutboxRow,
     PaceRow,
+    RefusalToldRow,
     RouteRow,
 )
 
@@ -57,6 +58,7 @@ OUTBOX: Table = OutboxRow.__table__  # type: ignore[attr-defined]
 ROUTE: Table = RouteRow.__table__  # type: ignore[attr-defined]
 KV: Table = KeyValueRow.__table__  # type: ignore[attr-defined]
 PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
+TOLD: Table = RefusalToldRow.__table__  # type: ignore[attr-defined]
 
 T = TypeVar("T")
 NEW_OUTBOX = insert(OUTBOX)
@@ -225,6 +227,9 @@ class SqlBase:
             INBOUND.c.inbound_id
         )
         self._new_elicitation = self._insert_ignore(E, "key").returning(E.c.key)
+        self._new_told = self._insert_ignore(TOLD, "elicitation_key", "actor", "code").returning(
+            TOLD.c.actor
+        )
         self._new_deadline = self._insert_ignore(DEADLINE, "elicitation_key", "kind", "due_at")
         # Due times planned by committed (or failed: a spare wake-up is harmless) transactions,
         # appended on worker threads and handed to the watchers on the event loop.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.domain.model import Route, RouteMatch, Status
 from bot.domain.policy import RoutePolicy
-from tests.integration.matrix.rig import ONE, Rig, refusal_of
+from tests.integration.matrix.rig import ONE, TWO, Rig, name_of, refusal_of, until
 from tests.integration.matrix.test_rooms import command
 from tests.synapse import MatrixUser
 
@@ -94,9 +94,24 @@ async def test_a_chat_routes_approver_decides_and_an_admin_who_is_not_one_is_ref
     [refused] = await rig.wait_notices(event_id, 1)
     told = refusal_of(refused, cast.alice)
     print(f"\nalice's approval, refused:\n{told}")
-    assert told == f"Only the approvers of this route can decide: {cast.bob.key}."
+    # By name: bob's display name in this room (nio's room state), not his id.
+    assert told == f"Only the approvers of this route can decide: {name_of(cast.bob)}."
     assert await rig.status(key) is Status.PENDING
+
+    # Told once per question: her next try (another keycap) is audited, and no notice follows.
+    await rig.hs.react(cast.alice, rig.room, event_id, TWO)
+
+    async def refused_twice() -> bool | None:
+        audit = await rig.store.audit(key)
+        return True if sum(a.code == "not_approver" for a in audit) == 2 else None
+
+    await until(refused_twice, "alice's second attempt audited")
+    [repeat] = [a for a in await rig.store.audit(key) if a.code == "not_approver"][1:]
+    assert (repeat.detail or {}).get("repeat") is True
 
     await rig.hs.react(cast.bob, rig.room, event_id, ONE)
     answer = await rig.answered(key)
     assert (answer.respondent, answer.option_ids) == (cast.bob.key, ("allow_once",))
+    notices = await rig.wait_notices(event_id, 2)  # the refusal, then bob's "Recorded"
+    mentioned = [n for n in notices if n["content"].get("m.mentions", {}).get("user_ids")]
+    assert len(mentioned) == 1, [n["content"]["body"] for n in notices]

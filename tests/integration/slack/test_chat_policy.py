@@ -5,12 +5,27 @@ carries. Every reply is printed."""
 
 from __future__ import annotations
 
+from adapters.slack.groups import SlackGroups, SlackStanding
+from adapters.slack.people import SlackNames
+from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.model import Route, RouteMatch, Status
 from bot.domain.policy import RoutePolicy
-from tests.integration.slack.rig import ALICE, BOB, C1, C2, Rig, button
+from tests.integration.slack.rig import ADMIN, ALICE, BOB, C1, C2, Rig, button
 
 BOARD = "brd_134a0ddb6d434478"
 """The board of the SuperPipeline fixtures (workspace ``acme``)."""
+
+
+def wire_names(rig: Rig) -> None:
+    """What bot.app.wiring does: people named through users.info, the route's approver groups
+    read (usergroups.users.list) and named by handle (usergroups.list), all cached."""
+    names = SlackNames(rig.chat.client, clock=rig.clock)
+    rig.slack.identify = names.identify
+    groups = SlackGroups(rig.chat.client, clock=rig.clock)
+    rig.slack.standing = SlackStanding(groups, rig.service, names)
+    rig.fake.add_user(ALICE, display_name="Alice", real_name="Alice Smith")
+    rig.fake.add_user(BOB, real_name="Bob Jones")
+    rig.fake.add_user(ADMIN, display_name="Ada")
 
 
 async def said(rig: Rig, text: str, *, channel: str = C2) -> str:
@@ -106,6 +121,7 @@ async def test_a_chat_routes_approvers_decide_and_nobody_else(rig: Rig) -> None:
     """End to end: the policy typed in Slack is stored, resolved for the question the chat route
     carries, and refuses a non-approver's approval; the approver's counts."""
     rig.service.config_routes = ()
+    wire_names(rig)
     reply = await said(rig, f"subscribe acme board {BOARD} approvers slack:{ALICE}", channel=C1)
     assert reply.startswith("Subscribed:")
 
@@ -117,10 +133,14 @@ async def test_a_chat_routes_approvers_decide_and_nobody_else(rig: Rig) -> None:
     await rig.drain()
     [told] = rig.ephemerals(BOB)
     print(f"\nBOB's approval, refused:\n{told['text']}")
-    assert "Only the approvers of this route can decide: slack:U0ALICE" in told["text"]
+    assert told["text"] == "Only the approvers of this route can decide: Alice."
     assert await rig.status(key) is Status.PENDING
+    # Told once per question: his next click hears a short reminder, not the list again.
+    await rig.click(message, button(message, "deny"), user=BOB, action_ts="1700000100.000002")
+    await rig.drain()
+    assert [e["text"] for e in rig.ephemerals(BOB)][1:] == [TOLD_BEFORE]
     refusals = [a.code for a in await rig.store.audit(key) if a.action == "refusal"]
-    assert refusals == ["not_approver"]
+    assert refusals == ["not_approver", "not_approver"]
 
     await rig.click(message, button(message, "allow_once"), user=ALICE)
     await rig.drain()
@@ -132,3 +152,46 @@ async def test_a_chat_routes_approvers_decide_and_nobody_else(rig: Rig) -> None:
         f"slack:{ALICE}",
         ("allow_once",),
     )
+
+
+async def test_a_chat_routes_slack_user_group_decides_end_to_end(rig: Rig) -> None:
+    """``/elicitbot subscribe acme approvers slack:S…`` through the real Bolt app (signed
+    requests), a question the chat route carries, and the fake Web API answering
+    ``usergroups.users.list``: a member of the group approves; a non-member is refused, told the
+    group by its handle and the admins in words; his next click hears only a reminder."""
+    rig.service.config_routes = ()
+    wire_names(rig)
+    rig.fake.add_usergroup("S0DEPLOY", [ALICE], handle="deploy-team")
+    reply = await said(rig, "subscribe acme approvers slack:S0DEPLOY, admins", channel=C1)
+    assert reply.startswith("Subscribed: requests of workspace `acme` now come to")
+    assert "Who may decide: approvers: slack:S0DEPLOY, admins; quorum: 1" in reply
+
+    key = await rig.intake_fixture("options")
+    await rig.drain()
+    message = rig.message(key, C1)
+
+    await rig.click(message, button(message, "allow_once"), user=BOB)
+    await rig.drain()
+    [told] = rig.ephemerals(BOB)
+    print(f"\nBOB's approval, refused:\n{told['text']}")
+    assert told["text"] == (
+        "Only the approvers of this route can decide: @deploy-team, the workspace admins."
+    )
+    await rig.click(message, button(message, "allow_once"), user=BOB, action_ts="1700000100.2")
+    await rig.drain()
+    assert [e["text"] for e in rig.ephemerals(BOB)] == [told["text"], TOLD_BEFORE]
+    assert await rig.status(key) is Status.PENDING
+
+    await rig.click(message, button(message, "allow_once"), user=ALICE, action_ts="1700000100.3")
+    await rig.drain()
+    stored = await rig.store.get(key)
+    assert stored is not None
+    assert stored.status is Status.ANSWERED
+    assert stored.answer is not None
+    assert (stored.answer.respondent, stored.answer.display_name) == (f"slack:{ALICE}", "Alice")
+    assert stored.answer.option_ids == ("allow_once",)
+    assert [c.params["usergroup"] for c in rig.fake.calls_to("usergroups.users.list")] == [
+        "S0DEPLOY"
+    ], "one lookup, cached, served both clicks"
+    assert len(rig.fake.calls_to("usergroups.list")) == 1
+    assert rig.ephemerals(ALICE) == []

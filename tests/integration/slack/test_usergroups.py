@@ -15,9 +15,11 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from adapters.slack.groups import TTL, SlackGroups, SlackStanding, check_scope
+from adapters.slack.people import SlackNames
 from adapters.slack.scopes import manifest_scopes
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
+from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.model import Route, Status
 from tests.integration.slack.rig import ALICE, BOB, C1, Rig, button
 from tests.slack_fake import FakeSlack
@@ -26,18 +28,23 @@ from tests.slack_fake_base import SCOPES
 REPO = Path(__file__).resolve().parents[3]
 GROUP = "S0DEPLOY"
 CAROL = "U0CAROL"
-REFUSAL = f"Only the approvers of this route can decide: slack:{GROUP}."
+HANDLE = "@deploy-team"
+"""What ``usergroups.list`` calls the group: the refusal names it so."""
+REFUSAL = f"Only the approvers of this route can decide: {HANDLE}."
 UNCHECKED = (
-    f" Whether you are in slack:{GROUP} could not be checked just now, so it did not count: "
+    f" Whether you are in {HANDLE} could not be checked just now, so it did not count: "
     "try again in a minute (if it keeps failing, tell an elicitbot admin)."
 )
 
 
 def with_groups(rig: Rig, *approvers: str, quorum: int = 1) -> SlackGroups:
-    """What bot.app.wiring does: the app reads the route's approver groups, cached; the route
-    names the group; Bob is its one member."""
+    """What bot.app.wiring does: the app reads the route's approver groups, cached, and names
+    the route's approvers (people by users.info, groups by handle); the route names the group;
+    Bob is its one member."""
     groups = SlackGroups(rig.chat.client, clock=rig.clock)
-    rig.slack.standing = SlackStanding(groups, rig.service)
+    names = SlackNames(rig.chat.client, clock=rig.clock)
+    rig.slack.standing = SlackStanding(groups, rig.service, names)
+    rig.fake.add_user(ALICE, display_name="Alice", real_name="Alice Smith")
     rig.service.config_routes = (
         Route(
             destinations=(f"slack:{C1}",),
@@ -45,7 +52,7 @@ def with_groups(rig: Rig, *approvers: str, quorum: int = 1) -> SlackGroups:
             quorum=quorum,
         ),
     )
-    rig.fake.add_usergroup(GROUP, [BOB])
+    rig.fake.add_usergroup(GROUP, [BOB], handle="deploy-team")
     return groups
 
 
@@ -127,7 +134,7 @@ async def test_one_lookup_serves_every_click_within_a_minute_then_the_group_is_r
     # Alice joins the group: not seen before the cached list is a minute old, then seen.
     rig.fake.add_usergroup(GROUP, [BOB, ALICE])
     await click(rig, message, ALICE, 6)
-    assert told(rig, ALICE) == REFUSAL
+    assert told(rig, ALICE) == TOLD_BEFORE, "told who may at her first click: not again"
     rig.clock.advance(TTL.total_seconds() - 40 + 1)  # the list read at 0 s is now 61 s old
     await click(rig, message, ALICE, 7)
     assert lookups(rig.fake) == [GROUP, GROUP]
@@ -172,7 +179,7 @@ async def test_an_error_is_asked_again_after_ten_seconds_and_a_member_elsewhere_
     rig.fake.script("usergroups.users.list", status=500, error="internal_error", times=2)
 
     await click(rig, message, CAROL, 1)
-    refusal = f"Only the approvers of this route can decide: slack:{GROUP}, slack:U0ALICE."
+    refusal = f"Only the approvers of this route can decide: {HANDLE}, Alice."
     assert told(rig, CAROL) == refusal + UNCHECKED
     rig.clock.advance(11)
     await click(rig, message, CAROL, 2)  # asked again: still failing
@@ -195,10 +202,10 @@ async def test_a_group_slack_does_not_know_is_logged_once_and_counts_for_nobody(
         await click(rig, message, CAROL, 2)
     text = told(rig, CAROL)
     assert text.startswith(
-        f"Only the approvers of this route can decide: slack:S0GONE, slack:{GROUP}. "
+        f"Only the approvers of this route can decide: slack:S0GONE, {HANDLE}. "
         "Whether you are in slack:S0GONE could not be checked just now"
     )
-    assert f"slack:{GROUP} could not" not in text
+    assert f"{HANDLE} could not" not in text
     [gone] = [e for e in logs if e["event"] == "slack.usergroup_not_found"]
     assert gone["usergroup"] == "S0GONE"
     [call, *_] = [c for c in rig.fake.calls_to("usergroups.users.list") if not c.ok]
@@ -218,7 +225,9 @@ async def test_without_usergroups_read_nobody_counts_and_the_scope_is_named_once
         await click(rig, message, BOB, 1)
         rig.clock.advance(30)
         await click(rig, message, BOB, 2)
-    assert told(rig, BOB) == REFUSAL + UNCHECKED
+    # Nor can the group's handle be read: the refusal names it by id, and still goes out.
+    by_id = f"Only the approvers of this route can decide: slack:{GROUP}."
+    assert told(rig, BOB) == by_id + UNCHECKED.replace(HANDLE, f"slack:{GROUP}")
     assert await rig.status(key) is Status.PENDING
     [call] = rig.fake.calls_to("usergroups.users.list")  # a missing scope stops the lookups
     assert call.response is not None

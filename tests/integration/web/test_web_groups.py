@@ -13,6 +13,7 @@ import httpx
 
 from adapters.web.identity import IdentityPolicy
 from bot.app.config import ServerConfig
+from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.model import Route, Status
 from store.sql import SqlStore
 from tests.conftest import FakeClock
@@ -36,14 +37,20 @@ async def test_only_the_proxys_named_group_may_approve(
     sqlite_store: SqlStore, clock: FakeClock
 ) -> None:
     policy = IdentityPolicy(user_header=USER, groups_header=GROUPS, trusts=PROXY.trusts)
-    route = Route(destinations=ROUTE.destinations, approvers=("web-group:ops",))
+    route = Route(destinations=ROUTE.destinations, approvers=("web-group:ops", "web:zoe"))
     rig = make_rig(sqlite_store, clock, FakeSink(), identity=policy, routes=(route,))
     key = await intake(rig, "options")
 
     async with client(rig.app, "127.0.0.1", **{USER: "dana", GROUPS: "dev, qa"}) as dana:
         refused = await post_answer(dana, key, option="allow_once")
-    assert refused.status_code == 403
-    assert "Only the approvers of this route can decide: web-group:ops." in refused.text
+        # A web user by name (the one after ``web:``), the group as the proxy names it.
+        assert refused.status_code == 403
+        assert "Only the approvers of this route can decide: web-group:ops, zoe." in refused.text
+        # Told once per question: her next try is refused with a short reminder only.
+        again = await post_answer(dana, key, option="deny")
+    assert again.status_code == 403
+    assert TOLD_BEFORE.split("'")[0] in again.text  # (up to the escaped apostrophe)
+    assert "web-group:ops, zoe" not in again.text
     assert (await rig.service.view(key)).status is Status.PENDING  # type: ignore[union-attr]
 
     # Forged: the same headers from a peer that is not the proxy are not believed at all.

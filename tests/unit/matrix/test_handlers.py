@@ -42,6 +42,7 @@ from bot.domain.model import (
     People,
     Refusal,
     RefusalCode,
+    Route,
     Status,
 )
 from bot.domain.policy import Standing
@@ -138,6 +139,10 @@ class Core:
     people: People = field(default_factory=People)
     acted: list[Action] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
+    routes_: tuple[Route, ...] = ()
+
+    async def routes(self) -> tuple[Route, ...]:
+        return self.routes_
 
     async def act(self, action: Action) -> Outcome:
         self.acted.append(action)
