@@ -10,13 +10,13 @@ is dropped and audited, not sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Status
+from bot.domain.model import Elicitation, Status
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
 from bot.domain.records import (
     EffectKind,
@@ -58,6 +58,9 @@ class Effects:
         self.chats = chats
         self.sinks = sinks
         self.link_for = link_for
+        self.approve_on: Callable[[Elicitation], Awaitable[tuple[str, ...] | None]] | None = None
+        """Where approving an elicitation counts (:meth:`bot.service.Service.approve_on`, set by
+        the wiring): its copies withhold approving options elsewhere. None: every surface."""
 
     def uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""
@@ -65,7 +68,7 @@ class Effects:
             return None
         return item.first_attempt_at or self.clock.now() - timedelta(days=1)
 
-    def _view(
+    async def _view(
         self,
         item: OutboxItem,
         stored: StoredElicitation | None,
@@ -75,12 +78,14 @@ class Effects:
         """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
+        approve_on = None if self.approve_on is None else await self.approve_on(stored.elicitation)
         return prompt_view(
             stored,
             timeline,
             link=self.link_for(item.elicitation_key),
             now=self.clock.now(),
             escalation=escalation,
+            approve_on=approve_on,
         )
 
     def seeds(self, destination: str) -> bool:
@@ -117,7 +122,7 @@ class Effects:
             try:
                 return await chat.post(
                     item.target,
-                    self._view(item, stored, timeline, escalation),
+                    await self._view(item, stored, timeline, escalation),
                     idempotency_key=key,
                     uncertain=self.uncertain(item),
                 )
@@ -137,7 +142,7 @@ class Effects:
             escalation = None
             if delivery.purpose is Purpose.ESCALATION:
                 escalation = delivery.escalation or deadlines.Escalation(mentions=())
-            view = self._view(item, stored, timeline, escalation)
+            view = await self._view(item, stored, timeline, escalation)
             await self._chat(item.target).update(
                 item.target, delivery.ref, view, idempotency_key=key
             )
@@ -149,7 +154,10 @@ class Effects:
             if delivery is None or delivery.ref is None:
                 raise PermanentDeliveryError("no posted message to seed")
             await self._chat(item.target).seed(
-                item.target, delivery.ref, self._view(item, stored, timeline), idempotency_key=key
+                item.target,
+                delivery.ref,
+                await self._view(item, stored, timeline),
+                idempotency_key=key,
             )
             return None
         if item.kind is EffectKind.NOTIFY:
@@ -163,7 +171,7 @@ class Effects:
             )
             return None
         if item.kind is EffectKind.WRITEBACK:
-            view = self._view(item, stored)
+            view = await self._view(item, stored)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
                 round_ = int(payload.get("round") or 1)

@@ -148,6 +148,8 @@ class Elicitbot(Views):
             wake=changed,
             registry=self.registry,
         )
+        # Copies say where approving counts (a route's approve_on), as the service judges it.
+        self.dispatcher.effects.approve_on = self.service.approve_on
         self.runtime = Runtime(
             store=self.store,
             registry=self.registry,
