@@ -318,12 +318,12 @@ def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, 
         return None
     if not view.link.startswith(("https://", "http://")) or len(view.link) > MAX_URL:
         return None
-    return {
-        "type": "button",
-        "text": plain(APPROVE_IN_WEB),
-        "action_id": WEB_LINK_ACTION,
-        "url": view.link,
-    }
+    element = {"type": "button", "text": plain(APPROVE_IN_WEB), "action_id": WEB_LINK_ACTION}
+    element["url"] = view.link
+    value = value_json({"e": view.elicitation.key})
+    if len(value) <= MAX_BUTTON_VALUE:
+        element["value"] = value
+    return element
 
 
 def _row(prefix: str, key: str, element: dict[str, Any]) -> Block:
