@@ -212,27 +212,35 @@ def subject_line(s: ApprovalSubject) -> Block:
 
 
 def _option_line(
-    number: int, offered: OfferedOption, limits: Limits, *, here: bool, web: str | None = None
+    number: int,
+    offered: OfferedOption,
+    limits: Limits,
+    *,
+    here: bool,
+    web: str | None = None,
+    to_web: bool = False,
 ) -> tuple[str, str]:
-    """One option: its keycap (none for an approving option that counts only elsewhere: 🔗 and,
-    with ``web``, the inbox page where it counts), label and notes."""
+    """One option: its keycap and label, and notes. An approving option that counts only on
+    other surfaces has no keycap: 🔗 where that is the web inbox (``to_web``; ``web``: the page,
+    said on the first such option), else •."""
     o = offered.option
     mark = KEYCAPS[number - 1] if number <= len(KEYCAPS) else f"{number}."
     label = clip(one_line(o.label), limits.option)
     if offered.elsewhere:
-        mark = "🔗"
+        mark = "🔗" if to_web else "•"
     plain = f"{mark} {neutralise(label)}"
     markup = f"{mark} <b>{esc(label)}</b>"
     if offered.elsewhere and web:
         plain += f" — {APPROVE_IN_WEB}: {web}"
         markup += f" — {APPROVE_IN_WEB}: {anchor(web)}"
-        here = False
     notes = []
     if o.recommended:
         notes.append("recommended")
     if offered.admin_only:
         notes.append("workspace admins only")
-    if not offered.offered and not (offered.elsewhere and web):
+    if offered.elsewhere and not web:
+        notes.append("in the web inbox" if to_web else "not offered here")
+    elif not offered.offered and not offered.elsewhere:
         notes.append("not offered here" if here else "not offered now")
     if o.requires_text:
         notes.append("needs a comment")
@@ -268,8 +276,16 @@ def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) ->
         note = f"🧵 {IN_THREAD if approving else ALL_IN_THREAD}"
         doc.add(note, f"<p><b>{esc(note)}</b></p>")
     here = withheld_now is None
-    lines = [
-        _option_line(number, offered, limits, here=here, web=web)
+    first = next((n for n, o in enumerate(choices, start=1) if o.elsewhere), None)
+    lines = [  # the inbox page once, on the first approving option
+        _option_line(
+            number,
+            offered,
+            limits,
+            here=here,
+            web=web if number == first else None,
+            to_web=web is not None,
+        )
         for number, offered in enumerate(choices, start=1)
     ]
     if lines:
