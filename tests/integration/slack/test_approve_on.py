@@ -18,10 +18,10 @@ WEB_ONLY = Route(destinations=(f"slack:{C1}",), approve_on=("web",))
 
 
 def web_only(rig: Rig) -> None:
-    """The route the service judges by and the copies render with, as the wiring sets it up."""
+    """The route the service judges by (and the copies render with: the rig's dispatcher asks
+    the service, as the wiring sets it up); its links are the dispatcher's."""
     rig.service.config_routes = (WEB_ONLY,)
     rig.service.link_for = lambda key: f"{LINK}{key}"
-    rig.dispatcher.effects.approve_on = rig.service.approve_on
 
 
 def option_ids(message: dict[str, Any]) -> list[str | None]:
