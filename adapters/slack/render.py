@@ -33,7 +33,9 @@ Button values are JSON ``{"e": <elicitation key>, "o": <option id>, "r": <subjec
 2,000 characters). Action ids: ``elicitbot.option.<n>``, ``elicitbot.select`` (a static select of
 ``{"o", "r"}`` values, used beyond :data:`MAX_BUTTONS` options), ``elicitbot.choose_many``
 with ``elicitbot.submit`` (multiple choice), ``elicitbot.reply`` (free text, secret),
-``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it") and ``elicitbot.review`` (Review…).
+``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it"), ``elicitbot.review`` (Review…) and
+``elicitbot.web_link`` (the **Approve in the web inbox** link button, where the approving buttons
+were when the route's ``approve_on`` counts approving only in the web inbox).
 """
 
 from __future__ import annotations

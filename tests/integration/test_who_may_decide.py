@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from bot.app.config import AppConfig, RouteConfig, StoreConfig
+from bot.app.wiring import Elicitbot
 from bot.domain.actions import Choose, OutcomeKind
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Identity, People, RefusalCode, Route, RouteMatch, Status
@@ -89,3 +91,24 @@ async def test_views_carry_the_policy_routes_approve_on_from_config_and_chat_rou
     plain = await everywhere.view(other.key)
     assert plain is not None
     assert plain.approve_on is None
+
+
+async def test_the_wired_dispatcher_renders_copies_with_the_services_approve_on(
+    sqlite_url: str,
+) -> None:
+    """bot.app.wiring hands the outbox the service's answer (so config and chat routes both
+    reach the copies), not a route of its own."""
+    config = AppConfig(
+        store=StoreConfig(url=sqlite_url),
+        routes=(RouteConfig(match=RouteMatch(workspace="acme"), approve_on=("web",)),),
+    )
+    bot = Elicitbot(config, environ={})
+    try:
+        effects_approve_on = bot.dispatcher.effects.approve_on
+        assert effects_approve_on is not None
+        e = make(FakeClock().now(), "eli_wired")
+        assert await effects_approve_on(e) == ("web",)
+        assert await effects_approve_on(e.model_copy(update={"workspace": "globex"})) is None
+    finally:
+        await bot.http_client.aclose()
+        await bot.store.close()
