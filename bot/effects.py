@@ -74,11 +74,15 @@ class Effects:
         stored: StoredElicitation | None,
         timeline: Timeline | None = None,
         escalation: deadlines.Escalation | None = None,
+        *,
+        rendered: bool = True,
     ) -> PromptView:
-        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
+        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals);
+        ``rendered=False`` (a write-back): no copy, so where approving counts is not asked."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
-        approve_on = None if self.approve_on is None else await self.approve_on(stored.elicitation)
+        ask = self.approve_on if rendered else None
+        approve_on = None if ask is None else await ask(stored.elicitation)
         return prompt_view(
             stored,
             timeline,
@@ -171,7 +175,7 @@ class Effects:
             )
             return None
         if item.kind is EffectKind.WRITEBACK:
-            view = await self._view(item, stored)
+            view = await self._view(item, stored, rendered=False)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
                 round_ = int(payload.get("round") or 1)

@@ -135,15 +135,21 @@ class Service:
         return resolve_route(await self.routes(), e).approve_on
 
     async def _view(
-        self, stored: StoredElicitation, timeline: Timeline | None = None
+        self,
+        stored: StoredElicitation,
+        timeline: Timeline | None = None,
+        route: Route | None = None,
     ) -> PromptView:
+        """The view of ``stored`` with where approving counts (``route``: its policy route,
+        when already resolved)."""
         key = stored.elicitation.key
+        route = route or await self.policy_route(stored)
         return prompt_view(
             stored,
             timeline,
             link=self.link_for(key),
             now=self.clock.now(),
-            approve_on=await self.approve_on(stored.elicitation),
+            approve_on=route.approve_on,
         )
 
     def forget_chat_routes(self) -> None:
@@ -194,14 +200,14 @@ class Service:
         stored = await self.store.get(action.key)
         if stored is None:
             return not_found(action.key)
+        route = await self.policy_route(stored)
         view = None
         if isinstance(action, OnView):  # the surface translates against the state just read
-            view = await self._view(stored)
+            view = await self._view(stored, route=route)
             translated = action.translate(view)
             if translated is None:
                 return Outcome(OutcomeKind.IGNORED, action.key, view=view)
             action = translated
-        route = await self.policy_route(stored)
         attempted: Judged = action  # (the closure below sees the narrowed type)
 
         def judged(state: StoredElicitation, now: datetime) -> Judgement:
@@ -220,6 +226,8 @@ class Service:
         if refusal is None or outcome.key is None:
             return outcome
         linked = deciders.linked_refusal(refusal, route, self.link_for(outcome.key))
+        if linked is refusal:
+            return outcome
         return replace(outcome, message=linked.message, refusal=linked)
 
     async def _command(self, command: Command) -> CommandResult:

@@ -94,10 +94,10 @@ MAX_TOTAL_TEXT = 10_000
 FALLBACK_QUESTION = 300
 REASON_TEXT = 500
 TIMELINE_TEXT = 600
-MAX_URL = 3000
-"""A link button's ``url`` (Block Kit's limit)."""
 """The timeline line (reminder · escalation · expiry · who is on it) is cut to this; the
 decision whether the message holds everything keeps this much room for it."""
+MAX_URL = 3000
+"""A link button's ``url`` (Block Kit's limit)."""
 
 EVENT_TYPE = "elicitbot_elicitation"
 NOTICE_EVENT_TYPE = "elicitbot_notice"
@@ -109,11 +109,11 @@ REPLY_ACTION = "elicitbot.reply"
 ACK_ACTION = "elicitbot.ack"
 CLAIM_ACTION = "elicitbot.claim"
 REVIEW_ACTION = "elicitbot.review"
+"""The **Review…** button: value ``{"e": <key>, "r": <revision>}`` (no ``"e"`` past 2,000)."""
 WEB_LINK_ACTION = "elicitbot.web_link"
 """The **Approve in the web inbox** link button, where an approving button was when the route's
 ``approve_on`` counts approving only there: it opens the inbox page (Slack still sends a
 ``block_actions`` for it, which the app acks and does nothing with)."""
-"""The **Review…** button: value ``{"e": <key>, "r": <revision>}`` (no ``"e"`` past 2,000)."""
 
 REVIEW_HINT = "Use *Review…* to see all of it and decide there."
 """The :attr:`~bot.domain.model.Disclosure.review` of a message that does not hold everything."""
@@ -232,12 +232,11 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         for index, o in enumerate(options)
         if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
     ]
-    web = web_button(view, options)
+    blocks: list[Block] = []
+    web = web_button(view, options)  # approving counts only in the web inbox: link there
     if web is not None and (mode is AnswerMode.MULTI_CHOICE or len(offered) > MAX_BUTTONS):
-        blocks: list[Block] = [_row(WEB_LINK_ACTION, key, web)] if web is not None else []
+        blocks.append(_row(WEB_LINK_ACTION, key, web))  # a select has no place for a link
         web = None
-    else:
-        blocks = []
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MULTI_ACTION, "Choose one or more…", offered, revision
