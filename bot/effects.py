@@ -10,13 +10,13 @@ is dropped and audited, not sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Status
+from bot.domain.model import Elicitation, Status
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
 from bot.domain.records import (
     EffectKind,
@@ -42,6 +42,10 @@ def platform_of(destination: str) -> str:
     return destination.split(":", 1)[0]
 
 
+ApproveOn = Callable[[Elicitation], Awaitable[tuple[str, ...] | None]]
+"""Where approving an elicitation counts (a route's ``approve_on``; None: every surface)."""
+
+
 class Effects:
     """What one row does, through the chat adapters and answer sinks it is given."""
 
@@ -52,12 +56,16 @@ class Effects:
         chats: Mapping[str, ChatAdapter],
         sinks: Mapping[str, AnswerSink],
         link_for: Callable[[str], str],
+        approve_on: ApproveOn | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.chats = chats
         self.sinks = sinks
         self.link_for = link_for
+        self.approve_on = approve_on
+        """Where approving an elicitation counts (:meth:`bot.service.Service.approve_on`): its
+        copies withhold approving options elsewhere. None: every surface."""
 
     def uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""
@@ -65,22 +73,28 @@ class Effects:
             return None
         return item.first_attempt_at or self.clock.now() - timedelta(days=1)
 
-    def _view(
+    async def _view(
         self,
         item: OutboxItem,
         stored: StoredElicitation | None,
         timeline: Timeline | None = None,
         escalation: deadlines.Escalation | None = None,
+        *,
+        rendered: bool = True,
     ) -> PromptView:
-        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals)."""
+        """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals);
+        ``rendered=False`` (a write-back): no copy, so where approving counts is not asked."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
+        ask = self.approve_on if rendered else None
+        approve_on = None if ask is None else await ask(stored.elicitation)
         return prompt_view(
             stored,
             timeline,
             link=self.link_for(item.elicitation_key),
             now=self.clock.now(),
             escalation=escalation,
+            approve_on=approve_on,
         )
 
     def seeds(self, destination: str) -> bool:
@@ -117,7 +131,7 @@ class Effects:
             try:
                 return await chat.post(
                     item.target,
-                    self._view(item, stored, timeline, escalation),
+                    await self._view(item, stored, timeline, escalation),
                     idempotency_key=key,
                     uncertain=self.uncertain(item),
                 )
@@ -137,7 +151,7 @@ class Effects:
             escalation = None
             if delivery.purpose is Purpose.ESCALATION:
                 escalation = delivery.escalation or deadlines.Escalation(mentions=())
-            view = self._view(item, stored, timeline, escalation)
+            view = await self._view(item, stored, timeline, escalation)
             await self._chat(item.target).update(
                 item.target, delivery.ref, view, idempotency_key=key
             )
@@ -149,7 +163,10 @@ class Effects:
             if delivery is None or delivery.ref is None:
                 raise PermanentDeliveryError("no posted message to seed")
             await self._chat(item.target).seed(
-                item.target, delivery.ref, self._view(item, stored, timeline), idempotency_key=key
+                item.target,
+                delivery.ref,
+                await self._view(item, stored, timeline),
+                idempotency_key=key,
             )
             return None
         if item.kind is EffectKind.NOTIFY:
@@ -163,7 +180,7 @@ class Effects:
             )
             return None
         if item.kind is EffectKind.WRITEBACK:
-            view = self._view(item, stored)
+            view = await self._view(item, stored, rendered=False)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
                 round_ = int(payload.get("round") or 1)

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import structlog
 
-from bot.domain import deadlines
+from bot.domain import deadlines, deciders
 from bot.domain.actions import (
     Action,
     ClaimIt,
@@ -44,6 +44,7 @@ from bot.domain.judge import (
 from bot.domain.model import (
     Answer,
     Attempt,
+    Elicitation,
     Identity,
     People,
     Refusal,
@@ -68,6 +69,7 @@ from bot.domain.records import (
     IntakeResult,
     StoredElicitation,
     Subscribed,
+    Timeline,
 )
 from bot.domain.routing import chat_route, resolve_route, route_name
 from bot.domain.store import Store
@@ -127,6 +129,30 @@ class Service:
         and a source naming its own destinations still meets the matching route's approvers."""
         return resolve_route(await self.routes(), stored.elicitation)
 
+    async def approve_on(self, e: Elicitation) -> tuple[str, ...] | None:
+        """Where approving ``e`` counts: its policy route's ``approve_on`` (the route
+        :meth:`policy_route` judges by), which its views carry so copies elsewhere withhold
+        approving options and link to the web inbox. None: every surface."""
+        return resolve_route(await self.routes(), e).approve_on
+
+    async def _view(
+        self,
+        stored: StoredElicitation,
+        timeline: Timeline | None = None,
+        route: Route | None = None,
+    ) -> PromptView:
+        """The view of ``stored`` with where approving counts (``route``: its policy route,
+        when already resolved)."""
+        key = stored.elicitation.key
+        route = route or await self.policy_route(stored)
+        return prompt_view(
+            stored,
+            timeline,
+            link=self.link_for(key),
+            now=self.clock.now(),
+            approve_on=route.approve_on,
+        )
+
     def forget_chat_routes(self) -> None:
         self._chat_routes_at = float("-inf")
 
@@ -158,7 +184,7 @@ class Service:
         if stored is None:
             return None
         timeline = (await self.store.timelines([key])).get(key)
-        return prompt_view(stored, timeline, link=self.link_for(key), now=self.clock.now())
+        return await self._view(stored, timeline)
 
     # -- what people do ------------------------------------------------------------------------
 
@@ -175,14 +201,14 @@ class Service:
         stored = await self.store.get(action.key)
         if stored is None:
             return not_found(action.key)
+        route = await self.policy_route(stored)
         view = None
         if isinstance(action, OnView):  # the surface translates against the state just read
-            view = prompt_view(stored, None, link=self.link_for(action.key), now=self.clock.now())
+            view = await self._view(stored, route=route)
             translated = action.translate(view)
             if translated is None:
                 return Outcome(OutcomeKind.IGNORED, action.key, view=view)
             action = translated
-        route = await self.policy_route(stored)
         attempted: Judged = action  # (the closure below sees the narrowed type)
 
         def judged(state: StoredElicitation, now: datetime) -> Judgement:
@@ -191,7 +217,19 @@ class Service:
             )
 
         judgement, _ = await self._carry_out(stored, judged)
-        return judgement.outcome if view is None else replace(judgement.outcome, view=view)
+        outcome = self._linked(judgement.outcome, route)
+        return outcome if view is None else replace(outcome, view=view)
+
+    def _linked(self, outcome: Outcome, route: Route) -> Outcome:
+        """An approve refused because it counts only in the web inbox (``approve_on``) names
+        the inbox page, so the person can go there and approve."""
+        refusal = outcome.refusal
+        if refusal is None or outcome.key is None:
+            return outcome
+        linked = deciders.linked_refusal(refusal, route, self.link_for(outcome.key))
+        if linked is refusal:
+            return outcome
+        return replace(outcome, message=linked.message, refusal=linked)
 
     async def _command(self, command: Command) -> CommandResult:
         parsed = judge_command(command, self.people, web_groups=self.web_groups)
@@ -277,7 +315,7 @@ class Service:
             return judge_attempt(state, attempt, self.people, now, route=route)
 
         judgement, won = await self._carry_out(stored, judged)
-        outcome = judgement.outcome
+        outcome = self._linked(judgement.outcome, route)
         if outcome.answer is not None and won:
             return AnswerOutcome(key, outcome.answer, won=True)
         if outcome.kind is OutcomeKind.VOTED and won:

@@ -37,7 +37,8 @@ def reaction_content(event_id: str, key: str) -> dict[str, Any]:
 def reaction_keys(view: PromptView, *, shown: Disclosure) -> tuple[str, ...]:
     """The reactions to seed on a pending prompt: one keycap per option offered on a copy that
     shows ``shown`` (the first ten; an approving option is seeded only where the copy showed
-    the whole request), then ✅ on a multiple choice (it submits); ✅ alone on a question that
+    the whole request, and not where the route's ``approve_on`` counts approving only
+    elsewhere), then ✅ on a multiple choice (it submits); ✅ alone on a question that
     is acknowledged without options. None on a form (several questions: keycaps cannot answer
     them) and once it is closed."""
     e = view.elicitation
@@ -49,7 +50,11 @@ def reaction_keys(view: PromptView, *, shown: Disclosure) -> tuple[str, ...]:
         return (ACK_KEY,) if e.answer_mode is AnswerMode.ACKNOWLEDGE else ()
     keys = tuple(
         KEYCAPS[n]
-        for n, offered in enumerate(offered_options(e, view.now, shown=shown)[: len(KEYCAPS)])
+        for n, offered in enumerate(
+            offered_options(e, view.now, shown=shown, surface="matrix", approve_on=view.approve_on)[
+                : len(KEYCAPS)
+            ]
+        )
         if offered.offered
     )
     return (*keys, ACK_KEY) if keys and e.answer_mode is AnswerMode.MULTI_CHOICE else keys

@@ -60,6 +60,7 @@ from adapters.matrix.wording import (
     result_line,
     timeline,
 )
+from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE, not_shown
 from bot.domain.forms import is_form
 from bot.domain.model import ApprovalSubject, Disclosure, Elicitation, Kind, Status
@@ -211,19 +212,35 @@ def subject_line(s: ApprovalSubject) -> Block:
 
 
 def _option_line(
-    number: int, offered: OfferedOption, limits: Limits, *, here: bool
+    number: int,
+    offered: OfferedOption,
+    limits: Limits,
+    *,
+    here: bool,
+    web: str | None = None,
+    to_web: bool = False,
 ) -> tuple[str, str]:
+    """One option: its keycap and label, and notes. An approving option that counts only on
+    other surfaces has no keycap: 🔗 where that is the web inbox (``to_web``; ``web``: the page,
+    said on the first such option), else •."""
     o = offered.option
     mark = KEYCAPS[number - 1] if number <= len(KEYCAPS) else f"{number}."
     label = clip(one_line(o.label), limits.option)
+    if offered.elsewhere:
+        mark = "🔗" if to_web else "•"
     plain = f"{mark} {neutralise(label)}"
     markup = f"{mark} <b>{esc(label)}</b>"
+    if offered.elsewhere and web:
+        plain += f" — {APPROVE_IN_WEB}: {web}"
+        markup += f" — {APPROVE_IN_WEB}: {anchor(web)}"
     notes = []
     if o.recommended:
         notes.append("recommended")
     if offered.admin_only:
         notes.append("workspace admins only")
-    if not offered.offered:
+    if offered.elsewhere and not web:
+        notes.append("in the web inbox" if to_web else "not offered here")
+    elif not offered.offered and not offered.elsewhere:
         notes.append("not offered here" if here else "not offered now")
     if o.requires_text:
         notes.append("needs a comment")
@@ -239,12 +256,19 @@ def _option_line(
 
 def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) -> None:
     e = view.elicitation
-    choices = offered_options(e, view.now, shown=shown_)
+    choices = offered_options(
+        e, view.now, shown=shown_, surface="matrix", approve_on=view.approve_on
+    )
     approving = any(o.approving for o in e.options)
     withheld_now = approving_withheld(e, view.now)
+    elsewhere = next((o.withheld_reason for o in choices if o.elsewhere), None)
+    web = view.link if links_to_web(view.approve_on) else None
     if approving and withheld_now is not None:
         note = f"⚠️ {withheld_now} Approving options are not offered now; the other options work."
         doc.add(note, f"<p>{esc(note)}</p>")
+    elif elsewhere is not None:  # approving counts only on other surfaces (approve_on)
+        note = f"⚠️ {elsewhere} The other options work here."
+        doc.add(note, f"<p><b>{esc(note)}</b></p>")
     elif approving and not shown_.whole:
         note = f"⚠️ {not_shown(shown_.review)} The other options work here."
         doc.add(note, f"<p><b>{esc(note)}</b></p>")
@@ -252,8 +276,16 @@ def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) ->
         note = f"🧵 {IN_THREAD if approving else ALL_IN_THREAD}"
         doc.add(note, f"<p><b>{esc(note)}</b></p>")
     here = withheld_now is None
-    lines = [
-        _option_line(number, offered, limits, here=here)
+    first = next((n for n, o in enumerate(choices, start=1) if o.elsewhere), None)
+    lines = [  # the inbox page once, on the first approving option
+        _option_line(
+            number,
+            offered,
+            limits,
+            here=here,
+            web=web if number == first else None,
+            to_web=web is not None,
+        )
         for number, offered in enumerate(choices, start=1)
     ]
     if lines:

@@ -69,7 +69,7 @@ from adapters.slack.chat import SlackChat
 from adapters.slack.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
 from adapters.slack.handling import SlackHandling
 from adapters.slack.modal import REPLY_CALLBACK, closes_all
-from adapters.slack.render import MULTI_ACTION
+from adapters.slack.render import MULTI_ACTION, WEB_LINK_ACTION
 from bot.clock import SystemClock
 from bot.domain.model import AnswerMode
 from bot.domain.ports import Clock, Elicitations
@@ -222,6 +222,9 @@ class SlackInteractivity(SlackHandling):
             action = translate.first_action(body)
             if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
                 await ack()  # a selection changing: nothing yet
+                return None
+            if action.get("action_id") == WEB_LINK_ACTION:
+                await ack()  # "Approve in the web inbox" opened its page: nothing to do here
                 return None
             kept = trims.durable_click(body)
             try:

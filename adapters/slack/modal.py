@@ -11,7 +11,6 @@ Pinework secret: 10,000) the modal says so and links the web inbox's private for
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from adapters.slack.blocks import (
@@ -99,9 +98,11 @@ def _text_input(
 
 
 def _choice_input(
-    e: Elicitation, now: datetime, shown: Disclosure, *, many: bool, optional: bool
+    view: PromptView, shown: Disclosure, *, many: bool, optional: bool
 ) -> Block | None:
-    offered = [(i, o) for i, o in enumerate(offered_options(e, now, shown=shown)) if o.offered]
+    e = view.elicitation
+    choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
+    offered = [(i, o) for i, o in enumerate(choices) if o.offered]
     if not offered:
         return None
     revision = e.subject.revision if e.subject is not None else None
@@ -191,7 +192,7 @@ def reply_modal(
         many = mode is AnswerMode.MULTI_CHOICE
         text_optional = mode is not AnswerMode.FREE_TEXT
         choice = (
-            _choice_input(e, view.now, shown, many=many, optional=mode is AnswerMode.CHOICE_OR_TEXT)
+            _choice_input(view, shown, many=many, optional=mode is AnswerMode.CHOICE_OR_TEXT)
             if mode is not AnswerMode.FREE_TEXT
             else None
         )

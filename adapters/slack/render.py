@@ -33,7 +33,9 @@ Button values are JSON ``{"e": <elicitation key>, "o": <option id>, "r": <subjec
 2,000 characters). Action ids: ``elicitbot.option.<n>``, ``elicitbot.select`` (a static select of
 ``{"o", "r"}`` values, used beyond :data:`MAX_BUTTONS` options), ``elicitbot.choose_many``
 with ``elicitbot.submit`` (multiple choice), ``elicitbot.reply`` (free text, secret),
-``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it") and ``elicitbot.review`` (Review…).
+``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it"), ``elicitbot.review`` (Review…) and
+``elicitbot.web_link`` (the **Approve in the web inbox** link button, where the approving buttons
+were when the route's ``approve_on`` counts approving only in the web inbox).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from adapters.slack.mrkdwn import plain_text
 from adapters.slack.outcome import closed_blocks, note_block, result_line
 from adapters.slack.previews import groups, metadata_blocks, options_line
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
+from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.forms import is_form
 from bot.domain.model import (
@@ -93,6 +96,8 @@ REASON_TEXT = 500
 TIMELINE_TEXT = 600
 """The timeline line (reminder · escalation · expiry · who is on it) is cut to this; the
 decision whether the message holds everything keeps this much room for it."""
+MAX_URL = 3000
+"""A link button's ``url`` (Block Kit's limit)."""
 
 EVENT_TYPE = "elicitbot_elicitation"
 NOTICE_EVENT_TYPE = "elicitbot_notice"
@@ -105,6 +110,10 @@ ACK_ACTION = "elicitbot.ack"
 CLAIM_ACTION = "elicitbot.claim"
 REVIEW_ACTION = "elicitbot.review"
 """The **Review…** button: value ``{"e": <key>, "r": <revision>}`` (no ``"e"`` past 2,000)."""
+WEB_LINK_ACTION = "elicitbot.web_link"
+"""The **Approve in the web inbox** link button, where an approving button was when the route's
+``approve_on`` counts approving only there: it opens the inbox page (Slack still sends a
+``block_actions`` for it, which the app acks and does nothing with)."""
 
 REVIEW_HINT = "Use *Review…* to see all of it and decide there."
 """The :attr:`~bot.domain.model.Disclosure.review` of a message that does not hold everything."""
@@ -224,6 +233,10 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
     ]
     blocks: list[Block] = []
+    web = web_button(view, options)  # approving counts only in the web inbox: link there
+    if web is not None and (mode is AnswerMode.MULTI_CHOICE or len(offered) > MAX_BUTTONS):
+        blocks.append(_row(WEB_LINK_ACTION, key, web))  # a select has no place for a link
+        web = None
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MULTI_ACTION, "Choose one or more…", offered, revision
@@ -257,6 +270,10 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
             )
             for i, o in offered
         ]
+        if web is not None:  # where the first approving button was
+            at = next(i for i, o in enumerate(options) if o.elsewhere)
+            buttons.insert(sum(1 for i, _ in offered if i < at), web)
+            web = None
         blocks.extend(
             {"type": "actions", "block_id": f"elicitbot.options.{n}", "elements": list(chunk)}
             for n, chunk in enumerate(_chunks(buttons, BUTTONS_PER_BLOCK))
@@ -293,6 +310,25 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     claim = button("I'm on it", CLAIM_ACTION, value_json({"e": key}))
     blocks.append({"type": "actions", "block_id": CLAIM_ACTION, "elements": [claim]})
     return blocks
+
+
+def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, Any] | None:
+    """The link button to the inbox page when approving counts only there (``approve_on``) and
+    the page has an address Slack can open."""
+    if not any(o.elsewhere for o in options) or not links_to_web(view.approve_on):
+        return None
+    if not view.link.startswith(("https://", "http://")) or len(view.link) > MAX_URL:
+        return None
+    element = {"type": "button", "text": plain(APPROVE_IN_WEB), "action_id": WEB_LINK_ACTION}
+    element["url"] = view.link
+    value = value_json({"e": view.elicitation.key})
+    if len(value) <= MAX_BUTTON_VALUE:
+        element["value"] = value
+    return element
+
+
+def _row(prefix: str, key: str, element: dict[str, Any]) -> Block:
+    return {"type": "actions", "block_id": _block_id(prefix, key), "elements": [element]}
 
 
 def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
@@ -334,7 +370,7 @@ def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True)
     """Everything after the metadata while pending: the options' descriptions, why approving
     is withheld, the buttons, how to answer and the timeline."""
     e = view.elicitation
-    options = offered_options(e, view.now, shown=shown)
+    options = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
     note = note_block(view)  # the upstream refused the last answer: open again, say why first
     blocks: list[Block] = [note] if note is not None else []
     described = options_line(options)

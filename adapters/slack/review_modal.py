@@ -224,12 +224,16 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     e = view.elicitation
     mode = e.answer_mode
     revision = e.subject.revision if e.subject is not None else None
+    choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
     offered: list[tuple[int, OfferedOption]] = [
         (i, o)
-        for i, o in enumerate(offered_options(e, view.now, shown=shown))
+        for i, o in enumerate(choices)
         if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
     ]
+    web = render.web_button(view, choices)  # approving counts only in the web inbox
     blocks: list[Block] = []
+    if web is not None:
+        blocks.append({"type": "actions", "block_id": render.WEB_LINK_ACTION, "elements": [web]})
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MANY_ACTION, "Choose one or more…", offered, revision
@@ -288,11 +292,12 @@ def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None
     e = view.elicitation
     if not any(o.approving for o in e.options):
         return None
-    reasons = {o.withheld_reason for o in offered_options(e, view.now, shown=shown)}
+    choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
+    reasons = {o.withheld_reason for o in choices}
     reasons.discard(None)
     if not reasons:
         return None
-    if shown.whole:
+    if shown.whole or any(o.elsewhere for o in choices):  # no page here would make it count
         return f"⚠️ {clip(escape(sorted(r for r in reasons if r)[0]), 500)}"
     return wait
 

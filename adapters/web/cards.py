@@ -27,7 +27,7 @@ from bot.domain.deadlines import (
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import AnswerMode, Elicitation, Meaning, PreviewItem, Status
 from bot.domain.ports import PromptView
-from bot.domain.rules import MAX_FREE_TEXT, approving_withheld, offered_options
+from bot.domain.rules import MAX_FREE_TEXT, offered_options
 from bot.domain.views import writeback_note
 from bot.domain.wording import ResultState, result_sentence, short_sentence, title_of
 
@@ -334,6 +334,9 @@ def card_view(
     pending = view.status is Status.PENDING
     mode = e.answer_mode
     choosing = mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
+    # The whole content is on the page; approving counts here unless the route's approve_on
+    # names other surfaces only (then the card says where it counts instead).
+    offered = offered_options(e, now, shown=SHOWN_WHOLE, surface="web", approve_on=view.approve_on)
     options = tuple(
         OptionView(
             id=o.option.id,
@@ -346,10 +349,10 @@ def card_view(
             requires_text=o.option.requires_text,
             scope=o.option.scope.value if o.option.scope else None,
         )
-        for o in offered_options(e, now, shown=SHOWN_WHOLE)
+        for o in offered
         if choosing
     )
-    withheld = approving_withheld(e, now) if any(o.approving for o in e.options) else None
+    withheld = next((o.withheld_reason for o in offered if o.withheld_reason), None)
     s = e.subject
     schedule = tuple(schedule_item(step) for step in view.schedule)
     claim = active_claim(view.claim, now)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import urlencode
 
 from adapters.web.pages import Filters
 from bot.domain.bounds import lookup_problem
+from bot.domain.model import Elicitation
 from bot.domain.ports import Clock, PromptView
 from bot.domain.records import StoredElicitation
 from bot.domain.store import ElicitationReads
@@ -63,9 +64,18 @@ class Fingerprint:
 class Reads:
     """The store's reads as the pages need them."""
 
-    def __init__(self, store: ElicitationReads, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: ElicitationReads,
+        clock: Clock,
+        *,
+        approve_on: Callable[[Elicitation], Awaitable[tuple[str, ...] | None]] | None = None,
+    ) -> None:
+        """``approve_on``: where approving an elicitation counts (the service's), so a card
+        offers approving options only where its route allows the web inbox."""
         self.store = store
         self.clock = clock
+        self.approve_on = approve_on
         self.fingerprint = Fingerprint(store)
 
     async def views(self, items: Sequence[StoredElicitation]) -> list[PromptView]:
@@ -80,6 +90,9 @@ class Reads:
                 timelines.get(s.elicitation.key),
                 link=link_of(s.elicitation.key),
                 now=now,
+                approve_on=None
+                if self.approve_on is None
+                else await self.approve_on(s.elicitation),
             )
             for s in items
         ]

@@ -147,6 +147,8 @@ class Elicitbot(Views):
             claimer=self.owner,
             wake=changed,
             registry=self.registry,
+            # Copies say where approving counts (a route's approve_on), as the service judges it.
+            approve_on=self.service.approve_on,
         )
         self.runtime = Runtime(
             store=self.store,

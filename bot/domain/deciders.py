@@ -131,6 +131,22 @@ def may_choose(
     return not_approver(route, standing, power_unknown=_power_unknown(route, who, standing))
 
 
+def counts_only_in(surfaces: Sequence[str]) -> str:
+    """``Approving this request counts only in the web inbox``: what a copy on another surface
+    says instead of offering an approving option, and what refuses one chosen there."""
+    where = " or ".join(SURFACE_NAMES.get(s, s) for s in surfaces)
+    return f"Approving this request counts only in {where}"
+
+
+def approve_elsewhere(approve_on: Sequence[str] | None, surface: str | None) -> str | None:
+    """Why approving options are not offered on ``surface`` (``approve_on`` does not name it),
+    as one sentence; None where they count (no ``approve_on``, or an unknown surface: the
+    judgement, :func:`approve_here`, still refuses one chosen there)."""
+    if approve_on is None or surface is None or surface in approve_on:
+        return None
+    return f"{counts_only_in(approve_on)}."
+
+
 def approve_here(route: Route, option: Option, via: str | None) -> Refusal | None:
     """``approve_on``: an approving option counts only on the surfaces it names (``via`` None:
     the surface is unknown, so it does not count)."""
@@ -139,9 +155,28 @@ def approve_here(route: Route, option: Option, via: str | None) -> Refusal | Non
         return None
     if via is not None and surface_of(via) in surfaces:
         return None
-    where = " or ".join(SURFACE_NAMES.get(s, s) for s in surfaces)
     return Refusal(
         code=RefusalCode.APPROVE_ELSEWHERE,
-        message=f"Approving this request counts only in {where}: “{option.label}” is not "
-        "taken here.",
+        message=f"{counts_only_in(surfaces)}: “{option.label}” is not taken here.",
     )
+
+
+APPROVE_IN_WEB = "Approve in the web inbox"
+"""What a chat copy puts where an approving option was when only the web inbox counts it: a
+Slack link button's label, the start of a Matrix line with the link."""
+
+
+def links_to_web(approve_on: Sequence[str] | None) -> bool:
+    """Approving counts in the web inbox and not on every surface: copies elsewhere link there."""
+    return approve_on is not None and "web" in approve_on
+
+
+def linked_refusal(refusal: Refusal, route: Route, link: str) -> Refusal:
+    """An approve refused because it counts only elsewhere (:func:`approve_here`), with the
+    inbox page when the web inbox is where it counts: ``… is not taken here. Approve in the web
+    inbox: <link>``. Any other refusal unchanged."""
+    if refusal.code is not RefusalCode.APPROVE_ELSEWHERE or not links_to_web(route.approve_on):
+        return refusal
+    if not link:
+        return refusal
+    return Refusal(code=refusal.code, message=f"{refusal.message} {APPROVE_IN_WEB}: {link}")

@@ -56,6 +56,10 @@ class PromptView:
     what was refused (:func:`bot.domain.views.writeback_note`)."""
     votes: tuple[Vote, ...] = ()
     """Approving votes stored toward the route's quorum (rule 9)."""
+    approve_on: tuple[str, ...] | None = None
+    """The route policy's ``approve_on`` (rule 9), from the route the service judges by: on a
+    surface it does not name, approving options are withheld and the copy links to
+    :attr:`link` (:func:`bot.domain.rules.offered_options`). None: every surface."""
 
     @property
     def waiting(self) -> str | None:
@@ -155,6 +159,10 @@ class Elicitations(Protocol):
 
     async def view(self, key: str) -> PromptView | None:
         """The elicitation as it stands now (None: unknown key)."""
+        ...
+
+    async def approve_on(self, e: Elicitation) -> tuple[str, ...] | None:
+        """Where approving ``e`` counts (its policy route's ``approve_on``; None: everywhere)."""
         ...
 
     async def key_for_message(self, ref_key: str) -> str | None:

@@ -11,6 +11,7 @@ reads a clock or touches a store; ``now`` is passed in (aware UTC, server time).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -59,6 +60,9 @@ class OfferedOption:
     """False: shown but not answerable now (an approving option withheld)."""
     admin_only: bool
     withheld_reason: str | None
+    elsewhere: bool = False
+    """Withheld because the route's ``approve_on`` does not name this surface: approving counts
+    only there (a copy links to the web inbox where Approve was)."""
 
 
 def _withheld(e: Elicitation, now: datetime) -> tuple[RefusalCode, str] | None:
@@ -86,15 +90,25 @@ def approving_withheld(e: Elicitation, now: datetime) -> str | None:
 
 
 def offered_options(
-    e: Elicitation, now: datetime, *, shown: Disclosure
+    e: Elicitation,
+    now: datetime,
+    *,
+    shown: Disclosure,
+    surface: str | None = None,
+    approve_on: Sequence[str] | None = None,
 ) -> tuple[OfferedOption, ...]:
     """Every option in order, as the surface that ``shown`` describes offers them: approving ones
-    are ``offered=False`` while withheld (preview incomplete, subject expired) or where that
-    surface did not show the whole decisive content (rule 2); their ``withheld_reason`` says why.
+    are ``offered=False`` while withheld (preview incomplete, subject expired), on a ``surface``
+    the route's ``approve_on`` does not name (``elsewhere``, rule 9), or where that surface did
+    not show the whole decisive content (rule 2); their ``withheld_reason`` says why, in that
+    order (approving elsewhere is said before a cut: reviewing here would not make it count).
 
     Admin-only options are offered (to everyone, DESIGN "Options shown") and marked.
     """
     reason = approving_withheld(e, now)
+    elsewhere = None if reason is not None else deciders.approve_elsewhere(approve_on, surface)
+    if elsewhere is not None:
+        reason = elsewhere
     if reason is None and not shows_everything(shown):
         reason = not_shown(shown.review)
     return tuple(
@@ -103,6 +117,7 @@ def offered_options(
             offered=not (o.approving and reason is not None),
             admin_only=o.admin_only,
             withheld_reason=reason if o.approving else None,
+            elsewhere=o.approving and elsewhere is not None,
         )
         for o in e.options
     )

@@ -23,9 +23,11 @@ def prompt_view(
     link: str,
     now: datetime,
     escalation: deadlines.Escalation | None = None,
+    approve_on: tuple[str, ...] | None = None,
 ) -> PromptView:
     """The elicitation as it stands now, with what happens if nobody answers (the schedule, from
-    its copies and pending deadlines) and who is on it while the claim holds."""
+    its copies and pending deadlines) and who is on it while the claim holds; ``approve_on``: the
+    policy route's (:meth:`bot.service.Service.policy_route`), where approving counts."""
     timeline = timeline or Timeline()
     return PromptView(
         elicitation=stored.elicitation,
@@ -41,6 +43,7 @@ def prompt_view(
         escalation=escalation,
         writeback=stored.writeback,
         votes=live_votes(stored),
+        approve_on=approve_on,
     )
 
 

@@ -163,6 +163,7 @@ class Rig:
             on_change=self.dispatcher.wake,
             secret_sinks={"pinework": self.secret_sink},
         )
+        self.dispatcher.effects.approve_on = self.service.approve_on  # the root passes it
         self.slack: SlackInteractivity
         self.http: httpx.AsyncClient
 
