@@ -205,8 +205,11 @@ class Dispatcher:
     async def _claim(self, room: int) -> list[tuple[list[OutboxItem], _Reads]]:
         """What is due, as units to carry: each row alone, but an unpaced lane's posts claimed
         together as one chain, carried in order."""
+        # A chain is one unit (one task): room for a whole chain beside the other units, so a
+        # burst to a room goes out as one chain, not cut at the dispatcher's concurrency.
+        limit = room + lanes.POST_CHAIN - 1 if self.chained else room
         items = await self.store.claim_outbox(
-            self.clock.now(), self.claimer, limit=room, lease=self.lease, chained=self.chained
+            self.clock.now(), self.claimer, limit=limit, lease=self.lease, chained=self.chained
         )
         if not items:
             return []
