@@ -257,6 +257,8 @@ class Dispatcher:
                 log.exception("outbox.carry_failed", id=item.id, kind=item.kind)
                 return  # its claim runs out and it is taken again (as uncertain)
             if outcome is not None:
+                # The platform took it (its answer came back): the benchmarks' per-post trace.
+                log.debug("outbox.sent", key=item.elicitation_key, kind=item.kind.value)
                 await self._complete(item, *outcome)
 
         if len(unit) == 1:

@@ -280,6 +280,11 @@ class MatrixListener:
             raise from_response("sync", response)
         if not isinstance(response, SyncResponse):
             raise TransientDeliveryError(f"matrix sync: unexpected {type(response).__name__}")
+        # When the batch came in (the benchmark's trace of an answer: sync → recorded → edit).
+        log.debug(
+            "matrix.synced",
+            events=sum(len(room.timeline.events) for room in response.rooms.join.values()),
+        )
         await self._handle(response, first=first)
         if self.crypto is not None:
             await self.crypto.housekeeping()
