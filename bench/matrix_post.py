@@ -14,16 +14,19 @@ Per room, after a warm-up (the first room-key share, not counted):
   its prompt;
 - ``reaction_to_edit_ms``: the person reacts with an option's keycap (encrypted in the encrypted
   room) until it reads the prompt's first edit, one at a time; ``trace_ms`` splits each answer:
-  the reaction sent → the homeserver took it (its ``origin_server_ts``) → serve recorded the
-  answer (its ``answer.recorded`` log line) → the webhook received the write-back → the
-  homeserver took the edit → the person read it (p50 of each step). serve logs no line when its
-  sync hands it the reaction, so "sync received" is inside the step to ``answer.recorded``;
+  the reaction sent → the homeserver took it (its ``origin_server_ts``) → serve's sync had it
+  (its ``matrix.synced`` log line) → serve recorded the answer (``answer.recorded``) → the
+  webhook received the write-back, and → the homeserver took the edit → serve had the
+  homeserver's answer to it (``outbox.sent`` of the update) / the person read it (p50 of each);
 - ``burst_visible_s``: one intake batch of ``--burst`` (50) options elicitations, from its 202
   until the person read all of the prompts, over ``--bursts`` bursts (goal p50 ≤ 0.8 s);
   ``burst_seeded_s``: until every seeded keycap of the burst was in too; ``burst_cpu_s``: CPU
   seconds per burst (median, from ``/proc``) of serve (``serve_loop``: its main thread, the
   event loop), Synapse and the person; ``burst_chains``: the ``outbox.chain`` lines serve logged
-  for the room's lane (how many, the largest);
+  for the room's lane (how many, the largest); ``burst_trace_s``: each burst's posts, seconds
+  from the 202 (median over the bursts): serve claimed the chain, the homeserver took the first
+  and the last prompt, serve had the homeserver's answer to the last (``outbox.sent``), the
+  person read the last; and per post the homeserver's time → answered / → read (ms);
 - ``encrypted_over_plaintext``: each figure's p50, encrypted ÷ plaintext.
 
 Throughput (plaintext room, unless ``--skip-throughput``): ``--n`` options elicitations in one
