@@ -711,6 +711,9 @@ async def room_phase(
         "burst_cpu_s": {name: round(statistics.median(v), 2) for name, v in burst_cpu.items()},
         "burst_chains": {"logged": len(chains), "largest": max(chains, default=0)},
         "decrypted": all(decrypted) if kind == "encrypted" else None,
+        # serve's own sync over the whole phase: its batches, and the limited ones it backfilled.
+        "serve_syncs": len(bot.serve.events("matrix.synced")),
+        "serve_backfills": len(bot.serve.events("matrix.backfilled")),
     }
 
 

@@ -206,7 +206,8 @@ class Dispatcher:
         """What is due, as units to carry: each row alone, but an unpaced lane's posts claimed
         together as one chain, carried in order."""
         # A chain is one unit (one task): room for a whole chain beside the other units, so a
-        # burst to a room goes out as one chain, not cut at the dispatcher's concurrency.
+        # burst to a room goes out as one chain, not cut at the dispatcher's concurrency. With
+        # many lanes due at once this may start up to POST_CHAIN - 1 units over concurrency.
         limit = room + lanes.POST_CHAIN - 1 if self.chained else room
         items = await self.store.claim_outbox(
             self.clock.now(), self.claimer, limit=limit, lease=self.lease, chained=self.chained
