@@ -14,16 +14,19 @@ Per room, after a warm-up (the first room-key share, not counted):
   its prompt;
 - ``reaction_to_edit_ms``: the person reacts with an option's keycap (encrypted in the encrypted
   room) until it reads the prompt's first edit, one at a time; ``trace_ms`` splits each answer:
-  the reaction sent → the homeserver took it (its ``origin_server_ts``) → serve recorded the
-  answer (its ``answer.recorded`` log line) → the webhook received the write-back → the
-  homeserver took the edit → the person read it (p50 of each step). serve logs no line when its
-  sync hands it the reaction, so "sync received" is inside the step to ``answer.recorded``;
+  the reaction sent → the homeserver took it (its ``origin_server_ts``) → serve's sync had it
+  (its ``matrix.synced`` log line) → serve recorded the answer (``answer.recorded``) → the
+  webhook received the write-back, and → the homeserver took the edit → serve had the
+  homeserver's answer to it (``outbox.sent`` of the update) / the person read it (p50 of each);
 - ``burst_visible_s``: one intake batch of ``--burst`` (50) options elicitations, from its 202
   until the person read all of the prompts, over ``--bursts`` bursts (goal p50 ≤ 0.8 s);
   ``burst_seeded_s``: until every seeded keycap of the burst was in too; ``burst_cpu_s``: CPU
   seconds per burst (median, from ``/proc``) of serve (``serve_loop``: its main thread, the
   event loop), Synapse and the person; ``burst_chains``: the ``outbox.chain`` lines serve logged
-  for the room's lane (how many, the largest);
+  for the room's lane (how many, the largest); ``burst_trace_s``: each burst's posts, seconds
+  from the 202 (median over the bursts): serve claimed the chain, the homeserver took the first
+  and the last prompt, serve had the homeserver's answer to the last (``outbox.sent``), the
+  person read the last; and per post the homeserver's time → answered / → read (ms);
 - ``encrypted_over_plaintext``: each figure's p50, encrypted ÷ plaintext.
 
 Throughput (plaintext room, unless ``--skip-throughput``): ``--n`` options elicitations in one
@@ -195,6 +198,7 @@ def readable(event: Any, room_id: str, own: str, seen_at: float) -> dict[str, An
         "id": event.event_id,
         "decrypted": bool(getattr(event, "decrypted", False)),
         "t": seen_at,
+        "ots": ots,
     }
 
 
@@ -310,6 +314,8 @@ class Person:
         self.process = process
         self.prompts: dict[str, tuple[str, float, bool]] = {}
         """Elicitation key → (prompt event id, read at, decrypted), the first copy read."""
+        self.prompt_ots: dict[str, float] = {}
+        """Elicitation key → the homeserver's time of its prompt (``origin_server_ts``)."""
         self.seeds: dict[str, dict[str, tuple[float, str]]] = {}
         """Prompt event id → {reaction event id: (read at, its key)}."""
         self.edits: dict[str, list[tuple[float, float]]] = {}
@@ -356,6 +362,7 @@ class Person:
                 self.prompts.setdefault(
                     record["key"], (record["id"], record["t"], record["decrypted"])
                 )
+                self.prompt_ots.setdefault(record["key"], record["ots"])
             elif op == "seed":
                 seeds = self.seeds.setdefault(record["to"], {})
                 seeds.setdefault(record["id"], (record["t"], record["key"]))
@@ -548,14 +555,24 @@ async def react_and_edit(bot: Bot, person: Person, key: str, root: str) -> dict[
 
 def trace(bot: Bot, person: Person, answers: list[dict[str, Any]]) -> dict[str, Any]:
     """Each answer's steps, ms apart (p50 of each): the reaction sent → the homeserver took it →
-    serve recorded the answer → the write-back received → the homeserver took the edit → the
-    person read the edit."""
+    serve's sync had it (its first ``matrix.synced`` line with events after the homeserver's
+    time) → serve recorded the answer (``answer.recorded``) → the write-back received, and →
+    the homeserver took the edit → serve had the homeserver's answer to the edit (its
+    ``outbox.sent`` line of the update) / the person read the edit."""
     recorded = {e["key"]: e["t"] for e in bot.serve.events("answer.recorded") if "t" in e}
+    synced = sorted(e["t"] for e in bot.serve.events("matrix.synced") if e.get("events"))
+    updates: dict[str, list[float]] = {}
+    for e in bot.serve.events("outbox.sent"):
+        if e.get("kind") == "update":
+            updates.setdefault(e["key"], []).append(e["t"])
     steps: dict[str, list[float]] = {
         "sent_to_homeserver": [],
+        "homeserver_to_synced": [],
+        "synced_to_recorded": [],
         "homeserver_to_recorded": [],
         "recorded_to_written_back": [],
         "recorded_to_edit_at_homeserver": [],
+        "edit_at_homeserver_to_update_answered": [],
         "edit_at_homeserver_to_read": [],
     }
     for a in answers:
@@ -564,12 +581,68 @@ def trace(bot: Bot, person: Person, answers: list[dict[str, Any]]) -> dict[str, 
         if took is None or at is None:
             continue
         steps["sent_to_homeserver"].append((took - a["sent"]) * 1000)
+        if (sync := next((t for t in synced if took <= t <= at), None)) is not None:
+            steps["homeserver_to_synced"].append((sync - took) * 1000)
+            steps["synced_to_recorded"].append((at - sync) * 1000)
         steps["homeserver_to_recorded"].append((at - took) * 1000)
         steps["recorded_to_written_back"].append((a["written_back"] - at) * 1000)
         steps["recorded_to_edit_at_homeserver"].append((a["edit_ots"] - at) * 1000)
+        if (done := next((t for t in updates.get(a["key"], []) if t >= at), None)) is not None:
+            steps["edit_at_homeserver_to_update_answered"].append((done - a["edit_ots"]) * 1000)
         steps["edit_at_homeserver_to_read"].append((a["edit_read"] - a["edit_ots"]) * 1000)
     return {name: round(statistics.median(v), 1) if v else None for name, v in steps.items()} | {
         "n": len(steps["sent_to_homeserver"])
+    }
+
+
+def burst_trace(bot: Bot, person: Person, keys: list[str], committed: float) -> dict[str, Any]:
+    """One burst's posts, seconds from the intake's 202: serve claimed the chain (its first
+    ``outbox.chain`` line; the claim may come before the 202 reached the bench), the homeserver
+    took the first and the last prompt (``origin_server_ts``), serve had the homeserver's answer
+    to the last send (its ``outbox.sent`` lines), the person read the last; and per post (p50,
+    ms) the homeserver's time → serve had its answer, and → the person read it."""
+    wanted = set(keys)
+    sent = {
+        e["key"]: e["t"]
+        for e in bot.serve.events("outbox.sent")
+        if e.get("kind") == "post" and e.get("key") in wanted
+    }
+    ots = {k: person.prompt_ots[k] for k in keys if k in person.prompt_ots}
+    read = {k: person.prompts[k][1] for k in keys if k in person.prompts}
+    if not sent or not ots:
+        return {}
+    lane, last = f"chat:matrix:{bot.room}", max(sent.values())
+    claims = [
+        e["t"]
+        for e in bot.serve.events("outbox.chain")
+        if e.get("lane") == lane and committed - 1.0 <= e["t"] <= last
+    ]
+
+    def at(t: float) -> float:
+        return round(t - committed, 3)
+
+    return {
+        "claimed": at(min(claims)) if claims else None,
+        "first_at_homeserver": at(min(ots.values())),
+        "last_at_homeserver": at(max(ots.values())),
+        "last_answered": at(max(sent.values())),
+        "last_read": at(max(read.values())),
+        "homeserver_to_answered_ms": round(
+            statistics.median((sent[k] - ots[k]) * 1000 for k in ots if k in sent), 1
+        ),
+        "homeserver_to_read_ms": round(
+            statistics.median((read[k] - ots[k]) * 1000 for k in ots if k in read), 1
+        ),
+    }
+
+
+def median_trace(traces: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each step's median over the bursts."""
+    names = list(traces[0]) if traces else []
+    return {
+        name: round(statistics.median(v), 3)
+        for name in names
+        if (v := [t[name] for t in traces if t.get(name) is not None])
     }
 
 
@@ -601,6 +674,7 @@ async def room_phase(
     burst_visible: list[float] = []
     burst_seeded: list[float] = []
     burst_cpu: dict[str, list[float]] = {name: [] for name in stats}
+    burst_traces: list[dict[str, Any]] = []
     for b in range(bursts):
         ids = [f"eli_burst_{kind}_{b}_{i:03d}" for i in range(burst)]
         cpu = {name: cpu_seconds(*where) for name, where in stats.items()}
@@ -613,6 +687,7 @@ async def room_phase(
             burst_cpu[name].append(cpu_seconds(*where) - cpu[name])
         burst_visible.append(read - committed)
         burst_seeded.append(seeded - committed)
+        burst_traces.append(burst_trace(bot, person, keys, committed))
         await asyncio.sleep(0.5)
     chains = [
         e["size"]
@@ -628,6 +703,7 @@ async def room_phase(
             "p50": round(statistics.median(burst_visible), 3),
             "runs": [round(s, 3) for s in burst_visible],
         },
+        "burst_trace_s": median_trace(burst_traces),
         "burst_seeded_s": {
             "p50": round(statistics.median(burst_seeded), 3),
             "runs": [round(s, 3) for s in burst_seeded],
@@ -635,6 +711,9 @@ async def room_phase(
         "burst_cpu_s": {name: round(statistics.median(v), 2) for name, v in burst_cpu.items()},
         "burst_chains": {"logged": len(chains), "largest": max(chains, default=0)},
         "decrypted": all(decrypted) if kind == "encrypted" else None,
+        # serve's own sync over the whole phase: its batches, and the limited ones it backfilled.
+        "serve_syncs": len(bot.serve.events("matrix.synced")),
+        "serve_backfills": len(bot.serve.events("matrix.backfilled")),
     }
 
 

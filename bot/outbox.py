@@ -206,8 +206,12 @@ class Dispatcher:
     async def _claim(self, room: int) -> list[tuple[list[OutboxItem], _Reads]]:
         """What is due, as units to carry: each row alone, but an unpaced lane's posts claimed
         together as one chain, carried in order."""
+        # A chain is one unit (one task): room for a whole chain beside the other units, so a
+        # burst to a room goes out as one chain, not cut at the dispatcher's concurrency. With
+        # many lanes due at once this may start up to POST_CHAIN - 1 units over concurrency.
+        limit = room + lanes.POST_CHAIN - 1 if self.chained else room
         items = await self.store.claim_outbox(
-            self.clock.now(), self.claimer, limit=room, lease=self.lease, chained=self.chained
+            self.clock.now(), self.claimer, limit=limit, lease=self.lease, chained=self.chained
         )
         if not items:
             return []
@@ -255,6 +259,8 @@ class Dispatcher:
                 log.exception("outbox.carry_failed", id=item.id, kind=item.kind)
                 return  # its claim runs out and it is taken again (as uncertain)
             if outcome is not None:
+                # The platform took it (its answer came back): the benchmarks' per-post trace.
+                log.debug("outbox.sent", key=item.elicitation_key, kind=item.kind.value)
                 await self._complete(item, *outcome)
 
         if len(unit) == 1:

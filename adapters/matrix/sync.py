@@ -109,11 +109,12 @@ class MatrixListener:
         self.max_backoff = max_backoff
         self.filter: dict[str, Any] = {
             "room": {
-                # Not the bot's own events: it never acts on them, and a burst of its prompts
-                # would otherwise wake (and, encrypted, be decrypted by) this sync once each.
-                # Its own state events still reach the room's state (the homeserver puts what
-                # the filter left out of the timeline into ``state``).
-                "timeline": {"limit": timeline_limit, "not_senders": [self.user_id]},
+                # The bot's own events too (the listener drops them, ``inbound.classify``): left
+                # out by a ``not_senders`` filter, each of a burst's 200 own events woke this
+                # sync on Synapse, which computed it again from the same ``since`` over every
+                # event so far, found nothing to return and waited again: quadratic in the
+                # burst, a third of Synapse's main thread (bench/README.md, 2026-12-03).
+                "timeline": {"limit": timeline_limit},
                 # The member event of everyone whose events a batch holds, every time (not
                 # only the first time this device saw them), so nio knows their names even
                 # after a restart (RoomEvents names people by their display name).
@@ -280,6 +281,11 @@ class MatrixListener:
             raise from_response("sync", response)
         if not isinstance(response, SyncResponse):
             raise TransientDeliveryError(f"matrix sync: unexpected {type(response).__name__}")
+        # When the batch came in (the benchmark's trace of an answer: sync → recorded → edit).
+        log.debug(
+            "matrix.synced",
+            events=sum(len(room.timeline.events) for room in response.rooms.join.values()),
+        )
         await self._handle(response, first=first)
         if self.crypto is not None:
             await self.crypto.housekeeping()

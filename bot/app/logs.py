@@ -118,6 +118,9 @@ def configure(level: str = "INFO", log_format: str = "auto", stream: IO[str] | N
     root.setLevel(level)
     for noisy in ("uvicorn.access", "httpx", "httpcore", "alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # matrix-nio's DEBUG writes every response it parses, whole (each /sync batch): at DEBUG
+    # that was 8 % of serve's event loop during the Matrix benchmark (bench/README.md).
+    logging.getLogger("nio").setLevel(max(root.getEffectiveLevel(), logging.INFO))
 
 
 # --- the line serve prints once it is ready ------------------------------------------------------

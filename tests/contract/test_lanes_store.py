@@ -262,13 +262,14 @@ async def test_an_unpaced_room_s_posts_are_claimed_as_a_chain_in_the_order_they_
     room = await queue(store, clock, lanes.POST_CHAIN + 5, ROOM, "r")
     await queue(store, clock, 3, BUSY, "s")
     chained = (lanes.chained_prefix("matrix"),)
-    got = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    limit = lanes.POST_CHAIN + 10  # more than the chain: the lane's cap is what binds
+    got = await store.claim_outbox(clock.now(), "w", limit=limit, chained=chained)
     by_lane = Counter(i.lane for i in got)
     assert by_lane == {f"chat:{ROOM}": lanes.POST_CHAIN, f"chat:{BUSY}": 1}
     assert [i.elicitation_key for i in got if i.lane == f"chat:{ROOM}"] == room[: lanes.POST_CHAIN]
-    assert await store.claim_outbox(clock.now(), "w2", limit=50, chained=chained) == []
+    assert await store.claim_outbox(clock.now(), "w2", limit=limit, chained=chained) == []
     # Without ``chained`` (a paced platform's replica, or an older one) a room keeps one.
-    assert await store.claim_outbox(clock.now(), "w3", limit=50) == []
+    assert await store.claim_outbox(clock.now(), "w3", limit=limit) == []
 
 
 async def test_a_channel_s_post_goes_before_its_updates_when_its_pace_allows(
@@ -302,10 +303,11 @@ async def test_a_chained_room_s_reactions_keep_the_lane_s_usual_slots(
     reactions do not all reach the homeserver at once."""
     await queue(store, clock, lanes.POST_CHAIN, ROOM, "k")
     chained = (lanes.chained_prefix("matrix"),)
-    posts = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    limit = lanes.POST_CHAIN + 10
+    posts = await store.claim_outbox(clock.now(), "w", limit=limit, chained=chained)
     assert len(posts) == lanes.POST_CHAIN
     for n, post in enumerate(posts):
         ref = MatrixRef("!burst", f"$k{n}")
         assert await store.complete_outbox(post, "w", clock.now(), ref=ref, seed=True)
-    seeds = await store.claim_outbox(clock.now(), "w", limit=50, chained=chained)
+    seeds = await store.claim_outbox(clock.now(), "w", limit=limit, chained=chained)
     assert [s.kind for s in seeds] == [EffectKind.SEED] * lanes.CHAT_LANE_SLOTS

@@ -22,7 +22,8 @@ from tests.unit.sources.superpipeline_fixtures import VALID
 store = test_outbox.store
 """Every test here runs on every store behind the port (the outbox tests' fixture)."""
 ROOM = "matrix:!burst:example.org"
-BURST = 25
+BURST = lanes.POST_CHAIN + 10
+"""More than one chain: the first POST_CHAIN go together, the rest after them."""
 
 
 async def burst(store: Store, clock: FakeClock, chat: FakeChat) -> tuple[Dispatcher, list[str]]:
@@ -58,7 +59,8 @@ async def test_a_post_failing_inside_a_chain_holds_back_none_of_the_others(
     dispatcher, keys = await burst(store, clock, chat)
     chat.fail_next(1, TransientDeliveryError("homeserver 502"), methods=["post"])
 
-    # One chain of POST_CHAIN posts: the first fails, the others are posted all the same.
+    # One chain of POST_CHAIN posts (more than the dispatcher's concurrency of 16: a chain is
+    # one unit): the first fails, the others are posted all the same.
     assert await dispatcher.run_once() == lanes.POST_CHAIN
     assert [p.view.elicitation.key for p in chat.posted] == keys[1 : lanes.POST_CHAIN]
     await dispatcher.drain()

@@ -325,3 +325,29 @@ def test_the_ready_line_redacts_a_registered_secret() -> None:
     logs.register_secrets([CANARY])
     config = parse_config({"store": {"url": f"postgresql://h/{CANARY}"}})
     assert CANARY not in logs.ready_line(config)
+
+
+def test_at_debug_nio_keeps_its_whole_responses_to_itself() -> None:
+    """matrix-nio's DEBUG line carries each response it parsed, whole (every /sync batch): left
+    out at DEBUG; its INFO and warnings stay, and a quieter level stays quieter for it too."""
+    nio_log = logging.getLogger("nio.responses")
+    saved = logging.getLogger("nio").level
+    try:
+        stream = io.StringIO()
+        logs.configure("DEBUG", stream=stream)
+        nio_log.debug("Validating response schema: %s", {"next_batch": "s1"})
+        nio_log.info("nio info")
+        nio_log.warning("Error validating response")
+        structlog.get_logger("test.logs").debug("ours")
+        assert [line["event"] for line in lines(stream.getvalue())] == [
+            "nio info",
+            "Error validating response",
+            "ours",
+        ]
+        stream = io.StringIO()
+        logs.configure("WARNING", stream=stream)
+        nio_log.info("nio info")
+        nio_log.warning("nio warning")
+        assert [line["event"] for line in lines(stream.getvalue())] == ["nio warning"]
+    finally:
+        logging.getLogger("nio").setLevel(saved)
