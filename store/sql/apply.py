@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from bot.domain import planning
 from bot.domain.deadlines import WEB, Copy
+from bot.domain.payloads import PostPayload, WritebackPayload
 from bot.domain.records import (
     DeadlineKind,
     DeadlineState,
@@ -52,7 +53,7 @@ from store.sql.base import (
     outbox_row,
 )
 
-ESCALATION_POST = {"purpose": Purpose.ESCALATION.value}
+ESCALATION_POST = PostPayload(Purpose.ESCALATION)
 """The payload of an escalation copy's post."""
 
 
@@ -296,7 +297,9 @@ class Applier(SqlBase):
         # The copies are rewritten once the source has answered (accepted: "Answered";
         # refused: what went wrong), one update each; the web inbox says "Sending…" meanwhile.
         batch.outbox.append(
-            outbox_row(key, EffectKind.WRITEBACK, "source", now, payload={"round": sending.round})
+            outbox_row(
+                key, EffectKind.WRITEBACK, "source", now, payload=WritebackPayload(sending.round)
+            )
         )
 
     def _settle(self, conn: Connection, key: str, settle: Settle, now: datetime) -> None:

@@ -14,9 +14,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from bot.domain import lanes
+from bot.domain import lanes, payloads
 from bot.domain.deadlines import Claim, Copy
 from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.payloads import Payload
 from bot.domain.records import (
     AuditEntry,
     DeadlineKind,
@@ -337,7 +338,7 @@ def outbox_row(
     now: datetime,
     *,
     delivery_id: int | None = None,
-    payload: Mapping[str, Any] | None = None,
+    payload: Payload | None = None,
 ) -> dict[str, Any]:
     return {
         "elicitation_key": key,
@@ -345,7 +346,7 @@ def outbox_row(
         "target": target,
         "lane": lanes.lane_of(key, kind, target),
         "delivery_id": delivery_id,
-        "payload": None if payload is None else dict(payload),
+        "payload": payloads.to_json(kind, payload),
         "state": EffectState.PENDING.value,
         "attempts": 0,
         "next_attempt_at": now,

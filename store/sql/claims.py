@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from bot.domain import lanes
+from bot.domain.payloads import payload_of
 from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
 from store.sql.base import DELIVERY, OUTBOX, PACE, E, SqlBase
 from store.tables import UtcDateTime
@@ -268,7 +269,7 @@ class Claims(SqlBase):
                         kind=EffectKind(r.kind),
                         target=r.target,
                         delivery_id=r.delivery_id,
-                        payload=r.payload,
+                        payload=payload_of(EffectKind(r.kind), r.payload),
                         attempts=r.attempts,
                         version=versions.get(r.elicitation_key),
                         lane=r.lane,

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from bot.domain import lanes, planning
 from bot.domain.model import Route
+from bot.domain.payloads import WritebackPayload
 from bot.domain.records import DeliveryState, EffectKind, EffectState, OutboxItem, Writeback
 from bot.domain.refs import MessageRef
 from bot.domain.writes import WriteSet
@@ -290,7 +291,7 @@ class Outbox(Applier):
         row = conn.execute(select(E).where(E.c.key == key).with_for_update()).first()
         if row is None:
             return None
-        round_ = int((item.payload or {}).get("round") or 1)
+        round_ = item.payload.round if isinstance(item.payload, WritebackPayload) else 1
         copies = self._copies(conn, [key]).get(key, ())
         writes = planning.writeback_writes(
             stored_of(row), copies, round_, error=error, reopen=reopen, gave_up=gave_up

@@ -25,6 +25,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.payloads import PostPayload, WritebackPayload
 from bot.domain.planning import display_hash
 from bot.domain.records import (
     DeliveryView,
@@ -532,7 +533,7 @@ async def test_a_win_closes_everything_in_one_transaction(
     assert [(a.actor, a.detail, a.at) for a in answers] == [("slack:U0ALICE", {"ui": "btn"}, now)]
 
     [claimed] = await store.claim_outbox(now, "w1")
-    assert (claimed.kind, claimed.payload) == ("writeback", {"round": 1})
+    assert (claimed.kind, claimed.payload) == ("writeback", WritebackPayload(round=1))
     assert await store.complete_outbox(claimed, "w1", now)
     outbox = await store.outbox(key)
     assert kinds(outbox) == {"post": 1, "update": 1, "writeback": 1}
@@ -696,7 +697,7 @@ async def test_complete_post_records_the_ref_and_the_delivery_is_posted(
             EffectKind.POST,
             MATRIX,
             matrix.delivery_id,
-            None,
+            PostPayload(),
             2,
             version=1,
             lane=f"chat:{MATRIX}",
