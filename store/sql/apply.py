@@ -50,6 +50,7 @@ from store.sql.base import (
     E,
     SqlBase,
     audit_row,
+    open_changed,
     outbox_row,
 )
 
@@ -249,19 +250,9 @@ class Applier(SqlBase):
         self, conn: Connection, key: str, close: Close, now: datetime, batch: Batch
     ) -> bool:
         """Close a pending elicitation: cancel its deadlines, update every copy, tell the source."""
-        done = conn.execute(
-            update(E)
-            .where(E.c.key == key, E.c.status == PENDING)
-            .values(
-                status=close.status.value,
-                answer=close.answer.model_dump(mode="json") if close.answer else None,
-                version=E.c.version + 1,
-                updated_at=now,
-                closed_at=now,
-            )
-            .returning(E.c.key)
-        )
-        if done.first() is None:
+        answer = close.answer.model_dump(mode="json") if close.answer else None
+        status = close.status.value
+        if not open_changed(conn, key, now, status=status, answer=answer, closed_at=now):
             return False
         self._closed(conn, key, now, batch)
         batch.audit.append(audit_row(key, now, close.status.value, SYSTEM, None, close.detail))

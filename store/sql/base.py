@@ -85,6 +85,7 @@ MARK_POSTED = (
 )
 CURRENT_STATE = select(E.c.version, E.c.status, E.c.route).where(E.c.key == bindparam("ekey"))
 PENDING = Status.PENDING.value
+CLAIMED = EffectState.CLAIMED.value
 
 
 class WriteLock:
@@ -453,3 +454,49 @@ def effect_of(row: Any) -> EffectView:
         lane=row.lane,
         first_attempt_at=row.first_attempt_at,
     )
+
+
+# -- the sequences every use case repeats --------------------------------------------------------
+
+
+def changed(conn: Connection, statement: Any) -> bool:
+    """Run a fenced ``UPDATE … RETURNING``: True when it matched a row (the fence held)."""
+    return conn.execute(statement).first() is not None
+
+
+def open_changed(conn: Connection, key: str, now: datetime, *fence: Any, **values: Any) -> bool:
+    """Change a still-pending elicitation (and whatever else ``fence`` asks) as a new version;
+    False: it closed, or the fence did not hold, and nothing was written."""
+    statement = (
+        update(E)
+        .where(E.c.key == key, E.c.status == PENDING, *fence)
+        .values(version=E.c.version + 1, updated_at=now, **values)
+        .returning(E.c.key)
+    )
+    return changed(conn, statement)
+
+
+def outbox_fenced(conn: Connection, row_id: int, claimer: str, **values: Any) -> bool:
+    """Change an outbox row still claimed by ``claimer``: a claimer whose lease ran out (the row
+    retaken, or done by another) changes nothing."""
+    statement = (
+        update(OUTBOX)
+        .where(OUTBOX.c.id == row_id, OUTBOX.c.claimed_by == claimer, OUTBOX.c.state == CLAIMED)
+        .values(**values)
+        .returning(OUTBOX.c.id)
+    )
+    return changed(conn, statement)
+
+
+def released(conn: Connection, table: Table, held: Any, claimer: str | None, **values: Any) -> int:
+    """Give back the ``held`` rows of ``table`` (only ``claimer``'s, when given): how many."""
+    statement = update(table).where(held)
+    if claimer is not None:
+        statement = statement.where(table.c.claimed_by == claimer)
+    values.update(claimed_by=None, claimed_until=None)
+    return len(conn.execute(statement.values(**values).returning(table.c.id)).all())
+
+
+def rows_of(conn: Connection, table: Table, column: Any, value: Any, *order: Any) -> list[Any]:
+    """The rows of ``table`` whose ``column`` is ``value``, in ``order``."""
+    return list(conn.execute(select(table).where(column == value).order_by(*order)))

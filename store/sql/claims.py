@@ -34,10 +34,9 @@ from sqlalchemy.engine import Connection
 from bot.domain import lanes
 from bot.domain.payloads import payload_of
 from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
-from store.sql.base import DELIVERY, OUTBOX, PACE, E, SqlBase
+from store.sql.base import CLAIMED, DELIVERY, OUTBOX, PACE, E, SqlBase, released
 from store.tables import UtcDateTime
 
-CLAIMED = EffectState.CLAIMED.value
 PACE_PREFIX = lanes.pace_key("")
 DOWN_PREFIX = lanes.down_key("")
 
@@ -333,15 +332,8 @@ class Claims(SqlBase):
         """Give claimed rows back (at start with SQLite: the one process that held them is gone)."""
 
         def work(conn: Connection) -> int:
-            query = update(OUTBOX).where(OUTBOX.c.state == CLAIMED)
-            if claimer is not None:
-                query = query.where(OUTBOX.c.claimed_by == claimer)
-            result = conn.execute(
-                query.values(
-                    state=EffectState.PENDING.value, claimed_by=None, claimed_until=None
-                ).returning(OUTBOX.c.id)
-            )
-            return len(result.all())
+            held = OUTBOX.c.state == CLAIMED
+            return released(conn, OUTBOX, held, claimer, state=EffectState.PENDING.value)
 
         return await self._run(work, write=True)
 

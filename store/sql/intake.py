@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection, Engine
 
 from bot.domain import planning
@@ -37,6 +37,7 @@ from store.sql.base import (
     PENDING,
     E,
     ManyRows,
+    open_changed,
 )
 
 GROUP_COMMIT_MAX = 64
@@ -217,24 +218,16 @@ class Intake(Applier):
     def _revise(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         """The same elicitation pushed again: update what people see, if it changed and is open."""
         e = item.elicitation
-        changed = conn.execute(
-            update(E)
-            .where(
-                E.c.key == e.key,
-                E.c.status == PENDING,
-                E.c.display_hash != item.display_hash,
-            )
-            .values(
-                payload=RawJson(e.model_dump_json(by_alias=True)),
-                display_hash=item.display_hash,
-                version=E.c.version + 1,
-                expires_at=e.deadlines.expires_at,
-                subject_expires_at=e.subject.expires_at if e.subject else None,
-                updated_at=now,
-            )
-            .returning(E.c.key)
-        )
-        if changed.first() is None:
+        if not open_changed(
+            conn,
+            e.key,
+            now,
+            E.c.display_hash != item.display_hash,
+            payload=RawJson(e.model_dump_json(by_alias=True)),
+            display_hash=item.display_hash,
+            expires_at=e.deadlines.expires_at,
+            subject_expires_at=e.subject.expires_at if e.subject else None,
+        ):
             return IntakeOutcome(e.key, IntakeResult.UNCHANGED)
         self._write(conn, e.key, planning.revision_writes(e, now, item.audit), now)
         return IntakeOutcome(e.key, IntakeResult.UPDATED)

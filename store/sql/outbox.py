@@ -29,9 +29,9 @@ from store.sql.base import (
     PENDING,
     E,
     audit_row,
+    outbox_fenced,
     stored_of,
 )
-from store.sql.claims import CLAIMED
 
 
 class Outbox(Applier):
@@ -127,23 +127,17 @@ class Outbox(Applier):
         refresh_at: datetime | None = None,
     ) -> None:
         def work(conn: Connection) -> None:
-            retried = conn.execute(
-                update(OUTBOX)
-                .where(
-                    OUTBOX.c.id == item.id,
-                    OUTBOX.c.claimed_by == claimer,
-                    OUTBOX.c.state == CLAIMED,
-                )
-                .values(
-                    state=EffectState.PENDING.value,
-                    claimed_by=None,
-                    claimed_until=None,
-                    next_attempt_at=at,
-                    last_error=error[:2000],
-                )
-                .returning(OUTBOX.c.id)
-            ).first()
-            if refresh_at is not None and retried is not None:
+            retried = outbox_fenced(
+                conn,
+                item.id,
+                claimer,
+                state=EffectState.PENDING.value,
+                claimed_by=None,
+                claimed_until=None,
+                next_attempt_at=at,
+                last_error=error[:2000],
+            )
+            if refresh_at is not None and retried:
                 self._write(conn, item.elicitation_key, WriteSet(refresh=True), refresh_at)
 
         await self._run(work, write=True)
@@ -194,17 +188,10 @@ class Outbox(Applier):
         """Done, not carried out: its question closed before its turn (fenced on our claim)."""
 
         def work(conn: Connection) -> bool:
-            dropped = conn.execute(
-                update(OUTBOX)
-                .where(
-                    OUTBOX.c.id == item.id,
-                    OUTBOX.c.claimed_by == claimer,
-                    OUTBOX.c.state == CLAIMED,
-                )
-                .values(state=EffectState.DONE.value, done_at=now, last_error=f"dropped: {what}")
-                .returning(OUTBOX.c.id)
-            ).first()
-            if dropped is None:
+            done = EffectState.DONE.value
+            if not outbox_fenced(
+                conn, item.id, claimer, state=done, done_at=now, last_error=f"dropped: {what}"
+            ):
                 return False
             if item.kind == EffectKind.POST and item.delivery_id is not None:
                 conn.execute(
@@ -249,17 +236,10 @@ class Outbox(Applier):
     def _fail_row(
         self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
     ) -> bool:
-        failed = conn.execute(
-            update(OUTBOX)
-            .where(
-                OUTBOX.c.id == item.id,
-                OUTBOX.c.claimed_by == claimer,
-                OUTBOX.c.state == CLAIMED,
-            )
-            .values(state=EffectState.FAILED.value, done_at=now, last_error=error[:2000])
-            .returning(OUTBOX.c.id)
-        ).first()
-        return failed is not None
+        failed = EffectState.FAILED.value
+        return outbox_fenced(
+            conn, item.id, claimer, state=failed, done_at=now, last_error=error[:2000]
+        )
 
     async def refuse_writeback(
         self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
