@@ -50,9 +50,13 @@ from store.sql.base import (
     E,
     SqlBase,
     audit_row,
+    moved,
     open_changed,
     outbox_row,
 )
+
+TO_FIRE, CANCELLED = DeadlineState.PENDING.value, DeadlineState.CANCELLED.value
+WAITING, SKIPPED = DeliveryState.WAITING.value, DeliveryState.SKIPPED.value
 
 ESCALATION_POST = PostPayload(Purpose.ESCALATION)
 """The payload of an escalation copy's post."""
@@ -264,22 +268,10 @@ class Applier(SqlBase):
         "sending" until it is accepted or refused, and then every posted copy shows the result).
         What the close cancelled and skipped is recorded with it, for a refusal to revive."""
         batch.closed.add(key)
-        cancelled = conn.execute(
-            update(DEADLINE)
-            .where(
-                DEADLINE.c.elicitation_key == key, DEADLINE.c.state == DeadlineState.PENDING.value
-            )
-            .values(state=DeadlineState.CANCELLED.value)
-            .returning(DEADLINE.c.id)
-        ).scalars()
-        skipped = conn.execute(
-            update(DELIVERY)
-            .where(
-                DELIVERY.c.elicitation_key == key, DELIVERY.c.state == DeliveryState.WAITING.value
-            )
-            .values(state=DeliveryState.SKIPPED.value)
-            .returning(DELIVERY.c.id)
-        ).scalars()
+        of_key = DEADLINE.c.elicitation_key == key
+        cancelled = moved(conn, DEADLINE, of_key, CANCELLED, was=TO_FIRE, returning=DEADLINE.c.id)
+        of_key = DELIVERY.c.elicitation_key == key
+        skipped = moved(conn, DELIVERY, of_key, SKIPPED, was=WAITING, returning=DELIVERY.c.id)
         previous = conn.execute(select(E.c.writeback).where(E.c.key == key)).scalar()
         sending = planning.sending_writeback(
             Writeback.from_json(previous), cancelled=sorted(cancelled), skipped=sorted(skipped)
@@ -309,24 +301,11 @@ class Applier(SqlBase):
         conn.execute(ANSWER.delete().where(ANSWER.c.elicitation_key == key))
         wb = settle.writeback
         if wb.cancelled:
-            revived = conn.execute(
-                update(DEADLINE)
-                .where(
-                    DEADLINE.c.id.in_(wb.cancelled),
-                    DEADLINE.c.state == DeadlineState.CANCELLED.value,
-                )
-                .values(state=DeadlineState.PENDING.value)
-                .returning(DEADLINE.c.due_at)
-            ).scalars()
-            self._planned.extend(revived)
+            ids = DEADLINE.c.id.in_(wb.cancelled)
+            due = moved(conn, DEADLINE, ids, TO_FIRE, was=CANCELLED, returning=DEADLINE.c.due_at)
+            self._planned.extend(due)
         if wb.skipped:
-            conn.execute(
-                update(DELIVERY)
-                .where(
-                    DELIVERY.c.id.in_(wb.skipped), DELIVERY.c.state == DeliveryState.SKIPPED.value
-                )
-                .values(state=DeliveryState.WAITING.value)
-            )
+            moved(conn, DELIVERY, DELIVERY.c.id.in_(wb.skipped), WAITING, was=SKIPPED)
 
     def _refresh(
         self,

@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 from bot.domain import lanes
 from bot.domain.payloads import payload_of
 from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
-from store.sql.base import CLAIMED, DELIVERY, OUTBOX, PACE, E, SqlBase, released
+from store.sql.base import CLAIMED, DELIVERY, OUTBOX, PACE, E, SqlBase, moved, released
 from store.tables import UtcDateTime
 
 PACE_PREFIX = lanes.pace_key("")
@@ -247,14 +247,8 @@ class Claims(SqlBase):
                 if r.kind == EffectKind.POST and r.delivery_id is not None
             ]
             if posting:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(
-                        DELIVERY.c.id.in_(posting),
-                        DELIVERY.c.state == DeliveryState.PLANNED.value,
-                    )
-                    .values(state=DeliveryState.POSTING.value)
-                )
+                ids, posting_now = DELIVERY.c.id.in_(posting), DeliveryState.POSTING.value
+                moved(conn, DELIVERY, ids, posting_now, was=DeliveryState.PLANNED.value)
             keys = sorted({r.elicitation_key for r in rows})
             versions: dict[str, int] = {
                 r.key: r.version

@@ -22,7 +22,7 @@ from bot.domain.deadlines import Claim, FireContext, Firing
 from bot.domain.model import Elicitation, Route, Status
 from bot.domain.records import DeadlineKind, DeadlineState, DueDeadline, FiredDeadline, FireOutcome
 from store.sql.apply import Applier, Batch
-from store.sql.base import DEADLINE, E, released
+from store.sql.base import DEADLINE, E, moved, released
 from store.sql.votes import votes_for
 
 PENDING_DEADLINE = DeadlineState.PENDING.value
@@ -181,17 +181,9 @@ class Deadlines(Applier):
                 idle.append(d.id)
             results[n] = _result(d, outcome)
         if deferred:  # a new row at the claim's lapse takes its place
-            conn.execute(
-                update(DEADLINE)
-                .where(DEADLINE.c.id.in_(deferred))
-                .values(state=DeadlineState.DEFERRED.value)
-            )
+            moved(conn, DEADLINE, DEADLINE.c.id.in_(deferred), DeadlineState.DEFERRED.value)
         if idle:  # nothing was done (or nothing could be: skipped, audited): the row says so
-            conn.execute(
-                update(DEADLINE)
-                .where(DEADLINE.c.id.in_(idle))
-                .values(state=DeadlineState.CANCELLED.value)
-            )
+            moved(conn, DEADLINE, DEADLINE.c.id.in_(idle), DeadlineState.CANCELLED.value)
         self._finish(conn, batch, now)
         return results
 
@@ -227,17 +219,16 @@ class Deadlines(Applier):
             ).scalars()
         )
         again = dl.free_instant(at, taken)
-        conn.execute(
-            update(DEADLINE)
-            .where(DEADLINE.c.id == d.id)
-            .values(
-                state=PENDING_DEADLINE,
-                due_at=again,
-                detail=dict(detail or {}),
-                fired_at=None,
-                claimed_by=None,
-                claimed_until=None,
-            )
+        moved(
+            conn,
+            DEADLINE,
+            DEADLINE.c.id == d.id,
+            PENDING_DEADLINE,
+            due_at=again,
+            detail=dict(detail or {}),
+            fired_at=None,
+            claimed_by=None,
+            claimed_until=None,
         )
         self._planned.append(again)
 

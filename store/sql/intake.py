@@ -2,7 +2,7 @@
 group commit; what a new or revised elicitation writes is decided by the domain.
 
 A group of independent items is written a statement per table for all of them
-(:class:`store.sql.base.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
+(:class:`store.sql.many_rows.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
 text, whatever the group's size) rather than several statements per item: per-statement and
 per-row overhead in SQLAlchemy and psycopg was most of the store's CPU per event."""
 
@@ -36,9 +36,9 @@ from store.sql.base import (
     OUTBOX,
     PENDING,
     E,
-    ManyRows,
     open_changed,
 )
+from store.sql.many_rows import ManyRows
 
 GROUP_COMMIT_MAX = 64
 """Most inbound batches written in one transaction."""

@@ -29,6 +29,7 @@ from store.sql.base import (
     PENDING,
     E,
     audit_row,
+    moved,
     outbox_fenced,
     stored_of,
 )
@@ -154,11 +155,8 @@ class Outbox(Applier):
                 return True
             post = item.kind == EffectKind.POST and item.delivery_id is not None
             if post:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(DELIVERY.c.id == item.delivery_id)
-                    .values(state=DeliveryState.FAILED.value, error=error[:2000])
-                )
+                copy = DELIVERY.c.id == item.delivery_id
+                moved(conn, DELIVERY, copy, DeliveryState.FAILED.value, error=error[:2000])
             conn.execute(
                 NEW_AUDIT,
                 audit_row(
@@ -194,10 +192,8 @@ class Outbox(Applier):
             ):
                 return False
             if item.kind == EffectKind.POST and item.delivery_id is not None:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(DELIVERY.c.id == item.delivery_id)
-                    .values(state=DeliveryState.SKIPPED.value)
+                moved(
+                    conn, DELIVERY, DELIVERY.c.id == item.delivery_id, DeliveryState.SKIPPED.value
                 )
             detail = {"target": item.target, "reason": "no longer pending"}
             action = f"{what}_dropped"

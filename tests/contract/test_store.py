@@ -326,7 +326,7 @@ async def test_a_batch_is_all_or_nothing(store: SqlStore, clock: FakeClock) -> N
     batch = [item(first, "ev-1"), item(second, "ev-2"), item(broken, "ev-3")]
 
     # SQLAlchemy wraps the column type's refusal in a StatementError; PostgreSQL's group insert
-    # binds each column itself (store.sql.base.ManyRows), so there it comes bare.
+    # binds each column itself (store.sql.many_rows.ManyRows), so there it comes bare.
     with pytest.raises((StatementError, ValueError)):
         await store.intake(batch, now)
 
