@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -47,6 +48,9 @@ from store.tables import (
     RouteRow,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 E: Table = ElicitationRow.__table__  # type: ignore[attr-defined]
 INBOUND: Table = InboundRow.__table__  # type: ignore[attr-defined]
 DELIVERY: Table = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -59,6 +63,7 @@ KV: Table = KeyValueRow.__table__  # type: ignore[attr-defined]
 PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
 
 T = TypeVar("T")
+R = TypeVar("R", bound="DataclassInstance")
 NEW_OUTBOX = insert(OUTBOX)
 NEW_AUDIT = insert(AUDIT)
 COMPLETE_OUTBOX = (
@@ -322,51 +327,24 @@ def delivery_of(row: Any) -> DeliveryView:
     )
 
 
+def record_of(cls: type[R], row: Any, **converted: Any) -> R:
+    """A record whose every field is the row's column of that name (``converted`` aside)."""
+    columns = row._mapping
+    named = {f.name: columns[f.name] for f in fields(cls) if f.name not in converted}
+    return cls(**named, **converted)
+
+
 def deadline_of(row: Any) -> DeadlineView:
-    return DeadlineView(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        kind=DeadlineKind(row.kind),
-        due_at=row.due_at,
-        state=DeadlineState(row.state),
-        fired_at=row.fired_at,
-        claimed_by=row.claimed_by,
-        claimed_until=row.claimed_until,
-        detail=row.detail,
-    )
+    kind, state = DeadlineKind(row.kind), DeadlineState(row.state)
+    return record_of(DeadlineView, row, kind=kind, state=state)
 
 
 def audit_of(row: Any) -> AuditEntry:
-    return AuditEntry(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        at=row.at,
-        action=row.action,
-        actor=row.actor,
-        code=row.code,
-        detail=row.detail,
-    )
+    return record_of(AuditEntry, row)
 
 
 def effect_of(row: Any) -> EffectView:
-    return EffectView(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        kind=EffectKind(row.kind),
-        target=row.target,
-        delivery_id=row.delivery_id,
-        state=EffectState(row.state),
-        attempts=row.attempts,
-        next_attempt_at=row.next_attempt_at,
-        created_at=row.created_at,
-        done_at=row.done_at,
-        last_error=row.last_error,
-        claimed_by=row.claimed_by,
-        claimed_until=row.claimed_until,
-        payload=row.payload,
-        lane=row.lane,
-        first_attempt_at=row.first_attempt_at,
-    )
+    return record_of(EffectView, row, kind=EffectKind(row.kind), state=EffectState(row.state))
 
 
 # -- the sequences every use case repeats --------------------------------------------------------
