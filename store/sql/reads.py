@@ -11,6 +11,7 @@ from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from bot.domain.deadlines import Timer
+from bot.domain.model import ElicitationKey
 from bot.domain.records import (
     AuditEntry,
     DeadlineKind,
@@ -42,15 +43,15 @@ from store.sql.votes import votes_for
 
 
 class Reads(SqlBase):
-    async def resolve_key(self, ident: str) -> str | None:
+    async def resolve_key(self, ident: str) -> ElicitationKey | None:
         """The key for ``<source>:<id>`` or a bare source id (elicitationId, qst_…)."""
 
-        def work(conn: Connection) -> str | None:
+        def work(conn: Connection) -> ElicitationKey | None:
             hit = conn.execute(select(E.c.key).where(E.c.key == ident)).scalar()
             if hit is not None:
-                return str(hit)
+                return ElicitationKey(str(hit))
             rows = conn.execute(select(E.c.key).where(E.c.source_id == ident).limit(2)).all()
-            return str(rows[0][0]) if len(rows) == 1 else None
+            return ElicitationKey(str(rows[0][0])) if len(rows) == 1 else None
 
         return await self._run(work, write=False)
 
@@ -69,14 +70,14 @@ class Reads(SqlBase):
             return {}
         return await self._run(work, write=False)
 
-    async def key_for_message(self, ref_key: str) -> str | None:
+    async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
         """The elicitation whose delivered message has this ref key."""
 
-        def work(conn: Connection) -> str | None:
+        def work(conn: Connection) -> ElicitationKey | None:
             found = conn.execute(
                 select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
             ).scalar()
-            return None if found is None else str(found)
+            return None if found is None else ElicitationKey(str(found))
 
         return await self._run(work, write=False)
 
