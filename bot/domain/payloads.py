@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from bot.domain.records import EffectKind, NoticeKind, Purpose
 from bot.domain.refs import MessageRef, ref_from_json
@@ -32,27 +32,23 @@ class PostPayload:
 
 
 @dataclass(frozen=True)
-class UpdatePayload:
-    """An update rewrites its copy from the elicitation as it stands: nothing to carry."""
-
+class _Nothing:
     def to_json(self) -> dict[str, Any] | None:
         return None
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> UpdatePayload:
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
         return cls()
 
 
 @dataclass(frozen=True)
-class SeedPayload:
+class UpdatePayload(_Nothing):
+    """An update rewrites its copy from the elicitation as it stands: nothing to carry."""
+
+
+@dataclass(frozen=True)
+class SeedPayload(_Nothing):
     """A seed adds a posted copy's reactions: nothing to carry."""
-
-    def to_json(self) -> dict[str, Any] | None:
-        return None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SeedPayload:
-        return cls()
 
 
 @dataclass(frozen=True)

@@ -157,16 +157,10 @@ class Outbox(Applier):
             if post:
                 copy = DELIVERY.c.id == item.delivery_id
                 moved(conn, DELIVERY, copy, DeliveryState.FAILED.value, error=error[:2000])
+            detail = {"target": item.target, "error": error[:500]}
+            action = f"{item.kind.value}_failed"
             conn.execute(
-                NEW_AUDIT,
-                audit_row(
-                    item.elicitation_key,
-                    now,
-                    f"{item.kind.value}_failed",
-                    None,
-                    None,
-                    {"target": item.target, "error": error[:500]},
-                ),
+                NEW_AUDIT, audit_row(item.elicitation_key, now, action, None, None, detail)
             )
             if post and item.delivery_id is not None:
                 key = item.elicitation_key
