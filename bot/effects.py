@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import Elicitation, Status
+from bot.domain.payloads import NotifyPayload, PostPayload, WritebackPayload
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
 from bot.domain.records import (
     EffectKind,
@@ -26,7 +26,7 @@ from bot.domain.records import (
     StoredElicitation,
     Timeline,
 )
-from bot.domain.refs import MessageRef, ref_from_json
+from bot.domain.refs import MessageRef
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 
@@ -115,10 +115,10 @@ class Effects:
     ) -> MessageRef | None:
         """Carry out one row; returns the message ref of a post."""
         key = f"elicitbot-{item.id}"
-        payload = item.payload or {}
+        payload = item.payload
         if item.kind is EffectKind.POST:
             escalation = None
-            if payload.get("purpose") == Purpose.ESCALATION:
+            if isinstance(payload, PostPayload) and payload.purpose is Purpose.ESCALATION:
                 if stored is None or stored.status is not Status.PENDING:
                     raise Stale("escalation")  # answered (or closed) since it fired
                 delivery = await self.store.delivery(item.delivery_id or -1)
@@ -170,6 +170,8 @@ class Effects:
             )
             return None
         if item.kind is EffectKind.NOTIFY:
+            if not isinstance(payload, NotifyPayload):
+                raise PermanentDeliveryError(f"a notice row without a notice: {payload!r}")
             notice = notice_of(payload)
             if notice.kind is NoticeKind.REMINDER and (
                 stored is None or stored.status is not Status.PENDING
@@ -183,7 +185,7 @@ class Effects:
             view = await self._view(item, stored, rendered=False)
             sink = self.sinks.get(view.elicitation.source)
             if sink is not None:
-                round_ = int(payload.get("round") or 1)
+                round_ = payload.round if isinstance(payload, WritebackPayload) else 1
                 await sink.deliver(
                     view, idempotency_key=writeback_key(item.elicitation_key, round_)
                 )
@@ -191,19 +193,16 @@ class Effects:
         raise PermanentDeliveryError(f"unknown outbox kind {item.kind!r}")
 
 
-def notice_of(payload: Mapping[str, Any]) -> Notice:
-    """The typed notice a ``notify`` row's payload describes (a reminder, a note)."""
-    raw_kind = payload.get("kind")
-    kind = NoticeKind(raw_kind) if raw_kind in set(NoticeKind) else NoticeKind.NOTE
-    thread = payload.get("thread")
+def notice_of(payload: NotifyPayload) -> Notice:
+    """The notice a ``notify`` row's payload describes, as the chat adapters take it."""
     return Notice(
-        user=str(payload.get("user", "")),
-        text=str(payload.get("text", "")),
-        thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
-        kind=kind,
-        mentions=tuple(str(m) for m in payload.get("mentions") or ()),
-        mention=bool(payload.get("mention", True)),
-        reply_to=payload.get("reply_to") if isinstance(payload.get("reply_to"), str) else None,
+        user=payload.user,
+        text=payload.text,
+        thread=payload.thread,
+        kind=payload.kind,
+        mentions=payload.mentions,
+        mention=payload.mention,
+        reply_to=payload.reply_to,
     )
 
 

@@ -3,7 +3,7 @@
 :class:`MatrixListener` uses the bot's access token and fixed device from the config (no login:
 a new login would make a new device and lose the homeserver's transaction-id dedupe). Each
 ``/sync`` batch is handled first and its ``next_batch`` saved through the
-:class:`~bot.domain.ports.KeyValue` port afterwards, so a crash replays the batch rather than
+:class:`~bot.domain.store.Values` port afterwards, so a crash replays the batch rather than
 losing it (nio's own ``store_sync_tokens`` saves before its callbacks run, which would lose a
 batch to a crash between the save and the handling).
 Replayed events are recognised by event id in the store (``Elicitations.first_time``), which also
@@ -58,7 +58,8 @@ from bot.domain.errors import (
     PermanentDeliveryError,
     TransientDeliveryError,
 )
-from bot.domain.ports import Elicitations, KeyValue
+from bot.domain.ports import Elicitations
+from bot.domain.store import Values
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -71,7 +72,7 @@ STOP_GRACE = 2.0
 
 
 def token_key(user_id: str, device_id: str) -> str:
-    """Where the sync token lives in the KeyValue store."""
+    """Where the sync token lives in the Values store."""
     return f"matrix.next_batch:{user_id}:{device_id}"
 
 
@@ -86,7 +87,7 @@ class MatrixListener:
         self,
         chat: MatrixChat,
         elicitations: Elicitations,
-        values: KeyValue,
+        values: Values,
         *,
         device_id: str,
         bots: Iterable[str] = (),

@@ -19,6 +19,7 @@ from bot.domain import deadlines as dl
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.described import describe_answer
 from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.payloads import NotifyPayload
 from bot.domain.records import (
     DeadlineKind,
     DeliveryState,
@@ -39,7 +40,6 @@ from bot.domain.writes import (
     CopyUpdate,
     Effect,
     NewCopy,
-    NotifyPayload,
     PlannedDeadline,
     Settle,
     WriteSet,
@@ -341,7 +341,7 @@ def firing_writes(ctx: FireContext, firing: Firing, deadline_id: int) -> FiringW
             EffectKind.NOTIFY,
             n.destination,
             n.delivery_id,
-            NotifyPayload(NoticeKind.REMINDER, "", n.text, n.thread, n.mentions).to_json(),
+            NotifyPayload(NoticeKind.REMINDER, "", n.text, n.thread, n.mentions),
         )
         for n in firing.notices
     )
@@ -458,7 +458,7 @@ def writeback_writes(
         thread = next((c.ref for c in copies if answered_on(c, answer.via)), None)
         text = refused_notice(stored.elicitation, settled)
         notice = NotifyPayload(NoticeKind.REFUSAL, answer.respondent, text, thread)
-        effects = (Effect(EffectKind.NOTIFY, answer.via, payload=notice.to_json()),)
+        effects = (Effect(EffectKind.NOTIFY, answer.via, payload=notice),)
     return WriteSet(
         audits=(audit,),
         effects=effects,

@@ -268,14 +268,6 @@ class SecretSink(Protocol):
     ) -> None: ...
 
 
-class KeyValue(Protocol):
-    """Small durable values (a Matrix sync token)."""
-
-    async def get_value(self, key: str) -> str | None: ...
-
-    async def set_value(self, key: str, value: str) -> None: ...
-
-
 class AnswerSink(Protocol):
     """Writes a closed elicitation's outcome back to the system that asked; idempotent by key."""
 

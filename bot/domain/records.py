@@ -17,6 +17,7 @@ from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.refs import MessageRef
 
 if TYPE_CHECKING:
+    from bot.domain.payloads import Payload
     from bot.domain.quorum import Vote
 
 
@@ -388,7 +389,8 @@ class OutboxItem:
     kind: EffectKind
     target: str
     delivery_id: int | None
-    payload: dict[str, Any] | None
+    payload: Payload
+    """What its kind carries (:mod:`bot.domain.payloads`)."""
     attempts: int
     version: int | None = None
     """The elicitation's version when the row was claimed (what a post renders)."""

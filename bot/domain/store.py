@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from bot.domain.deadlines import FireContext, Firing
-from bot.domain.model import Answer, Status
+from bot.domain.model import Answer, ElicitationKey, Status
 from bot.domain.policy import RoutePolicy
 from bot.domain.ports import IntakeOutcome
 from bot.domain.quorum import Vote
@@ -51,11 +51,11 @@ class ElicitationReads(Protocol):
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]: ...
 
-    async def resolve_key(self, ident: str) -> str | None:
+    async def resolve_key(self, ident: str) -> ElicitationKey | None:
         """The key for ``<source>:<id>`` or a bare source id (None: unknown or ambiguous)."""
         ...
 
-    async def key_for_message(self, ref_key: str) -> str | None:
+    async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
         """The elicitation whose delivered message has this ref key."""
         ...
 

@@ -33,12 +33,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.model import Answer, Status
+from bot.domain.payloads import Payload
 from bot.domain.records import (
     DeadlineKind,
     DeliveryState,
     EffectKind,
     Escalation,
-    NoticeKind,
     Original,
     Purpose,
     Writeback,
@@ -108,7 +108,8 @@ class Effect:
     kind: EffectKind
     target: str
     delivery_id: int | None = None
-    payload: Mapping[str, Any] | None = None
+    payload: Payload | None = None
+    """None: the kind's default (:mod:`bot.domain.payloads`)."""
 
 
 @dataclass(frozen=True)
@@ -157,43 +158,6 @@ class WriteSet:
     @property
     def empty(self) -> bool:
         return self == WriteSet()
-
-
-@dataclass(frozen=True)
-class NotifyPayload:
-    """A ``notify`` outbox row's payload: a private or thread notice (a reminder)."""
-
-    kind: NoticeKind
-    user: str
-    """The person's identity key; empty for a reminder in a thread."""
-    text: str
-    thread: MessageRef | None = None
-    mentions: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "user": self.user,
-            "thread": None if self.thread is None else self.thread.to_json(),
-            "text": self.text,
-            "mentions": list(self.mentions),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> NotifyPayload:
-        data = data or {}
-        try:
-            kind = NoticeKind(data.get("kind") or NoticeKind.REFUSAL)
-        except ValueError:
-            kind = NoticeKind.NOTE
-        thread = data.get("thread")
-        return cls(
-            kind=kind,
-            user=str(data.get("user") or ""),
-            text=str(data.get("text") or ""),
-            thread=ref_from_json(thread) if isinstance(thread, Mapping) else None,
-            mentions=tuple(str(m) for m in data.get("mentions") or ()),
-        )
 
 
 def escalation_json(escalation: Escalation) -> dict[str, Any]:

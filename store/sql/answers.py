@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import insert, or_, select
 from sqlalchemy.engine import Connection
 
 from bot.domain import planning
 from bot.domain.model import Answer, Status
 from bot.domain.records import RecordResult
 from store.sql.apply import Applier, Batch
-from store.sql.base import ANSWER, NEW_AUDIT, PENDING, E, audit_row
+from store.sql.base import ANSWER, NEW_AUDIT, E, audit_row, open_changed
 
 
 class Answers(Applier):
@@ -31,11 +31,7 @@ class Answers(Applier):
     ) -> RecordResult:
         """First valid answer wins: one conditional UPDATE (pending, not expired, and at
         ``version`` when given); the loser learns the current state."""
-        conditions = [
-            E.c.key == key,
-            E.c.status == PENDING,
-            or_(E.c.expires_at.is_(None), E.c.expires_at > now),
-        ]
+        conditions = [or_(E.c.expires_at.is_(None), E.c.expires_at > now)]
         if version is not None:
             conditions.append(E.c.version == version)
         if approving:
@@ -43,19 +39,10 @@ class Answers(Applier):
         body = answer.model_dump(mode="json")
 
         def work(conn: Connection) -> RecordResult:
-            won = conn.execute(
-                update(E)
-                .where(*conditions)
-                .values(
-                    status=Status.ANSWERED.value,
-                    answer=body,
-                    version=E.c.version + 1,
-                    updated_at=now,
-                    closed_at=now,
-                )
-                .returning(E.c.key)
-            )
-            if won.first() is None:
+            answered = Status.ANSWERED.value
+            if not open_changed(
+                conn, key, now, *conditions, status=answered, answer=body, closed_at=now
+            ):
                 current = conn.execute(select(E.c.status, E.c.answer).where(E.c.key == key)).one()
                 return RecordResult(
                     False,
@@ -130,19 +117,7 @@ class Answers(Applier):
         writes = planning.claim_writes(by, until)
 
         def work(conn: Connection) -> bool:
-            done = conn.execute(
-                update(E)
-                .where(E.c.key == key, E.c.status == PENDING)
-                .values(
-                    claim_by=by,
-                    claim_name=name,
-                    claim_until=until,
-                    version=E.c.version + 1,
-                    updated_at=now,
-                )
-                .returning(E.c.key)
-            ).first()
-            if done is None:
+            if not open_changed(conn, key, now, claim_by=by, claim_name=name, claim_until=until):
                 return False
             self._write(conn, key, writes, now)
             return True

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from bot.domain import planning
 from bot.domain.deadlines import WEB, Copy
+from bot.domain.payloads import PostPayload, WritebackPayload
 from bot.domain.records import (
     DeadlineKind,
     DeadlineState,
@@ -49,10 +50,15 @@ from store.sql.base import (
     E,
     SqlBase,
     audit_row,
+    moved,
+    open_changed,
     outbox_row,
 )
 
-ESCALATION_POST = {"purpose": Purpose.ESCALATION.value}
+TO_FIRE, CANCELLED = DeadlineState.PENDING.value, DeadlineState.CANCELLED.value
+WAITING, SKIPPED = DeliveryState.WAITING.value, DeliveryState.SKIPPED.value
+
+ESCALATION_POST = PostPayload(Purpose.ESCALATION)
 """The payload of an escalation copy's post."""
 
 
@@ -248,19 +254,9 @@ class Applier(SqlBase):
         self, conn: Connection, key: str, close: Close, now: datetime, batch: Batch
     ) -> bool:
         """Close a pending elicitation: cancel its deadlines, update every copy, tell the source."""
-        done = conn.execute(
-            update(E)
-            .where(E.c.key == key, E.c.status == PENDING)
-            .values(
-                status=close.status.value,
-                answer=close.answer.model_dump(mode="json") if close.answer else None,
-                version=E.c.version + 1,
-                updated_at=now,
-                closed_at=now,
-            )
-            .returning(E.c.key)
-        )
-        if done.first() is None:
+        answer = close.answer.model_dump(mode="json") if close.answer else None
+        status = close.status.value
+        if not open_changed(conn, key, now, status=status, answer=answer, closed_at=now):
             return False
         self._closed(conn, key, now, batch)
         batch.audit.append(audit_row(key, now, close.status.value, SYSTEM, None, close.detail))
@@ -272,22 +268,10 @@ class Applier(SqlBase):
         "sending" until it is accepted or refused, and then every posted copy shows the result).
         What the close cancelled and skipped is recorded with it, for a refusal to revive."""
         batch.closed.add(key)
-        cancelled = conn.execute(
-            update(DEADLINE)
-            .where(
-                DEADLINE.c.elicitation_key == key, DEADLINE.c.state == DeadlineState.PENDING.value
-            )
-            .values(state=DeadlineState.CANCELLED.value)
-            .returning(DEADLINE.c.id)
-        ).scalars()
-        skipped = conn.execute(
-            update(DELIVERY)
-            .where(
-                DELIVERY.c.elicitation_key == key, DELIVERY.c.state == DeliveryState.WAITING.value
-            )
-            .values(state=DeliveryState.SKIPPED.value)
-            .returning(DELIVERY.c.id)
-        ).scalars()
+        of_key = DEADLINE.c.elicitation_key == key
+        cancelled = moved(conn, DEADLINE, of_key, CANCELLED, was=TO_FIRE, returning=DEADLINE.c.id)
+        of_key = DELIVERY.c.elicitation_key == key
+        skipped = moved(conn, DELIVERY, of_key, SKIPPED, was=WAITING, returning=DELIVERY.c.id)
         previous = conn.execute(select(E.c.writeback).where(E.c.key == key)).scalar()
         sending = planning.sending_writeback(
             Writeback.from_json(previous), cancelled=sorted(cancelled), skipped=sorted(skipped)
@@ -296,7 +280,9 @@ class Applier(SqlBase):
         # The copies are rewritten once the source has answered (accepted: "Answered";
         # refused: what went wrong), one update each; the web inbox says "Sending…" meanwhile.
         batch.outbox.append(
-            outbox_row(key, EffectKind.WRITEBACK, "source", now, payload={"round": sending.round})
+            outbox_row(
+                key, EffectKind.WRITEBACK, "source", now, payload=WritebackPayload(sending.round)
+            )
         )
 
     def _settle(self, conn: Connection, key: str, settle: Settle, now: datetime) -> None:
@@ -315,24 +301,11 @@ class Applier(SqlBase):
         conn.execute(ANSWER.delete().where(ANSWER.c.elicitation_key == key))
         wb = settle.writeback
         if wb.cancelled:
-            revived = conn.execute(
-                update(DEADLINE)
-                .where(
-                    DEADLINE.c.id.in_(wb.cancelled),
-                    DEADLINE.c.state == DeadlineState.CANCELLED.value,
-                )
-                .values(state=DeadlineState.PENDING.value)
-                .returning(DEADLINE.c.due_at)
-            ).scalars()
-            self._planned.extend(revived)
+            ids = DEADLINE.c.id.in_(wb.cancelled)
+            due = moved(conn, DEADLINE, ids, TO_FIRE, was=CANCELLED, returning=DEADLINE.c.due_at)
+            self._planned.extend(due)
         if wb.skipped:
-            conn.execute(
-                update(DELIVERY)
-                .where(
-                    DELIVERY.c.id.in_(wb.skipped), DELIVERY.c.state == DeliveryState.SKIPPED.value
-                )
-                .values(state=DeliveryState.WAITING.value)
-            )
+            moved(conn, DELIVERY, DELIVERY.c.id.in_(wb.skipped), WAITING, was=SKIPPED)
 
     def _refresh(
         self,

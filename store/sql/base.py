@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import String, Table, bindparam, insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine, Row
-from sqlalchemy.types import TypeDecorator, TypeEngine
+from sqlalchemy.engine import Connection, Engine
 
-from bot.domain import lanes
+from bot.domain import lanes, payloads
 from bot.domain.deadlines import Claim, Copy
 from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.payloads import Payload
 from bot.domain.records import (
     AuditEntry,
     DeadlineKind,
@@ -48,6 +49,9 @@ from store.tables import (
     RouteRow,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 E: Table = ElicitationRow.__table__  # type: ignore[attr-defined]
 INBOUND: Table = InboundRow.__table__  # type: ignore[attr-defined]
 DELIVERY: Table = DeliveryRow.__table__  # type: ignore[attr-defined]
@@ -61,6 +65,7 @@ PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
 TOLD: Table = RefusalToldRow.__table__  # type: ignore[attr-defined]
 
 T = TypeVar("T")
+R = TypeVar("R", bound="DataclassInstance")
 NEW_OUTBOX = insert(OUTBOX)
 NEW_AUDIT = insert(AUDIT)
 COMPLETE_OUTBOX = (
@@ -86,6 +91,7 @@ MARK_POSTED = (
 )
 CURRENT_STATE = select(E.c.version, E.c.status, E.c.route).where(E.c.key == bindparam("ekey"))
 PENDING = Status.PENDING.value
+CLAIMED = EffectState.CLAIMED.value
 
 
 class WriteLock:
@@ -122,92 +128,6 @@ class WriteLock:
                     waiter.set_result(None)  # still held: ownership moves to the waiter
                     return
         self._held = False
-
-
-class ManyRows:
-    """One INSERT of any number of rows of ``table`` (intake writes a group's rows so), optionally
-    ``ON CONFLICT (conflict) DO NOTHING`` and ``RETURNING returning``; :meth:`execute` returns
-    the rows it returned (the inserted ones). Every row holds the same columns.
-
-    SQLite: an executemany of the plain statement, as before. PostgreSQL: ``INSERT … SELECT
-    unnest(%(a)b::type[]), unnest(%(b)b::type[]), …``, one binary array per column, so the SQL
-    text is the same whatever the number of rows: psycopg converts it once (its cache takes
-    statements of up to 50 parameters) and prepares it on the server, and the lot is one
-    execution. The multi-row ``VALUES`` SQLAlchemy sends instead is a new statement of 4 to 16
-    parameters a row for every group size, re-parsed by psycopg each time (and an executemany
-    without ``RETURNING`` is one execution a row); an array in text format costs psycopg a
-    Python escape of every character. Per row (8-row groups, process CPU): 74 µs for an
-    elicitation row as ``VALUES``, 38 to 42 µs so.
-
-    The same rows either way: each value goes through its column type's own bind processing
-    (JSON serialised by the engine's serialiser, ``None`` included, as JSON ``null``; datetimes
-    checked aware and made UTC), rows go in in the order given (``unnest`` keeps the arrays'
-    order: replicas lock in one order), and a conflict or ``RETURNING`` means what it means
-    for ``VALUES``.
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        table: Table,
-        *,
-        conflict: Sequence[str] = (),
-        returning: Sequence[str] = (),
-    ) -> None:
-        self.table = table
-        self.dialect = engine.dialect
-        self.conflict = tuple(conflict)
-        self.returning = tuple(returning)
-        each = sqlite.insert(table)
-        if conflict:
-            each = each.on_conflict_do_nothing(index_elements=list(conflict))
-        self._each: Any = each.returning(*(table.c[n] for n in returning)) if returning else each
-        """SQLite's statement, executed once per row (executemany)."""
-        self._arrays: dict[tuple[str, ...], tuple[str, list[Callable[[Any], Any] | None]]] = {}
-        """PostgreSQL's statement and each column's bind processing, by the columns given."""
-
-    def execute(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> Sequence[Row[Any]]:
-        if not rows:
-            return []
-        if self.dialect.name != "postgresql":
-            result = conn.execute(self._each, list(rows))
-            return result.all() if self.returning else []
-        columns = tuple(rows[0])
-        found = self._arrays.get(columns)
-        if found is None:
-            found = self._arrays[columns] = self._unnest(columns)
-        sql, processors = found
-        arrays = {}
-        for name, process in zip(columns, processors, strict=True):
-            values = [row[name] for row in rows]
-            arrays[name] = values if process is None else [process(v) for v in values]
-        result = conn.exec_driver_sql(sql, arrays)
-        return result.all() if self.returning else []
-
-    def _unnest(self, columns: tuple[str, ...]) -> tuple[str, list[Callable[[Any], Any] | None]]:
-        table, dialect = self.table, self.dialect
-        quote = dialect.identifier_preparer.quote
-        arrays = ", ".join(
-            f"unnest(%({name})b::{self._array_of(table.c[name].type)}[])" for name in columns
-        )
-        sql = f"INSERT INTO {quote(table.name)} ({', '.join(map(quote, columns))}) SELECT {arrays}"
-        if self.conflict:
-            sql += f" ON CONFLICT ({', '.join(map(quote, self.conflict))}) DO NOTHING"
-        if self.returning:
-            sql += f" RETURNING {', '.join(map(quote, self.returning))}"
-        processors: list[Callable[[Any], Any] | None] = [
-            table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in columns
-        ]
-        return sql, processors
-
-    def _array_of(self, column_type: TypeEngine[Any]) -> str:
-        """The element type of a column's array: a string's without its length, which an explicit
-        cast would cut a longer value to (the insert into the column then refuses it, as the
-        ``VALUES`` it replaces does)."""
-        base = column_type.impl_instance if isinstance(column_type, TypeDecorator) else column_type
-        if isinstance(base, String):
-            return "VARCHAR"
-        return str(column_type.compile(dialect=self.dialect))
 
 
 class SqlBase:
@@ -342,7 +262,7 @@ def outbox_row(
     now: datetime,
     *,
     delivery_id: int | None = None,
-    payload: Mapping[str, Any] | None = None,
+    payload: Payload | None = None,
 ) -> dict[str, Any]:
     return {
         "elicitation_key": key,
@@ -350,7 +270,7 @@ def outbox_row(
         "target": target,
         "lane": lanes.lane_of(key, kind, target),
         "delivery_id": delivery_id,
-        "payload": None if payload is None else dict(payload),
+        "payload": payloads.to_json(kind, payload),
         "state": EffectState.PENDING.value,
         "attempts": 0,
         "next_attempt_at": now,
@@ -412,48 +332,88 @@ def delivery_of(row: Any) -> DeliveryView:
     )
 
 
+def record_of(cls: type[R], row: Any, **converted: Any) -> R:
+    """A record whose every field is the row's column of that name (``converted`` aside)."""
+    columns = row._mapping
+    named = {f.name: columns[f.name] for f in fields(cls) if f.name not in converted}
+    return cls(**named, **converted)
+
+
 def deadline_of(row: Any) -> DeadlineView:
-    return DeadlineView(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        kind=DeadlineKind(row.kind),
-        due_at=row.due_at,
-        state=DeadlineState(row.state),
-        fired_at=row.fired_at,
-        claimed_by=row.claimed_by,
-        claimed_until=row.claimed_until,
-        detail=row.detail,
-    )
+    kind, state = DeadlineKind(row.kind), DeadlineState(row.state)
+    return record_of(DeadlineView, row, kind=kind, state=state)
 
 
 def audit_of(row: Any) -> AuditEntry:
-    return AuditEntry(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        at=row.at,
-        action=row.action,
-        actor=row.actor,
-        code=row.code,
-        detail=row.detail,
-    )
+    return record_of(AuditEntry, row)
 
 
 def effect_of(row: Any) -> EffectView:
-    return EffectView(
-        id=row.id,
-        elicitation_key=row.elicitation_key,
-        kind=EffectKind(row.kind),
-        target=row.target,
-        delivery_id=row.delivery_id,
-        state=EffectState(row.state),
-        attempts=row.attempts,
-        next_attempt_at=row.next_attempt_at,
-        created_at=row.created_at,
-        done_at=row.done_at,
-        last_error=row.last_error,
-        claimed_by=row.claimed_by,
-        claimed_until=row.claimed_until,
-        payload=row.payload,
-        lane=row.lane,
-        first_attempt_at=row.first_attempt_at,
+    return record_of(EffectView, row, kind=EffectKind(row.kind), state=EffectState(row.state))
+
+
+# -- the sequences every use case repeats --------------------------------------------------------
+
+
+def changed(conn: Connection, statement: Any) -> bool:
+    """Run a fenced ``UPDATE … RETURNING``: True when it matched a row (the fence held)."""
+    return conn.execute(statement).first() is not None
+
+
+def open_changed(conn: Connection, key: str, now: datetime, *fence: Any, **values: Any) -> bool:
+    """Change a still-pending elicitation (and whatever else ``fence`` asks) as a new version;
+    False: it closed, or the fence did not hold, and nothing was written."""
+    statement = (
+        update(E)
+        .where(E.c.key == key, E.c.status == PENDING, *fence)
+        .values(version=E.c.version + 1, updated_at=now, **values)
+        .returning(E.c.key)
     )
+    return changed(conn, statement)
+
+
+def moved(
+    conn: Connection,
+    table: Table,
+    where: Any,
+    to: str,
+    *,
+    was: str | None = None,
+    returning: Any = None,
+    **values: Any,
+) -> list[Any]:
+    """Move the rows of ``table`` that match ``where`` (and are in state ``was``, if given) to
+    state ``to`` (and ``values``): the ``returning`` column of each row moved (none asked: [])."""
+    statement = update(table).where(where).values(state=to, **values)
+    if was is not None:
+        statement = statement.where(table.c.state == was)
+    if returning is None:
+        conn.execute(statement)
+        return []
+    return list(conn.execute(statement.returning(returning)).scalars())
+
+
+def outbox_fenced(conn: Connection, row_id: int, claimer: str, **values: Any) -> bool:
+    """Change an outbox row still claimed by ``claimer``: a claimer whose lease ran out (the row
+    retaken, or done by another) changes nothing."""
+    statement = (
+        update(OUTBOX)
+        .where(OUTBOX.c.id == row_id, OUTBOX.c.claimed_by == claimer, OUTBOX.c.state == CLAIMED)
+        .values(**values)
+        .returning(OUTBOX.c.id)
+    )
+    return changed(conn, statement)
+
+
+def released(conn: Connection, table: Table, held: Any, claimer: str | None, **values: Any) -> int:
+    """Give back the ``held`` rows of ``table`` (only ``claimer``'s, when given): how many."""
+    statement = update(table).where(held)
+    if claimer is not None:
+        statement = statement.where(table.c.claimed_by == claimer)
+    values.update(claimed_by=None, claimed_until=None)
+    return len(conn.execute(statement.values(**values).returning(table.c.id)).all())
+
+
+def rows_of(conn: Connection, table: Table, column: Any, value: Any, *order: Any) -> list[Any]:
+    """The rows of ``table`` whose ``column`` is ``value``, in ``order``."""
+    return list(conn.execute(select(table).where(column == value).order_by(*order)))

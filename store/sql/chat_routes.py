@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 
 from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.records import ChatRoute, Subscribed
-from store.sql.base import ROUTE, SqlBase
+from store.sql.base import ROUTE, SqlBase, record_of
 
 
 class ChatRoutes(SqlBase):
@@ -103,12 +103,4 @@ def policy_of_json(value: dict[str, Any] | None) -> RoutePolicy:
 
 
 def chat_route_of(row: Any) -> ChatRoute:
-    return ChatRoute(
-        id=row.id,
-        workspace=row.workspace,
-        board=row.board,
-        destination=row.destination,
-        created_by=row.created_by,
-        created_at=row.created_at,
-        policy=policy_of_json(row.policy),
-    )
+    return record_of(ChatRoute, row, policy=policy_of_json(row.policy))

@@ -32,11 +32,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from bot.domain import lanes
+from bot.domain.payloads import payload_of
 from bot.domain.records import DeliveryState, EffectKind, EffectState, LaneView, OutboxItem
-from store.sql.base import DELIVERY, OUTBOX, PACE, E, SqlBase
+from store.sql.base import CLAIMED, DELIVERY, OUTBOX, PACE, E, SqlBase, moved, released
 from store.tables import UtcDateTime
 
-CLAIMED = EffectState.CLAIMED.value
 PACE_PREFIX = lanes.pace_key("")
 DOWN_PREFIX = lanes.down_key("")
 
@@ -247,14 +247,8 @@ class Claims(SqlBase):
                 if r.kind == EffectKind.POST and r.delivery_id is not None
             ]
             if posting:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(
-                        DELIVERY.c.id.in_(posting),
-                        DELIVERY.c.state == DeliveryState.PLANNED.value,
-                    )
-                    .values(state=DeliveryState.POSTING.value)
-                )
+                ids, posting_now = DELIVERY.c.id.in_(posting), DeliveryState.POSTING.value
+                moved(conn, DELIVERY, ids, posting_now, was=DeliveryState.PLANNED.value)
             keys = sorted({r.elicitation_key for r in rows})
             versions: dict[str, int] = {
                 r.key: r.version
@@ -268,7 +262,7 @@ class Claims(SqlBase):
                         kind=EffectKind(r.kind),
                         target=r.target,
                         delivery_id=r.delivery_id,
-                        payload=r.payload,
+                        payload=payload_of(EffectKind(r.kind), r.payload),
                         attempts=r.attempts,
                         version=versions.get(r.elicitation_key),
                         lane=r.lane,
@@ -332,15 +326,8 @@ class Claims(SqlBase):
         """Give claimed rows back (at start with SQLite: the one process that held them is gone)."""
 
         def work(conn: Connection) -> int:
-            query = update(OUTBOX).where(OUTBOX.c.state == CLAIMED)
-            if claimer is not None:
-                query = query.where(OUTBOX.c.claimed_by == claimer)
-            result = conn.execute(
-                query.values(
-                    state=EffectState.PENDING.value, claimed_by=None, claimed_until=None
-                ).returning(OUTBOX.c.id)
-            )
-            return len(result.all())
+            held = OUTBOX.c.state == CLAIMED
+            return released(conn, OUTBOX, held, claimer, state=EffectState.PENDING.value)
 
         return await self._run(work, write=True)
 

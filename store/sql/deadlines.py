@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Connection
 
 from bot.domain import deadlines as dl
@@ -22,7 +22,7 @@ from bot.domain.deadlines import Claim, FireContext, Firing
 from bot.domain.model import Elicitation, Route, Status
 from bot.domain.records import DeadlineKind, DeadlineState, DueDeadline, FiredDeadline, FireOutcome
 from store.sql.apply import Applier, Batch
-from store.sql.base import DEADLINE, E
+from store.sql.base import DEADLINE, E, moved, released
 from store.sql.votes import votes_for
 
 PENDING_DEADLINE = DeadlineState.PENDING.value
@@ -72,17 +72,7 @@ class Deadlines(Applier):
 
     async def mark_fired(self, deadline_id: int, claimer: str, now: datetime) -> bool:
         def work(conn: Connection) -> bool:
-            result = conn.execute(
-                update(DEADLINE)
-                .where(
-                    DEADLINE.c.id == deadline_id,
-                    DEADLINE.c.claimed_by == claimer,
-                    DEADLINE.c.state == PENDING_DEADLINE,
-                )
-                .values(state=DeadlineState.FIRED.value, fired_at=now)
-                .returning(DEADLINE.c.id)
-            )
-            return result.first() is not None
+            return len(self._mark_fired(conn, [deadline_id], claimer, now)) == 1
 
         return await self._run(work, write=True)
 
@@ -117,19 +107,7 @@ class Deadlines(Applier):
             conn.execute(
                 select(E.c.key).where(E.c.key.in_(keys)).order_by(E.c.key).with_for_update()
             )
-        ours: dict[int, dict[str, Any] | None] = {
-            r.id: r.detail
-            for r in conn.execute(
-                update(DEADLINE)
-                .where(
-                    DEADLINE.c.id.in_([d.id for d in due]),
-                    DEADLINE.c.claimed_by == claimer,
-                    DEADLINE.c.state == PENDING_DEADLINE,
-                )
-                .values(state=DeadlineState.FIRED.value, fired_at=now)
-                .returning(DEADLINE.c.id, DEADLINE.c.detail)
-            )
-        }
+        ours = self._mark_fired(conn, [d.id for d in due], claimer, now)
         results = [_result(d, FireOutcome.LOST) for d in due]
         if not ours:
             return results
@@ -203,19 +181,28 @@ class Deadlines(Applier):
                 idle.append(d.id)
             results[n] = _result(d, outcome)
         if deferred:  # a new row at the claim's lapse takes its place
-            conn.execute(
-                update(DEADLINE)
-                .where(DEADLINE.c.id.in_(deferred))
-                .values(state=DeadlineState.DEFERRED.value)
-            )
+            moved(conn, DEADLINE, DEADLINE.c.id.in_(deferred), DeadlineState.DEFERRED.value)
         if idle:  # nothing was done (or nothing could be: skipped, audited): the row says so
-            conn.execute(
-                update(DEADLINE)
-                .where(DEADLINE.c.id.in_(idle))
-                .values(state=DeadlineState.CANCELLED.value)
-            )
+            moved(conn, DEADLINE, DEADLINE.c.id.in_(idle), DeadlineState.CANCELLED.value)
         self._finish(conn, batch, now)
         return results
+
+    def _mark_fired(
+        self, conn: Connection, ids: Sequence[int], claimer: str, now: datetime
+    ) -> dict[int, dict[str, Any] | None]:
+        """Mark these deadlines fired, fenced on our claim and on them still pending: the detail
+        of each one that was ours."""
+        fired = conn.execute(
+            update(DEADLINE)
+            .where(
+                DEADLINE.c.id.in_(ids),
+                DEADLINE.c.claimed_by == claimer,
+                DEADLINE.c.state == PENDING_DEADLINE,
+            )
+            .values(state=DeadlineState.FIRED.value, fired_at=now)
+            .returning(DEADLINE.c.id, DEADLINE.c.detail)
+        )
+        return {r.id: r.detail for r in fired}
 
     def _due_again(
         self, conn: Connection, d: DueDeadline, at: datetime, detail: Mapping[str, Any] | None
@@ -232,17 +219,16 @@ class Deadlines(Applier):
             ).scalars()
         )
         again = dl.free_instant(at, taken)
-        conn.execute(
-            update(DEADLINE)
-            .where(DEADLINE.c.id == d.id)
-            .values(
-                state=PENDING_DEADLINE,
-                due_at=again,
-                detail=dict(detail or {}),
-                fired_at=None,
-                claimed_by=None,
-                claimed_until=None,
-            )
+        moved(
+            conn,
+            DEADLINE,
+            DEADLINE.c.id == d.id,
+            PENDING_DEADLINE,
+            due_at=again,
+            detail=dict(detail or {}),
+            fired_at=None,
+            claimed_by=None,
+            claimed_until=None,
         )
         self._planned.append(again)
 
@@ -270,15 +256,8 @@ class Deadlines(Applier):
         """Give claimed, unfired deadlines back (at start with SQLite: their holder is gone)."""
 
         def work(conn: Connection) -> int:
-            query = update(DEADLINE).where(
-                DEADLINE.c.state == PENDING_DEADLINE, DEADLINE.c.claimed_by.is_not(None)
-            )
-            if claimer is not None:
-                query = query.where(DEADLINE.c.claimed_by == claimer)
-            released = conn.execute(
-                query.values(claimed_by=None, claimed_until=None).returning(DEADLINE.c.id)
-            )
-            return len(released.all())
+            held = and_(DEADLINE.c.state == PENDING_DEADLINE, DEADLINE.c.claimed_by.is_not(None))
+            return released(conn, DEADLINE, held, claimer)
 
         return await self._run(work, write=True)
 

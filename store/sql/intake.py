@@ -2,7 +2,7 @@
 group commit; what a new or revised elicitation writes is decided by the domain.
 
 A group of independent items is written a statement per table for all of them
-(:class:`store.sql.base.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
+(:class:`store.sql.many_rows.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
 text, whatever the group's size) rather than several statements per item: per-statement and
 per-row overhead in SQLAlchemy and psycopg was most of the store's CPU per event."""
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection, Engine
 
 from bot.domain import planning
@@ -36,8 +36,9 @@ from store.sql.base import (
     OUTBOX,
     PENDING,
     E,
-    ManyRows,
+    open_changed,
 )
+from store.sql.many_rows import ManyRows
 
 GROUP_COMMIT_MAX = 64
 """Most inbound batches written in one transaction."""
@@ -217,24 +218,16 @@ class Intake(Applier):
     def _revise(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         """The same elicitation pushed again: update what people see, if it changed and is open."""
         e = item.elicitation
-        changed = conn.execute(
-            update(E)
-            .where(
-                E.c.key == e.key,
-                E.c.status == PENDING,
-                E.c.display_hash != item.display_hash,
-            )
-            .values(
-                payload=RawJson(e.model_dump_json(by_alias=True)),
-                display_hash=item.display_hash,
-                version=E.c.version + 1,
-                expires_at=e.deadlines.expires_at,
-                subject_expires_at=e.subject.expires_at if e.subject else None,
-                updated_at=now,
-            )
-            .returning(E.c.key)
-        )
-        if changed.first() is None:
+        if not open_changed(
+            conn,
+            e.key,
+            now,
+            E.c.display_hash != item.display_hash,
+            payload=RawJson(e.model_dump_json(by_alias=True)),
+            display_hash=item.display_hash,
+            expires_at=e.deadlines.expires_at,
+            subject_expires_at=e.subject.expires_at if e.subject else None,
+        ):
             return IntakeOutcome(e.key, IntakeResult.UNCHANGED)
         self._write(conn, e.key, planning.revision_writes(e, now, item.audit), now)
         return IntakeOutcome(e.key, IntakeResult.UPDATED)

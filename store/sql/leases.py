@@ -24,11 +24,10 @@ from sqlalchemy import Interval, Table, and_, case, delete, func, literal, or_, 
 from sqlalchemy.engine import Connection
 
 from bot.domain.records import LeaseView
-from store.sql.base import SqlBase
-from store.tables import LeaseRow, PaceRow, UtcDateTime
+from store.sql.base import PACE, SqlBase, changed
+from store.tables import LeaseRow, UtcDateTime
 
 LEASE: Table = LeaseRow.__table__  # type: ignore[attr-defined]
-PACE: Table = PaceRow.__table__  # type: ignore[attr-defined]
 
 
 def _at(value: datetime) -> Any:
@@ -57,7 +56,7 @@ class Leases(SqlBase):
         ).returning(LEASE.c.holder)
 
         def work(conn: Connection) -> bool:
-            return conn.execute(statement).first() is not None
+            return changed(conn, statement)
 
         return await self._run(work, write=True)
 

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 
 from bot.domain import lanes, planning
 from bot.domain.model import Route
+from bot.domain.payloads import WritebackPayload
 from bot.domain.records import DeliveryState, EffectKind, EffectState, OutboxItem, Writeback
 from bot.domain.refs import MessageRef
 from bot.domain.writes import WriteSet
@@ -28,9 +29,10 @@ from store.sql.base import (
     PENDING,
     E,
     audit_row,
+    moved,
+    outbox_fenced,
     stored_of,
 )
-from store.sql.claims import CLAIMED
 
 
 class Outbox(Applier):
@@ -126,23 +128,17 @@ class Outbox(Applier):
         refresh_at: datetime | None = None,
     ) -> None:
         def work(conn: Connection) -> None:
-            retried = conn.execute(
-                update(OUTBOX)
-                .where(
-                    OUTBOX.c.id == item.id,
-                    OUTBOX.c.claimed_by == claimer,
-                    OUTBOX.c.state == CLAIMED,
-                )
-                .values(
-                    state=EffectState.PENDING.value,
-                    claimed_by=None,
-                    claimed_until=None,
-                    next_attempt_at=at,
-                    last_error=error[:2000],
-                )
-                .returning(OUTBOX.c.id)
-            ).first()
-            if refresh_at is not None and retried is not None:
+            retried = outbox_fenced(
+                conn,
+                item.id,
+                claimer,
+                state=EffectState.PENDING.value,
+                claimed_by=None,
+                claimed_until=None,
+                next_attempt_at=at,
+                last_error=error[:2000],
+            )
+            if refresh_at is not None and retried:
                 self._write(conn, item.elicitation_key, WriteSet(refresh=True), refresh_at)
 
         await self._run(work, write=True)
@@ -159,21 +155,12 @@ class Outbox(Applier):
                 return True
             post = item.kind == EffectKind.POST and item.delivery_id is not None
             if post:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(DELIVERY.c.id == item.delivery_id)
-                    .values(state=DeliveryState.FAILED.value, error=error[:2000])
-                )
+                copy = DELIVERY.c.id == item.delivery_id
+                moved(conn, DELIVERY, copy, DeliveryState.FAILED.value, error=error[:2000])
+            detail = {"target": item.target, "error": error[:500]}
+            action = f"{item.kind.value}_failed"
             conn.execute(
-                NEW_AUDIT,
-                audit_row(
-                    item.elicitation_key,
-                    now,
-                    f"{item.kind.value}_failed",
-                    None,
-                    None,
-                    {"target": item.target, "error": error[:500]},
-                ),
+                NEW_AUDIT, audit_row(item.elicitation_key, now, action, None, None, detail)
             )
             if post and item.delivery_id is not None:
                 key = item.elicitation_key
@@ -193,23 +180,14 @@ class Outbox(Applier):
         """Done, not carried out: its question closed before its turn (fenced on our claim)."""
 
         def work(conn: Connection) -> bool:
-            dropped = conn.execute(
-                update(OUTBOX)
-                .where(
-                    OUTBOX.c.id == item.id,
-                    OUTBOX.c.claimed_by == claimer,
-                    OUTBOX.c.state == CLAIMED,
-                )
-                .values(state=EffectState.DONE.value, done_at=now, last_error=f"dropped: {what}")
-                .returning(OUTBOX.c.id)
-            ).first()
-            if dropped is None:
+            done = EffectState.DONE.value
+            if not outbox_fenced(
+                conn, item.id, claimer, state=done, done_at=now, last_error=f"dropped: {what}"
+            ):
                 return False
             if item.kind == EffectKind.POST and item.delivery_id is not None:
-                conn.execute(
-                    update(DELIVERY)
-                    .where(DELIVERY.c.id == item.delivery_id)
-                    .values(state=DeliveryState.SKIPPED.value)
+                moved(
+                    conn, DELIVERY, DELIVERY.c.id == item.delivery_id, DeliveryState.SKIPPED.value
                 )
             detail = {"target": item.target, "reason": "no longer pending"}
             action = f"{what}_dropped"
@@ -248,17 +226,10 @@ class Outbox(Applier):
     def _fail_row(
         self, conn: Connection, item: OutboxItem, error: str, now: datetime, *, claimer: str
     ) -> bool:
-        failed = conn.execute(
-            update(OUTBOX)
-            .where(
-                OUTBOX.c.id == item.id,
-                OUTBOX.c.claimed_by == claimer,
-                OUTBOX.c.state == CLAIMED,
-            )
-            .values(state=EffectState.FAILED.value, done_at=now, last_error=error[:2000])
-            .returning(OUTBOX.c.id)
-        ).first()
-        return failed is not None
+        failed = EffectState.FAILED.value
+        return outbox_fenced(
+            conn, item.id, claimer, state=failed, done_at=now, last_error=error[:2000]
+        )
 
     async def refuse_writeback(
         self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
@@ -290,7 +261,7 @@ class Outbox(Applier):
         row = conn.execute(select(E).where(E.c.key == key).with_for_update()).first()
         if row is None:
             return None
-        round_ = int((item.payload or {}).get("round") or 1)
+        round_ = item.payload.round if isinstance(item.payload, WritebackPayload) else 1
         copies = self._copies(conn, [key]).get(key, ())
         writes = planning.writeback_writes(
             stored_of(row), copies, round_, error=error, reopen=reopen, gave_up=gave_up

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from bot.domain.deadlines import Timer
+from bot.domain.model import ElicitationKey
 from bot.domain.records import (
     AuditEntry,
     DeadlineKind,
@@ -34,51 +36,48 @@ from store.sql.base import (
     deadline_of,
     delivery_of,
     effect_of,
+    rows_of,
     stored_of,
 )
-from store.sql.votes import votes_for, votes_of
+from store.sql.votes import votes_for
 
 
 class Reads(SqlBase):
-    async def resolve_key(self, ident: str) -> str | None:
+    async def resolve_key(self, ident: str) -> ElicitationKey | None:
         """The key for ``<source>:<id>`` or a bare source id (elicitationId, qst_…)."""
 
-        def work(conn: Connection) -> str | None:
+        def work(conn: Connection) -> ElicitationKey | None:
             hit = conn.execute(select(E.c.key).where(E.c.key == ident)).scalar()
             if hit is not None:
-                return str(hit)
+                return ElicitationKey(str(hit))
             rows = conn.execute(select(E.c.key).where(E.c.source_id == ident).limit(2)).all()
-            return str(rows[0][0]) if len(rows) == 1 else None
+            return ElicitationKey(str(rows[0][0])) if len(rows) == 1 else None
 
         return await self._run(work, write=False)
 
     async def get(self, key: str) -> StoredElicitation | None:
         def work(conn: Connection) -> StoredElicitation | None:
-            row = conn.execute(select(E).where(E.c.key == key)).first()
-            if row is None:
-                return None
-            return replace(stored_of(row), votes=votes_of(conn, key))
+            return next(iter(_stored(conn, rows_of(conn, E, E.c.key, key))), None)
 
         return await self._run(work, write=False)
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
         def work(conn: Connection) -> dict[str, StoredElicitation]:
             rows = conn.execute(select(E).where(E.c.key.in_(sorted(set(keys))))).all()
-            votes = votes_for(conn, [row.key for row in rows])
-            return {row.key: replace(stored_of(row), votes=votes.get(row.key, ())) for row in rows}
+            return dict(zip((r.key for r in rows), _stored(conn, rows), strict=True))
 
         if not keys:
             return {}
         return await self._run(work, write=False)
 
-    async def key_for_message(self, ref_key: str) -> str | None:
+    async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
         """The elicitation whose delivered message has this ref key."""
 
-        def work(conn: Connection) -> str | None:
+        def work(conn: Connection) -> ElicitationKey | None:
             found = conn.execute(
                 select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
             ).scalar()
-            return None if found is None else str(found)
+            return None if found is None else ElicitationKey(str(found))
 
         return await self._run(work, write=False)
 
@@ -101,43 +100,38 @@ class Reads(SqlBase):
                         )
                     )
             query = query.order_by(E.c.created_at.desc(), E.c.key.desc()).limit(limit)
-            rows = conn.execute(query).all()
-            votes = votes_for(conn, [r.key for r in rows])
-            return [replace(stored_of(r), votes=votes.get(r.key, ())) for r in rows]
+            return _stored(conn, conn.execute(query).all())
 
         return await self._run(work, write=False)
 
     async def deliveries(self, key: str) -> list[DeliveryView]:
         def work(conn: Connection) -> list[DeliveryView]:
-            query = (
-                select(DELIVERY).where(DELIVERY.c.elicitation_key == key).order_by(DELIVERY.c.id)
-            )
-            return [delivery_of(r) for r in conn.execute(query)]
+            rows = rows_of(conn, DELIVERY, DELIVERY.c.elicitation_key, key, DELIVERY.c.id)
+            return [delivery_of(r) for r in rows]
 
         return await self._run(work, write=False)
 
     async def delivery(self, delivery_id: int) -> DeliveryView | None:
         def work(conn: Connection) -> DeliveryView | None:
-            row = conn.execute(select(DELIVERY).where(DELIVERY.c.id == delivery_id)).first()
-            return None if row is None else delivery_of(row)
+            rows = rows_of(conn, DELIVERY, DELIVERY.c.id, delivery_id)
+            return delivery_of(rows[0]) if rows else None
 
         return await self._run(work, write=False)
 
     async def deadlines(self, key: str) -> list[DeadlineView]:
         def work(conn: Connection) -> list[DeadlineView]:
-            query = (
-                select(DEADLINE)
-                .where(DEADLINE.c.elicitation_key == key)
-                .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
-            )
-            return [deadline_of(r) for r in conn.execute(query)]
+            order = (DEADLINE.c.due_at, DEADLINE.c.id)
+            return [
+                deadline_of(r)
+                for r in rows_of(conn, DEADLINE, DEADLINE.c.elicitation_key, key, *order)
+            ]
 
         return await self._run(work, write=False)
 
     async def audit(self, key: str) -> list[AuditEntry]:
         def work(conn: Connection) -> list[AuditEntry]:
-            query = select(AUDIT).where(AUDIT.c.elicitation_key == key).order_by(AUDIT.c.id)
-            return [audit_of(r) for r in conn.execute(query)]
+            rows = rows_of(conn, AUDIT, AUDIT.c.elicitation_key, key, AUDIT.c.id)
+            return [audit_of(r) for r in rows]
 
         return await self._run(work, write=False)
 
@@ -210,3 +204,9 @@ class Reads(SqlBase):
                 conn.execute(insert(KV).values(key=key, value=value))
 
         await self._run(work, write=True)
+
+
+def _stored(conn: Connection, rows: Sequence[Any]) -> list[StoredElicitation]:
+    """Elicitation rows as records, each with its votes (read for them all at once)."""
+    votes = votes_for(conn, [r.key for r in rows])
+    return [replace(stored_of(r), votes=votes.get(r.key, ())) for r in rows]

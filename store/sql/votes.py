@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy import Table, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from bot.domain.quorum import Vote
 from bot.domain.votes import vote_writes
 from store.sql.apply import Applier
-from store.sql.base import PENDING, E
+from store.sql.base import E, open_changed
 from store.tables import VoteRow
 
 VOTE: Table = VoteRow.__table__  # type: ignore[attr-defined]
@@ -71,8 +71,6 @@ class Votes(Applier):
         """Record ``vote`` if the elicitation is still pending, not expired and at ``version``
         (nothing, another vote included, changed since the read); False: judge again."""
         conditions = [
-            E.c.key == key,
-            E.c.status == PENDING,
             E.c.version == version,
             or_(E.c.expires_at.is_(None), E.c.expires_at > now),
             or_(E.c.subject_expires_at.is_(None), E.c.subject_expires_at > now),
@@ -80,13 +78,7 @@ class Votes(Applier):
         writes = vote_writes(vote.respondent, audit)
 
         def work(conn: Connection) -> bool:
-            done = conn.execute(
-                update(E)
-                .where(*conditions)
-                .values(version=E.c.version + 1, updated_at=now)
-                .returning(E.c.key)
-            ).first()
-            if done is None:
+            if not open_changed(conn, key, now, *conditions):
                 return False
             conn.execute(
                 insert(VOTE).values(

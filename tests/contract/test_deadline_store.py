@@ -28,6 +28,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.payloads import WritebackPayload
 from bot.domain.planning import display_hash
 from bot.domain.records import DueDeadline, IntakeItem, OutboxItem
 from bot.domain.refs import SlackRef
@@ -553,7 +554,7 @@ async def test_expiry_closes_updates_every_copy_and_tells_the_source_once(
 
     claimed = await store.claim_outbox(clock.now(), "w1", limit=100)
     [writeback] = [it for it in claimed if it.kind == "writeback"]
-    assert writeback.payload == {"round": 1}
+    assert writeback.payload == WritebackPayload(round=1)
     assert await store.complete_outbox(writeback, "w1", clock.now())
     assert len(await outbox_of(store, key, "update")) == 2
     assert await outbox_of(store, key, "writeback") == []

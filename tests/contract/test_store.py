@@ -25,6 +25,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
+from bot.domain.payloads import PostPayload, WritebackPayload
 from bot.domain.planning import display_hash
 from bot.domain.records import (
     DeliveryView,
@@ -325,7 +326,7 @@ async def test_a_batch_is_all_or_nothing(store: SqlStore, clock: FakeClock) -> N
     batch = [item(first, "ev-1"), item(second, "ev-2"), item(broken, "ev-3")]
 
     # SQLAlchemy wraps the column type's refusal in a StatementError; PostgreSQL's group insert
-    # binds each column itself (store.sql.base.ManyRows), so there it comes bare.
+    # binds each column itself (store.sql.many_rows.ManyRows), so there it comes bare.
     with pytest.raises((StatementError, ValueError)):
         await store.intake(batch, now)
 
@@ -532,7 +533,7 @@ async def test_a_win_closes_everything_in_one_transaction(
     assert [(a.actor, a.detail, a.at) for a in answers] == [("slack:U0ALICE", {"ui": "btn"}, now)]
 
     [claimed] = await store.claim_outbox(now, "w1")
-    assert (claimed.kind, claimed.payload) == ("writeback", {"round": 1})
+    assert (claimed.kind, claimed.payload) == ("writeback", WritebackPayload(round=1))
     assert await store.complete_outbox(claimed, "w1", now)
     outbox = await store.outbox(key)
     assert kinds(outbox) == {"post": 1, "update": 1, "writeback": 1}
@@ -696,7 +697,7 @@ async def test_complete_post_records_the_ref_and_the_delivery_is_posted(
             EffectKind.POST,
             MATRIX,
             matrix.delivery_id,
-            None,
+            PostPayload(),
             2,
             version=1,
             lane=f"chat:{MATRIX}",

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 from bot.app import cli
 from bot.app.http import CORRELATION_HEADER, Runtime, create_app
 from bot.domain.bounds import KEY_MAX
+from bot.domain.model import ElicitationKey
 from store.sql import SqlStore
 
 PROBLEM = "application/problem+json"
@@ -25,7 +26,7 @@ SECRETISH = "token-in-the-exception-8c1d"
 class _ReadNothingStore(SqlStore):
     """A store that fails the test if a read by id reaches it."""
 
-    async def resolve_key(self, ident: str) -> str | None:
+    async def resolve_key(self, ident: str) -> ElicitationKey | None:
         raise AssertionError(f"the store was asked for {ident!r}")
 
 

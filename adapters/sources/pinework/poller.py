@@ -10,7 +10,7 @@ page, following the cursor each page carries) and
   read (``GET /api/v1/questions/{id}``) and, resolved there, closes ours: answered by a person
   (shown as such) or closed by the system (cancelled, its ``[system:<reason>]`` shown).
 
-Which questions it tracks is kept in the store (``KeyValue``), so a question resolved upstream
+Which questions it tracks is kept in the store (``Values``), so a question resolved upstream
 while elicitbot was down is still closed after the restart. A failed or partial listing changes
 nothing: only a complete one tells which questions are gone.
 """
@@ -47,7 +47,8 @@ from adapters.sources.pinework.sink import reply_code
 from bot.domain.bounds import ID_MAX, check_elicitation
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import Answer, Status
-from bot.domain.ports import Clock, Elicitations, Inbound, KeyValue
+from bot.domain.ports import Clock, Elicitations, Inbound
+from bot.domain.store import Values
 
 log = structlog.get_logger("elicitbot.pinework")
 
@@ -91,7 +92,7 @@ class PineworkPoller:
         client: httpx.AsyncClient,
         elicitations: ClosingElicitations,
         token: str,
-        state: KeyValue,
+        state: Values,
         clock: Clock | None = None,
     ) -> None:
         self.base_url = base_of(base_url)

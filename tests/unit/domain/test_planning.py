@@ -9,6 +9,7 @@ from bot.domain import deadlines as dl
 from bot.domain import planning
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.model import Deadlines, Route, Status
+from bot.domain.payloads import NotifyPayload
 from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, FireOutcome, NoticeKind
 from bot.domain.refs import InboxRef, MatrixRef, SlackRef
 from bot.domain.writes import (
@@ -16,7 +17,6 @@ from bot.domain.writes import (
     AuditWrite,
     Close,
     CopyUpdate,
-    NotifyPayload,
     PlannedDeadline,
     WriteSet,
 )
@@ -195,7 +195,8 @@ def test_a_reminder_queues_a_typed_notice_per_live_copy_and_refreshes() -> None:
     assert fired.outcome is FireOutcome.FIRED
     [effect] = fired.writes.effects
     assert (effect.kind, effect.target, effect.delivery_id) == (EffectKind.NOTIFY, SLACK, 1)
-    notice = NotifyPayload.from_json(effect.payload)
+    notice = effect.payload
+    assert isinstance(notice, NotifyPayload)
     assert (notice.kind, notice.user, notice.thread) == (NoticeKind.REMINDER, "", slack.ref)
     assert (fired.writes.refresh, fired.writes.new_version) == (True, True)
     [audit] = fired.writes.audits
