@@ -71,20 +71,18 @@ from bot.domain.records import (
     Subscribed,
     Timeline,
 )
-from bot.domain.redraw import config_routes_json, redrawn, routes_of_json
+from bot.domain.redraw import redrawn
 from bot.domain.routing import chat_route, resolve_route, route_name
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.domain.votes import RecordVote
+from bot.redraws import last_served, remember_served, waiting
 
 __all__ = ["AnswerOutcome", "Inbound", "Service"]
 
 log = structlog.get_logger("elicitbot.service")
 
 CHAT_ROUTES_TTL_SECONDS = 5.0
-CONFIG_ROUTES = "config_routes"
-"""The stored value holding the config routes as last served (:meth:`Service.redraw_at_start`)."""
-PAGE = 500
 FENCE_ROUNDS = 3
 """Judgements of one action whose conditional write lost before it is refused as closed (a
 lost write is judged again on the state the store reports, which normally refuses at once)."""
@@ -310,15 +308,7 @@ class Service:
         """Redraw the copies of every pending elicitation whose policy route's policy differs
         between ``before`` and today's routes (:func:`bot.domain.redraw.redrawn`); how many."""
         after = await self.routes()
-        waiting: list[StoredElicitation] = []
-        page = await self.store.list_elicitations(status=Status.PENDING.value, limit=PAGE)
-        while page:
-            waiting.extend(page)
-            last = page[-1].elicitation.key
-            page = await self.store.list_elicitations(
-                status=Status.PENDING.value, after=last, limit=PAGE
-            )
-        keys = redrawn(before, after, waiting)
+        keys = redrawn(before, after, await waiting(self.store))
         if not keys:
             return 0
         done = await self.store.redraw(keys, by or "elicitbot", self.clock.now(), {"why": why})
@@ -328,21 +318,14 @@ class Service:
         return done
 
     async def redraw_at_start(self) -> int:
-        """At ``serve`` start: the config routes as last served (a stored value) against today's;
-        the questions whose policy that changes are redrawn. Never stored before (a first start):
-        as if no route had ``approve_on``, so copies of routes that set it are drawn again once."""
-        saved = await self.store.get_value(CONFIG_ROUTES)
-        try:
-            last = routes_of_json(saved) if saved is not None else None
-        except ValueError:
-            log.warning("config_routes.unreadable")
-            last = None
-        if last is None:
-            last = tuple(r.model_copy(update={"approve_on": None}) for r in self.config_routes)
+        """At ``serve`` start: the config routes as last served
+        (:func:`bot.redraws.last_served`) against today's; the questions whose policy that
+        changes are redrawn."""
+        last = await last_served(self.store, self.config_routes)
         self.forget_chat_routes()
         chat = (await self.routes())[len(self.config_routes) :]
         done = await self.redraw(last + chat, None, "config routes changed")
-        await self.store.set_value(CONFIG_ROUTES, config_routes_json(self.config_routes))
+        await remember_served(self.store, self.config_routes)
         return done
 
     async def routes_text(self) -> list[str]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from bot.domain.model import People, Route, RouteMatch
 from bot.domain.policy import RoutePolicy
 from bot.domain.records import EffectView
-from bot.service import CONFIG_ROUTES, Service
+from bot.redraws import CONFIG_ROUTES
+from bot.service import Service
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.contract.test_store import MATRIX, SLACK, accept, answer, make, post_all

@@ -11,7 +11,7 @@ import httpx
 
 from bot.app.config import AppConfig, RouteConfig, StoreConfig
 from bot.app.wiring import Elicitbot
-from bot.service import CONFIG_ROUTES
+from bot.redraws import CONFIG_ROUTES
 from store.sql import SqlStore
 from tests.integration.test_cli import STRUCTURED, event
 
