@@ -5,11 +5,26 @@ HTML is printed before and after."""
 
 from __future__ import annotations
 
+from adapters.sources.superpipeline.parse import parse_body
+from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, THREE, Rig
 from tests.integration.matrix.test_chat_policy import said
+from tests.unit.sources.superpipeline_fixtures import VALID
 
 LINK = "http://127.0.0.1:8787/#"
 """The rig dispatcher's inbox links."""
+WORKSPACE = "wsredraw"
+"""A workspace of this test's own: the shared accounts' other rooms may hold routes for acme."""
+
+
+async def post(rig: Rig) -> tuple[str, str]:
+    """The approval request of :data:`WORKSPACE`, posted (and its keycaps seeded)."""
+    key = await rig.intake_elicitation(parse_body(VALID["approval-request"], workspace=WORKSPACE))
+    assert await rig.bot.dispatcher.drain() >= 1
+    [delivery] = await rig.store.deliveries(key)
+    assert isinstance(delivery.ref, MatrixRef)
+    assert (delivery.destination, delivery.state) == (rig.destination, "posted")
+    return key, delivery.ref.event_id
 
 
 async def test_re_subscribing_web_only_edits_the_waiting_prompt_to_link_to_the_inbox(
@@ -17,9 +32,9 @@ async def test_re_subscribing_web_only_edits_the_waiting_prompt_to_link_to_the_i
 ) -> None:
     cast = rig.cast
     rig.bot.service.config_routes = ()
-    reply = await said(rig, cast.alice, rig.room, "!elicitbot subscribe acme")
+    reply = await said(rig, cast.alice, rig.room, f"!elicitbot subscribe {WORKSPACE}")
     assert reply.startswith("Subscribed:")
-    key, prompt = await rig.post("approval-request")
+    key, prompt = await post(rig)
     [event] = await rig.prompts(key)
     before = event["content"]
     print("Matrix HTML before:", before["formatted_body"])
@@ -27,7 +42,9 @@ async def test_re_subscribing_web_only_edits_the_waiting_prompt_to_link_to_the_i
     assert "Approve in the web inbox" not in before["body"]
     assert await rig.edits(prompt) == []
 
-    reply = await said(rig, cast.alice, rig.room, "!elicitbot subscribe acme approve_on web")
+    reply = await said(
+        rig, cast.alice, rig.room, f"!elicitbot subscribe {WORKSPACE} approve_on web"
+    )
     assert reply.startswith("Updated:")
     assert await rig.bot.dispatcher.drain() >= 1
     [edit] = await rig.edits(prompt)
