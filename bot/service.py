@@ -71,10 +71,12 @@ from bot.domain.records import (
     Subscribed,
     Timeline,
 )
+from bot.domain.redraw import redrawn
 from bot.domain.routing import chat_route, resolve_route, route_name
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.domain.votes import RecordVote
+from bot.redraws import last_served, remember_served, waiting
 
 __all__ = ["AnswerOutcome", "Inbound", "Service"]
 
@@ -281,16 +283,50 @@ class Service:
         *,
         policy: RoutePolicy | None = None,
     ) -> Subscribed:
+        """Add the chat route or replace its policy; the copies of the questions whose policy
+        that changes are redrawn right after (:meth:`redraw`)."""
+        self.forget_chat_routes()
+        before = await self.routes()
         done = await self.store.add_chat_route(
             workspace, board, destination, by, self.clock.now(), policy
         )
         self.forget_chat_routes()
+        if done.changed:
+            await self.redraw(before, by, f"subscribe {destination}")
         return done
 
     async def unsubscribe(self, workspace: str, board: str | None, destination: str) -> int:
+        self.forget_chat_routes()
+        before = await self.routes()
         removed = await self.store.remove_chat_route(workspace, board, destination)
         self.forget_chat_routes()
+        if removed:
+            await self.redraw(before, by=None, why=f"unsubscribe {destination}")
         return removed
+
+    async def redraw(self, before: Sequence[Route], by: str | None, why: str) -> int:
+        """Redraw the copies of every pending elicitation whose policy route's policy differs
+        between ``before`` and today's routes (:func:`bot.domain.redraw.redrawn`); how many."""
+        after = await self.routes()
+        keys = redrawn(before, after, await waiting(self.store))
+        if not keys:
+            return 0
+        done = await self.store.redraw(keys, by or "elicitbot", self.clock.now(), {"why": why})
+        log.info("copies.redrawn", why=why, elicitations=done)
+        if done:
+            self.on_change()
+        return done
+
+    async def redraw_at_start(self) -> int:
+        """At ``serve`` start: the config routes as last served
+        (:func:`bot.redraws.last_served`) against today's; the questions whose policy that
+        changes are redrawn."""
+        last = await last_served(self.store, self.config_routes)
+        self.forget_chat_routes()
+        chat = (await self.routes())[len(self.config_routes) :]
+        done = await self.redraw(last + chat, None, "config routes changed")
+        await remember_served(self.store, self.config_routes)
+        return done
 
     async def routes_text(self) -> list[str]:
         lines = []

@@ -209,6 +209,10 @@ class Elicitbot(Views):
             released = await self.store.release_claims()
             if released:
                 log.info("outbox.released", rows=released)
+        # Copies drawn under config routes whose policy changed since the last start (once).
+        redrawn = await self.service.redraw_at_start()
+        if redrawn:
+            log.info("copies.redrawn_at_start", elicitations=redrawn)
         self._tasks.append(asyncio.create_task(self.dispatcher.run(self._stop), name="outbox"))
         await self.scheduler.start()
         for part in self.parts:

@@ -15,9 +15,9 @@ Every guarantee is the store's to keep whatever the backend:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from bot.domain.deadlines import FireContext, Firing
 from bot.domain.model import Answer, ElicitationKey, Status
@@ -100,6 +100,13 @@ class ChatRoutes(Protocol):
     ) -> int: ...
 
     async def chat_routes(self) -> list[ChatRoute]: ...
+
+    async def redraw(
+        self, keys: Sequence[str], by: str, now: datetime, detail: Mapping[str, Any]
+    ) -> int:
+        """Queue an update of every posted chat copy of each of ``keys`` still pending, with a
+        ``redraw`` audit row (``by``, ``detail``); how many were still pending."""
+        ...
 
 
 class Values(Protocol):

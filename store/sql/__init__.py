@@ -19,8 +19,8 @@ every transaction that writes more than one of them (answers, revisions, closes,
 
 Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-sets), ``intake``,
 ``answers``, ``claims`` (the outbox's claims, lanes and pace), ``outbox`` (completions),
-``deadlines``, ``reads``, ``chat_routes`` (routes admins made from chat), ``votes`` (a quorum's
-votes, fenced on the version read).
+``deadlines``, ``reads``, ``chat_routes`` (routes admins made from chat, and the redraw of the
+copies a policy change concerns), ``votes`` (a quorum's votes, fenced on the version read).
 """
 
 from __future__ import annotations

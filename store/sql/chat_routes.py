@@ -1,9 +1,12 @@
 """Routes admins made from chat (``/elicitbot subscribe``, ``!elicitbot subscribe``), with who
 may decide their questions: the policy is stored as the config names its keys (NULL: the
-defaults), so a row reads back as the route the admin typed."""
+defaults), so a row reads back as the route the admin typed. A changed policy redraws the copies
+of the questions it governs (:meth:`ChatRoutes.redraw`, right after the change: the service
+decides which, :mod:`bot.domain.redraw`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,10 +15,15 @@ from sqlalchemy.engine import Connection
 
 from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.records import ChatRoute, Subscribed
-from store.sql.base import ROUTE, SqlBase, record_of
+from bot.domain.redraw import redraw_writes
+from store.sql.apply import Applier
+from store.sql.base import PENDING, ROUTE, E, record_of
+
+REDRAW_CHUNK = 500
+"""Elicitations redrawn per transaction (each locks its rows only that long)."""
 
 
-class ChatRoutes(SqlBase):
+class ChatRoutes(Applier):
     async def add_chat_route(
         self,
         workspace: str,
@@ -63,6 +71,32 @@ class ChatRoutes(SqlBase):
             return len(result.all())
 
         return await self._run(work, write=True)
+
+    async def redraw(
+        self, keys: Sequence[str], by: str, now: datetime, detail: Mapping[str, Any]
+    ) -> int:
+        """Queue an update of every posted chat copy of each of ``keys`` still pending (one
+        coalesced with an update already waiting), with a ``redraw`` audit row; how many were
+        still pending. Each elicitation row is locked first (the lock order), in key order."""
+        writes = redraw_writes(by, detail)
+        wanted = sorted(set(keys))
+
+        def work(chunk: list[str]) -> Callable[[Connection], int]:
+            def run(conn: Connection) -> int:
+                query = select(E.c.key).where(E.c.key.in_(chunk), E.c.status == PENDING)
+                if self.dialect == "postgresql":
+                    query = query.order_by(E.c.key).with_for_update()
+                pending = conn.execute(query).scalars().all()
+                for key in pending:
+                    self._write(conn, key, writes, now)
+                return len(pending)
+
+            return run
+
+        done = 0
+        for start in range(0, len(wanted), REDRAW_CHUNK):
+            done += await self._run(work(wanted[start : start + REDRAW_CHUNK]), write=True)
+        return done
 
     async def chat_routes(self) -> list[ChatRoute]:
         def work(conn: Connection) -> list[ChatRoute]:
