@@ -35,6 +35,8 @@ class Choose:
     option_ids: tuple[str, ...]
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
+    digest: str | None = None
+    """The approval subject digest the person saw (rule 2), when the surface knows it."""
     shown: Disclosure | None = None
     """What the message (or review) it came from showed: approving needs ``whole`` (rule 2).
     The surface decides it from its own rendering, never from the payload."""
@@ -85,6 +87,8 @@ class Submit:
     secret: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
     revision: int | None = None
+    digest: str | None = None
+    """The approval subject revision and digest the form was built on, when known."""
     shown: Disclosure | None = None
     """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
     standing: Standing = NO_STANDING

@@ -132,6 +132,7 @@ def judge(
             option_ids=action.option_ids,
             via=action.via,
             revision=action.revision,
+            digest=action.digest,
             shown=action.shown,
             standing=action.standing,
         )
@@ -148,6 +149,7 @@ def judge(
         via=action.via,
         fields=action.fields,
         revision=action.revision,
+        digest=action.digest,
         shown=action.shown,
         standing=action.standing,
     )
@@ -297,7 +299,7 @@ def _needs_comment(
     option = e.option(attempt.option_ids[0])
     if option is None or not option.requires_text:
         return None
-    pick = rules.Pick(option, now, attempt.shown, attempt.revision, attempt.via)
+    pick = rules.Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
     who = attempt.respondent
     if rules.who_may_decide(e, who, people, pick, route=route, standing=attempt.standing):
         return None

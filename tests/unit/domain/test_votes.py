@@ -127,6 +127,10 @@ def test_a_new_revision_or_digest_clears_the_votes() -> None:
     again = choose(replace(state, elicitation=revised), ALICE, "once")
     assert again.outcome.kind is OutcomeKind.VOTED  # the old vote no longer counts
     assert "(1 of 2)" in again.outcome.message
+    redigested = e.model_copy(update={"subject": subject.model_copy(update={"digest": "sha256:x"})})
+    again = choose(replace(state, elicitation=redigested), ALICE, "once")
+    assert again.outcome.kind is OutcomeKind.VOTED  # same revision, new digest: cleared too
+    assert "(1 of 2)" in again.outcome.message
 
 
 PEOPLE_POOL = (ALICE, BOB, CAROL, DAVE, ASKER)
