@@ -225,6 +225,7 @@ def reply_modal(
                 "t": thread_ts,
                 "o": option_id,
                 "r": revision,
+                "d": e.subject.digest if e.subject is not None else None,
                 "l": limit,
                 "s": True if mode is AnswerMode.SECRET else None,
                 "w": reviewed,

@@ -215,7 +215,9 @@ class ReviewFlow:
             if ids is None:
                 return None
             shown = rm.review_shown(meta, view)
-            choice = Choose(e.key, click.who, where.via, ids, meta.revision, shown=shown, form=True)
+            choice = Choose(
+                e.key, click.who, where.via, ids, meta.revision, meta.digest, shown=shown, form=True
+            )
             outcome = await self.act(choice, where, view)
         else:
             outcome = await self.act(action, where, view)

@@ -341,3 +341,21 @@ def test_a_claim_says_until_when_or_why_not() -> None:
     )
     assert claim_text(Outcome(OutcomeKind.REFUSED, KEY, refusal=refusal)) == "Already answered."
     assert claim_text(Outcome(OutcomeKind.REFUSED, KEY)) == "Nothing to claim."
+
+
+def test_a_button_carries_the_subject_digest_its_message_showed_into_the_choice() -> None:
+    """Rule 2 by digest: the value's ``"d"`` is the digest the message was rendered with; a
+    value without one (an older message) says nothing of it (None: not checked)."""
+    value = {"e": KEY, "o": "allow_once", "r": 3, "d": "sha256:aa"}
+    body = click_body(button(f"{OPTION_ACTION}.0", value))
+    click = read_click(body, first_action(body))
+    assert click is not None
+    made = choice(click, KEY, sp_options(), shown=WHOLE)
+    assert made is not None
+    assert (made.revision, made.digest) == (3, "sha256:aa")
+    body = click_body(button(f"{OPTION_ACTION}.0", {"e": KEY, "o": "allow_once", "r": 3}))
+    old = read_click(body, first_action(body))
+    assert old is not None
+    made = choice(old, KEY, sp_options(), shown=WHOLE)
+    assert made is not None
+    assert made.digest is None
