@@ -8,7 +8,7 @@ parsing, who may answer, admin-only options, claims, chat commands) and returns 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -130,9 +130,13 @@ class OnView:
     who: Identity
     """Who acts (``translate`` returns their action)."""
     via: str
-    translate: Callable[[PromptView], Choose | Open | None]
+    translate: Callable[[PromptView], Translated | Awaitable[Translated]]
+    """Sync (a Slack click), or async where the surface must ask its platform first (a Matrix
+    reaction: the person's name, their dedupe claim, a multiple choice's keycaps)."""
 
 
+Translated = Choose | Open | ClaimIt | None
+"""What an :class:`OnView` becomes against the view (None: nothing to judge)."""
 Action = Choose | Reply | Submit | ClaimIt | Open | OnView | Command
 
 
