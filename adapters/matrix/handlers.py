@@ -324,6 +324,7 @@ class RoomEvents:
             bots=self.bots,
             name=await self.chat.display_name(room_id, sender),
             standing=await self._standing(room_id, sender, view.elicitation),
+            subject=self.chat.shown_subject(root),
         )
         if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
             # A secret typed in a room is never taken, and it is taken out of the room too.

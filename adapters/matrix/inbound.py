@@ -268,13 +268,15 @@ def on_reply(
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
     standing: Standing = NO_STANDING,
+    subject: tuple[int | None, str | None] = (None, None),
 ) -> ReplyAction | ClaimIt:
-    """A thread reply (or an edit of one) under a prompt that shows ``shown``: a claim, or a
-    reply for the core."""
+    """A thread reply (or an edit of one) under a prompt that shows ``shown`` (sent with
+    ``subject``'s revision and digest, when known): a claim, or a reply for the core."""
     who = identity(sender, bots=bots, name=name)
     if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
         return ClaimIt(key, who, via(room_id), standing=standing)
-    return ReplyAction(key, who, via(room_id), body, shown=shown, standing=standing)
+    revision, digest = subject
+    return ReplyAction(key, who, via(room_id), body, shown, revision, digest, standing=standing)
 
 
 def command_words(body: str) -> str | None:

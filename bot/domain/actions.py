@@ -71,6 +71,9 @@ class Reply:
     text: str
     shown: Disclosure | None = None
     """What the copy replied under showed (rule 2), as for :class:`Choose`."""
+    revision: int | None = None
+    digest: str | None = None
+    """The approval subject revision and digest that copy showed, when the surface knows."""
     standing: Standing = NO_STANDING
     """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 

@@ -326,7 +326,8 @@ def _reply(
     elif parsed.text is not None and not pending:
         return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
     else:
-        attempt = parsed.model_copy(update={"shown": action.shown, "standing": action.standing})
+        seen = {"shown": action.shown, "revision": action.revision, "digest": action.digest}
+        attempt = parsed.model_copy(update={**seen, "standing": action.standing})
     return judge_attempt(stored, attempt, people, now, route=route)
 
 

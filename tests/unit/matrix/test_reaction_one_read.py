@@ -120,3 +120,31 @@ async def test_a_reaction_on_a_copy_sent_with_an_older_digest_is_refused(
     assert answered.answer is not None
     assert answered.answer.option_ids == ("yes",)
     assert answered.answer.subject_digest == "sha256:77aa"
+
+
+async def test_a_thread_reply_under_a_copy_of_an_older_digest_cannot_approve(
+    sqlite_store: SqlStore,
+) -> None:
+    """The same for a thread reply naming the approving option ("1"): the prompt's subject as
+    this process sent it comes with the reply."""
+    svc, key = await asked(sqlite_store)
+    stored = await sqlite_store.get(key)
+    assert stored is not None
+    e = stored.elicitation
+    assert e.subject is not None
+    chat = Posted(key, subjects={PROMPT: (1, e.subject.digest)})
+    events = RoomEvents(cast(MatrixChat, chat), cast(Elicitations, svc), bots=frozenset())
+    subject = e.subject.model_copy(update={"digest": "sha256:77aa"})
+    [outcome] = await svc.intake(
+        [Inbound("test", "in-2", e.model_copy(update={"subject": subject}), {})]
+    )
+    assert outcome.result == "updated"
+
+    await events.handle(ROOM, inbound.Reply("$t", ALICE, PROMPT, "1", threaded=True))
+    await settled(events)
+
+    [(_, notice, _)] = chat.notices
+    assert notice.text.endswith("answer on the updated message."), notice.text
+    after = await sqlite_store.get(key)
+    assert after is not None
+    assert after.status is Status.PENDING
