@@ -200,7 +200,8 @@ def option_value(
 
 
 def _stamp(key: str, revision: int | None, digest: str | None) -> str:
-    """The multi-select Submit's value: the key, the subject revision and digest shown."""
+    """The value of the multi-select's Submit, Reply… and Answer…: the key, the subject
+    revision and digest the message shows (a modal opened from it carries the digest on)."""
     return fitting(
         MAX_BUTTON_VALUE, {"e": key, "r": revision, "d": digest}, {"e": key, "r": revision}
     )
@@ -298,11 +299,9 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     if mode is AnswerMode.SECRET:
         extra.append(button("Answer privately…", REPLY_ACTION, value_json({"e": key}), "primary"))
     elif is_form(e):  # several questions: the form modal, one input per question
-        extra.append(
-            button("Answer…", REPLY_ACTION, value_json({"e": key, "r": revision}), "primary")
-        )
+        extra.append(button("Answer…", REPLY_ACTION, _stamp(key, revision, digest), "primary"))
     elif mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT):
-        extra.append(button("Reply…", REPLY_ACTION, value_json({"e": key, "r": revision})))
+        extra.append(button("Reply…", REPLY_ACTION, _stamp(key, revision, digest)))
     elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
         extra.append(button("Acknowledge", ACK_ACTION, value_json({"e": key}), "primary"))
     if extra:

@@ -179,6 +179,7 @@ class ReviewFlow:
             shown=shown,
             reviewed=meta.content if shown.whole else None,
             pushed=True,
+            digest=meta.digest,
         )
         try:
             await self.chat.push_view(click.trigger_id, modal)

@@ -227,7 +227,6 @@ def test_a_form_submission_is_a_submit_with_every_answer_by_question_id() -> Non
         "slack:C0APPROVALS",
         fields={"answers": expected},
         revision=0,
-        digest=e.subject.digest if e.subject is not None else None,  # what the modal showed
         shown=SHOWN_WHOLE,
     )
     assert forms.check_answers(e.form, made.fields["answers"]) == expected
