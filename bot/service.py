@@ -6,6 +6,7 @@ The service depends on the store port only (:class:`bot.domain.store.Store`).
 
 from __future__ import annotations
 
+import inspect
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -208,6 +209,8 @@ class Service:
         if isinstance(action, OnView):  # the surface translates against the state just read
             view = await self._view(stored, route=route)
             translated = action.translate(view)
+            if inspect.isawaitable(translated):
+                translated = await translated
             if translated is None:
                 return Outcome(OutcomeKind.IGNORED, action.key, view=view)
             action = translated

@@ -132,6 +132,9 @@ class MatrixChat(RoomReads):
         self.direct = DirectRooms(client, self.membership, encrypted=crypto is not None)
         self._posted: OrderedDict[str, str] = OrderedDict()
         self._threaded: OrderedDict[str, None] = OrderedDict()
+        self._subjects: OrderedDict[str, tuple[int | None, str | None]] = OrderedDict()
+        """Prompt event id -> the approval subject (revision, digest) this process last sent it
+        with (a post or an edit), for rule 2's stale check of a reaction on it."""
 
     @property
     def user_id(self) -> str:
@@ -153,6 +156,7 @@ class MatrixChat(RoomReads):
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
         self._remember(event_id, view.elicitation.key)
+        self._sent_subject(event_id, view)
         if needs_thread(view):
             ref = await self._thread(room_id, event_id, view)
         else:
@@ -216,6 +220,12 @@ class MatrixChat(RoomReads):
     def posted_key(self, event_id: str) -> str | None:
         """The elicitation of a prompt this process posted (before its ref is stored)."""
         return self._posted.get(event_id)
+
+    def shown_subject(self, event_id: str) -> tuple[int | None, str | None]:
+        """The approval subject (revision, digest) prompt ``event_id`` was last sent with by
+        this process; (None, None) when unknown (another replica posted or edited it, a restart):
+        the core then does not check what it cannot know."""
+        return self._subjects.get(event_id, (None, None))
 
     def full_in_thread(self, event_id: str) -> bool:
         """This process posted the whole request in the thread of prompt ``event_id`` and
@@ -286,6 +296,7 @@ class MatrixChat(RoomReads):
         await self.send(
             room_id, "m.room.message", content, edit_txn(event_id, view.version), "edit"
         )
+        self._sent_subject(event_id, view)
 
     async def _thread(self, room_id: str, event_id: str, view: PromptView) -> MatrixRef:
         """Steps 2 and 3 of a long prompt: the whole request in its thread, then the edit that
@@ -332,6 +343,13 @@ class MatrixChat(RoomReads):
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+    def _sent_subject(self, event_id: str, view: PromptView) -> None:
+        s = view.elicitation.subject
+        self._subjects[event_id] = (s.revision, s.digest) if s is not None else (None, None)
+        self._subjects.move_to_end(event_id)
+        while len(self._subjects) > REMEMBERED:
+            self._subjects.popitem(last=False)
 
     def _remember(self, event_id: str, key: str) -> None:
         self._posted[event_id] = key

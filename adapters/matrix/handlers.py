@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import structlog
@@ -46,7 +47,17 @@ from adapters.matrix.power import RoomPowers
 from adapters.matrix.prompts import Prompts
 from adapters.matrix.reactions import key_index
 from adapters.matrix.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, Toggle, toggles
-from bot.domain.actions import MODERATOR_LEVEL, Action, ClaimIt, Outcome, OutcomeKind, Reply
+from bot.domain.actions import (
+    MODERATOR_LEVEL,
+    Action,
+    Choose,
+    ClaimIt,
+    OnView,
+    Outcome,
+    OutcomeKind,
+    Reply,
+    Translated,
+)
 from bot.domain.errors import DeliveryError
 from bot.domain.model import AnswerMode, Elicitation, Status
 from bot.domain.policy import Standing
@@ -128,86 +139,111 @@ class RoomEvents:
     # ------------------------------------------------------------------ answers
 
     async def _on_reaction(self, room_id: str, r: inbound.Reaction) -> None:
+        """One read: the core reads the elicitation once and hands :meth:`_reacted` the view to
+        translate the reaction against (what the copy shows, the dedupe claim, a multiple
+        choice's keycaps), then judges what it returns; the thread hears the outcome."""
         key = await self.prompts.key_for(room_id, r.target)
-        view = None if key is None else await self.elicitations.view(key)
-        if key is None or view is None:
+        if key is None:
             return
+        name = await self.chat.display_name(room_id, r.sender)
+        who = inbound.identity(r.sender, bots=self.bots, name=name)
+        chosen: list[tuple[str, ...]] = []  # a ✅'s options, for its selection notice after
+        translate = partial(self._reacted, room_id, key, r, name, chosen)
+        outcome = await self.elicitations.act(OnView(key, who, inbound.via(room_id), translate))
+        view = outcome.view
+        if view is not None and outcome.kind is not OutcomeKind.IGNORED:
+            e = view.elicitation
+            # A notice cannot reply to a reaction: it goes in the prompt's thread (a claim's
+            # names the reaction itself).
+            claim = r.key.startswith(inbound.CLAIM_REACTION)
+            words = said(outcome, e, r.sender)
+            if words is not None:
+                reply_to = r.event_id if claim else r.target
+                self.tell(room_id, r.target, r.sender, words, trigger=r.event_id, reply_to=reply_to)
+            if chosen and outcome.kind is OutcomeKind.ANSWERED:
+                done = self.selections.submitted(
+                    room_id, r.target, e, r.sender, chosen[0], trigger=r.event_id
+                )
+                self._spawn(done, what="selection submitted")
+        self.finished(r.event_id)
+
+    async def _reacted(
+        self,
+        room_id: str,
+        key: str,
+        r: inbound.Reaction,
+        name: str | None,
+        chosen: list[tuple[str, ...]],
+        view: PromptView,
+    ) -> Translated:
+        """The reaction ``r`` on a copy of ``view`` as the core's action (None: nothing to
+        judge): what the copy shows and the subject it was sent with (rule 2), the person's
+        standing, deduped by its :func:`inbound.claim_id` before it is judged."""
+        e = view.elicitation
         if toggles(view) and not r.key.startswith(inbound.CLAIM_REACTION):
-            await self._on_selection(room_id, key, view, r)
-            return
+            return await self._on_selection(room_id, key, view, r, name, chosen)
         action = inbound.on_reaction(
             key,
-            view.elicitation,
+            e,
             r,
             room_id,
             shown=await self.prompts.shown_on(view, r.target),
             bots=self.bots,
-            name=await self.chat.display_name(room_id, r.sender),
-            standing=await self._standing(room_id, r.sender, view.elicitation),
+            name=name,
+            standing=await self._standing(room_id, r.sender, e),
+            subject=self.chat.shown_subject(r.target),
         )
         claimed = inbound.claim_id(r, reopened=inbound.reopenings(view.writeback))
         if action is None or not await self._first_time(r.event_id, claimed):
-            return
+            return None
         self.handled += 1
-        # A notice cannot reply to a reaction: it goes in the prompt's thread (a claim's names
-        # the reaction itself).
-        reply_to = r.event_id if isinstance(action, ClaimIt) else r.target
-        await self._act(
-            action,
-            view.elicitation,
-            room_id=room_id,
-            root=r.target,
-            sender=r.sender,
-            trigger=r.event_id,
-            reply_to=reply_to,
-        )
-        self.finished(r.event_id)
+        return action
 
     async def _on_selection(
-        self, room_id: str, key: str, view: PromptView, r: inbound.Reaction
-    ) -> None:
+        self,
+        room_id: str,
+        key: str,
+        view: PromptView,
+        r: inbound.Reaction,
+        name: str | None,
+        chosen: list[tuple[str, ...]],
+    ) -> Choose | None:
         """A pending multiple choice: a keycap toggles (the person's notice is refreshed in
-        the background), ✅ submits what their keycaps choose now (:mod:`.selection`)."""
+        the background), ✅ submits what their keycaps choose now (:mod:`.selection`): the
+        :class:`Choose` to judge (its options added to ``chosen``)."""
         e = view.elicitation
         index = key_index(r.key)
         if index is not None:
             if index >= len(e.options) or f"matrix:{r.sender}" in self.bots:
-                return  # names no option; a bot's taps are no one's selection
+                return None  # names no option; a bot's taps are no one's selection
             self.selections.saw(r.event_id, Toggle(room_id, r.target, key, r.sender))
             self._spawn(
                 self.selections.show(room_id, r.target, e, r.sender, trigger=r.event_id),
                 what="selection",
             )
-            return
+            return None
         # Each ✅ is its own attempt (after "nothing chosen" or a refusal, a new ✅ counts).
         if r.key.strip() != SUBMIT_KEY or not await self._first_time(r.event_id):
-            return
+            return None
         self.handled += 1
         now = await self.selections.read(room_id, r.target, e, r.sender)
-        chosen = now.chosen
-        if now.unreadable or not chosen:  # a keycap not decrypted yet is unknown, not absent
+        if now.unreadable or not now.chosen:  # a keycap not decrypted yet is unknown, not absent
             text = now.unreadable_notice() if now.unreadable else NOTHING_CHOSEN
             nothing = Said(text, mention=True, kind=NoticeKind.REFUSAL)
             self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
-        else:
-            action = inbound.submit(
-                key,
-                r,
-                room_id,
-                chosen,
-                shown=await self.prompts.shown_on(view, r.target),
-                bots=self.bots,
-                name=await self.chat.display_name(room_id, r.sender),
-                standing=await self._standing(room_id, r.sender, e),
-            )
-            where = {"room_id": room_id, "root": r.target, "sender": r.sender}
-            outcome = await self._act(action, e, **where, trigger=r.event_id, reply_to=r.target)
-            if outcome.kind is OutcomeKind.ANSWERED:
-                done = self.selections.submitted(
-                    room_id, r.target, e, r.sender, chosen, trigger=r.event_id
-                )
-                self._spawn(done, what="selection submitted")
-        self.finished(r.event_id)
+            return None
+        chosen.append(now.chosen)
+        return inbound.submit(
+            key,
+            r,
+            room_id,
+            now.chosen,
+            shown=await self.prompts.shown_on(view, r.target),
+            bots=self.bots,
+            name=name,
+            standing=await self._standing(room_id, r.sender, e),
+            subject=self.chat.shown_subject(r.target),
+        )
 
     async def _on_redaction(self, room_id: str, redaction: inbound.Redaction) -> None:
         """A keycap taken back: refresh its sender's selection notice (while the question is
@@ -288,6 +324,7 @@ class RoomEvents:
             bots=self.bots,
             name=await self.chat.display_name(room_id, sender),
             standing=await self._standing(room_id, sender, view.elicitation),
+            subject=self.chat.shown_subject(root),
         )
         if isinstance(action, Reply) and view.elicitation.answer_mode is AnswerMode.SECRET:
             # A secret typed in a room is never taken, and it is taken out of the room too.

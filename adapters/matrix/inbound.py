@@ -221,11 +221,16 @@ def submit(
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
     standing: Standing = NO_STANDING,
+    subject: tuple[int | None, str | None] = (None, None),
 ) -> Choose:
     """A ✅ on a multiple-choice prompt: the options the person's keycaps chose (read from the
-    homeserver by the listener, :mod:`adapters.matrix.selection`)."""
+    homeserver by the listener, :mod:`adapters.matrix.selection`); ``subject``: the approval
+    subject's revision and digest the prompt was sent with, when known (rule 2)."""
     who = identity(r.sender, bots=bots, name=name)
-    return Choose(key, who, via(room_id), option_ids, shown=shown, standing=standing)
+    revision, digest = subject
+    return Choose(
+        key, who, via(room_id), option_ids, revision, digest, shown=shown, standing=standing
+    )
 
 
 def on_reaction(
@@ -238,16 +243,19 @@ def on_reaction(
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
     standing: Standing = NO_STANDING,
+    subject: tuple[int | None, str | None] = (None, None),
 ) -> Choose | ClaimIt | None:
-    """A reaction on a prompt of ``e`` that shows ``shown``: 🙋 claims it, a keycap (or ✅)
-    chooses; None: any other reaction."""
+    """A reaction on a prompt of ``e`` that shows ``shown`` (and was sent with ``subject``'s
+    revision and digest, when known): 🙋 claims it, a keycap (or ✅) chooses; None: any other
+    reaction."""
     who = identity(r.sender, bots=bots, name=name)
     if r.key.startswith(CLAIM_REACTION):
         return ClaimIt(key, who, via(room_id), standing=standing)
     chosen = reaction_choice(e, r.key)
     if chosen is None:
         return None
-    return Choose(key, who, via(room_id), chosen, shown=shown, standing=standing)
+    revision, digest = subject
+    return Choose(key, who, via(room_id), chosen, revision, digest, shown=shown, standing=standing)
 
 
 def on_reply(
@@ -260,13 +268,15 @@ def on_reply(
     bots: frozenset[str] = frozenset(),
     name: str | None = None,
     standing: Standing = NO_STANDING,
+    subject: tuple[int | None, str | None] = (None, None),
 ) -> ReplyAction | ClaimIt:
-    """A thread reply (or an edit of one) under a prompt that shows ``shown``: a claim, or a
-    reply for the core."""
+    """A thread reply (or an edit of one) under a prompt that shows ``shown`` (sent with
+    ``subject``'s revision and digest, when known): a claim, or a reply for the core."""
     who = identity(sender, bots=bots, name=name)
     if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
         return ClaimIt(key, who, via(room_id), standing=standing)
-    return ReplyAction(key, who, via(room_id), body, shown=shown, standing=standing)
+    revision, digest = subject
+    return ReplyAction(key, who, via(room_id), body, shown, revision, digest, standing=standing)
 
 
 def command_words(body: str) -> str | None:

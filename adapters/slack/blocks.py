@@ -107,10 +107,22 @@ def value_json(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def select_value(option_id: str, index: int, revision: int | None) -> str:
-    """A select option's value (``≤ 150``): the option id and subject revision, or its index."""
-    value = value_json({"o": option_id, "r": revision})
-    return value if len(value) <= MAX_OPTION_VALUE else value_json({"i": index, "r": revision})
+def fitting(limit: int, *candidates: dict[str, Any]) -> str:
+    """The first candidate value within ``limit`` (the last one otherwise); a ``"d"`` (the
+    subject digest shown) of None is left out."""
+    values = [
+        value_json({k: v for k, v in c.items() if k != "d" or v is not None}) for c in candidates
+    ]
+    return next((v for v in values if len(v) <= limit), values[-1])
+
+
+def select_value(
+    option_id: str, index: int, revision: int | None, digest: str | None = None
+) -> str:
+    """A select option's value (``≤ 150``): the option id (or its index), the subject revision
+    and digest shown; without the digest only when even the index form does not fit with it."""
+    o, i = {"o": option_id, "r": revision}, {"i": index, "r": revision}
+    return fitting(MAX_OPTION_VALUE, {**o, "d": digest}, {**i, "d": digest}, o, i)
 
 
 def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
@@ -139,6 +151,7 @@ def static_select(
     placeholder: str,
     offered: Sequence[tuple[int, OfferedOption]],
     revision: int | None,
+    digest: str | None = None,
 ) -> dict[str, Any]:
     """A (multi) static select of the first 100 offered options; labels share a text budget."""
     shown = offered[:MAX_SELECT_OPTIONS]
@@ -150,7 +163,7 @@ def static_select(
         "options": [
             {
                 "text": plain(option_text(o.option.label, o.admin_only, limit)),
-                "value": select_value(o.option.id, i, revision),
+                "value": select_value(o.option.id, i, revision, digest),
             }
             for i, o in shown
         ],

@@ -241,6 +241,7 @@ class SlackHandling:
             thread_ts=where.thread_ts,
             option_id=option_id,
             shown=shown,
+            digest=translate.digest_of(click.value),
         )
         try:
             await self.chat.open_view(click.trigger_id, modal)

@@ -128,6 +128,7 @@ def reply_modal(
     shown: Disclosure,
     reviewed: str | None = None,
     pushed: bool = False,
+    digest: str | None = None,
 ) -> dict[str, Any]:
     """The "Reply…" modal: a text box (``max_length`` set), the options when the answer mode
     takes them, or the secret box; ``option_id`` fixes a chosen option that needs a comment.
@@ -225,6 +226,7 @@ def reply_modal(
                 "t": thread_ts,
                 "o": option_id,
                 "r": revision,
+                "d": digest,  # the subject digest the message (or review) showed (rule 2)
                 "l": limit,
                 "s": True if mode is AnswerMode.SECRET else None,
                 "w": reviewed,

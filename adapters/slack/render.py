@@ -57,6 +57,7 @@ from adapters.slack.blocks import (
     clip,
     context_block,
     escape,
+    fitting,
     link,
     option_text,
     plain,
@@ -186,13 +187,24 @@ def shown(view: PromptView) -> Disclosure:
     return _decide(view).shown
 
 
-def option_value(key: str, option_id: str, index: int, revision: int | None) -> str:
-    """A button's value (``≤ 2000``): elicitation key, option id, subject revision."""
-    full = value_json({"e": key, "o": option_id, "r": revision})
-    if len(full) <= MAX_BUTTON_VALUE:
-        return full
-    short = value_json({"o": option_id, "r": revision})
-    return short if len(short) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
+def option_value(
+    key: str, option_id: str, index: int, revision: int | None, digest: str | None = None
+) -> str:
+    """A button's value (``≤ 2000``): elicitation key, option id, subject revision and digest
+    (what the message showed, rule 2); shorter forms drop the key, then name the option by
+    index, then (only past the limit even so) drop the digest."""
+    d = {"d": digest}
+    full, short, least = {"e": key, "o": option_id}, {"o": option_id}, {"i": index}
+    forms = [{**f, "r": revision} for f in (full, short, least)]
+    return fitting(MAX_BUTTON_VALUE, *({**f, **d} for f in forms), forms[-1])
+
+
+def _stamp(key: str, revision: int | None, digest: str | None) -> str:
+    """The value of the multi-select's Submit, Reply… and Answer…: the key, the subject
+    revision and digest the message shows (a modal opened from it carries the digest on)."""
+    return fitting(
+        MAX_BUTTON_VALUE, {"e": key, "r": revision, "d": digest}, {"e": key, "r": revision}
+    )
 
 
 def button_style(meaning: Meaning) -> str | None:
@@ -225,7 +237,8 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     Review… first when the message does not hold everything."""
     e = view.elicitation
     key = e.key
-    revision = e.subject.revision if e.subject is not None else None
+    s = e.subject
+    revision, digest = (s.revision, s.digest) if s is not None else (None, None)
     mode = e.answer_mode
     offered = [
         (index, o)
@@ -239,9 +252,9 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         web = None
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
-            "multi_static_select", MULTI_ACTION, "Choose one or more…", offered, revision
+            "multi_static_select", MULTI_ACTION, "Choose one or more…", offered, revision, digest
         )
-        submit = button("Submit", SUBMIT_ACTION, value_json({"e": key, "r": revision}), "primary")
+        submit = button("Submit", SUBMIT_ACTION, _stamp(key, revision, digest), "primary")
         blocks.append(
             {
                 "type": "actions",
@@ -251,7 +264,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         )
     elif len(offered) > MAX_BUTTONS:
         select = static_select(
-            "static_select", SELECT_ACTION, "Choose an option…", offered, revision
+            "static_select", SELECT_ACTION, "Choose an option…", offered, revision, digest
         )
         blocks.append(
             {
@@ -265,7 +278,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
             button(
                 _button_label(o),
                 f"{OPTION_ACTION}.{i}",
-                option_value(key, o.option.id, i, revision),
+                option_value(key, o.option.id, i, revision, digest),
                 button_style(o.option.meaning),
             )
             for i, o in offered
@@ -286,11 +299,9 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     if mode is AnswerMode.SECRET:
         extra.append(button("Answer privately…", REPLY_ACTION, value_json({"e": key}), "primary"))
     elif is_form(e):  # several questions: the form modal, one input per question
-        extra.append(
-            button("Answer…", REPLY_ACTION, value_json({"e": key, "r": revision}), "primary")
-        )
+        extra.append(button("Answer…", REPLY_ACTION, _stamp(key, revision, digest), "primary"))
     elif mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT):
-        extra.append(button("Reply…", REPLY_ACTION, value_json({"e": key, "r": revision})))
+        extra.append(button("Reply…", REPLY_ACTION, _stamp(key, revision, digest)))
     elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
         extra.append(button("Acknowledge", ACK_ACTION, value_json({"e": key}), "primary"))
     if extra:

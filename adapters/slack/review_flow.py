@@ -179,6 +179,7 @@ class ReviewFlow:
             shown=shown,
             reviewed=meta.content if shown.whole else None,
             pushed=True,
+            digest=meta.digest,
         )
         try:
             await self.chat.push_view(click.trigger_id, modal)
@@ -215,7 +216,9 @@ class ReviewFlow:
             if ids is None:
                 return None
             shown = rm.review_shown(meta, view)
-            choice = Choose(e.key, click.who, where.via, ids, meta.revision, shown=shown, form=True)
+            choice = Choose(
+                e.key, click.who, where.via, ids, meta.revision, meta.digest, shown=shown, form=True
+            )
             outcome = await self.act(choice, where, view)
         else:
             outcome = await self.act(action, where, view)

@@ -40,7 +40,7 @@ from adapters.slack.blocks import (
     value_json,
 )
 from adapters.slack.modal import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
-from adapters.slack.translate import decode_value, revision_of, text_of
+from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
 from bot.domain.ports import PromptView
@@ -98,6 +98,8 @@ class ReviewMeta:
     thread_ts: str | None = None
     file: str | None = None
     """The file in the message's thread that holds the whole request (beyond a modal)."""
+    digest: str | None = None
+    """The approval subject digest the review was built on (rule 2)."""
 
     def encode(self) -> str:
         fields = {
@@ -110,6 +112,7 @@ class ReviewMeta:
             "m": self.message_ts,
             "t": self.thread_ts,
             "f": self.file,
+            "d": self.digest,
         }
         text = value_json({k: v for k, v in fields.items() if v is not None})
         if len(text) > MAX_PRIVATE_METADATA:
@@ -136,6 +139,7 @@ def read_meta(text: Any) -> ReviewMeta | None:
         message_ts=text_of(raw.get("m")),
         thread_ts=text_of(raw.get("t")),
         file=text_of(raw.get("f")),
+        digest=digest_of(raw),
     )
 
 
@@ -170,6 +174,7 @@ def meta_for(
         channel=channel,
         message_ts=message_ts,
         thread_ts=thread_ts,
+        digest=e.subject.digest if e.subject is not None else None,
     )
 
 

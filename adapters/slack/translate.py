@@ -98,6 +98,11 @@ def revision_of(value: Mapping[str, Any]) -> int | None:
     return revision if isinstance(revision, int) and not isinstance(revision, bool) else None
 
 
+def digest_of(value: Mapping[str, Any]) -> str | None:
+    """The approval subject digest a value says its message (or modal) showed (None: unknown)."""
+    return text_of(value.get("d"))
+
+
 def text_of(value: Any) -> str | None:
     """A payload field that should be a non-empty string, or None."""
     return value if isinstance(value, str) and value else None
@@ -236,7 +241,8 @@ def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choo
     else:
         return None
     form = picked is not None
-    return Choose(key, click.who, click.where.via, ids, revision, shown=shown, form=form)
+    digest = digest_of(click.value)
+    return Choose(key, click.who, click.where.via, ids, revision, digest, shown=shown, form=form)
 
 
 def claim_it(click: Click, key: str) -> ClaimIt:
@@ -311,6 +317,8 @@ class Submission:
     revision: int | None
     form: Mapping[int, form_modal.FormPick] | None = None
     """A form's inputs by question number (None: not a form)."""
+    digest: str | None = None
+    """The approval subject digest the modal was built on (None: unknown)."""
 
 
 def read_submission(
@@ -338,6 +346,7 @@ def read_submission(
         secret=bool(meta.get("s")),
         revision=revision_of(meta),
         form=form_modal.read_form(values, count) if count is not None else None,
+        digest=digest_of(meta),
     )
 
 
@@ -348,7 +357,13 @@ def submit(submission: Submission, key: str, e: Elicitation, *, shown: Disclosur
     if s.form is not None:  # a form: its answers by question id, for the core to check
         answers = form_modal.form_answers(e, s.form)
         return Submit(
-            key, s.who, s.where.via, fields={"answers": answers}, revision=s.revision, shown=shown
+            key,
+            s.who,
+            s.where.via,
+            fields={"answers": answers},
+            revision=s.revision,
+            digest=s.digest,
+            shown=shown,
         )
     ids = (s.fixed,) if s.fixed else tuple(chosen_id(e, v) for v in s.chosen)
     return Submit(
@@ -359,6 +374,7 @@ def submit(submission: Submission, key: str, e: Elicitation, *, shown: Disclosur
         text=s.text,
         secret=s.secret,
         revision=s.revision,
+        digest=s.digest,
         shown=shown,
     )
 

@@ -262,6 +262,7 @@ def submit_of(viewer: Viewer, key: str, form: Mapping[str, list[str]]) -> Submit
         text=text if text.strip() else None,
         secret=secret,
         revision=int(revision) if revision.isdigit() else None,
+        digest=first(form, "digest") or None,  # the subject digest the card showed (rule 2)
         shown=SHOWN_WHOLE,  # the inbox's card shows every preview item whole (the reference)
         standing=viewer.standing,
     )

@@ -79,6 +79,7 @@ _ANSWER_FORM = {
         "text": {"type": "string"},
         "secret": {"type": "string", "enum": ["1"], "description": "text is a secret"},
         "revision": {"type": "string"},
+        "digest": {"type": "string", "description": "the approval subject digest the card showed"},
         "claim": {"type": "string", "enum": ["1"], "description": "'I'm on it' instead"},
     },
 }

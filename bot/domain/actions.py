@@ -8,7 +8,7 @@ parsing, who may answer, admin-only options, claims, chat commands) and returns 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,8 @@ class Choose:
     option_ids: tuple[str, ...]
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
+    digest: str | None = None
+    """The approval subject digest the person saw (rule 2), when the surface knows it."""
     shown: Disclosure | None = None
     """What the message (or review) it came from showed: approving needs ``whole`` (rule 2).
     The surface decides it from its own rendering, never from the payload."""
@@ -69,6 +71,9 @@ class Reply:
     text: str
     shown: Disclosure | None = None
     """What the copy replied under showed (rule 2), as for :class:`Choose`."""
+    revision: int | None = None
+    digest: str | None = None
+    """The approval subject revision and digest that copy showed, when the surface knows."""
     standing: Standing = NO_STANDING
     """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
@@ -85,6 +90,8 @@ class Submit:
     secret: bool = False
     fields: dict[str, Any] = field(default_factory=dict)
     revision: int | None = None
+    digest: str | None = None
+    """The approval subject revision and digest the form was built on, when known."""
     shown: Disclosure | None = None
     """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
     standing: Standing = NO_STANDING
@@ -126,9 +133,13 @@ class OnView:
     who: Identity
     """Who acts (``translate`` returns their action)."""
     via: str
-    translate: Callable[[PromptView], Choose | Open | None]
+    translate: Callable[[PromptView], Translated | Awaitable[Translated]]
+    """Sync (a Slack click), or async where the surface must ask its platform first (a Matrix
+    reaction: the person's name, their dedupe claim, a multiple choice's keycaps)."""
 
 
+Translated = Choose | Open | ClaimIt | None
+"""What an :class:`OnView` becomes against the view (None: nothing to judge)."""
 Action = Choose | Reply | Submit | ClaimIt | Open | OnView | Command
 
 

@@ -132,6 +132,7 @@ def judge(
             option_ids=action.option_ids,
             via=action.via,
             revision=action.revision,
+            digest=action.digest,
             shown=action.shown,
             standing=action.standing,
         )
@@ -148,6 +149,7 @@ def judge(
         via=action.via,
         fields=action.fields,
         revision=action.revision,
+        digest=action.digest,
         shown=action.shown,
         standing=action.standing,
     )
@@ -297,7 +299,7 @@ def _needs_comment(
     option = e.option(attempt.option_ids[0])
     if option is None or not option.requires_text:
         return None
-    pick = rules.Pick(option, now, attempt.shown, attempt.revision, attempt.via)
+    pick = rules.Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
     who = attempt.respondent
     if rules.who_may_decide(e, who, people, pick, route=route, standing=attempt.standing):
         return None
@@ -324,7 +326,8 @@ def _reply(
     elif parsed.text is not None and not pending:
         return Judgement(Outcome(OutcomeKind.IGNORED, action.key))
     else:
-        attempt = parsed.model_copy(update={"shown": action.shown, "standing": action.standing})
+        seen = {"shown": action.shown, "revision": action.revision, "digest": action.digest}
+        attempt = parsed.model_copy(update={**seen, "standing": action.standing})
     return judge_attempt(stored, attempt, people, now, route=route)
 
 

@@ -136,6 +136,13 @@ class ApprovalSubject(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
+    def changed_since(self, revision: int | None, digest: str | None) -> bool:
+        """A surface that showed ``revision`` and ``digest`` showed another subject than this
+        one (rule 2's stale approval). What it does not know (None) is not checked."""
+        return (revision is not None and revision != self.revision) or (
+            digest is not None and digest != self.digest
+        )
+
 
 class Context(Frozen):
     """Where the question comes from, whatever the source has."""
@@ -272,6 +279,8 @@ class Attempt(Frozen):
     """A form's answers (Toolshed ``type: form`` data, handup ``input.questions``)."""
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
+    digest: str | None = None
+    """The approval subject digest the person saw, when the surface knows it (rule 2)."""
     shown: Disclosure | None = None
     """What the surface the person acted on showed them; None (said nothing): approving is
     refused (rule 2)."""

@@ -155,6 +155,8 @@ class Pick:
     """The approval subject revision the surface showed, when it knows it."""
     via: str | None = None
     """Where it was picked (a route's ``approve_on``)."""
+    digest: str | None = None
+    """The approval subject digest the surface showed, when it knows it."""
 
 
 def who_may_decide(
@@ -171,7 +173,7 @@ def who_may_decide(
     - rule 1: the asker (by identity or principal), configured agents, bots and elicitbot
       itself never decide, whatever they say;
     - rule 2, for ``pick``: an approving option only while it is offered (preview complete,
-      subject not expired), on the revision the surface showed, and where that surface showed
+      subject not expired), on the revision and digest the surface showed, and where it showed
       the whole decisive content;
     - rule 3, for ``pick``: an admin-only option only from a workspace admin;
     - rule 9, for ``route`` (:mod:`bot.domain.deciders`): only its approvers (with what the
@@ -202,7 +204,7 @@ def who_may_decide(
             because = reason[:1].lower() + reason[1:]
             return _refuse(code, f"You cannot choose “{option.label}” now: {because}")
         subject = e.subject
-        if subject is not None and pick.revision is not None and pick.revision != subject.revision:
+        if subject is not None and subject.changed_since(pick.revision, pick.digest):
             return _refuse(
                 RefusalCode.STALE_REVISION,
                 "The request changed since this message was shown; answer on the updated message.",
@@ -314,7 +316,7 @@ def _check_option(
 ) -> Refusal | None:
     """Rules 2-4 and 9 for one chosen option: who may pick it here (:func:`who_may_decide`),
     then whether it needs a comment."""
-    pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via)
+    pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
     refusal = who_may_decide(
         e, attempt.respondent, people, pick, route=route, standing=attempt.standing
     )

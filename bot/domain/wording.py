@@ -342,6 +342,8 @@ QUORUM_LINES = {
     "waiting": "Approved by {names} ({count} of {needed}) — waiting for {more}",
     "voted": "Your approval is recorded ({count} of {needed}); waiting for {more}.",
     "already": "You already approved this; waiting for {missing} more approver(s).",
+    "cleared": "The request changed after {names} approved, so those approvals no longer count"
+    " — waiting for {more}",
     "one_more": "one more approver",
     "more": "{missing} more approvers",
 }
@@ -362,8 +364,14 @@ def _more(missing: int) -> str:
 
 def waiting_line(e: Elicitation, votes: Sequence[Vote]) -> str | None:
     """What the copies of a pending question say while a quorum is counted: ``Approved by
-    Alice (1 of 2) — waiting for one more approver``; None before any vote that counts."""
+    Alice (1 of 2) — waiting for one more approver``; once a new revision or digest of the
+    subject cleared every vote, that they no longer count; None before any vote."""
     counted = tally(e, votes, votes[-1].needed if votes else 1)
+    if not counted.approvals and votes:  # a new revision or digest cleared every vote: say so
+        cleared = tally(e.model_copy(update={"subject": None}), votes, counted.needed)
+        if cleared.approvals and not cleared.reached:
+            names, more = _names(cleared.approvals), _more(counted.needed)
+            return QUORUM_LINES["cleared"].format(names=names, more=more)
     if not counted.approvals or counted.reached:
         return None
     return QUORUM_LINES["waiting"].format(

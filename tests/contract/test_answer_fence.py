@@ -98,3 +98,52 @@ async def test_a_rejection_that_lost_to_a_revision_is_judged_again_and_wins(
     assert stored.answer is not None
     assert stored.answer.option_ids == ("no",)
     assert await store.count("answer") == 1
+
+
+def redigested(e: Elicitation) -> Elicitation:
+    """The same revision with another subject digest: the content changed, the revision did not."""
+    assert e.subject is not None
+    subject = e.subject.model_copy(update={"digest": "sha256:22ff"})
+    return e.model_copy(update={"subject": subject, "question": "May I run it on prod?"})
+
+
+async def test_approving_the_digest_read_loses_to_a_new_digest_on_the_same_revision(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 2 by digest, through the store: the surface showed digest A; digest B (same
+    revision) lands between the read and the write; the approval is judged again and refused."""
+    clock = FakeClock()
+    svc, e = await asked(store, clock)
+    assert e.subject is not None
+    shown_digest = e.subject.digest
+    write = store.record_answer
+    fenced: list[int | None] = []
+
+    async def digest_first(*args: Any, **kwargs: Any) -> RecordResult:
+        if not fenced:
+            [outcome] = await svc.intake([Inbound("ce:/test", "ev-2", redigested(e), {})])
+            assert outcome.result == "updated"
+        fenced.append(kwargs.get("version"))
+        return await write(*args, **kwargs)
+
+    monkeypatch.setattr(store, "record_answer", digest_first)
+    clock.advance(5)
+    choose = Choose(e.key, ALICE, SLACK, ("yes",), 1, shown_digest, shown=SHOWN_WHOLE)
+    outcome = await svc.act(choose)
+
+    assert outcome.kind is OutcomeKind.REFUSED
+    assert outcome.refusal is not None
+    assert outcome.refusal.code is RefusalCode.STALE_REVISION
+    assert fenced == [1]
+    stored = await store.get(e.key)
+    assert stored is not None
+    assert (stored.status, stored.answer) == (Status.PENDING, None)
+    assert stored.elicitation.subject is not None
+    assert (stored.elicitation.subject.revision, stored.elicitation.subject.digest) == (
+        1,
+        "sha256:22ff",
+    )
+    assert await store.count("answer") == 0
+    # On the digest it shows now, the same approval is accepted.
+    now = Choose(e.key, ALICE, SLACK, ("yes",), 1, "sha256:22ff", shown=SHOWN_WHOLE)
+    assert (await svc.act(now)).kind is OutcomeKind.ANSWERED

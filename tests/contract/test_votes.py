@@ -5,6 +5,7 @@ answer carrying every approver, even when two last votes race on two replicas.""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.disclosure import SHOWN_WHOLE
@@ -139,3 +140,47 @@ async def test_two_first_votes_racing_are_both_counted_and_decide_once(pg_url: s
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_new_digest_on_the_same_revision_clears_the_votes_and_the_view_says_so(
+    store: Store,
+) -> None:
+    """Issue 23: a new digest of the approval subject (its revision unchanged) clears the votes
+    stored; every copy's tally line (the view's ``waiting``) says so; the same person may approve
+    again, and the answer carries only the approvals given on the digest that decided."""
+    clock = FakeClock()
+    svc = service(store, clock)
+    e = make(clock.now(), "eli_qd", subject_expires=3600)
+    await svc.intake([Inbound("ce:/test", "ev-1", e, {}, None)])
+    assert e.subject is not None
+    first = await svc.act(choose(e.key, ALICE))
+    assert first.kind is OutcomeKind.VOTED
+
+    subject = e.subject.model_copy(update={"digest": "sha256:5e5e"})
+    [changed] = await svc.intake(
+        [Inbound("ce:/test", "ev-2", e.model_copy(update={"subject": subject}), {}, None)]
+    )
+    assert changed.result == "updated"
+    stored = await store.get(e.key)
+    assert stored is not None
+    assert [v.digest for v in stored.votes] == ["sha256:00ff"]  # kept, no longer counted
+    view = await svc.view(e.key)
+    assert view is not None
+    assert view.waiting == (
+        "The request changed after Alice approved, so those approvals no longer count"
+        " — waiting for 2 more approvers"
+    )
+
+    clock.advance(seconds=5)
+    again = await svc.act(choose(e.key, ALICE))
+    assert again.kind is OutcomeKind.VOTED, again
+    assert again.message == "Your approval is recorded (1 of 2); waiting for one more approver."
+    clock.advance(seconds=5)
+    last = await svc.act(choose(e.key, BOB))
+    assert last.kind is OutcomeKind.ANSWERED
+    stored = await store.get(e.key)
+    assert stored is not None
+    assert stored.answer is not None
+    assert stored.answer.subject_digest == "sha256:5e5e"
+    assert [a.by for a in stored.answer.approvals] == ["slack:U0ALICE", "slack:U0BOB"]
+    assert stored.answer.approvals[0].at == clock.now() - timedelta(seconds=5)  # the new vote

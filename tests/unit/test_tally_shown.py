@@ -41,3 +41,41 @@ def test_slack_and_matrix_copies_show_the_tally_while_waiting() -> None:
 def test_a_closed_copy_shows_no_tally() -> None:
     assert view(Status.CANCELLED).waiting is None
     assert "Approved by" not in timeline(view(Status.CANCELLED))
+
+
+def test_every_copy_says_a_new_digest_cleared_the_votes() -> None:
+    """A new digest of the approval subject (same revision) clears the votes: the Slack blocks,
+    the Matrix message and the web card (the same ``view.waiting``) say so."""
+    from adapters.matrix.render import message_content
+    from tests.unit.domain.builders import sp_approval
+
+    e = sp_approval()
+    assert e.subject is not None
+    old = Vote(
+        person="slack:U0ALICE",
+        respondent="slack:U0ALICE",
+        display_name="Alice",
+        option_id="allow_once",
+        via="slack:C0A",
+        at=NOW,
+        revision=e.subject.revision,
+        digest="sha256:" + "0" * 64,  # given on the digest before this one
+        needed=2,
+    )
+    v = PromptView(
+        elicitation=e, status=Status.PENDING, answer=None, version=3, link="/#k", now=NOW,
+        votes=(old,),
+    )  # fmt: skip
+    cleared = (
+        "The request changed after Alice approved, so those approvals no longer count"
+        " — waiting for 2 more approvers"
+    )
+    assert v.waiting == cleared
+    _, blocks = render(v)
+    tally = [b for b in blocks if cleared in json.dumps(b, ensure_ascii=False)]
+    print(json.dumps(tally, indent=2, ensure_ascii=False))  # the Block Kit of the line
+    assert tally
+    content = message_content(v)
+    print(content["formatted_body"])  # the Matrix HTML
+    assert cleared in content["body"]
+    assert "Approved by" not in json.dumps(blocks, ensure_ascii=False)

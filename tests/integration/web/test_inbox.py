@@ -607,6 +607,34 @@ async def test_withheld_approval_is_disabled_refused_and_offered_once_complete(
     assert (await post_answer(client, key, option="allow_once", revision="1")).status_code == 303
 
 
+async def test_the_card_form_carries_the_digest_it_shows_and_an_older_one_is_refused(
+    rig: Rig, client: httpx.AsyncClient
+) -> None:
+    """Rule 2 by digest in the web inbox: the card's form carries the subject digest the card
+    showed; approving from a card of the old digest (same revision) is refused, from the new one
+    recorded."""
+    old = _subject()["digest"]
+    key = await intake(rig, "approval-request")
+    page = card((await client.get("/")).text, key)
+    assert f'<input type="hidden" name="digest" value="{old}">' in page
+    new = "sha256:" + "c4" * 32
+    changed = {**json.loads(json.dumps(_subject())), "digest": new}  # revision stays 1
+    await intake(rig, "approval-request", approvalSubject=changed, ts="2026-11-10T09:31:00.000Z")
+    page = card((await client.get("/")).text, key)
+    assert f'<input type="hidden" name="digest" value="{new}">' in page
+
+    stale = await post_answer(
+        client, key, as_json=True, option="allow_once", revision="1", digest=old
+    )
+    assert stale.status_code == 422
+    assert stale.json()["code"] == "stale_revision"
+    assert stale.json()["message"] == (
+        "The request changed since this message was shown; answer on the updated message."
+    )
+    fresh = await post_answer(client, key, option="allow_once", revision="1", digest=new)
+    assert fresh.status_code == 303
+
+
 async def test_approval_after_the_subject_expired_is_withheld(
     rig: Rig, client: httpx.AsyncClient
 ) -> None:

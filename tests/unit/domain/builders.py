@@ -164,6 +164,7 @@ def attempt(
     via: str | None = None,
     revision: int | None = None,
     shown: Disclosure | None = SHOWN_WHOLE,
+    digest: str | None = None,
 ) -> Attempt:
     """An attempt from a surface that showed everything, unless ``shown`` says otherwise."""
     return Attempt(
@@ -173,6 +174,7 @@ def attempt(
         secret=secret,
         via=via if via is not None else _VIA.get(who.platform, "web"),
         revision=revision,
+        digest=digest,
         shown=shown,
     )
 

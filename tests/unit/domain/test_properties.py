@@ -20,6 +20,7 @@ from bot.domain.model import (
     Option,
     People,
     Refusal,
+    RefusalCode,
     Status,
 )
 from bot.domain.replies import Reply, parse_reply
@@ -59,7 +60,7 @@ options = st.one_of(
 some_subject = st.builds(
     ApprovalSubject,
     id=st.just("sub_1"),
-    digest=st.just("sha256:00"),
+    digest=st.sampled_from(["sha256:00", "sha256:01"]),
     schema=st.just("stk/v1"),
     revision=st.integers(0, 3),
     expires_at=st.one_of(st.none(), moments),
@@ -122,6 +123,7 @@ def attempts(draw: st.DrawFn, e: Elicitation) -> Attempt:
         secret=(e.answer_mode is AnswerMode.SECRET) != draw(rarely),
         via=draw(st.sampled_from(["slack:C0A", "matrix:!r:example.org", "web"])),
         revision=draw(st.one_of(st.none(), st.integers(0, 3))),
+        digest=draw(st.sampled_from([None, "sha256:00", "sha256:01"])),
         shown=draw(disclosures),
     )
 
@@ -198,6 +200,32 @@ def test_approving_is_accepted_only_from_a_surface_that_showed_everything(case, 
     assert all(o.offered for o in offered if not o.option.approving)
     if isinstance(result, Answer):
         assert not any(o.option.approving for o in offered if o.option.id in result.option_ids)
+
+
+@given(cases(some_subject))
+@FAST
+def test_approving_is_accepted_only_on_the_revision_and_digest_the_surface_showed(case):
+    """Rule 2's staleness half: an accepted approving answer came from a surface that showed the
+    subject's current revision and digest (or could not tell, None); one that showed another
+    digest on the same revision is refused STALE_REVISION."""
+    e, a, p, now = case
+    s = e.subject
+    assert s is not None
+    result = judge(e, a, p, now)
+    if isinstance(result, Answer) and any(e.option(i).approving for i in result.option_ids):
+        assert a.revision in (None, s.revision)
+        assert a.digest in (None, s.digest)
+    stale = a.model_copy(update={"revision": s.revision, "digest": s.digest + "x"})
+    again = judge(e, stale, p, now)
+    if isinstance(again, Answer):
+        assert not any(e.option(i).approving for i in again.option_ids)
+    if (
+        isinstance(result, Answer)
+        and result.option_ids
+        and all(e.option(i).approving for i in result.option_ids)
+    ):
+        assert isinstance(again, Refusal)
+        assert again.code is RefusalCode.STALE_REVISION
 
 
 @given(cases())

@@ -132,6 +132,24 @@ def test_stale_revision_refuses_approving_only():
     assert given.subject_revision == 3
 
 
+def test_a_new_digest_on_the_same_revision_refuses_approving_what_was_shown_before():
+    """Rule 2 by digest: the subject's content changed while its revision did not; a person who
+    saw the old digest cannot approve the new content (same refusal as a new revision)."""
+    old = subject().digest
+    e = sp_approval(revision=3, digest="sha256:" + "ab" * 32)
+    refusal = refused(e, ALICE, "allow_once", revision=3, digest=old)
+    assert refusal.code is RefusalCode.STALE_REVISION
+    assert refusal.message == (
+        "The request changed since this message was shown; answer on the updated message."
+    )
+    assert accepted(e, ALICE, "deny", revision=3, digest=old)  # rejecting what was seen counts
+    given = accepted(e, ALICE, "allow_once", revision=3, digest="sha256:" + "ab" * 32)
+    assert given.subject_digest == "sha256:" + "ab" * 32
+    # A surface that cannot tell which digest it showed (None): today's behaviour, by revision.
+    assert accepted(e, ALICE, "allow_once", revision=3)
+    assert refused(e, ALICE, "allow_once", revision=2).code is RefusalCode.STALE_REVISION
+
+
 # --------------------------------------------------------------------------- rule 3
 
 

@@ -127,6 +127,16 @@ def test_a_new_revision_or_digest_clears_the_votes() -> None:
     again = choose(replace(state, elicitation=revised), ALICE, "once")
     assert again.outcome.kind is OutcomeKind.VOTED  # the old vote no longer counts
     assert "(1 of 2)" in again.outcome.message
+    redigested = e.model_copy(update={"subject": subject.model_copy(update={"digest": "sha256:x"})})
+    # Every copy says the votes were cleared, for a new revision as for a new digest.
+    for changed in (revised, redigested):
+        assert waiting_line(changed, state.votes) == (
+            "The request changed after Alice approved, so those approvals no longer count"
+            " — waiting for 2 more approvers"
+        )
+    again = choose(replace(state, elicitation=redigested), ALICE, "once")
+    assert again.outcome.kind is OutcomeKind.VOTED  # same revision, new digest: cleared too
+    assert "(1 of 2)" in again.outcome.message
 
 
 PEOPLE_POOL = (ALICE, BOB, CAROL, DAVE, ASKER)

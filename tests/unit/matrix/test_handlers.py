@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -29,6 +30,7 @@ from bot.domain.actions import (
     ClaimIt,
     Command,
     CommandResult,
+    OnView,
     Outcome,
     OutcomeKind,
     Reply,
@@ -87,9 +89,14 @@ class Chat:
     threaded: set[str] = field(default_factory=set)
     direct: Direct = field(default_factory=Direct)
     crypto: Any = None
+    subjects: dict[str, tuple[int | None, str | None]] = field(default_factory=dict)
+    """Prompt event id -> the subject (revision, digest) it was sent with (unknown: absent)."""
 
     def posted_key(self, event_id: str) -> str | None:
         return None
+
+    def shown_subject(self, event_id: str) -> tuple[int | None, str | None]:
+        return self.subjects.get(event_id, (None, None))
 
     def full_in_thread(self, event_id: str) -> bool:
         return event_id in self.threaded
@@ -144,11 +151,25 @@ class Core:
     async def routes(self) -> tuple[Route, ...]:
         return self.routes_
 
+    reads: int = 0
+    """Elicitation reads (``view``, and ``act``'s one read of an :class:`OnView`)."""
+
     async def act(self, action: Action) -> Outcome:
+        if isinstance(action, OnView):  # as the service: one read, translated, then judged
+            view = await self.view(action.key)
+            assert view is not None
+            translated = action.translate(view)
+            if inspect.isawaitable(translated):
+                translated = await translated
+            if translated is None:
+                return Outcome(OutcomeKind.IGNORED, action.key, view=view)
+            self.acted.append(translated)
+            return replace(self.outcome, view=view)
         self.acted.append(action)
         return self.outcome
 
     async def view(self, key: str) -> PromptView | None:
+        self.reads += 1
         return PromptView(self.e, self.status, None, 1, "http://x/#k", NOW)
 
     def prompt_view(self) -> PromptView:

@@ -330,6 +330,7 @@ def test_buttons_come_at_most_five_to_an_actions_block() -> None:
 
 def test_buttons_carry_style_admin_mark_and_a_json_value() -> None:
     e = sp_approval()
+    digest = e.subject.digest if e.subject is not None else None
 
     _, blocks = render(view(e))
 
@@ -341,7 +342,8 @@ def test_buttons_carry_style_admin_mark_and_a_json_value() -> None:
     assert shown["allow_once"]["text"]["text"] == "Allow once"
     assert shown["allow_always"]["text"]["text"] == "Always allow (admin)"
     for option_id, button in shown.items():
-        assert json.loads(button["value"]) == {"e": e.key, "o": option_id, "r": 1}
+        # the subject revision and digest the message shows (rule 2)
+        assert json.loads(button["value"]) == {"e": e.key, "o": option_id, "r": 1, "d": digest}
     assert len({b["action_id"] for b in buttons(blocks)}) == 3
 
 
@@ -498,3 +500,25 @@ def test_a_pending_message_shows_what_happens_next_and_who_is_on_it() -> None:
     answered = replace(pending, status=Status.ANSWERED, answer=answer(option_ids=("deny",)))
     _, after = render(answered)
     assert not [t for t in mrkdwn(after) if t.startswith("⏱")]
+
+
+def test_values_keep_the_digest_within_slacks_limits() -> None:
+    """Button values (≤ 2000) and select option values (≤ 150) carry the subject digest shown;
+    the shorter forms keep it, and only past the limit even by index is it left out."""
+    from adapters.slack.blocks import MAX_BUTTON_VALUE, MAX_OPTION_VALUE, select_value
+    from adapters.slack.render import option_value
+
+    d = "sha256:" + "ab" * 32
+    assert json.loads(option_value("k", "yes", 0, 2, d)) == {"e": "k", "o": "yes", "r": 2, "d": d}
+    long_key = option_value("k" * 1990, "yes", 0, 2, d)
+    assert json.loads(long_key) == {"o": "yes", "r": 2, "d": d}
+    by_index = option_value("k", "y" * 1990, 4, 2, d)
+    assert json.loads(by_index) == {"i": 4, "r": 2, "d": d}
+    assert json.loads(option_value("k", "yes", 0, 2, "x" * 2000)) == {"i": 0, "r": 2}
+    assert json.loads(option_value("k", "yes", 0, 2)) == {"e": "k", "o": "yes", "r": 2}
+    assert json.loads(select_value("allow_once", 0, 1, d)) == {"o": "allow_once", "r": 1, "d": d}
+    assert json.loads(select_value("o" * 100, 3, 1, d)) == {"i": 3, "r": 1, "d": d}
+    assert json.loads(select_value("o" * 100, 3, 1, "x" * 150)) == {"o": "o" * 100, "r": 1}
+    for value in (long_key, by_index):
+        assert len(value) <= MAX_BUTTON_VALUE
+    assert len(select_value("o" * 100, 3, 1, d)) <= MAX_OPTION_VALUE

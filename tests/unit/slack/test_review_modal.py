@@ -157,3 +157,21 @@ def test_a_reply_modal_pushed_from_the_last_page_offers_approve_and_closes_both(
     assert reply_shown(meta, view) == SHOWN_WHOLE
     assert meta["r"] == revision
     assert not reply_shown(json.loads(cut["private_metadata"]), view).whole
+
+
+def test_a_review_pins_the_subject_digest_it_was_built_on() -> None:
+    """Rule 2 by digest: the review's metadata carries the subject digest it showed, read back
+    for the decision its buttons make (None without a subject)."""
+    from tests.unit.domain.builders import sp_approval
+
+    e = sp_approval()
+    assert e.subject is not None
+    v = PromptView(e, Status.PENDING, None, 1, "http://127.0.0.1:8787/#x", NOW)
+    meta = meta_of(v)
+    assert meta.digest == e.subject.digest
+    assert json.loads(meta.encode())["d"] == e.subject.digest
+    assert read_meta(meta.encode()) == meta
+    plain = deploy_elicitation().model_copy(update={"subject": None})
+    bare = meta_of(PromptView(plain, Status.PENDING, None, 1, "/#x", NOW))
+    assert bare.digest is None
+    assert "d" not in json.loads(bare.encode())

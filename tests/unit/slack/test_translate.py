@@ -43,7 +43,7 @@ from bot.domain.actions import (
 )
 from bot.domain.deadlines import Claim
 from bot.domain.disclosure import SHOWN_WHOLE as WHOLE
-from bot.domain.model import Disclosure, Identity, Refusal, RefusalCode
+from bot.domain.model import Disclosure, Identity, Refusal, RefusalCode, Status
 from tests.unit.domain.builders import NOW, sp_options
 
 KEY = "superpipeline:eli_1a2b3c4d5e6f7081"
@@ -341,3 +341,42 @@ def test_a_claim_says_until_when_or_why_not() -> None:
     )
     assert claim_text(Outcome(OutcomeKind.REFUSED, KEY, refusal=refusal)) == "Already answered."
     assert claim_text(Outcome(OutcomeKind.REFUSED, KEY)) == "Nothing to claim."
+
+
+def test_a_button_carries_the_subject_digest_its_message_showed_into_the_choice() -> None:
+    """Rule 2 by digest: the value's ``"d"`` is the digest the message was rendered with; a
+    value without one (an older message) says nothing of it (None: not checked)."""
+    value = {"e": KEY, "o": "allow_once", "r": 3, "d": "sha256:aa"}
+    body = click_body(button(f"{OPTION_ACTION}.0", value))
+    click = read_click(body, first_action(body))
+    assert click is not None
+    made = choice(click, KEY, sp_options(), shown=WHOLE)
+    assert made is not None
+    assert (made.revision, made.digest) == (3, "sha256:aa")
+    body = click_body(button(f"{OPTION_ACTION}.0", {"e": KEY, "o": "allow_once", "r": 3}))
+    old = read_click(body, first_action(body))
+    assert old is not None
+    made = choice(old, KEY, sp_options(), shown=WHOLE)
+    assert made is not None
+    assert made.digest is None
+
+
+def test_the_reply_modal_carries_the_digest_its_message_showed_into_the_submit() -> None:
+    """Reply… (or an option that needs a comment) opens the modal with the digest the clicked
+    message's value carries; its submission's Submit carries it on (rule 2)."""
+    from adapters.slack.modal import reply_modal
+    from bot.domain.ports import PromptView
+    from tests.unit.domain.builders import sp_approval
+
+    e = sp_approval()
+    view = PromptView(e, Status.PENDING, None, 1, "/#k", NOW)
+    modal = reply_modal(view, channel=C1, message_ts="1.000100", shown=WHOLE, digest="sha256:seen")
+    meta = json.loads(modal["private_metadata"])
+    assert meta["d"] == "sha256:seen"
+    body = {"user": {"id": "U0ALICE", "team_id": "T0ACME", "name": "alice"}}
+    s = read_submission(body, meta, "because", [{"o": "deny"}])
+    assert s is not None
+    made = submit(s, KEY, e, shown=WHOLE)
+    assert (made.revision, made.digest) == (1, "sha256:seen")
+    unknown = reply_modal(view, channel=C1, message_ts="1.000100", shown=WHOLE)
+    assert "d" not in json.loads(unknown["private_metadata"])  # an older message: not known
