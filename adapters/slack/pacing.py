@@ -130,6 +130,8 @@ class _Gate:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     first: int = 0
     clear: asyncio.Event = field(default_factory=asyncio.Event)
+    handed_back: float = 0.0
+    """The turn promised to the latest call handed back to the outbox (monotonic)."""
 
     def __post_init__(self) -> None:
         self.clear.set()
@@ -337,10 +339,19 @@ class Pacer:
             self._hand_back(key, wait)
 
     def _hand_back(self, key: Key, wait: float) -> NoReturn:
-        """Not sent: the caller (the outbox) tries again in ``wait`` seconds."""
+        """Not sent: the caller (the outbox) tries again in ``wait`` seconds, or one interval
+        after the call handed back before it, if that is later: calls handed back together come
+        back one turn apart, not all at once (a backlog of updates against the workspace's
+        budget is retried once per turn, not every ``max_wait`` each)."""
+        gate = self._gate(key)
+        now = self._now()
+        interval = gate.rate.interval if gate.rate is not None else 0.0
+        at = max(now + wait, gate.handed_back + interval)
+        gate.handed_back = at
         self.stats.deferred += 1
         raise TransientDeliveryError(
-            f"slack {key[0]}: paced (rate limit), next turn in {wait:.1f} s", retry_after=wait
+            f"slack {key[0]}: paced (rate limit), next turn in {at - now:.1f} s",
+            retry_after=at - now,
         )
 
     async def send_latest(self, key: Key, item: Hashable, call: Callable[[], Awaitable[T]]) -> T:
