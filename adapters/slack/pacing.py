@@ -53,7 +53,9 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from bot.domain import lanes
 from bot.domain.errors import TransientDeliveryError
+from bot.domain.records import EffectKind
 from bot.domain.store import Pacing
 
 log = structlog.get_logger("elicitbot.slack.pacing")
@@ -92,6 +94,7 @@ class Rate:
         return 1.0 / self.per_second + self.margin
 
 
+POST_METHOD = "chat.postMessage"
 POST_RATE = Rate(per_second=1.0, burst=1)
 UPDATE_RATE = Rate(per_second=50 / 60, burst=10)
 DEFAULT_RATES: Mapping[str, Rate] = {"chat.postMessage": POST_RATE, "chat.update": UPDATE_RATE}
@@ -291,9 +294,25 @@ class Pacer:
                     await asyncio.sleep(wait)
                 if gate.first:
                     continue  # someone came while we waited for the rate: theirs is the turn
-                # The shared slot is taken only now, in the gap: a slot once taken is used.
-                await self._turn(key, gate, 0.0)
-                return await self._call(key, call)
+                elsewhere = await self._question_elsewhere(key)
+                if not elsewhere:
+                    # The shared slot is taken only now, in the gap: a slot once taken is used.
+                    await self._turn(key, gate, 0.0)
+                    return await self._call(key, call)
+            # Another replica's question is on its way in this channel: its turn, not ours.
+            await asyncio.sleep(min(self._interval(gate), max(0.0, deadline - self._now())))
+
+    def _interval(self, gate: _Gate) -> float:
+        return gate.rate.interval if gate.rate is not None else 0.0
+
+    async def _question_elsewhere(self, key: Key) -> bool:
+        """Whether a question of this channel is claimed by any replica (read from the store,
+        on a paced channel shared with other replicas only): a note gives way to it as it does
+        to the questions queued here."""
+        if self.slots is None or key[0] != POST_METHOD or self._gate(key).rate is None:
+            return False
+        lane = lanes.lane_of("", EffectKind.POST, f"slack:{key[1]}")
+        return await self.slots.question_claimed(lane, self._wall())
 
     async def _call(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
         """Send now (the key's turn has come): the rate is used, a 429 blocks the key."""
