@@ -14,8 +14,12 @@ is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carryi
 ``retry_after``, and the outbox sends it again then (nothing is dropped). A pending update of a
 message that a newer update of the same message overtakes is not sent separately: both callers
 get the outcome of the newer one (:meth:`Pacer.send_latest`). A call that gives way (a thread
-note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants: a channel's
-questions are never held behind the notes said in its threads.
+note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants, and with
+shared slots only while no replica has a question of the channel claimed
+(``Pacing.question_claimed``, asked again once an interval while one is: the one poll here): a
+channel's questions are never held behind the notes said in its
+threads. Calls handed back together come back one turn apart (each is promised its own later
+turn), so a backlog is retried about once per call, not every ``max_wait``.
 
 Across replicas: a Pacer given ``slots`` (a :class:`~bot.domain.store.Pacing`, the store's
 shared reservations) also takes a slot there for every call on a paced key (``chat.postMessage``
