@@ -119,8 +119,9 @@ class Pacing(Protocol):
         ...
 
     async def question_claimed(self, lane: str, now: datetime) -> bool:
-        """Whether a post of ``lane`` is claimed now, by any replica (a question on its way,
-        waiting for its channel's slot): a thread note in that channel gives way to it."""
+        """Whether a post of ``lane`` is claimed now by any replica (a question on its way,
+        waiting for its channel's slot) or due to be claimed: a thread note in that channel
+        gives way to it."""
         ...
 
 

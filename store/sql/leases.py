@@ -81,9 +81,16 @@ class Leases(SqlBase):
             select(OUTBOX.c.id)
             .where(
                 OUTBOX.c.lane == lane,
-                OUTBOX.c.state == EffectState.CLAIMED.value,
                 OUTBOX.c.kind == EffectKind.POST.value,
-                OUTBOX.c.claimed_until >= now,
+                or_(
+                    # Claimed (a lease run out too: the post is taken again at once), or due
+                    # and about to be claimed: between one post done and the next claimed.
+                    OUTBOX.c.state == EffectState.CLAIMED.value,
+                    and_(
+                        OUTBOX.c.state == EffectState.PENDING.value,
+                        OUTBOX.c.next_attempt_at <= now,
+                    ),
+                ),
             )
             .limit(1)
         )
