@@ -28,6 +28,10 @@ Prints one JSON line, with the load average before and after.
     .venv/bin/python bench/effects.py [--backlog 1000] [--calm 20] [--answers 100]
         [--seconds 60] [--db sqlite|postgresql] [--load]
 
+``--replicas N`` (PostgreSQL only) runs N ``serve`` processes on one database: intake batches
+and clicks spread over them round-robin, every replica's dispatcher claiming from the one outbox
+and pacing through the shared slots; CPU is the sum over the replicas.
+
 The backlog is not drained (that takes 1,000 s at Slack's rate): the run lasts ``--seconds``.
 """
 
@@ -101,21 +105,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f'[[routes]]\nmatch = {{ workspace = "calm" }}\ndestinations = ["slack:{CALM}"]\n\n'
                 '[[routes]]\nmatch = { workspace = "web" }\ndestinations = ["web"]\n\n'
             )
-            serve = Serve(
-                Path(tmp),
-                f'[store]\nurl = "{url}"\n\n'
-                + slack_config(
-                    slack.api_url,
-                    routes,
-                    f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
-                ),
-                env={"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET},
-            ).start()
+            config = f'[store]\nurl = "{url}"\n\n' + slack_config(
+                slack.api_url,
+                routes,
+                f'[sources.superpipeline]\nanswer_webhook = "{webhook.url}"\n',
+            )
+            env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET}
+            serves = [
+                Serve(Path(tmp), config, env=env, name=f"serve{n}") for n in range(args.replicas)
+            ]
             try:
-                await serve.wait("/readyz")
-                result = await drive(args, serve, slack, webhook)
+                for serve in serves:  # one after the other: the first runs the migrations
+                    await serve.start().wait("/readyz")
+                result = await drive(args, Replicas(serves), slack, webhook)
             finally:
-                await asyncio.to_thread(serve.stop)
+                for serve in serves:
+                    await asyncio.to_thread(serve.stop)
                 drop_schema(schema)
     finally:
         if hog is not None:
@@ -124,13 +129,34 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result | {"load_before": load_before, "load_after": load()}
 
 
-async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any) -> dict[str, Any]:
+class Replicas:
+    """The ``serve`` processes of a run: ``base`` names each in turn (round-robin)."""
+
+    def __init__(self, serves: list[Serve]) -> None:
+        self.serves = serves
+        self._turn = 0
+
+    @property
+    def base(self) -> str:
+        serve = self.serves[self._turn % len(self.serves)]
+        self._turn += 1
+        return serve.base
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(s.pid) for s in self.serves)
+
+
+async def drive(
+    args: argparse.Namespace, serve: Replicas, slack: Any, webhook: Any
+) -> dict[str, Any]:
     clicked_at: dict[str, float] = {}
     not_200 = 0
     async with aiohttp.ClientSession() as session:
         started = time.monotonic()
-        cpu_before = cpu_seconds(serve.pid)
-        await post_events(session, serve.base, events("busy", args.backlog))
+        cpu_before = serve.cpu()
+        backlog = events("busy", args.backlog)
+        for start in range(0, len(backlog), 100):  # each batch to the next replica
+            await post_events(session, serve.base, backlog[start : start + 100])
         calm_in = time.time()
         await post_events(session, serve.base, events("calm", args.calm))
         await post_events(session, serve.base, events("web", args.answers))
@@ -169,7 +195,7 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
         for clicker in clickers:
             clicker.cancel()
         await asyncio.gather(*clickers, return_exceptions=True)
-        server_cpu = cpu_seconds(serve.pid) - cpu_before
+        server_cpu = serve.cpu() - cpu_before
 
     received: dict[str, float] = {}
     for request in webhook.recorded():
@@ -202,6 +228,7 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
         "measured_on": "serve",
         "db": args.db,
         "cpu_hog": args.load,
+        "replicas": args.replicas,
         "backlog": args.backlog,
         "answers": args.answers,
         "written_back": len(latencies),
@@ -230,7 +257,7 @@ async def drive(args: argparse.Namespace, serve: Serve, slack: Any, webhook: Any
 
 async def click_posted(
     session: aiohttp.ClientSession,
-    serve: Serve,
+    serve: Replicas,
     slack: Any,
     channel: str,
     count: int,
@@ -275,7 +302,10 @@ def main() -> None:
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--timeline", action="store_true", help="every post, to stderr")
     parser.add_argument("--load", action="store_true", help="a CPU hog on one core beside it")
+    parser.add_argument("--replicas", type=int, default=1, help="serve processes (PostgreSQL)")
     args = parser.parse_args()
+    if args.replicas > 1 and args.db != "postgresql":
+        parser.error("--replicas above 1 needs --db postgresql (one database for all of them)")
     print(json.dumps(asyncio.run(run(args))), flush=True)
 
 

@@ -14,8 +14,12 @@ is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carryi
 ``retry_after``, and the outbox sends it again then (nothing is dropped). A pending update of a
 message that a newer update of the same message overtakes is not sent separately: both callers
 get the outcome of the newer one (:meth:`Pacer.send_latest`). A call that gives way (a thread
-note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants: a channel's
-questions are never held behind the notes said in its threads.
+note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants, and with
+shared slots only while no replica has a question of the channel claimed
+(``Pacing.question_claimed``, asked again once an interval while one is: the one poll here): a
+channel's questions are never held behind the notes said in its
+threads. Calls handed back together come back one turn apart (each is promised its own later
+turn), so a backlog is retried about once per call, not every ``max_wait``.
 
 Across replicas: a Pacer given ``slots`` (a :class:`~bot.domain.store.Pacing`, the store's
 shared reservations) also takes a slot there for every call on a paced key (``chat.postMessage``
@@ -53,7 +57,9 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from bot.domain import lanes
 from bot.domain.errors import TransientDeliveryError
+from bot.domain.records import EffectKind
 from bot.domain.store import Pacing
 
 log = structlog.get_logger("elicitbot.slack.pacing")
@@ -92,6 +98,7 @@ class Rate:
         return 1.0 / self.per_second + self.margin
 
 
+POST_METHOD = "chat.postMessage"
 POST_RATE = Rate(per_second=1.0, burst=1)
 UPDATE_RATE = Rate(per_second=50 / 60, burst=10)
 DEFAULT_RATES: Mapping[str, Rate] = {"chat.postMessage": POST_RATE, "chat.update": UPDATE_RATE}
@@ -130,6 +137,8 @@ class _Gate:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     first: int = 0
     clear: asyncio.Event = field(default_factory=asyncio.Event)
+    handed_back: float = 0.0
+    """The turn promised to the latest call handed back to the outbox (monotonic)."""
 
     def __post_init__(self) -> None:
         self.clear.set()
@@ -289,9 +298,25 @@ class Pacer:
                     await asyncio.sleep(wait)
                 if gate.first:
                     continue  # someone came while we waited for the rate: theirs is the turn
-                # The shared slot is taken only now, in the gap: a slot once taken is used.
-                await self._turn(key, gate, 0.0)
-                return await self._call(key, call)
+                elsewhere = await self._question_elsewhere(key)
+                if not elsewhere:
+                    # The shared slot is taken only now, in the gap: a slot once taken is used.
+                    await self._turn(key, gate, 0.0)
+                    return await self._call(key, call)
+            # Another replica's question is on its way in this channel: its turn, not ours.
+            await asyncio.sleep(min(self._interval(gate), max(0.0, deadline - self._now())))
+
+    def _interval(self, gate: _Gate) -> float:
+        return gate.rate.interval if gate.rate is not None else 0.0
+
+    async def _question_elsewhere(self, key: Key) -> bool:
+        """Whether a question of this channel is claimed by any replica (read from the store,
+        on a paced channel shared with other replicas only): a note gives way to it as it does
+        to the questions queued here."""
+        if self.slots is None or key[0] != POST_METHOD or self._gate(key).rate is None:
+            return False
+        lane = lanes.lane_of("", EffectKind.POST, f"slack:{key[1]}")
+        return await self.slots.question_claimed(lane, self._wall())
 
     async def _call(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
         """Send now (the key's turn has come): the rate is used, a 429 blocks the key."""
@@ -337,10 +362,19 @@ class Pacer:
             self._hand_back(key, wait)
 
     def _hand_back(self, key: Key, wait: float) -> NoReturn:
-        """Not sent: the caller (the outbox) tries again in ``wait`` seconds."""
+        """Not sent: the caller (the outbox) tries again in ``wait`` seconds, or one interval
+        after the call handed back before it, if that is later: calls handed back together come
+        back one turn apart, not all at once (a backlog of updates against the workspace's
+        budget is retried once per turn, not every ``max_wait`` each)."""
+        gate = self._gate(key)
+        now = self._now()
+        interval = gate.rate.interval if gate.rate is not None else 0.0
+        at = max(now + wait, gate.handed_back + interval)
+        gate.handed_back = at
         self.stats.deferred += 1
         raise TransientDeliveryError(
-            f"slack {key[0]}: paced (rate limit), next turn in {wait:.1f} s", retry_after=wait
+            f"slack {key[0]}: paced (rate limit), next turn in {at - now:.1f} s",
+            retry_after=at - now,
         )
 
     async def send_latest(self, key: Key, item: Hashable, call: Callable[[], Awaitable[T]]) -> T:

@@ -125,6 +125,12 @@ class Pacing(Protocol):
         ``interval`` seconds for it: returns when the caller may go."""
         ...
 
+    async def question_claimed(self, lane: str, now: datetime) -> bool:
+        """Whether a post of ``lane`` is claimed now by any replica (a question on its way,
+        waiting for its channel's slot) or due to be claimed: a thread note in that channel
+        gives way to it."""
+        ...
+
 
 class Leases(Protocol):
     """Single-owner work: one holder at a time; a lease not renewed runs out and moves."""

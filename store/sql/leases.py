@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Interval, Table, and_, case, delete, func, literal, or_, select
 from sqlalchemy.engine import Connection
 
-from bot.domain.records import LeaseView
-from store.sql.base import PACE, SqlBase, changed
+from bot.domain.records import EffectKind, EffectState, LeaseView
+from store.sql.base import OUTBOX, PACE, SqlBase, changed
 from store.tables import LeaseRow, UtcDateTime
 
 LEASE: Table = LeaseRow.__table__  # type: ignore[attr-defined]
@@ -72,6 +72,30 @@ class Leases(SqlBase):
         def work(conn: Connection) -> list[LeaseView]:
             rows = conn.execute(select(LEASE).order_by(LEASE.c.name))
             return [LeaseView(r.name, r.holder, r.until, r.since) for r in rows]
+
+        return await self._run(work, write=False)
+
+    async def question_claimed(self, lane: str, now: datetime) -> bool:
+        query = (
+            select(OUTBOX.c.id)
+            .where(
+                OUTBOX.c.lane == lane,
+                OUTBOX.c.kind == EffectKind.POST.value,
+                or_(
+                    # Claimed (a lease run out too: the post is taken again at once), or due
+                    # and about to be claimed: between one post done and the next claimed.
+                    OUTBOX.c.state == EffectState.CLAIMED.value,
+                    and_(
+                        OUTBOX.c.state == EffectState.PENDING.value,
+                        OUTBOX.c.next_attempt_at <= now,
+                    ),
+                ),
+            )
+            .limit(1)
+        )
+
+        def work(conn: Connection) -> bool:
+            return conn.execute(query).first() is not None
 
         return await self._run(work, write=False)
 

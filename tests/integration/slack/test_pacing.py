@@ -40,6 +40,9 @@ class MemorySlots:
         self.not_before: dict[str, datetime] = {}
         self.reserved: list[tuple[str, float]] = []
 
+    async def question_claimed(self, lane: str, now: datetime) -> bool:
+        return False
+
     async def reserve_slot(self, key: str, interval: float, now: datetime) -> datetime:
         at = max(now, self.not_before.get(key, now))
         self.not_before[key] = at + timedelta(seconds=interval)

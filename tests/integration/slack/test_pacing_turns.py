@@ -80,6 +80,9 @@ class SlowSlots:
         self.delay = delay
         self.not_before: dict[str, datetime] = {}
 
+    async def question_claimed(self, lane: str, now: datetime) -> bool:
+        return False
+
     async def reserve_slot(self, key: str, interval: float, now: datetime) -> datetime:
         await asyncio.sleep(self.delay)
         at = max(now, self.not_before.get(key, now))
