@@ -17,7 +17,7 @@ from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import Elicitation, Status
 from bot.domain.payloads import NotifyPayload, PostPayload, WritebackPayload
-from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Notice, PromptView
+from bot.domain.ports import AnswerSink, ChatAdapter, Clock, CopyPolicy, Notice, PromptView
 from bot.domain.records import (
     EffectKind,
     NoticeKind,
@@ -42,8 +42,9 @@ def platform_of(destination: str) -> str:
     return destination.split(":", 1)[0]
 
 
-ApproveOn = Callable[[Elicitation], Awaitable[tuple[str, ...] | None]]
-"""Where approving an elicitation counts (a route's ``approve_on``; None: every surface)."""
+PolicyOf = Callable[[Elicitation], Awaitable[CopyPolicy]]
+"""An elicitation's policy route as its copies need it (:meth:`bot.service.Service.copy_policy`):
+where approving counts and who may approve."""
 
 
 class Effects:
@@ -56,16 +57,17 @@ class Effects:
         chats: Mapping[str, ChatAdapter],
         sinks: Mapping[str, AnswerSink],
         link_for: Callable[[str], str],
-        approve_on: ApproveOn | None = None,
+        policy: PolicyOf | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.chats = chats
         self.sinks = sinks
         self.link_for = link_for
-        self.approve_on = approve_on
-        """Where approving an elicitation counts (:meth:`bot.service.Service.approve_on`): its
-        copies withhold approving options elsewhere. None: every surface."""
+        self.policy = policy
+        """An elicitation's policy route (:meth:`bot.service.Service.copy_policy`): its copies
+        withhold approving options where it does not count and name who may still approve.
+        None: every surface, anyone."""
 
     def uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""
@@ -83,18 +85,18 @@ class Effects:
         rendered: bool = True,
     ) -> PromptView:
         """The view a copy renders; ``escalation`` on an escalation copy (mentions, originals);
-        ``rendered=False`` (a write-back): no copy, so where approving counts is not asked."""
+        ``rendered=False`` (a write-back): no copy, so the policy route is not asked."""
         if stored is None:
             raise PermanentDeliveryError(f"elicitation {item.elicitation_key} is gone")
-        ask = self.approve_on if rendered else None
-        approve_on = None if ask is None else await ask(stored.elicitation)
+        ask = self.policy if rendered else None
+        policy = None if ask is None else await ask(stored.elicitation)
         return prompt_view(
             stored,
             timeline,
             link=self.link_for(item.elicitation_key),
             now=self.clock.now(),
             escalation=escalation,
-            approve_on=approve_on,
+            policy=policy,
         )
 
     def seeds(self, destination: str) -> bool:

@@ -26,7 +26,7 @@ from bot.domain.ports import AnswerSink, ChatAdapter, Clock
 from bot.domain.records import EffectKind, OutboxItem, StoredElicitation, Timeline
 from bot.domain.refs import MessageRef
 from bot.domain.store import Store
-from bot.effects import RENDERED, ApproveOn, Effects, Stale, notice_of, writeback_key
+from bot.effects import RENDERED, Effects, PolicyOf, Stale, notice_of, writeback_key
 from bot.lease import owner_id
 from bot.streak import Streak
 
@@ -88,7 +88,7 @@ class Dispatcher:
         heartbeat: timedelta = lanes.HEARTBEAT,
         registry: CollectorRegistry | None = None,
         wake: asyncio.Event | None = None,
-        approve_on: ApproveOn | None = None,
+        policy: PolicyOf | None = None,
     ) -> None:
         """``wake``: the event that says new rows are due (set by whoever writes them; the
         dispatcher's own when not given, set through :meth:`wake`)."""
@@ -96,7 +96,7 @@ class Dispatcher:
         self.clock = clock
         self.chats = chats
         self.sinks = sinks
-        self.effects = Effects(store, clock, chats, sinks, link_for, approve_on)
+        self.effects = Effects(store, clock, chats, sinks, link_for, policy)
         self.claimer = claimer or owner_id()
         self.chained = tuple(
             lanes.chained_prefix(platform)

@@ -59,6 +59,7 @@ from bot.domain.ports import (
     AnswerOutcome,
     ClaimOutcome,
     Clock,
+    CopyPolicy,
     Inbound,
     IntakeOutcome,
     PromptView,
@@ -73,7 +74,7 @@ from bot.domain.records import (
     Timeline,
 )
 from bot.domain.redraw import redrawn
-from bot.domain.routing import chat_route, resolve_route, route_name
+from bot.domain.routing import chat_route, policy_of, resolve_route, route_name
 from bot.domain.store import Store
 from bot.domain.views import prompt_view
 from bot.domain.votes import RecordVote
@@ -132,11 +133,17 @@ class Service:
         and a source naming its own destinations still meets the matching route's approvers."""
         return resolve_route(await self.routes(), stored.elicitation)
 
-    async def approve_on(self, e: Elicitation) -> tuple[str, ...] | None:
-        """Where approving ``e`` counts: its policy route's ``approve_on`` (the route
-        :meth:`policy_route` judges by), which its views carry so copies elsewhere withhold
-        approving options and link to the web inbox. None: every surface."""
-        return resolve_route(await self.routes(), e).approve_on
+    async def copy_policy(self, e: Elicitation) -> CopyPolicy:
+        """``e``'s policy route (the one :meth:`policy_route` judges by) as its views carry it:
+        ``approve_on``, so copies elsewhere withhold approving options and link to the web
+        inbox, and ``approvers``, so the tally line names who may still approve."""
+        return self._copy_policy(resolve_route(await self.routes(), e))
+
+    def _copy_policy(self, route: Route) -> CopyPolicy:
+        principals = {
+            a: p for a in route.approvers or () if (p := self.people.principal_of(a)) is not None
+        }
+        return CopyPolicy(policy_of(route), principals)
 
     async def _view(
         self,
@@ -153,7 +160,7 @@ class Service:
             timeline,
             link=self.link_for(key),
             now=self.clock.now(),
-            approve_on=route.approve_on,
+            policy=self._copy_policy(route),
         )
 
     def forget_chat_routes(self) -> None:

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from adapters.web.pages import Filters
 from bot.domain.bounds import lookup_problem
 from bot.domain.model import Elicitation
-from bot.domain.ports import Clock, PromptView
+from bot.domain.ports import Clock, CopyPolicy, PromptView
 from bot.domain.records import StoredElicitation
 from bot.domain.store import ElicitationReads
 from bot.domain.views import prompt_view
@@ -69,13 +69,14 @@ class Reads:
         store: ElicitationReads,
         clock: Clock,
         *,
-        approve_on: Callable[[Elicitation], Awaitable[tuple[str, ...] | None]] | None = None,
+        policy: Callable[[Elicitation], Awaitable[CopyPolicy]] | None = None,
     ) -> None:
-        """``approve_on``: where approving an elicitation counts (the service's), so a card
-        offers approving options only where its route allows the web inbox."""
+        """``policy``: an elicitation's policy route (the service's), so a card offers
+        approving options only where its route allows the web inbox and names who may still
+        approve."""
         self.store = store
         self.clock = clock
-        self.approve_on = approve_on
+        self.policy = policy
         self.fingerprint = Fingerprint(store)
 
     async def views(self, items: Sequence[StoredElicitation]) -> list[PromptView]:
@@ -90,9 +91,7 @@ class Reads:
                 timelines.get(s.elicitation.key),
                 link=link_of(s.elicitation.key),
                 now=now,
-                approve_on=None
-                if self.approve_on is None
-                else await self.approve_on(s.elicitation),
+                policy=None if self.policy is None else await self.policy(s.elicitation),
             )
             for s in items
         ]

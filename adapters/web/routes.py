@@ -128,7 +128,7 @@ def inbox_router(
     ``secure_cookies``: the page is served over HTTPS, so the CSRF cookie is ``Secure`` and
     ``__Host-`` prefixed."""
     session = Session(elicitations, identity, secure_cookies)
-    reads = Reads(store, clock, approve_on=elicitations.approve_on)
+    reads = Reads(store, clock, policy=elicitations.copy_policy)
     inbox = InboxRoutes(elicitations, reads, session)
     admin = AdminRoutes(elicitations, reads, session)
     router = APIRouter(tags=["web inbox"])

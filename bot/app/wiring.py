@@ -147,8 +147,9 @@ class Elicitbot(Views):
             claimer=self.owner,
             wake=changed,
             registry=self.registry,
-            # Copies say where approving counts (a route's approve_on), as the service judges it.
-            approve_on=self.service.approve_on,
+            # Copies say where approving counts (a route's approve_on) and who may still approve
+            # (its approvers), from the route the service judges by.
+            policy=self.service.copy_policy,
         )
         self.runtime = Runtime(
             store=self.store,

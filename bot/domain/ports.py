@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -19,7 +19,7 @@ from bot.domain.model import (
     Route,
     Status,
 )
-from bot.domain.policy import RoutePolicy
+from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.quorum import Vote
 from bot.domain.records import DeliveryView, IntakeResult, NoticeKind, Subscribed, Writeback
 from bot.domain.refs import MessageRef
@@ -32,6 +32,15 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """Aware UTC."""
         ...
+
+
+@dataclass(frozen=True)
+class CopyPolicy:
+    """What a copy needs of its policy route (rule 9): the route's policy, and the principals
+    of its person approvers (so the same person on another surface counts as having voted)."""
+
+    policy: RoutePolicy = DEFAULT_POLICY
+    principals: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,14 +69,20 @@ class PromptView:
     """The route policy's ``approve_on`` (rule 9), from the route the service judges by: on a
     surface it does not name, approving options are withheld and the copy links to
     :attr:`link` (:func:`bot.domain.rules.offered_options`). None: every surface."""
+    approvers: tuple[str, ...] | None = None
+    """The policy route's ``approvers`` as written (rule 9), from the same route as
+    :attr:`approve_on`: the tally line names who may still approve. None: anyone may."""
+    principals: Mapping[str, str] = field(default_factory=dict)
+    """The principals of :attr:`approvers`' person entries (``[people.principals]``): a person
+    who voted on another surface is not named as still to approve."""
 
     @property
     def waiting(self) -> str | None:
         """While a quorum is counted: ``Approved by Alice (1 of 2) — waiting for one more
-        approver`` (:func:`bot.domain.wording.waiting_line`); None otherwise."""
+        approver: Bob`` (:func:`bot.domain.wording.waiting_line`); None otherwise."""
         if self.status is not Status.PENDING:
             return None
-        return waiting_line(self.elicitation, self.votes)
+        return waiting_line(self.elicitation, self.votes, self.approvers, self.principals)
 
     @property
     def result(self) -> Result | None:
@@ -161,8 +176,9 @@ class Elicitations(Protocol):
         """The elicitation as it stands now (None: unknown key)."""
         ...
 
-    async def approve_on(self, e: Elicitation) -> tuple[str, ...] | None:
-        """Where approving ``e`` counts (its policy route's ``approve_on``; None: everywhere)."""
+    async def copy_policy(self, e: Elicitation) -> CopyPolicy:
+        """``e``'s policy route as its copies need it: where approving counts (``approve_on``;
+        None: everywhere) and who may approve (``approvers``; None: anyone)."""
         ...
 
     async def key_for_message(self, ref_key: str) -> str | None:

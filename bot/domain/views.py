@@ -8,7 +8,7 @@ from datetime import datetime
 
 from bot.domain import deadlines
 from bot.domain.model import Status
-from bot.domain.ports import PromptView
+from bot.domain.ports import CopyPolicy, PromptView
 from bot.domain.records import StoredElicitation, Timeline, WritebackState
 from bot.domain.votes import live_votes
 from bot.domain.wording import source_name, title_of, writeback_sentence
@@ -23,11 +23,13 @@ def prompt_view(
     link: str,
     now: datetime,
     escalation: deadlines.Escalation | None = None,
-    approve_on: tuple[str, ...] | None = None,
+    policy: CopyPolicy | None = None,
 ) -> PromptView:
     """The elicitation as it stands now, with what happens if nobody answers (the schedule, from
-    its copies and pending deadlines) and who is on it while the claim holds; ``approve_on``: the
-    policy route's (:meth:`bot.service.Service.policy_route`), where approving counts."""
+    its copies and pending deadlines) and who is on it while the claim holds; ``policy``: the
+    policy route's (:meth:`bot.service.Service.policy_route`): where approving counts and who
+    may approve (None: everywhere, anyone)."""
+    policy = policy or CopyPolicy()
     timeline = timeline or Timeline()
     return PromptView(
         elicitation=stored.elicitation,
@@ -43,7 +45,9 @@ def prompt_view(
         escalation=escalation,
         writeback=stored.writeback,
         votes=live_votes(stored),
-        approve_on=approve_on,
+        approve_on=policy.policy.approve_on,
+        approvers=policy.policy.approvers,
+        principals=policy.principals,
     )
 
 

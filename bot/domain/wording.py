@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from bot.domain.deciders import readable
 from bot.domain.described import DESCRIBE_TEXT_LIMIT, describe_answer
 from bot.domain.model import Answer, Elicitation, Kind, Status
+from bot.domain.policy import ApproverKind, parse_approver
 from bot.domain.quorum import Tally, Vote, tally
 from bot.domain.records import Writeback, WritebackState
 from bot.domain.rules import format_time
@@ -340,6 +342,7 @@ def writeback_sentence(e: Elicitation, status: Status, writeback: Writeback | No
 
 QUORUM_LINES = {
     "waiting": "Approved by {names} ({count} of {needed}) — waiting for {more}",
+    "who": "{line}: {who}",
     "voted": "Your approval is recorded ({count} of {needed}); waiting for {more}.",
     "already": "You already approved this; waiting for {missing} more approver(s).",
     "cleared": "The request changed after {names} approved, so those approvals no longer count"
@@ -350,10 +353,13 @@ QUORUM_LINES = {
 """What the copies, the voter and a second vote by the same person are told (answer rule 9)."""
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
 def _names(votes: tuple[Vote, ...]) -> str:
     names = [v.display_name or v.respondent for v in votes]
-    text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+    return _clip(names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
 
 
 def _more(missing: int) -> str:
@@ -362,9 +368,32 @@ def _more(missing: int) -> str:
     )
 
 
-def waiting_line(e: Elicitation, votes: Sequence[Vote]) -> str | None:
+def still_approve(
+    approvers: Sequence[str], votes: Sequence[Vote], principals: Mapping[str, str]
+) -> tuple[str, ...]:
+    """The route's approver entries who may still approve: a person entry is left out once
+    that identity, or another identity of its principal (``principals``: the entries' own, from
+    ``[people.principals]``), voted; groups, power levels and ``admins`` stay."""
+    voted = {v.respondent for v in votes} | {v.person for v in votes}
+
+    def left(entry: str) -> bool:
+        if parse_approver(entry).kind is not ApproverKind.PERSON:
+            return False
+        return entry in voted or principals.get(entry, entry) in voted
+
+    return tuple(a for a in approvers if not left(a))
+
+
+def waiting_line(
+    e: Elicitation,
+    votes: Sequence[Vote],
+    approvers: Sequence[str] | None = None,
+    principals: Mapping[str, str] | None = None,
+) -> str | None:
     """What the copies of a pending question say while a quorum is counted: ``Approved by
-    Alice (1 of 2) — waiting for one more approver``; once a new revision or digest of the
+    Alice (1 of 2) — waiting for one more approver: Bob, @deploy-team`` (who may still
+    approve, :func:`still_approve`, when the route names ``approvers``; the readable ids: no
+    names are known at render time, never a mention); once a new revision or digest of the
     subject cleared every vote, that they no longer count; None before any vote."""
     counted = tally(e, votes, votes[-1].needed if votes else 1)
     if not counted.approvals and votes:  # a new revision or digest cleared every vote: say so
@@ -374,12 +403,16 @@ def waiting_line(e: Elicitation, votes: Sequence[Vote]) -> str | None:
             return QUORUM_LINES["cleared"].format(names=names, more=more)
     if not counted.approvals or counted.reached:
         return None
-    return QUORUM_LINES["waiting"].format(
+    line = QUORUM_LINES["waiting"].format(
         names=_names(counted.approvals),
         count=counted.count,
         needed=counted.needed,
         more=_more(counted.missing),
     )
+    still = still_approve(approvers or (), counted.approvals, principals or {})
+    if not still:  # no approvers on the route (anyone may approve): the line as before
+        return line
+    return QUORUM_LINES["who"].format(line=line, who=_clip(readable(still)))
 
 
 def voted_message(counted: Tally) -> str:

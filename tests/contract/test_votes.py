@@ -51,7 +51,9 @@ async def test_votes_are_stored_until_the_quorum_and_the_answer_carries_them(sto
     assert [(v.person, v.option_id) for v in stored.votes] == [("slack:U0ALICE", "yes")]
     view = await svc.view(key)
     assert view is not None
-    assert view.waiting == "Approved by Alice (1 of 2) — waiting for one more approver"
+    assert view.waiting == (  # who may still approve: the route's approvers but Alice
+        "Approved by Alice (1 of 2) — waiting for one more approver: slack:U0BOB, carol"
+    )
     listed = await store.get_many([key])
     assert listed[key].votes == stored.votes
 

@@ -225,7 +225,7 @@ async def start_mixed(
     bots = frozenset({f"slack:{BOT_USER}", f"matrix:{bot.user_id}"})
     people = people.model_copy(update={"bot_identities": bots})
     service = AtOnce(store, clock, people, [route], on_change=dispatcher.wake)
-    dispatcher.effects.approve_on = service.approve_on  # the root passes it
+    dispatcher.effects.policy = service.copy_policy  # the root passes it
     await slack_chat.verify()
     slack = build_app(slack_chat, service, signing_secret=SIGNING_SECRET, raw=store, clock=clock)
     stack.push_async_callback(slack.aclose)

@@ -8,7 +8,8 @@ each surface: Bob on Slack (``slack:U0BOB``, linked to ``web:bob`` by ``[people.
 alice in the encrypted room, carol in the web inbox.
 
 - quorum 2: a non-approver's click is refused; Bob's Slack vote rewrites every copy to "Approved
-  by Bob (1 of 2) — waiting for one more approver" (the Slack ``chat.update``, the Matrix
+  by Bob (1 of 2) — waiting for one more approver: <alice>, carol" (who may still approve; Bob's
+  entry left out) (the Slack ``chat.update``, the Matrix
   ``m.replace`` alice decrypts, the inbox card; printed, and the card screenshotted in headless
   Chromium); Bob again from the web is refused; alice's encrypted reaction decides: one answer,
   one write-back whose ``approvals`` name both, every copy rewritten to the result. On SQLite
@@ -253,6 +254,12 @@ async def test_two_approvers_across_slack_an_encrypted_room_and_the_web(
     edit = await matrix_edit(m, room, TALLY_1_OF_2)
     assert TALLY_1_OF_2 in plain(edit["formatted_body"])
     assert TALLY_1_OF_2 in plain(await inbox_card(m, key))
+    # Who may still approve: the route's approvers but Bob, by readable id, never a mention.
+    still = f"{TALLY_1_OF_2}: {m.alice_user.key}, carol"
+    assert still in slack_text(m, slack.ts)
+    assert "<@" not in slack_text(m, slack.ts)
+    assert still in plain(edit["formatted_body"])
+    assert still in plain(await inbox_card(m, key))
     print("\nSlack at 1 of 2, Block Kit:\n" + json.dumps(
         (m.fake.message(C1, slack.ts) or {})["blocks"], indent=2, ensure_ascii=False))  # fmt: skip
     print(f"Matrix at 1 of 2, HTML (decrypted by alice):\n{edit['formatted_body']}")
@@ -306,6 +313,7 @@ async def test_with_a_quorum_of_three_the_web_vote_decides(
     assert two in (await matrix_edit(m, room, two))["body"]
     assert two in slack_text(m, slack.ts)
     assert "(2 of 3)" in plain(await inbox_card(m, key))
+    assert f"{two} — waiting for one more approver: carol" in slack_text(m, slack.ts)
 
     async with web(m, "carol") as carol:
         decided = await post_answer(carol, key, option="allow_once")

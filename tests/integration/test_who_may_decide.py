@@ -60,7 +60,7 @@ async def test_views_carry_the_policy_routes_approve_on_from_config_and_chat_rou
     view = await config.view(e.key)
     assert view is not None
     assert view.approve_on == ("web",)
-    assert await config.approve_on(e) == ("web",)
+    assert (await config.copy_policy(e)).policy.approve_on == ("web",)
 
     refused = await config.act(Choose(e.key, BOB, "slack:C0APPROVALS", ("yes",), shown=SHOWN_WHOLE))
     assert refused.refusal is not None
@@ -104,11 +104,12 @@ async def test_the_wired_dispatcher_renders_copies_with_the_services_approve_on(
     )
     bot = Elicitbot(config, environ={})
     try:
-        effects_approve_on = bot.dispatcher.effects.approve_on
-        assert effects_approve_on is not None
+        effects_policy = bot.dispatcher.effects.policy
+        assert effects_policy is not None
         e = make(FakeClock().now(), "eli_wired")
-        assert await effects_approve_on(e) == ("web",)
-        assert await effects_approve_on(e.model_copy(update={"workspace": "globex"})) is None
+        assert (await effects_policy(e)).policy.approve_on == ("web",)
+        elsewhere = e.model_copy(update={"workspace": "globex"})
+        assert (await effects_policy(elsewhere)).policy.approve_on is None
     finally:
         await bot.http_client.aclose()
         await bot.store.close()

@@ -15,7 +15,12 @@ from tests.unit.domain.builders import NOW, sp_options
 LINE = "Approved by Alice (1 of 2) — waiting for one more approver"
 
 
-def view(status: Status = Status.PENDING) -> PromptView:
+WHO = ("slack:U0ALICE", "matrix:@bob:example.org", "web:carol", "slack:S0DEPLOY")
+"""The route's approvers: Alice voted, so the line names the others (her entry left out)."""
+STILL = f"{LINE}: matrix:@bob:example.org, carol, slack:S0DEPLOY"
+
+
+def view(status: Status = Status.PENDING, approvers: tuple[str, ...] | None = None) -> PromptView:
     vote = Vote(
         person="usr_alice",
         respondent="slack:U0ALICE",
@@ -27,7 +32,15 @@ def view(status: Status = Status.PENDING) -> PromptView:
     )
     e = sp_options()
     return PromptView(
-        elicitation=e, status=status, answer=None, version=2, link="/#k", now=NOW, votes=(vote,)
+        elicitation=e,
+        status=status,
+        answer=None,
+        version=2,
+        link="/#k",
+        now=NOW,
+        votes=(vote,),
+        approvers=approvers,
+        principals={"slack:U0ALICE": "usr_alice"},
     )
 
 
@@ -36,6 +49,26 @@ def test_slack_and_matrix_copies_show_the_tally_while_waiting() -> None:
     assert LINE in timeline(view())
     _, blocks = render(view())
     assert LINE in json.dumps(blocks, ensure_ascii=False)
+
+
+def test_every_copy_names_who_may_still_approve_at_1_of_2() -> None:
+    """Slack, Matrix and the web card show who of the route's approvers may still approve:
+    readable ids (no names are known at render time), never a Slack mention."""
+    from adapters.matrix.render import message_content
+    from adapters.web.cards import card_view
+
+    v = view(approvers=WHO)
+    assert v.waiting == STILL
+    _, blocks = render(v)
+    tally = [b for b in blocks if STILL in json.dumps(b, ensure_ascii=False)]
+    print("Slack at 1 of 2, Block Kit:", json.dumps(tally, indent=2, ensure_ascii=False))
+    assert tally
+    assert "<@" not in json.dumps(tally, ensure_ascii=False)  # approvers are not pinged
+    content = message_content(v)
+    print("Matrix at 1 of 2, HTML:", content["formatted_body"])
+    assert STILL in content["body"]
+    assert STILL in content["formatted_body"]
+    assert card_view(v).waiting == STILL
 
 
 def test_a_closed_copy_shows_no_tally() -> None:

@@ -134,7 +134,7 @@ class Rig:
             self.routes or [Route(destinations=(self.destination,))],
             on_change=dispatcher.wake,
         )
-        dispatcher.effects.approve_on = service.approve_on  # the root passes it
+        dispatcher.effects.policy = service.copy_policy  # the root passes it
         listener = MatrixListener(
             chat, service, self.store, device_id=user.device_id, **listener_options
         )

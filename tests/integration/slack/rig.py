@@ -163,7 +163,7 @@ class Rig:
             on_change=self.dispatcher.wake,
             secret_sinks={"pinework": self.secret_sink},
         )
-        self.dispatcher.effects.approve_on = self.service.approve_on  # the root passes it
+        self.dispatcher.effects.policy = self.service.copy_policy  # the root passes it
         self.slack: SlackInteractivity
         self.http: httpx.AsyncClient
 

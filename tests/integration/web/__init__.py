@@ -74,7 +74,7 @@ def make_rig(
     secrets = FakeSecretSink()
     sinks: dict[str, SecretSink] = {"vault": secrets}
     service = Service(store, clock, PEOPLE, routes, on_change=dispatcher.wake, secret_sinks=sinks)
-    dispatcher.effects.approve_on = service.approve_on  # the root passes it
+    dispatcher.effects.policy = service.copy_policy  # the root passes it
     router = inbox_router(service, store, identity or IdentityPolicy(), clock=clock)
     runtime = Runtime(store=store, service=service)
     runtime.routers += [router, superpipeline_router(service, lambda request: None)]

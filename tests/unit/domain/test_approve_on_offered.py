@@ -9,6 +9,8 @@ import pytest
 from bot.domain import deciders
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Disclosure, Refusal, RefusalCode, Route, Status
+from bot.domain.policy import RoutePolicy
+from bot.domain.ports import CopyPolicy
 from bot.domain.records import StoredElicitation
 from bot.domain.rules import judge, offered_options
 from bot.domain.views import prompt_view
@@ -109,6 +111,7 @@ def test_the_view_carries_approve_on() -> None:
         created_at=CREATED,
         updated_at=CREATED,
     )
-    view = prompt_view(stored, None, link="https://inbox.example/#k", now=NOW, approve_on=("web",))
+    web_only = CopyPolicy(RoutePolicy(approve_on=("web",)))
+    view = prompt_view(stored, None, link="https://inbox.example/#k", now=NOW, policy=web_only)
     assert view.approve_on == ("web",)
     assert prompt_view(stored, None, link="", now=NOW).approve_on is None
