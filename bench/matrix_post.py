@@ -74,7 +74,7 @@ import nio  # noqa: E402
 from nio.exceptions import EncryptionError  # noqa: E402
 from nio.store import SqliteStore  # noqa: E402
 
-from adapters.matrix.e2ee import EncryptingClient, housekeeping, send_event, upload_keys  # noqa: E402
+from adapters.matrix.e2ee.client import EncryptingClient, housekeeping, send_event, upload_keys  # noqa: E402
 from adapters.matrix.render import MARKER, message_content  # noqa: E402
 from adapters.sources.superpipeline.parse import parse_body  # noqa: E402
 from bench.figures import machine, percentile  # noqa: E402 - after the path

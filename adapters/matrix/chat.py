@@ -1,7 +1,7 @@
 """The Matrix :class:`~bot.domain.ports.ChatAdapter`: post, edit and threaded notices (matrix-nio).
 
 Destinations are ``matrix:<room id>`` or, for a direct message, ``matrix:<user id>``
-(:mod:`adapters.matrix.direct` finds or makes the room). Every send carries a deterministic
+(:mod:`adapters.matrix.api.direct` finds or makes the room). Every send carries a deterministic
 transaction id, so a retry (by the outbox after a crash, a dropped connection or a homeserver
 outage) gets the event the first attempt made instead of a second one; the homeserver keeps that
 mapping per device for 24 hours, which is why the bot always reuses its access token and device
@@ -10,14 +10,14 @@ mapping per device for 24 hours, which is why the bot always reuses its access t
 - a post: ``<idempotency key>.<digest of the elicitation key>`` (the outbox row id alone could
   repeat after a database reset and map to an old message of the same room);
 - the parts of a long copy's thread: ``elicitbot-part-<digest of event id and content>``
-  (:mod:`adapters.matrix.thread`);
+  (:mod:`adapters.matrix.markup.thread`);
 - the reactions seeded on it: ``elicitbot-seed-<digest of event id and key>``;
 - an edit: ``elicitbot-edit-<digest of event id>-v<version>``, one per version of the prompt;
 - a notice: the idempotency key it is given (a selection notice: one per prompt and person,
-  each edit per triggering event, :mod:`adapters.matrix.selection`).
+  each edit per triggering event, :mod:`adapters.matrix.intake.selection`).
 
-The client comes from :func:`~adapters.matrix.client.make_client`, every request goes through
-:func:`~adapters.matrix.client.call` (bounded 429 retries, errors mapped for the outbox).
+The client comes from :func:`~adapters.matrix.api.client.make_client`, every request goes through
+:func:`~adapters.matrix.api.client.call` (bounded 429 retries, errors mapped for the outbox).
 
 A prompt too long to hold the whole request (answer rule 2) is posted in steps, each safe to
 repeat: (1) the message, cut and offering no approving option (nor its reaction); (2) the whole
@@ -37,7 +37,7 @@ options; reactions already made are kept by their transaction ids).
 
 End-to-end encryption (``crypto``, when ``matrix.pickle_key_env`` is set): every event to a room
 the homeserver says is encrypted (prompts, thread parts, edits, seeded reactions, notices) is
-encrypted by :class:`~adapters.matrix.crypto.MatrixCrypto`, or not sent at all (a transient
+encrypted by :class:`~adapters.matrix.e2ee.crypto.MatrixCrypto`, or not sent at all (a transient
 error while this process does not hold the crypto state); other rooms get plaintext, as before.
 Without ``crypto``, posts to an encrypted room are refused: a plaintext prompt there is neither
 private nor answerable by clients that only read encrypted events.
@@ -57,17 +57,17 @@ from nio import (
     RoomSendResponse,
 )
 
-from adapters.matrix.client import MAX_INLINE_WAIT, MAX_RETRIES, call, make_client
-from adapters.matrix.crypto import MatrixCrypto
-from adapters.matrix.direct import DirectRooms, is_person
-from adapters.matrix.e2ee import plain_send
+from adapters.matrix.api.client import MAX_INLINE_WAIT, MAX_RETRIES, call, make_client
+from adapters.matrix.api.direct import DirectRooms, is_person
+from adapters.matrix.api.reads import RoomReads
+from adapters.matrix.e2ee.client import plain_send
+from adapters.matrix.e2ee.crypto import MatrixCrypto
 from adapters.matrix.errors import DUPLICATE_ANNOTATION
-from adapters.matrix.markup import matrix_users, txn_digest
-from adapters.matrix.notices import notice_content
-from adapters.matrix.reactions import reaction_content, reaction_keys
-from adapters.matrix.reads import RoomReads
+from adapters.matrix.intake.notices import notice_content
+from adapters.matrix.intake.reactions import reaction_content, reaction_keys
+from adapters.matrix.markup.html import matrix_users, txn_digest
+from adapters.matrix.markup.thread import part_contents, part_txn
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
-from adapters.matrix.thread import part_contents, part_txn
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef

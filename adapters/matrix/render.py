@@ -2,12 +2,12 @@
 ``formatted_body`` built by us, never copied from the asking agent. Pure: no I/O.
 
 A prompt reads top to bottom: the title, the question (Markdown, rendered), each preview
-(:mod:`adapters.matrix.previews`), one compact metadata line (the fields that end the previews
-and the context: risk, tool, agent, host, repository, branch, board, card, asker…), the
+(:mod:`adapters.matrix.markup.previews`), one compact metadata line (the fields that end the
+previews and the context: risk, tool, agent, host, repository, branch, board, card, asker…), the
 subject line (id, revision, short digest), then the options with their descriptions (the
 recommended one marked), how to answer, the schedule and the web inbox link. A form (several
-questions, :mod:`adapters.matrix.form`) lists its questions after the question text, each with
-its options numbered within it, and says how to answer them all in one thread reply.
+questions, :mod:`adapters.matrix.markup.form`) lists its questions after the question text, each
+with its options numbered within it, and says how to answer them all in one thread reply.
 
 The write-back (the answer on its way to the system that asked): until the upstream accepts it
 the result says "⏳ Sending <who>'s answer — <what> — to <source>…", never "Answered"; when the
@@ -20,13 +20,13 @@ nothing decisive (:func:`bot.domain.disclosure.decisive`: the question, every pr
 label, text, value and address) cut; when that fits the event budget the message shows
 everything and offers every option. When it does not, the message is cut to fit, says so, and
 offers no approving option until the whole request has been posted in its thread
-(:mod:`adapters.matrix.thread`; the copy's ref then says ``full_in_thread``).
+(:mod:`adapters.matrix.markup.thread`; the copy's ref then says ``full_in_thread``).
 :func:`shown` is that decision as a :class:`~bot.domain.model.Disclosure`, which every answer
 taken from a copy carries, computed here from the current view and the copy's ref, never from
 anything in an event.
 
 What keeps agent text harmless: plain text is HTML-escaped; Markdown goes through markdown-it
-(raw HTML off) and nh3 (:mod:`adapters.matrix.markdown`), and so does the finished
+(raw HTML off) and nh3 (:mod:`adapters.matrix.markup.markdown`), and so does the finished
 ``formatted_body``; links show where they go; every prompt carries ``m.mentions`` (empty, or an
 escalation's admins) and ``@room`` is broken with a word joiner, so an agent cannot ping the room.
 
@@ -40,10 +40,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.matrix.form import form_block, own_text
-from adapters.matrix.markdown import markdown_html, sanitise
-from adapters.matrix.markup import anchor, clip, content_bytes, esc, neutralise
-from adapters.matrix.previews import (
+from adapters.matrix.intake.reactions import KEYCAPS
+from adapters.matrix.markup.form import form_block, own_text
+from adapters.matrix.markup.html import anchor, clip, content_bytes, esc, neutralise
+from adapters.matrix.markup.markdown import markdown_html, sanitise
+from adapters.matrix.markup.previews import (
     WHOLE,
     Block,
     Cutter,
@@ -52,7 +53,6 @@ from adapters.matrix.previews import (
     field_line,
     preview_blocks,
 )
-from adapters.matrix.reactions import KEYCAPS
 from adapters.matrix.wording import (
     escalated_to,
     escalation_block,

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from adapters.matrix.form import how_to_answer
-from adapters.matrix.markup import anchor, clip, esc, matrix_users, pill
-from adapters.matrix.previews import Block
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS
+from adapters.matrix.markup.form import how_to_answer
+from adapters.matrix.markup.html import anchor, clip, esc, matrix_users, pill
+from adapters.matrix.markup.previews import Block
 from bot.domain.deadlines import active_claim, claim_line, schedule_line
 from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Elicitation

@@ -5,7 +5,7 @@ with ``conversations.open``. ``chat.postMessage`` has no idempotency key, so eve
 message metadata naming its elicitation and its outbox key; an *uncertain* post (an earlier
 attempt may have reached Slack: a crash, a dropped connection) first looks for that metadata in
 the channel's history since the row's first attempt began and adopts the message it finds instead
-of posting again (:mod:`adapters.slack.lookup`). A public notice (a reminder in a copy's thread)
+of posting again (:mod:`adapters.slack.api.lookup`). A public notice (a reminder in a copy's thread)
 carries its outbox key in metadata too and is looked up the same way in that thread. An ephemeral
 notice (a refusal, a confirmation) cannot be looked up, Slack keeps none: an uncertain one is sent
 again, and its one person may see it twice.
@@ -13,7 +13,7 @@ again, and its one person may see it twice.
 The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
 connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
 it, posting twice; the outbox retries instead, as an uncertain post. With a
-:class:`~adapters.slack.pacing.Pacer`, every call waits for its turn (one post per second per
+:class:`~adapters.slack.api.pacing.Pacer`, every call waits for its turn (one post per second per
 channel, an update budget per workspace, nothing on a key during a 429's ``Retry-After``), updates
 of one message still waiting are coalesced, and the client gets the pacer's 429 retry handler
 (a 429 is never carried out, so retrying it cannot double-post). ``slots`` (the store, shared by
@@ -38,13 +38,13 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack import lookup
-from adapters.slack.blocks import clip, escape
+from adapters.slack.api import lookup
+from adapters.slack.api.lookup import LOOKUP_MARGIN, PAGE_SIZE
+from adapters.slack.api.pacing import POST_RATE, PacedRetryHandler, Pacer
+from adapters.slack.api.scopes import oauth_scopes
 from adapters.slack.errors import api_error, from_slack
-from adapters.slack.lookup import LOOKUP_MARGIN, PAGE_SIZE
-from adapters.slack.pacing import POST_RATE, PacedRetryHandler, Pacer
+from adapters.slack.markup.blocks import clip, escape
 from adapters.slack.render import metadata, notice_metadata, render
-from adapters.slack.scopes import oauth_scopes
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -239,7 +239,7 @@ class SlackChat:
         """Post ready-made mrkdwn (already escaped) in a thread; returns its ts. ``metadata``
         (:func:`~adapters.slack.render.notice_metadata`) lets a repeat find it. ``gives_way``: a
         note (who answered) takes only a turn of the channel's one post a second that none of
-        its questions and reminders wants (:meth:`~adapters.slack.pacing.Pacer.send`)."""
+        its questions and reminders wants (:meth:`~adapters.slack.api.pacing.Pacer.send`)."""
         extra: dict[str, Any] = {"metadata": dict(metadata)} if metadata is not None else {}
         response = await self._call(
             "chat.postMessage",

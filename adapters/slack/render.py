@@ -1,10 +1,11 @@
 """A :class:`~bot.domain.ports.PromptView` as a Slack message: fallback text and Block Kit blocks.
 
-Pure: no I/O. The message reads: header, the question, the previews (:mod:`.previews`: Markdown
-as mrkdwn, code and diffs preformatted, runs of fields as one compact section), then the
-metadata (where it comes from, the subject's id, revision and digest) as one context line, the
-options' descriptions, and the buttons. Text is escaped (:mod:`adapters.slack.blocks`): an agent
-can never ping ``@channel`` or a person, or show a link whose label hides its URL.
+Pure: no I/O. The message reads: header, the question, the previews
+(:mod:`adapters.slack.markup.previews`: Markdown as mrkdwn, code and diffs preformatted, runs of
+fields as one compact section), then the metadata (where it comes from, the subject's id, revision
+and digest) as one context line, the options' descriptions, and the buttons. Text is escaped
+(:mod:`adapters.slack.markup.blocks`): an agent can never ping ``@channel`` or a person, or show a
+link whose label hides its URL.
 
 **What you see is what you approve** (answer rule 2, :func:`bot.domain.rules.who_may_decide`).
 :func:`shown` says whether this message shows the whole decisive content
@@ -14,15 +15,16 @@ and URL) uncut; :func:`render` takes the same decision and passes it to
 holds everything. Otherwise the message shows what fits, says so (the withheld reason,
 :data:`REVIEW_HINT`), keeps every other option, and adds a **Review…** button
 (:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole content
-(:func:`adapters.slack.review.review_blocks`).
+(:func:`adapters.slack.review.pages.review_blocks`).
 The decision depends on the elicitation only (not on the clock-driven timeline line, which has
 room kept for it), so the surface reaches the same answer when a person acts on the message.
 
-**Closed, and the write-back** (:mod:`.outcome`): a closed message ends with its result, which
-says "Answered" only once the system that asked accepted the answer (``⏳ Sending …`` until
-then); a refusal from it is a ⚠️ section, above the buttons of a question open again, after the
-result of one that failed. A form (several questions) has an **Answer…** button that opens one
-input per question (:mod:`.form_modal`) and a hint for answering it in one thread reply.
+**Closed, and the write-back** (:mod:`adapters.slack.wording`): a closed message ends with its
+result, which says "Answered" only once the system that asked accepted the answer (``⏳ Sending …``
+until then); a refusal from it is a ⚠️ section, above the buttons of a question open again, after
+the result of one that failed. A form (several questions) has an **Answer…** button that opens one
+input per question (:mod:`adapters.slack.modals.form`) and a hint for answering it in one thread
+reply.
 
 Budgets: all the text of a message stays under :data:`MAX_TOTAL_TEXT` (below Slack's
 undocumented cumulative limit, ``msg_blocks_too_long`` at about 12,000 characters), in at most
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters.slack.blocks import (
+from adapters.slack.markup.blocks import (
     MAX_BLOCKS,
     MAX_BUTTON_TEXT,
     MAX_BUTTON_VALUE,
@@ -66,11 +68,11 @@ from adapters.slack.blocks import (
     text_length,
     value_json,
 )
-from adapters.slack.form_modal import form_hint
-from adapters.slack.layout import pack_whole, pack_within
-from adapters.slack.mrkdwn import plain_text
-from adapters.slack.outcome import closed_blocks, note_block, result_line
-from adapters.slack.previews import groups, metadata_blocks, options_line
+from adapters.slack.markup.layout import pack_whole, pack_within
+from adapters.slack.markup.mrkdwn import plain_text
+from adapters.slack.markup.previews import groups, metadata_blocks, options_line
+from adapters.slack.modals.form import form_hint
+from adapters.slack.wording import closed_blocks, note_block, result_line
 from bot.domain.deadlines import active_claim, claim_line, destination_name, when_text
 from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE
@@ -487,5 +489,5 @@ def notice_metadata(idempotency_key: str) -> dict[str, Any]:
 
 def result_text(view: PromptView) -> str:
     """The outcome as one mrkdwn line (✅ Answered by … / ⏳ Sending … / ⌛ Expired … /
-    🚫 Cancelled …): :func:`adapters.slack.outcome.result_line`."""
+    🚫 Cancelled …): :func:`adapters.slack.wording.result_line`."""
     return result_line(view)

@@ -9,13 +9,13 @@
   (``<channel>/<ts>``); a thread reply is found by its thread root's.
 - **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
   :class:`~bot.domain.actions.Submit` (a form's with ``fields["answers"]`` by question id,
-  :mod:`adapters.slack.form_modal`), a thread reply :class:`~bot.domain.actions.Reply` (the core
+  :mod:`adapters.slack.modals.form`), a thread reply :class:`~bot.domain.actions.Reply` (the core
   reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` (``/elicitbot …`` is
-  :mod:`adapters.slack.commands`). An option value naming the option by index (ids too long
+  :mod:`adapters.slack.intake.commands`). An option value naming the option by index (ids too long
   for the value) is read back against the elicitation's options.
 
 What is kept of an interaction before its ack (its dedupe key, the body trimmed to what these
-readers read) is :mod:`adapters.slack.trims`.
+readers read) is :mod:`adapters.slack.intake.trims`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.slack import form_modal
-from adapters.slack.modal import CHOICE_BLOCK, CHOICES_BLOCK, INPUT_ACTION, SECRET_BLOCK, TEXT_BLOCK
+from adapters.slack.modals import form as form_modal
+from adapters.slack.modals.reply import (
+    CHOICE_BLOCK,
+    CHOICES_BLOCK,
+    INPUT_ACTION,
+    SECRET_BLOCK,
+    TEXT_BLOCK,
+)
 from adapters.slack.render import (
     ACK_ACTION,
     MULTI_ACTION,
@@ -290,7 +296,7 @@ def submission_errors(
     meta: Mapping[str, Any], text: str | None, view: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
     """The checks a submission gets before its ack (pure): over the limit it was shown; a
-    form's every question answered (:func:`~adapters.slack.form_modal.form_errors`)."""
+    form's every question answered (:func:`~adapters.slack.modals.form.form_errors`)."""
     limit = meta.get("l")
     if form_modal.questions_of(meta) is not None:
         return form_modal.form_errors(view or {}, limit)

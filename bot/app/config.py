@@ -25,8 +25,8 @@ from pydantic import (
 
 from adapters.matrix.config import MatrixConfig
 from adapters.shared.config import EnvName, Section
+from adapters.slack.api.scopes import MANIFEST, USERGROUPS_READ, manifest_scopes
 from adapters.slack.config import SlackConfig
-from adapters.slack.scopes import MANIFEST, USERGROUPS_READ, manifest_scopes
 from adapters.sources.engine.config import EngineConfig
 from adapters.sources.handup.config import HandupConfig
 from adapters.sources.mcp.config import McpConfig

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client.registry import CollectorRegistry
 
 from adapters.matrix import MatrixChat, MatrixListener
-from adapters.slack.app import SlackInteractivity
 from adapters.slack.chat import SlackChat
-from adapters.slack.socket import SlackSocket
+from adapters.slack.intake.socket import SlackSocket
+from adapters.slack.listener import SlackInteractivity
 from adapters.sources.superpipeline.nats import NatsAnswerPublisher, NatsIntake
 from bot.app.config import AppConfig
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations

@@ -7,14 +7,14 @@ import asyncio
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixListener, lease_fence, matrix_chat
-from adapters.matrix.crypto_state import pickle_key_from_env
-from adapters.slack.app import build_app
+from adapters.matrix.e2ee.state import pickle_key_from_env
+from adapters.slack.api.groups import SlackGroups, SlackStanding, check_scope
+from adapters.slack.api.pacing import Pacer
+from adapters.slack.api.people import SlackNames
 from adapters.slack.chat import SlackChat
-from adapters.slack.groups import SlackGroups, SlackStanding, check_scope
-from adapters.slack.pacing import Pacer
-from adapters.slack.people import SlackNames
-from adapters.slack.routes import slack_router
-from adapters.slack.socket import SlackSocket
+from adapters.slack.intake.routes import slack_router
+from adapters.slack.intake.socket import SlackSocket
+from adapters.slack.listener import build_app
 from adapters.web.chat import WebChat
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router

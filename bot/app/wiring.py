@@ -6,7 +6,8 @@ The core is the store, the service and the timekeeper; one small factory per opt
 sinks, HTTP routers, background tasks, readiness — so the constructor reads as a list, not a tree
 of conditionals. The dispatcher is built last, from the final chats and sinks: it decides from
 the chats which lanes' posts go out as a chain. What a part does at start and stop lives with the
-part, e.g. the Slack Socket Mode connection's token check and lease in adapters/slack/socket.py.
+part, e.g. the Slack Socket Mode connection's token check and lease in
+adapters/slack/intake/socket.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Whether a channel has a question claimed by any owner, or due to be claimed (what a thread
-note gives way to across replicas: :meth:`adapters.slack.pacing.Pacer.send` with
+note gives way to across replicas: :meth:`adapters.slack.api.pacing.Pacer.send` with
 ``gives_way``)."""
 
 from __future__ import annotations

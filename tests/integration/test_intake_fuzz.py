@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_bolt.async_app import AsyncApp
 
-from adapters.slack.routes import slack_router
+from adapters.slack.intake.routes import slack_router
 from adapters.sources.superpipeline import CE_TYPE
 from bot.app.config import AppConfig, StoreConfig
 from bot.app.http import Runtime, create_app

@@ -18,7 +18,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
-from adapters.matrix.sync import token_key
+from adapters.matrix.listener import token_key
 from bot.app.config import AppConfig, parse_config
 from bot.app.wiring import Elicitbot
 from bot.clock import SystemClock

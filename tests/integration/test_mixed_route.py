@@ -37,10 +37,10 @@ from nio import ReactionEvent, RoomMessageNotice, RoomMessageText
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.matrix import MatrixChat, MatrixListener, matrix_chat
-from adapters.slack.app import SlackInteractivity, build_app
+from adapters.slack.api.pacing import Pacer
 from adapters.slack.chat import SlackChat
-from adapters.slack.pacing import Pacer
-from adapters.slack.routes import slack_router
+from adapters.slack.intake.routes import slack_router
+from adapters.slack.listener import SlackInteractivity, build_app
 from adapters.sources.superpipeline.parse import parse_body
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router

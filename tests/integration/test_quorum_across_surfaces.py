@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.slack.people import SlackNames
+from adapters.slack.api.people import SlackNames
 from adapters.sources.superpipeline.sink import answered_document
 from adapters.web.identity import IdentityPolicy
 from bot.domain.model import Answer, People, Route, Status

@@ -21,8 +21,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.api.lookup import LOOKUP_MARGIN, slack_ts
 from adapters.slack.chat import SlackChat
-from adapters.slack.lookup import LOOKUP_MARGIN, slack_ts
 from adapters.slack.render import EVENT_TYPE, NOTICE_EVENT_TYPE, notice_metadata
 from adapters.sources.superpipeline.parse import parse_body
 from bot.app.config import AppConfig, parse_config

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from adapters.matrix.e2ee import send_event, upload_keys
+from adapters.matrix.e2ee.client import send_event, upload_keys
 from tests.integration.matrix_e2ee.clients import e2ee_client, sync
 from tests.synapse import Homeserver, Synapse
 

@@ -1,5 +1,5 @@
-"""The crypto-state blob (adapters/matrix/crypto_state.py) and the cross-signing bodies
-(adapters/matrix/cross_signing.py), without a homeserver: nio's real store on disk, vodozemac
+"""The crypto-state blob (adapters/matrix/e2ee/state.py) and the cross-signing bodies
+(adapters/matrix/e2ee/cross_signing.py), without a homeserver: nio's real store on disk, vodozemac
 checking every signature as a client would."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import vodozemac
 from nio import AsyncClient, AsyncClientConfig
 from nio.store import DefaultStore, SqliteStore
 
-from adapters.matrix import crypto_state
-from adapters.matrix.cross_signing import (
+from adapters.matrix.e2ee import state as crypto_state
+from adapters.matrix.e2ee.cross_signing import (
     CrossSigningError,
     CrossSigningKeys,
     signable,

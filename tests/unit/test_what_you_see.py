@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.matrix import reactions as matrix_reactions
 from adapters.matrix import render as matrix_render
+from adapters.matrix.intake import reactions as matrix_reactions
 from adapters.slack import render as slack_render
 from adapters.web import cards, pages
 from bot.domain.model import (

@@ -25,7 +25,7 @@ import pytest
 from nio import AsyncClient
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix.intake.reactions import KEYCAPS
 from adapters.matrix.render import MARKER
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain.model import Answer, Elicitation, People, Route, Status

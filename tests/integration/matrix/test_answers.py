@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix.intake.reactions import KEYCAPS
 from adapters.matrix.render import MARKER
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import AnswerMode, Attempt, Identity, Status

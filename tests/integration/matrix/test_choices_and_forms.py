@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapters.matrix.reactions import ACK_KEY
+from adapters.matrix.intake.reactions import ACK_KEY
 from adapters.sources.handup import validation
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.elicitation import to_elicitation

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.chat import post_txn
-from adapters.matrix.sync import token_key
+from adapters.matrix.listener import token_key
 from bot.domain.actions import Action, Outcome
 from bot.domain.errors import ConfigError, StoreError
 from bot.domain.model import Route

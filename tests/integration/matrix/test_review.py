@@ -17,8 +17,8 @@ import html
 from typing import Any
 
 from adapters.matrix import MatrixChat
+from adapters.matrix.markup.thread import PART_MARKER
 from adapters.matrix.render import IN_THREAD, MARKER
-from adapters.matrix.thread import PART_MARKER
 from bot.domain.errors import TransientDeliveryError
 from bot.domain.model import RefusalCode, Status
 from bot.domain.refs import MatrixRef

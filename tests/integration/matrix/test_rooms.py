@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.matrix.notices import ENCRYPTED_NOTICE
+from adapters.matrix.intake.notices import ENCRYPTED_NOTICE
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import Status
 from bot.domain.ports import PromptView

@@ -2,8 +2,8 @@
 a nio ``AsyncClient`` with encryption on and its own store directory, fresh accounts per test (so
 no device keys reach the shared accounts of the other Matrix tests).
 
-Each sync is followed by :func:`adapters.matrix.e2ee.housekeeping`, as elicitbot's own sync loop
-must do (nio's ``sync_forever`` would).
+Each sync is followed by :func:`adapters.matrix.e2ee.client.housekeeping`, as elicitbot's own sync
+loop must do (nio's ``sync_forever`` would).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from nio import (
 )
 from nio.store import SqliteStore
 
-from adapters.matrix.e2ee import EncryptingClient, housekeeping, upload_keys
+from adapters.matrix.e2ee.client import EncryptingClient, housekeeping, upload_keys
 from tests.synapse import MatrixUser, Synapse
 
 PICKLE_KEY = "test-pickle-key-0123456789abcdef"  # a throw-away test key, never a real one

@@ -19,8 +19,8 @@ from nio import (
     RoomSendResponse,
 )
 
-from adapters.matrix.cross_signing import Outcome
-from adapters.matrix.notices import UNREADABLE
+from adapters.matrix.e2ee.cross_signing import Outcome
+from adapters.matrix.intake.notices import UNREADABLE
 from bot.domain.model import Status
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, THREE, TWO

@@ -1,5 +1,5 @@
-"""Direct rooms at their edges (adapters/matrix/direct.py) on the real Synapse: two replicas of one
-bot account making the first room for the same people at once end with one room (and one invite)
+"""Direct rooms at their edges (adapters/matrix/api/direct.py) on the real Synapse: two replicas of
+one bot account making the first room for the same people at once end with one room (and one invite)
 each; a bot killed between making a room and listing it in ``m.direct`` finds that room again; a
 person who left is invited back to the same room; an alias another user took costs a short wait,
 then a room without it; a direct room the person made (Element's ``is_direct`` invite, from a
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from nio import AsyncClient, RoomCreateResponse, RoomMessageText, RoomPreset
 
-from adapters.matrix.client import make_client
-from adapters.matrix.direct import DirectRooms, alias_name
-from adapters.matrix.reads import RoomReads
+from adapters.matrix.api.client import make_client
+from adapters.matrix.api.direct import DirectRooms, alias_name
+from adapters.matrix.api.reads import RoomReads
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import until
 from tests.integration.matrix_e2ee.adapter_rig import E2eeRig

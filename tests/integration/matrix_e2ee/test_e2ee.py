@@ -27,8 +27,9 @@ from nio import (
     ToDeviceResponse,
 )
 
-from adapters.matrix import crypto_state
-from adapters.matrix.cross_signing import (
+from adapters.matrix.e2ee import state as crypto_state
+from adapters.matrix.e2ee.client import EncryptingClient, send_event
+from adapters.matrix.e2ee.cross_signing import (
     CrossSigningKeys,
     Outcome,
     cross_sign_device,
@@ -36,7 +37,6 @@ from adapters.matrix.cross_signing import (
     signable,
     signing_keys_upload,
 )
-from adapters.matrix.e2ee import EncryptingClient, send_event
 from store.sql import SqlStore
 from tests.conftest import FakeClock
 from tests.integration.matrix_e2ee.conftest import (
@@ -63,7 +63,7 @@ async def send(
 async def send_encrypted(
     client: EncryptingClient, room_id: str, event_type: str, content: dict[str, Any]
 ) -> str:
-    """:func:`adapters.matrix.e2ee.send_event`: every type encrypted, reactions too."""
+    """:func:`adapters.matrix.e2ee.client.send_event`: every type encrypted, reactions too."""
     response = await send_event(client, room_id, event_type, content, uuid.uuid4().hex)
     assert isinstance(response, RoomSendResponse), response
     return str(response.event_id)

@@ -11,9 +11,9 @@ import uuid
 
 from nio import Api, RoomKeyRequest, RoomMessageNotice, RoomSendResponse
 
-from adapters.matrix.e2ee import EncryptingClient
-from adapters.matrix.reactions import ACK_KEY
-from adapters.matrix.selection import cannot_read, selection_read
+from adapters.matrix.e2ee.client import EncryptingClient
+from adapters.matrix.intake.reactions import ACK_KEY
+from adapters.matrix.intake.selection import cannot_read, selection_read
 from bot.domain.model import AnswerMode, Option, Status
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, THREE, TWO

@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from adapters.matrix import matrix_chat
-from adapters.matrix.crypto_state import owner_key
+from adapters.matrix.e2ee.state import owner_key
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from tests.integration.matrix.rig import flag, until

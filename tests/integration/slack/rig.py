@@ -1,12 +1,13 @@
 """The rig for Slack interactivity end to end (clicks, thread replies, the reply modal, commands).
 
-The real Bolt ``AsyncApp`` (:mod:`adapters.slack.app`) is mounted with
-:func:`adapters.slack.routes.slack_router` on the one FastAPI app (:func:`bot.app.http.create_app`)
-and reached over HTTP (httpx's ASGI transport) with requests signed like Slack signs them. Behind
-it: the real Service, SqlStore (SQLite file) and outbox Dispatcher, and SlackChat on slack_sdk's
-AsyncWebClient against the fake Web API (:mod:`tests.slack_fake`), which checks every message
-and modal against Block Kit's limits. Assertions are on what the fake recorded and the store
-holds, never on a status code alone (a 200 ack does not mean the work succeeded).
+The real Bolt ``AsyncApp`` (:mod:`adapters.slack.listener`) is mounted with
+:func:`adapters.slack.intake.routes.slack_router` on the one FastAPI app
+(:func:`bot.app.http.create_app`) and reached over HTTP (httpx's ASGI transport) with requests
+signed like Slack signs them. Behind it: the real Service, SqlStore (SQLite file) and outbox
+Dispatcher, and SlackChat on slack_sdk's AsyncWebClient against the fake Web API
+(:mod:`tests.slack_fake`), which checks every message and modal against Block Kit's limits.
+Assertions are on what the fake recorded and the store holds, never on a status code alone (a 200
+ack does not mean the work succeeded).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import httpx
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import SlackInteractivity, build_app
+from adapters.slack.api.pacing import Pacer, Rate
 from adapters.slack.chat import SlackChat
-from adapters.slack.pacing import Pacer, Rate
-from adapters.slack.routes import slack_router
+from adapters.slack.intake.routes import slack_router
+from adapters.slack.listener import SlackInteractivity, build_app
 from adapters.sources.superpipeline.parse import parse_body
 from bot.app.http import Runtime, create_app
 from bot.domain.model import (

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from adapters.slack.app import COMMAND, build_app
-from adapters.slack.routes import EVENTS_PATH, slack_router
+from adapters.slack.intake.routes import EVENTS_PATH, slack_router
+from adapters.slack.listener import COMMAND, build_app
 from bot.app.http import Runtime, create_app
 from bot.domain.model import (
     Status,

@@ -5,8 +5,8 @@ carries. Every reply is printed."""
 
 from __future__ import annotations
 
-from adapters.slack.groups import SlackGroups, SlackStanding
-from adapters.slack.people import SlackNames
+from adapters.slack.api.groups import SlackGroups, SlackStanding
+from adapters.slack.api.people import SlackNames
 from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.model import Route, RouteMatch, Status
 from bot.domain.policy import RoutePolicy

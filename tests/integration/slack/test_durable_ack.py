@@ -20,11 +20,11 @@ import httpx
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from adapters.slack.app import build_app
+from adapters.slack.intake.routes import slack_router
+from adapters.slack.intake.trims import MAX_RAW_KEY, RAW_CHANNEL, raw_key
+from adapters.slack.listener import build_app
 from adapters.slack.render import REPLY_ACTION
-from adapters.slack.routes import slack_router
 from adapters.slack.translate import RESEND_PRIVATE
-from adapters.slack.trims import MAX_RAW_KEY, RAW_CHANNEL, raw_key
 from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Outcome
 from bot.domain.model import AnswerMode, Status

@@ -1,6 +1,6 @@
-""":class:`adapters.slack.durable.Durable` on its own, on SQLite and PostgreSQL: what is marked
-handled when, what stays open for a replay, and what a replay round does (no Bolt, no listener:
-``handle`` stands for the listeners' path)."""
+""":class:`adapters.slack.intake.durable.Durable` on its own, on SQLite and PostgreSQL: what is
+marked handled when, what stays open for a replay, and what a replay round does (no Bolt, no
+listener: ``handle`` stands for the listeners' path)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.durable import KEEP_HANDLED, Durable, NotRecordedError
-from adapters.slack.trims import RAW_CHANNEL
+from adapters.slack.intake.durable import KEEP_HANDLED, Durable, NotRecordedError
+from adapters.slack.intake.trims import RAW_CHANNEL
 from bot.domain.records import RawEvent
 from store.sql import SqlStore
 from tests.conftest import FakeClock

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.slack.trims import RAW_CHANNEL
+from adapters.slack.intake.trims import RAW_CHANNEL
 from adapters.sources.superpipeline.parse import parse_body
 from bot.app.config import AppConfig, parse_config
 from bot.app.wiring import Elicitbot

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml  # type: ignore[import-untyped]
 from structlog.testing import capture_logs
 
-from adapters.slack.people import SlackNames
+from adapters.slack.api.people import SlackNames
 from adapters.web.cards import result_view
 from bot.domain.model import Status
 from bot.domain.ports import PromptView

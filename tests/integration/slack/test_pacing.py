@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.api.pacing import Pacer, Rate, slot_name
 from adapters.slack.chat import SlackChat
-from adapters.slack.pacing import Pacer, Rate, slot_name
 from bot.domain.errors import TransientDeliveryError
 from bot.domain.model import (
     Status,

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from adapters.slack.pacing import Pacer, Rate
+from adapters.slack.api.pacing import Pacer, Rate
 from bot.domain.errors import TransientDeliveryError
 
 CHANNEL = "C0BUSY"

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import review_modal
 from adapters.slack.render import REVIEW_ACTION
+from adapters.slack.review import modal as review_modal
 from bot.domain.disclosure import decisive
 from bot.domain.model import Elicitation, Meaning, Status
 from tests.integration.slack.rig import (

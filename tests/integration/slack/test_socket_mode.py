@@ -3,7 +3,8 @@
 envelopes and records what the client sends back.
 
 The same Bolt app as in HTTP mode (no signing secret: Socket Mode requests are not signed) runs
-behind slack_bolt's aiohttp ``AsyncSocketModeHandler`` (:class:`adapters.slack.socket.SlackSocket`).
+behind slack_bolt's aiohttp ``AsyncSocketModeHandler``
+(:class:`adapters.slack.intake.socket.SlackSocket`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.app import SlackInteractivity, build_app
+from adapters.slack.api.pacing import Pacer, Rate
 from adapters.slack.chat import SlackChat
-from adapters.slack.pacing import Pacer, Rate
-from adapters.slack.socket import SlackSocket
+from adapters.slack.intake.socket import SlackSocket
+from adapters.slack.listener import SlackInteractivity, build_app
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain.errors import PermanentDeliveryError
 from bot.domain.model import People, Route, Status

@@ -14,9 +14,9 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from adapters.slack.groups import TTL, SlackGroups, SlackStanding, check_scope
-from adapters.slack.people import SlackNames
-from adapters.slack.scopes import manifest_scopes
+from adapters.slack.api.groups import TTL, SlackGroups, SlackStanding, check_scope
+from adapters.slack.api.people import SlackNames
+from adapters.slack.api.scopes import manifest_scopes
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.deciders import TOLD_BEFORE

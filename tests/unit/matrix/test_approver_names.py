@@ -1,5 +1,5 @@
 """Matrix and rule 9's refusal: the route's Matrix approvers reach the core by their name in the
-room (:mod:`adapters.matrix.approvers`, in ``Standing.names``), a slow name never holds up the
+room (:mod:`adapters.matrix.api.approvers`, in ``Standing.names``), a slow name never holds up the
 action, and a refusal the person was told before on this question posts no further notice."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import asyncio
 import html
 import json
 
-from adapters.matrix import inbound
-from adapters.matrix.approvers import ApproverNames
-from adapters.matrix.notices import notice_content, said
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix import translate as inbound
+from adapters.matrix.api.approvers import ApproverNames
+from adapters.matrix.intake.notices import notice_content, said
+from adapters.matrix.intake.reactions import KEYCAPS
 from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.model import Refusal, RefusalCode, Route

@@ -16,11 +16,11 @@ import pytest
 from nio import RoomGetStateEventResponse
 
 from adapters.matrix import lease_fence
+from adapters.matrix.api.direct import is_person
 from adapters.matrix.chat import MatrixChat, target_of
-from adapters.matrix.crypto import MatrixCrypto
-from adapters.matrix.direct import is_person
-from adapters.matrix.notices import UNREADABLE
-from adapters.matrix.undecryptable import Undecryptable, report
+from adapters.matrix.e2ee.crypto import MatrixCrypto
+from adapters.matrix.e2ee.undecryptable import Undecryptable, report
+from adapters.matrix.intake.notices import UNREADABLE
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.actions import Outcome, OutcomeKind

@@ -1,5 +1,5 @@
-"""adapters/matrix/handlers.py and notices.py: each room event becomes one ``act`` call, and the
-outcome is shown in the thread in Matrix's words.
+"""adapters/matrix/intake/handling.py and notices.py: each room event becomes one ``act`` call, and
+the outcome is shown in the thread in Matrix's words.
 
 The core is a scripted stand-in (the real rules are tested in tests/unit/domain and end to end
 on Synapse in tests/integration/matrix); the chat records what would be sent.
@@ -17,11 +17,11 @@ from typing import Any, cast
 
 import pytest
 
-from adapters.matrix import inbound
+from adapters.matrix import translate as inbound
 from adapters.matrix.chat import MatrixChat
-from adapters.matrix.handlers import RoomEvents
-from adapters.matrix.notices import REDACTION_REASON, said
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix.intake.handling import RoomEvents
+from adapters.matrix.intake.notices import REDACTION_REASON, said
+from adapters.matrix.intake.reactions import KEYCAPS
 from adapters.matrix.render import MARKER, shown
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain.actions import (

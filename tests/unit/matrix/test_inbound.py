@@ -1,4 +1,4 @@
-"""adapters/matrix/inbound.py (and commands.py's wording): Matrix events as the core's actions.
+"""adapters/matrix/translate.py (and commands.py's wording): Matrix events as the core's actions.
 
 Events are raw JSON shaped as Synapse 1.163 delivers them through ``/sync`` (recorded in the
 integration runs): reactions, Element-style thread replies with ``is_falling_back``, old-style rich
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from adapters.matrix import inbound
-from adapters.matrix.commands import NOT_ALLOWED, USAGE, problem_text, reply_text
-from adapters.matrix.inbound import (
+from adapters.matrix import translate as inbound
+from adapters.matrix.intake.commands import NOT_ALLOWED, USAGE, problem_text, reply_text
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS
+from adapters.matrix.translate import (
     CommandMessage,
     Edit,
     Encrypted,
@@ -31,7 +32,6 @@ from adapters.matrix.inbound import (
     reaction_choice,
     reply_root,
 )
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS
 from adapters.sources.superpipeline.parse import parse_body
 from bot.domain import actions
 from bot.domain.actions import Choose, ClaimIt, Command, CommandResult, parse_command

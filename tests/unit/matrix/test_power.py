@@ -1,5 +1,5 @@
-"""adapters/matrix/power.py: a person's power level in a room as the spec reads it, kept from the
-state events the sync walks (a change counts from the next event, each event replacing the
+"""adapters/matrix/api/power.py: a person's power level in a room as the spec reads it, kept from
+the state events the sync walks (a change counts from the next event, each event replacing the
 levels whole), read from the homeserver once for a room not seen yet, unknown (None) when that
 read fails; and what the core makes of it (rule 9's ``matrix-power:<n>``)."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from adapters.matrix import inbound
-from adapters.matrix.power import CREATOR_POWER, RoomPowers, level_of
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix import translate as inbound
+from adapters.matrix.api.power import CREATOR_POWER, RoomPowers, level_of
+from adapters.matrix.intake.reactions import KEYCAPS
 from bot.domain import deciders
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.errors import TransientDeliveryError

@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from adapters.matrix import inbound
+from adapters.matrix import translate as inbound
 from adapters.matrix.chat import MatrixChat
-from adapters.matrix.handlers import RoomEvents
-from adapters.matrix.reactions import KEYCAPS
+from adapters.matrix.intake.handling import RoomEvents
+from adapters.matrix.intake.reactions import KEYCAPS
 from bot.domain.model import People, Route, Status
 from bot.domain.ports import Elicitations
 from bot.service import Inbound, Service

@@ -1,4 +1,4 @@
-"""Events recorded from the real Synapse (tests/responses/matrix/) through matrix/inbound.py.
+"""Events recorded from the real Synapse (tests/responses/matrix/) through matrix/translate.py.
 
 Each fixture is one event as the homeserver gave it back (``/messages``), unchanged; the question
 they relate to is the bot's, asked of alice with keycaps 1️⃣ Allow once, 2️⃣ Always allow, 3️⃣ Deny
@@ -7,7 +7,7 @@ they relate to is the bot's, asked of alice with keycaps 1️⃣ Allow once, 2�
 
 from __future__ import annotations
 
-from adapters.matrix.inbound import (
+from adapters.matrix.translate import (
     CommandMessage,
     Encrypted,
     Reaction,

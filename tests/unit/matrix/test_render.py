@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from adapters.matrix.markdown import ATTRIBUTES, TAGS
-from adapters.matrix.markup import WORD_JOINER, content_bytes, matrix_users, safe_url
-from adapters.matrix.notices import notice_content, reply_content
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS, key_index, reaction_keys
+from adapters.matrix.intake.notices import notice_content, reply_content
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, key_index, reaction_keys
+from adapters.matrix.markup.html import WORD_JOINER, content_bytes, matrix_users, safe_url
+from adapters.matrix.markup.markdown import ATTRIBUTES, TAGS
 from adapters.matrix.render import (
     CONTENT_BUDGET,
     MARKER,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from adapters.matrix.reactions import KEYCAPS, reaction_keys
+from adapters.matrix.intake.reactions import KEYCAPS, reaction_keys
 from adapters.matrix.render import message_content, render, shown
 from tests.unit.matrix.test_render import LINK, assert_safe_html, fixture, view
 

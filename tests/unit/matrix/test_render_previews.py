@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from adapters.matrix.markdown import markdown_html, sanitise
-from adapters.matrix.markup import WORD_JOINER, content_bytes
-from adapters.matrix.reactions import KEYCAPS, reaction_keys
+from adapters.matrix.intake.reactions import KEYCAPS, reaction_keys
+from adapters.matrix.markup.html import WORD_JOINER, content_bytes
+from adapters.matrix.markup.markdown import markdown_html, sanitise
+from adapters.matrix.markup.thread import PART_BUDGET, PART_MARKER, part_contents, part_txn
 from adapters.matrix.render import (
     CONTENT_BUDGET,
     IN_THREAD,
@@ -32,7 +33,6 @@ from adapters.matrix.render import (
     needs_thread,
     shown,
 )
-from adapters.matrix.thread import PART_BUDGET, PART_MARKER, part_contents, part_txn
 from bot.domain.model import (
     Answer,
     Elicitation,

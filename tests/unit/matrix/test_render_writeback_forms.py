@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.matrix.form import example, own_text
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS, reaction_keys
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, reaction_keys
+from adapters.matrix.markup.form import example, own_text
 from adapters.matrix.render import message_content, shown
 from adapters.matrix.wording import how_to
 from adapters.sources.handup import validation

@@ -1,5 +1,5 @@
-"""adapters/matrix/selection.py and its part of handlers.py: on a multiple choice keycaps toggle
-(the person sees their selection in a notice edited as they go), ✅ submits the keycaps the
+"""adapters/matrix/intake/selection.py and its part of handlers.py: on a multiple choice keycaps
+toggle (the person sees their selection in a notice edited as they go), ✅ submits the keycaps the
 homeserver holds for them at that moment; a form's thread reply reaches the core whole.
 
 The homeserver's ``/relations`` answer is a list the test edits (a removal is a reaction gone
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.matrix import inbound
-from adapters.matrix.handlers import RoomEvents
-from adapters.matrix.inbound import reopenings
-from adapters.matrix.reactions import ACK_KEY, KEYCAPS
-from adapters.matrix.selection import NOTHING_CHOSEN, edit_txn, first_txn, selection
+from adapters.matrix import translate as inbound
+from adapters.matrix.intake.handling import RoomEvents
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS
+from adapters.matrix.intake.selection import NOTHING_CHOSEN, edit_txn, first_txn, selection
+from adapters.matrix.translate import reopenings
 from bot.domain import forms
 from bot.domain.actions import Choose, Outcome, OutcomeKind, Reply
 from bot.domain.disclosure import SHOWN_WHOLE

@@ -1,4 +1,4 @@
-"""adapters/slack/form_modal.py: a form (several questions) in Slack — one input per question in
+"""adapters/slack/modals/form.py: a form (several questions) in Slack — one input per question in
 the reply modal, the submission as the core's per-question answers, the message's button and
 hint. Limits are checked with the fake Slack API's own validator (:func:`view_problems`)."""
 
@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapters.slack.form_modal import FormPick, form_answers, form_errors, read_form
-from adapters.slack.modal import reply_modal
+from adapters.slack.modals.form import FormPick, form_answers, form_errors, read_form
+from adapters.slack.modals.reply import reply_modal
 from adapters.slack.render import REPLY_ACTION, render
 from adapters.slack.translate import parse_submission, read_submission, submission_errors, submit
 from adapters.sources.handup import validation

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.slack.pacing import Pacer, Rate
+from adapters.slack.api.pacing import Pacer, Rate
 from bot.domain.errors import TransientDeliveryError
 
 KEY = ("chat.update", "T0ACME")

@@ -11,7 +11,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from structlog.testing import capture_logs
 
-from adapters.slack.people import FAILURE_TTL, TTL, SlackNames, name_of
+from adapters.slack.api.people import FAILURE_TTL, TTL, SlackNames, name_of
 from bot.domain.model import Identity
 from tests.conftest import FakeClock
 

@@ -6,7 +6,7 @@ the message our renderer posts, the submission the modal it opens.
 
 from __future__ import annotations
 
-from adapters.slack.commands import read_command
+from adapters.slack.intake.commands import read_command
 from adapters.slack.translate import (
     Where,
     choice,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.blocks import escape, link
+from adapters.slack.markup.blocks import escape, link
 from adapters.slack.render import (
     MAX_TOTAL_TEXT,
     OPTION_ACTION,
@@ -505,7 +505,7 @@ def test_a_pending_message_shows_what_happens_next_and_who_is_on_it() -> None:
 def test_values_keep_the_digest_within_slacks_limits() -> None:
     """Button values (≤ 2000) and select option values (≤ 150) carry the subject digest shown;
     the shorter forms keep it, and only past the limit even by index is it left out."""
-    from adapters.slack.blocks import MAX_BUTTON_VALUE, MAX_OPTION_VALUE, select_value
+    from adapters.slack.markup.blocks import MAX_BUTTON_VALUE, MAX_OPTION_VALUE, select_value
     from adapters.slack.render import option_value
 
     d = "sha256:" + "ab" * 32

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from adapters.slack import render
-from adapters.slack.modal import reply_modal
-from adapters.slack.review_modal import meta_for, pages_of, review_modal
+from adapters.slack.modals.reply import reply_modal
+from adapters.slack.review.modal import meta_for, pages_of, review_modal
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import AnswerMode, Status
 from bot.domain.ports import PromptView

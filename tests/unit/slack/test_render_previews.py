@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.slack import mrkdwn
-from adapters.slack.blocks import text_length
+from adapters.slack.markup import mrkdwn
+from adapters.slack.markup.blocks import text_length
 from adapters.slack.render import (
     MAX_TOTAL_TEXT,
     OPTION_ACTION,
@@ -29,7 +29,13 @@ from adapters.slack.render import (
     result_text,
     shown,
 )
-from adapters.slack.review import PAGE_BLOCKS, PAGE_TEXT, full_text, review_blocks, review_fits
+from adapters.slack.review.pages import (
+    PAGE_BLOCKS,
+    PAGE_TEXT,
+    full_text,
+    review_blocks,
+    review_fits,
+)
 from bot.domain.disclosure import decisive
 from bot.domain.model import Answer, ApprovalSubject, Elicitation, PreviewItem, Status
 from bot.domain.ports import PromptView

@@ -1,4 +1,4 @@
-"""adapters/slack/outcome.py through render: "Answered" only once the upstream accepted the answer;
+"""adapters/slack/wording.py through render: "Answered" only once the upstream accepted the answer;
 "Sending…" until then; what the upstream refused, on a question open again and on one that failed.
 Also the secret modal's way to a longer secret."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.blocks import escape
-from adapters.slack.modal import reply_modal
-from adapters.slack.outcome import NOTE_TEXT, just_answered, thread_note
+from adapters.slack.markup.blocks import escape
+from adapters.slack.modals.reply import reply_modal
 from adapters.slack.render import render, result_text
+from adapters.slack.wording import NOTE_TEXT, just_answered, thread_note
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Answer, AnswerMode, Elicitation, Status
 from bot.domain.ports import PromptView

@@ -1,4 +1,4 @@
-"""adapters/slack/review_modal.py: what a review modal showed is decided from our own metadata and
+"""adapters/slack/review/modal.py: what a review modal showed is decided from our own metadata and
 a fresh rendering, never from the payload; approving only on the last page; the file holds all."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 from adapters.slack import render
-from adapters.slack.modal import closes_all, reply_modal
-from adapters.slack.review_modal import (
+from adapters.slack.modals.reply import closes_all, reply_modal
+from adapters.slack.review.modal import (
     OPTION_ACTION,
     PAGE_ACTION,
     ReviewMeta,

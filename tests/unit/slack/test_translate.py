@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack.commands import REFUSED_COMMAND, USAGE, command_text, read_command
-from adapters.slack.modal import CHOICE_BLOCK, INPUT_ACTION, TEXT_BLOCK
+from adapters.slack.intake.commands import REFUSED_COMMAND, USAGE, command_text, read_command
+from adapters.slack.modals.reply import CHOICE_BLOCK, INPUT_ACTION, TEXT_BLOCK
 from adapters.slack.render import (
     ACK_ACTION,
     CLAIM_ACTION,
@@ -364,7 +364,7 @@ def test_a_button_carries_the_subject_digest_its_message_showed_into_the_choice(
 def test_the_reply_modal_carries_the_digest_its_message_showed_into_the_submit() -> None:
     """Reply… (or an option that needs a comment) opens the modal with the digest the clicked
     message's value carries; its submission's Submit carries it on (rule 2)."""
-    from adapters.slack.modal import reply_modal
+    from adapters.slack.modals.reply import reply_modal
     from bot.domain.ports import PromptView
     from tests.unit.domain.builders import sp_approval
 

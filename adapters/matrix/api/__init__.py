@@ -1,0 +1,1 @@
+"""The homeserver: the nio client, room reads, direct rooms, power levels, names."""

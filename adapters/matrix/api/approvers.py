@@ -1,0 +1,77 @@
+"""The Matrix people among a route's approvers by name, for the refusal that says who may decide
+(answer rule 9): their display name in the room the answer came from, in
+:attr:`~bot.domain.policy.Standing.names`. The core judges and words the refusal; this only reads.
+
+- **Which people:** the ``matrix:@…`` entries of the question's route (today's routes, the first
+  that matches: the route the core judges by). While no route names approvers, nothing is read.
+- **Where from:** :meth:`~adapters.matrix.api.reads.RoomReads.display_name`: nio's room state, which
+  the sync keeps current; a member it does not know is read from the room's member state once
+  and remembered.
+- **Never in the way:** an action waits for the names at most :data:`NAMES_WAIT`; a name not read
+  by then (or that cannot be read, or a person who has none) is shown as the entry, and a read
+  still under way finishes in the background for the next action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from bot.domain.model import Elicitation
+from bot.domain.ports import Elicitations
+from bot.domain.routing import resolve_route
+
+log = structlog.get_logger("elicitbot.matrix")
+
+NAMES_WAIT = 1.0
+"""Seconds an action waits for the approvers' names beside its power level."""
+
+DisplayName = Callable[[str, str], Awaitable[str | None]]
+"""A member's name in a room (room id, MXID): :meth:`RoomReads.display_name`."""
+
+
+class ApproverNames:
+    """The route's Matrix approvers by their name in a room (see the module)."""
+
+    def __init__(
+        self, display_name: DisplayName, elicitations: Elicitations, *, wait: float = NAMES_WAIT
+    ) -> None:
+        self.display_name = display_name
+        self.elicitations = elicitations
+        self.wait = wait
+        self._reading: set[asyncio.Task[str | None]] = set()
+        """Reads that outlived their action's wait, finishing for the next one."""
+
+    async def names(self, room_id: str, e: Elicitation) -> dict[str, str]:
+        """``matrix:@…`` approver entries of ``e``'s route -> their name in ``room_id``, as far
+        as they are read within :attr:`wait`."""
+        routes = await self.elicitations.routes()
+        if not any(r.approvers for r in routes):
+            return {}
+        people = [a for a in resolve_route(routes, e).approvers or () if a.startswith("matrix:@")]
+        if not people:
+            return {}
+        jobs: dict[str, asyncio.Task[str | None]] = {
+            a: asyncio.create_task(self._read(room_id, a[len("matrix:") :])) for a in people
+        }
+        done, pending = await asyncio.wait(jobs.values(), timeout=self.wait)
+        for job in pending:
+            self._reading.add(job)
+            job.add_done_callback(self._finished)
+        found: dict[str, str] = {}
+        for entry, job in jobs.items():
+            if job in done and not job.cancelled() and job.exception() is None:
+                name = job.result()
+                if name:
+                    found[entry] = name
+        return found
+
+    async def _read(self, room_id: str, user_id: str) -> str | None:
+        return await self.display_name(room_id, user_id)
+
+    def _finished(self, job: asyncio.Task[str | None]) -> None:
+        self._reading.discard(job)
+        if not job.cancelled() and (exc := job.exception()) is not None:
+            log.info("matrix.name_unknown", error=type(exc).__name__)

@@ -1,0 +1,1 @@
+"""A classified room event handled: its prompt, reactions, selections, commands, notices."""

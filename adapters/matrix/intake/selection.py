@@ -1,0 +1,280 @@
+"""Several options by reaction: on a multiple-choice prompt keycaps toggle, ✅ submits.
+
+On a pending multiple-choice prompt (answer mode ``multi_choice``; a form is answered in its
+thread instead) a keycap reaction does not answer: keycap *n* adds option *n* to the person's
+selection, and taking the reaction back (redacting it) removes it. ✅ submits the selection as
+one answer: a ``Choose`` with every chosen option, in the options' order, which the core judges
+like any other. A thread reply listing numbers (``1, 3``) answers as before (the core reads it).
+
+**Where the selection lives: nowhere of ours.** It is the person's own keycap reactions on the
+prompt as the homeserver holds them when they react ✅ (``GET /relations/<prompt>/m.annotation``
+filtered by sender; a redacted reaction is no longer there). So it survives restarts and
+replicas with no state, a removal the bot never saw (made while it was down) still counts, and a
+crafted event cannot claim a selection the room does not show.
+
+**In an encrypted room** Element's reactions are encrypted: the read decrypts them, keeping one
+only when its key came from its sender's own device (:meth:`RoomReads.annotations
+<adapters.matrix.api.reads.RoomReads.annotations>`). One of the person's keycaps that cannot be
+decrypted is *unknown*, never absent: its key is asked for, the notice says how many cannot be
+read, and ✅ submits nothing while any cannot be (the person is told; a later ✅ counts).
+
+**What the person sees before submitting:** a notice in the prompt's thread naming them (not
+pinging them), "Your choice so far: 1. linux, 3. windows — react ✅ to submit.", sent on their
+first tap and edited on each later tap, and on each removal the bot sees (a redaction of a keycap
+it saw in this process). Each refresh reads the selection afresh from the homeserver, one refresh
+at a time, so the last edit shows the latest state whatever order events arrive in. The notice's
+first send has a transaction id per (prompt, person), so after a restart the homeserver hands
+back the same notice, which is then edited to the selection now; each edit's transaction id is
+its triggering event's, so a replayed event does not edit twice. On submit the notice says what
+was submitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from adapters.matrix.intake.notices import notice_content, notice_edit_content
+from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, key_index
+from adapters.matrix.markup.html import clip, txn_digest
+from bot.domain.forms import is_form
+from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.ports import PromptView
+from bot.domain.wording import one_line
+
+if TYPE_CHECKING:
+    from adapters.matrix.chat import MatrixChat
+
+SUBMIT_KEY = ACK_KEY
+"""The reaction that submits a selection."""
+REMEMBERED = 4096
+
+NOTHING_CHOSEN = (
+    "Nothing is chosen yet: react with the number of each option you choose, then with "
+    f"{SUBMIT_KEY} to submit (or reply in this thread with their numbers, for example: 1, 3)."
+)
+
+
+def toggles(view: PromptView) -> bool:
+    """Keycaps toggle choices on this prompt, and ✅ submits them (a pending multiple choice)."""
+    e = view.elicitation
+    return (
+        view.status is Status.PENDING
+        and e.answer_mode is AnswerMode.MULTI_CHOICE
+        and bool(e.options)
+        and not is_form(e)
+    )
+
+
+def _relation(event: Mapping[str, Any], prompt: str, sender: str) -> Mapping[str, Any] | None:
+    """The relation of ``sender``'s live (not redacted) annotation on ``prompt``, else None."""
+    if event.get("sender") != sender:
+        return None
+    unsigned = event.get("unsigned")
+    if isinstance(unsigned, Mapping) and "redacted_because" in unsigned:
+        return None
+    content = event.get("content")
+    relates = content.get("m.relates_to") if isinstance(content, Mapping) else None
+    if not isinstance(relates, Mapping) or relates.get("rel_type") != "m.annotation":
+        return None
+    return relates if relates.get("event_id") == prompt else None
+
+
+def _key(event: Mapping[str, Any], prompt: str, sender: str) -> str | None:
+    """The key of ``sender``'s live reaction on ``prompt``, or None for any other event."""
+    relates = _relation(event, prompt, sender) if event.get("type") == "m.reaction" else None
+    key = None if relates is None else relates.get("key")
+    return key if isinstance(key, str) else None
+
+
+def _options(e: Elicitation, key: str) -> int | None:
+    """The 0-based option a keycap names on ``e`` (one past the options or keycaps: None)."""
+    index = key_index(key)
+    return index if index is not None and index < min(len(e.options), len(KEYCAPS)) else None
+
+
+def selection(
+    e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
+) -> tuple[str, ...]:
+    """The option ids ``sender``'s keycap reactions on ``prompt`` choose, in the options' order."""
+    chosen: set[int] = set()
+    for event in annotations:
+        key = _key(event, prompt, sender)
+        index = None if key is None else _options(e, key)
+        if index is not None:
+            chosen.add(index)
+    return tuple(e.options[i].id for i in sorted(chosen))
+
+
+def unreadable(
+    e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
+) -> int:
+    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted (the read
+    could not decrypt them) and may be keycaps: unknown choices. The key Element copies into
+    the clear narrows them (a 👍 is no choice, as it would not be decrypted); the choice itself
+    is only ever taken from a decrypted one."""
+    count = 0
+    for event in annotations:
+        relates = _relation(event, prompt, sender)
+        if event.get("type") != "m.room.encrypted" or relates is None:
+            continue
+        key = relates.get("key")
+        if not isinstance(key, str) or _options(e, key) is not None:
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class Read:
+    """A person's selection on a prompt as the homeserver holds it now."""
+
+    chosen: tuple[str, ...]
+    unreadable: int = 0
+    """Their keycaps that could not be decrypted (yet): while any, nothing is submitted."""
+
+    def unreadable_notice(self) -> str:
+        """What a ✅ is told while some of the person's keycaps cannot be decrypted."""
+        return cannot_read(self.unreadable)
+
+
+def selection_read(
+    e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
+) -> Read:
+    events = list(annotations)
+    return Read(selection(e, events, prompt, sender), unreadable(e, events, prompt, sender))
+
+
+def _reactions(n: int) -> str:
+    return f"{n} of your number reactions" if n > 1 else "one of your number reactions"
+
+
+def cannot_read(n: int) -> str:
+    """A ✅ while ``n`` of the person's keycaps cannot be decrypted."""
+    return (
+        f"Nothing is submitted: I cannot decrypt {_reactions(n)} on this question yet (my device "
+        f"has not received its key; I asked yours for it). React {SUBMIT_KEY} again in a "
+        "moment, or reply in this thread with the numbers you choose (for example: 1, 3)."
+    )
+
+
+def _listed(e: Elicitation, option_ids: Iterable[str]) -> str:
+    numbers = {o.id: n for n, o in enumerate(e.options, start=1)}
+    return ", ".join(
+        f"{numbers[o.id]}. {clip(one_line(o.label), 80)}" for o in e.options if o.id in option_ids
+    )
+
+
+def so_far(e: Elicitation, option_ids: tuple[str, ...], unknown: int = 0) -> str:
+    """What the person has chosen so far, and how to submit it (``unknown``: their keycaps
+    that cannot be decrypted yet)."""
+    if unknown:
+        unread = f"I cannot decrypt {_reactions(unknown)} yet (I asked your device for its key)"
+        chosen = f"Your choice so far: {_listed(e, option_ids)}; " if option_ids else ""
+        return f"{chosen}{unread} — react {SUBMIT_KEY} to submit once it can be read."
+    if not option_ids:
+        return NOTHING_CHOSEN
+    return (
+        f"Your choice so far: {_listed(e, option_ids)} — react {SUBMIT_KEY} to submit "
+        "(take a number's reaction back to remove it)."
+    )
+
+
+def submitted(e: Elicitation, option_ids: tuple[str, ...]) -> str:
+    return f"Submitted: {_listed(e, option_ids)}."
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """A keycap reaction seen on a multiple-choice prompt (to refresh on its redaction)."""
+
+    room_id: str
+    prompt: str
+    key: str
+    """The elicitation's key."""
+    sender: str
+
+
+def first_txn(prompt: str, sender: str) -> str:
+    return f"elicitbot-choice-{txn_digest(prompt, sender)}"
+
+
+def edit_txn(trigger: str) -> str:
+    return f"elicitbot-choice-edit-{txn_digest(trigger)}"
+
+
+class Selections:
+    """The selection notices of one bot account (the selections themselves are the room's)."""
+
+    def __init__(self, chat: MatrixChat) -> None:
+        self.chat = chat
+        self._lock = asyncio.Lock()
+        self._notices: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._toggles: OrderedDict[str, Toggle] = OrderedDict()
+
+    def saw(self, reaction: str, toggle: Toggle) -> None:
+        """Keycap reaction ``reaction`` toggled: its redaction refreshes the notice too."""
+        _remember(self._toggles, reaction, toggle)
+
+    def toggled_by(self, reaction: str) -> Toggle | None:
+        """The toggle a redacted event made, when this process saw it."""
+        return self._toggles.get(reaction)
+
+    async def read(self, room_id: str, prompt: str, e: Elicitation, sender: str) -> Read:
+        """``sender``'s selection on ``prompt`` as the homeserver holds it now."""
+        return selection_read(e, await self.chat.annotations(room_id, prompt), prompt, sender)
+
+    async def show(
+        self, room_id: str, prompt: str, e: Elicitation, sender: str, *, trigger: str
+    ) -> None:
+        """Refresh ``sender``'s notice with their selection now (``trigger``: the event that
+        changed it)."""
+        async with self._lock:
+            now = await self.read(room_id, prompt, e, sender)
+            text = so_far(e, now.chosen, now.unreadable)
+            await self._write(room_id, prompt, sender, text, trigger, create=True)
+
+    async def submitted(
+        self,
+        room_id: str,
+        prompt: str,
+        e: Elicitation,
+        sender: str,
+        chosen: tuple[str, ...],
+        *,
+        trigger: str,
+    ) -> None:
+        """The notice says what was submitted (when this process made it)."""
+        async with self._lock:
+            await self._write(room_id, prompt, sender, submitted(e, chosen), trigger, create=False)
+
+    async def _write(
+        self, room_id: str, prompt: str, sender: str, text: str, trigger: str, *, create: bool
+    ) -> None:
+        content = notice_content(text, users=[sender], mention=False, thread_root=prompt)
+        notice = self._notices.get((prompt, sender))
+        if notice is None:
+            if not create:
+                return
+            # The same notice after a restart (the homeserver's transaction dedupe): it may
+            # show an older selection, so it is edited below as well.
+            notice = await self.chat.send(
+                room_id, "m.room.message", content, first_txn(prompt, sender), "selection"
+            )
+            _remember(self._notices, (prompt, sender), notice)
+        await self.chat.send(
+            room_id,
+            "m.room.message",
+            notice_edit_content(notice, content),
+            edit_txn(trigger),
+            "selection edit",
+        )
+
+
+def _remember(items: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    items[key] = value
+    items.move_to_end(key)
+    while len(items) > REMEMBERED:
+        items.popitem(last=False)

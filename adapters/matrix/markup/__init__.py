@@ -1,0 +1,1 @@
+"""Matrix HTML pieces under the renderer: escaping, Markdown, previews, threads, forms. Pure."""

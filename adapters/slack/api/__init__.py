@@ -1,0 +1,1 @@
+"""Slack Web API use beside posting: pacing, cached lookups of people and groups, scopes."""

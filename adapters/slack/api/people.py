@@ -1,0 +1,170 @@
+"""Slack people by name: ``users.info`` display names, cached (:class:`SlackNames`).
+
+An interaction payload carries a user id (and, on a click or a form, the legacy ``name``
+handle; a thread reply carries none), so before an action reaches the core the person's
+:class:`~bot.domain.model.Identity` gets their display name, and the recorded answer says who in
+words on every copy and upstream ("Answered by Alice").
+
+- **Which name:** ``profile.display_name``, else ``profile.real_name``, else ``real_name``, else
+  ``name`` (the first that is not blank).
+- **Cached** per user id for :data:`TTL`, at most :data:`MAX_PEOPLE` (least recently used
+  first out). Callers asking for the same person at once share one ``users.info`` call.
+- **Failures are soft:** no name (the surface shows the id: Slack, a mention), and remembered
+  for :data:`FAILURE_TTL` so a broken lookup does not call Slack on every click.
+  A name known before and failing to refresh stays in use meanwhile.
+
+  - ``missing_scope`` (the app was installed without ``users:read``), ``not_allowed_token_type``
+    and the token's own errors stop every lookup for :data:`FAILURE_TTL`; a missing scope is
+    logged once, naming ``users:read``.
+  - HTTP 429: no lookup at all until its ``Retry-After`` has passed (Slack's rate limits are per
+    method and workspace, not per person).
+  - ``user_not_found``, network errors, timeouts (:data:`LOOKUP_TIMEOUT`), 5xx: that person only.
+
+Logs name the user id and Slack's error code, never the request (it carries the token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import structlog
+from slack_sdk.errors import SlackApiError
+
+from adapters.slack.api.cached import Failure, Lookups, Said
+from bot.domain.model import Identity
+from bot.domain.ports import Clock
+
+log = structlog.get_logger("elicitbot.slack.people")
+
+SCOPE = "users:read"
+TTL = timedelta(hours=1)
+"""How long a name is used before it is asked for again (people rename themselves rarely)."""
+FAILURE_TTL = timedelta(minutes=5)
+"""How long a failed lookup (or a missing scope) is remembered before Slack is asked again."""
+MAX_PEOPLE = 5_000
+LOOKUP_TIMEOUT = 3.0
+"""Seconds a lookup may take; the action waits for it (after the ack), then goes on unnamed."""
+MAX_NAME = 80
+"""Slack's own limit on a display name; longer text is cut."""
+
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_SAID = Said(
+    log,
+    rate_limited="slack.names_rate_limited",
+    refused="slack.names_refused",
+    scope_missing="slack.users_read_missing",
+    scope=SCOPE,
+    effect="people are shown by their Slack id, not their name",
+)
+
+
+class UsersInfo(Protocol):
+    """What :class:`SlackNames` needs of ``slack_sdk``'s ``AsyncWebClient``."""
+
+    async def users_info(self, *, user: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str | None
+    until: datetime
+
+
+def name_of(user: Any) -> str | None:
+    """The name to show for a ``users.info`` ``user`` object (None: it has none)."""
+    if not isinstance(user, dict):
+        return None
+    profile = user.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
+    for value in (
+        profile.get("display_name"),
+        profile.get("real_name"),
+        user.get("real_name"),
+        user.get("name"),
+    ):
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_NAME]
+    return None
+
+
+class SlackNames:
+    """Display names of Slack users by id, from ``users.info``, cached (see the module)."""
+
+    def __init__(
+        self,
+        client: UsersInfo,
+        *,
+        clock: Clock | None = None,
+        ttl: timedelta = TTL,
+        failure_ttl: timedelta = FAILURE_TTL,
+        size: int = MAX_PEOPLE,
+        timeout: float = LOOKUP_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.ttl = ttl
+        self.failure_ttl = failure_ttl
+        self.size = size
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._lookups: Lookups[str | None] = Lookups(
+            _SAID, clock=clock, pause=failure_ttl, timeout=timeout
+        )
+        self.clock = self._lookups.clock
+
+    async def identify(self, who: Identity) -> Identity:
+        """``who`` with its display name from Slack. No name known (the lookup failed): none at
+        all, so the person is shown by id (the Slack copy mentions them, which Slack shows as
+        their name), never by the legacy username a click's payload carries. Not a Slack user
+        id (another platform, a bot's ``B…`` id): unchanged."""
+        if who.platform != "slack" or not _USER_ID.match(who.user):
+            return who
+        name = await self.name(who.user)
+        if name == who.display_name:
+            return who
+        return who.model_copy(update={"display_name": name})
+
+    async def name(self, user: str) -> str | None:
+        """The person's name, from the cache or ``users.info`` (None: unknown for now)."""
+        now = self.clock.now()
+        entry = self._cache.get(user)
+        if entry is not None and now < entry.until:
+            self._cache.move_to_end(user)
+            return entry.name
+        stale = entry.name if entry is not None else None
+        if self._lookups.paused(now):
+            return stale
+        return await self._lookups.shared(user, lambda: self._look_up(user, stale))
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    async def _look_up(self, user: str, stale: str | None) -> str | None:
+        try:
+            async with asyncio.timeout(self._lookups.timeout):
+                response = await self.client.users_info(user=user)
+        except SlackApiError as exc:
+            failure, code, status = self._lookups.failed(exc)
+            if failure is Failure.RATE_LIMITED:
+                return stale
+            if failure is Failure.ONE:
+                log.info("slack.name_unknown", user=user, error=code or "error", status=status)
+            return self._keep(user, stale, self.failure_ttl)
+        except Exception as exc:  # a timeout, the network, anything: never fails an action
+            log.info("slack.name_unknown", user=user, error=type(exc).__name__)
+            return self._keep(user, stale, self.failure_ttl)
+        name = name_of(response.get("user"))
+        if name is None:
+            log.info("slack.name_unknown", user=user, error="no_name")
+            return self._keep(user, stale, self.failure_ttl)
+        return self._keep(user, name, self.ttl)
+
+    def _keep(self, user: str, name: str | None, ttl: timedelta) -> str | None:
+        self._cache[user] = _Entry(name, self.clock.now() + ttl)
+        self._cache.move_to_end(user)
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return name

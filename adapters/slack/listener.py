@@ -1,0 +1,336 @@
+"""Slack interactivity: the Bolt ``AsyncApp`` whose listeners turn clicks, thread replies, the reply
+modal and ``/elicitbot`` commands into the core's actions (:mod:`adapters.slack.translate`), hand
+each to :meth:`Elicitations.act <bot.domain.ports.Elicitations.act>` and show the outcome.
+
+Every listener acks as soon as it can (Bolt answers Slack when the listener returns) and does
+its work in a task of its own, tracked so shutdown and tests can wait for it. The one check made
+before an ack is pure: a modal submission over its text limit is answered
+``response_action: errors`` (the modal stays open, the limit stated).
+
+- **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
+  service always passes one): :mod:`adapters.slack.intake.durable` records a click, a modal
+submission
+  and a thread reply in one of our threads before the ack (trimmed to what their handling reads:
+  :func:`~adapters.slack.intake.trims.durable_click` and its siblings), marks it handled once
+  ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
+  listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
+  recorded: a secret (it never touches our database: a replayed secret submission asks for it
+  again while the question is open), and slash commands (they answer no question, and whoever
+  typed one sees at once whether it did anything).
+- **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
+  else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
+  thread root's. elicitbot's own messages are ignored outright.
+- **Redelivery.** Deduplicated in the database, never by the retry header
+  (:func:`~adapters.slack.intake.trims.raw_key`): a click by its ``trigger_id`` (a second click is
+  a new one: judged, and told "already answered"), a modal by its view id and hash, a thread
+  reply by its message's channel/ts (Slack can send one message under several event ids).
+  Without a raw-events store, thread replies are deduplicated by ``event_id`` and channel/ts
+  through ``first_time``.
+- **Slack's own UI** stays here: *Reply…*, *Review…* and an option that needs a comment open
+  their modal when the core's outcome says so (``FORM``); the core decides everything else.
+- **What you see is what you approve** (rule 2). Every Choose, Reply and Submit built from a
+  message carries ``shown`` = :func:`adapters.slack.render.shown` of the request as stored now
+  (our own rendering, never the payload), so a crafted approve on a message that cannot hold
+  everything is refused (``NOT_SHOWN``) like any refusal. *Review…* and every click inside the
+  review modal go to :class:`~adapters.slack.review.flow.ReviewFlow`; a reply modal takes the
+  ``shown`` of what it was opened from (:func:`adapters.slack.review.modal.reply_shown`).
+- **Outcomes.** A refusal, how to answer, or a claim is an ephemeral message to the one person,
+  in the thread when the attempt was in a thread (bots are told nothing: they read no
+  ephemerals); a win is said in the message's thread, and the outbox rewrites every copy. A
+  command's reply goes to its ``response_url``.
+- **Secrets** (Pinework ``secret_input``) come only from the modal and go straight upstream
+  inside ``act``: never logged, stored or echoed.
+
+Bolt's authorization is precomputed from the ``auth.test`` that ran at start (no lazy
+``auth.test`` per request, which would turn a Slack outage into HTTP 500s and retry storms), and
+its loggers are kept at WARNING: at INFO Bolt logs the whole body of a refused request.
+
+The Bolt shell (authorization, listeners, tracked tasks, record before ack) is here; what each
+interaction does once acked is :class:`~adapters.slack.intake.handling.SlackHandling`, which needs
+only the chat and the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.response import BoltResponse
+
+from adapters.slack import translate
+from adapters.slack.chat import SlackChat
+from adapters.slack.intake import trims
+from adapters.slack.intake.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
+from adapters.slack.intake.handling import SlackHandling
+from adapters.slack.modals.reply import REPLY_CALLBACK, closes_all
+from adapters.slack.render import MULTI_ACTION, WEB_LINK_ACTION
+from adapters.slack.review import modal as review_modal
+from bot.clock import SystemClock
+from bot.domain.model import AnswerMode
+from bot.domain.ports import Clock, Elicitations
+from bot.domain.records import RawEvent
+from bot.domain.store import RawEvents
+
+log = structlog.get_logger("elicitbot.slack.app")
+
+COMMAND = "/elicitbot"
+
+_ACTIONS = re.compile(r"^elicitbot\.")
+
+
+class SlackInteractivity(SlackHandling):
+    """The Bolt app and its listeners; ``app`` goes to
+    :func:`adapters.slack.intake.routes.slack_router` (HTTP mode) or
+    :class:`adapters.slack.intake.socket.SlackSocket` (Socket Mode)."""
+
+    def __init__(
+        self,
+        chat: SlackChat,
+        elicitations: Elicitations,
+        *,
+        signing_secret: str | None,
+        announce_in_thread: bool = True,
+        raw: RawEvents | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        durable = Durable(raw, self.clock, self._replayed)
+        super().__init__(chat, elicitations, durable, announce_in_thread=announce_in_thread)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._authorized: AuthorizeResult | None = None
+
+        async def authorize() -> AuthorizeResult | None:
+            return self._authorization()
+
+        bolt_logger = logging.getLogger("elicitbot.slack.bolt")
+        # Quiet while it is built: it warns that the client's token gives way to `authorize`,
+        # which is the point (the token is the same one, checked by auth.test at start).
+        bolt_logger.setLevel(logging.ERROR)
+        self.app = AsyncApp(
+            client=chat.client,
+            # Bolt's annotation says AuthorizeResult, but it handles None (refuses the request).
+            authorize=authorize,  # type: ignore[arg-type]
+            # No secret (Socket Mode only): an unguessable one, so a signed HTTP request never
+            # passes. Socket Mode requests are not signed and skip the check.
+            signing_secret=signing_secret or secrets.token_hex(32),
+            # Listeners only ack and start a task, so Bolt may run them before it answers: the
+            # ack goes out as the listener returns, not at Bolt's next 10 ms poll for it.
+            process_before_response=True,
+            logger=bolt_logger,
+            # Bolt sets the level of the logger named after the app: never "elicitbot", whose
+            # children are every structlog logger of ours.
+            name="elicitbot_slack_app",
+        )
+        bolt_logger.setLevel(logging.WARNING)
+        self._register()
+
+    def _authorization(self) -> AuthorizeResult | None:
+        """Bolt's authorization, from the ``auth.test`` SlackChat.verify() made at start (None
+        before it: Bolt then refuses the request rather than calling auth.test itself)."""
+        chat = self.chat
+        if chat.bot_user_id is None:
+            return None
+        if self._authorized is None or self._authorized.bot_user_id != chat.bot_user_id:
+            self._authorized = AuthorizeResult(
+                enterprise_id=chat.enterprise_id,
+                team_id=chat.team_id,
+                bot_user_id=chat.bot_user_id,
+                bot_id=chat.bot_id,
+                bot_token=chat.client.token,
+            )
+        return self._authorized
+
+    # ------------------------------------------------------------------ tasks
+
+    def spawn(
+        self,
+        work: Coroutine[Any, Any, None],
+        what: str,
+        *,
+        sensitive: bool = False,
+        raw_id: int | None = None,
+    ) -> None:
+        """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
+        failure is logged by kind only (no message, no traceback). ``raw_id``: the recorded
+        event it handles, marked handled when the work is done."""
+        work_done = self.durable.guard(work, what, sensitive, raw_id)
+        task = asyncio.get_running_loop().create_task(work_done)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ replays
+
+    async def run_replays(
+        self,
+        stop: asyncio.Event,
+        *,
+        ours: bool,
+        every: float = REPLAY_EVERY,
+        grace: timedelta = REPLAY_GRACE,
+    ) -> None:
+        """Replay what a killed process recorded and never handled: :meth:`Durable.run_replays
+        <adapters.slack.intake.durable.Durable.run_replays>`, through :meth:`_replayed`."""
+        await self.durable.run_replays(stop, ours=ours, every=every, grace=grace)
+
+    async def _replayed(self, event: RawEvent) -> None:
+        """A recorded interaction handled again, by the listeners' own path."""
+        body = event.body
+        kind = body.get("type")
+        if kind == "block_actions":
+            action = translate.first_action(body)
+            if action.get("action_id") != MULTI_ACTION:
+                await self._click(body, action)
+        elif kind == "view_submission":
+            meta, text, chosen, withheld = trims.kept_submission(body)
+            await self._submitted(body, meta, text, chosen, withheld=withheld)
+        elif kind == "event_callback":
+            await self._message(body, trims.kept_event(body), deduped=True)
+        else:
+            log.warning("slack.replay_unknown", raw_id=event.id, kind=str(kind))
+
+    async def idle(self, settle: float = 0.05) -> None:
+        """Wait until no interaction is running: Bolt starts a listener just after its ack, so
+        this first gives listeners ``settle`` seconds to start, and checks again after each
+        round."""
+        while True:
+            await asyncio.sleep(settle)
+            if not self._tasks:
+                return
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self, grace: float = 0.0) -> None:
+        """Let running interactions finish for up to ``grace`` seconds, then cancel the rest."""
+        if grace > 0 and self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # ------------------------------------------------------------------ listeners
+
+    def _register(self) -> None:
+        app = self.app
+
+        @app.action(_ACTIONS)
+        async def on_action(
+            ack: Callable[..., Awaitable[Any]], body: dict[str, Any]
+        ) -> BoltResponse | None:
+            action = translate.first_action(body)
+            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
+                await ack()  # a selection changing: nothing yet
+                return None
+            if action.get("action_id") == WEB_LINK_ACTION:
+                await ack()  # "Approve in the web inbox" opened its page: nothing to do here
+                return None
+            kept = trims.durable_click(body)
+            try:
+                handle, raw_id = await self.durable.record(kept)
+            except NotRecordedError:
+                return _not_recorded()
+            await ack()
+            if handle:
+                action = translate.first_action(kept)
+                self.spawn(self._click(kept, action), "click", raw_id=raw_id)
+            return None
+
+        @app.view(REPLY_CALLBACK)
+        async def on_submit(
+            ack: Callable[..., Awaitable[Any]], body: dict[str, Any], view: dict[str, Any]
+        ) -> BoltResponse | None:
+            meta, text, chosen = translate.parse_submission(view)
+            errors = translate.submission_errors(meta, text, view)
+            if errors:
+                await ack(response_action="errors", errors=errors)
+                return None
+            kept = trims.durable_submission(body)  # without the secret
+            try:
+                handle, raw_id = await self.durable.record(kept)
+            except NotRecordedError:
+                return _not_recorded()
+            if closes_all(meta):  # on top of a review: the decision is made, close both
+                await ack(response_action="clear")
+            else:
+                await ack()
+            if handle:
+                self.spawn(
+                    self._submitted(kept, meta, text, chosen),
+                    "modal",
+                    sensitive=bool(meta.get("s")),
+                    raw_id=raw_id,
+                )
+            return None
+
+        @app.event("message")
+        async def on_message(body: dict[str, Any], event: dict[str, Any]) -> BoltResponse | None:
+            # Acked when this returns (Bolt acks events itself).
+            if self.durable.raw is None:
+                self.spawn(self._message(body, event), "thread reply")
+                return None
+            try:
+                recorded = await self._record_reply(body, event)
+            except NotRecordedError:
+                return _not_recorded()
+            if recorded is not None:
+                kept, key, raw_id = recorded
+                work = self._message(kept, kept["event"], key=key, deduped=True)
+                self.spawn(work, "thread reply", raw_id=raw_id)
+            return None
+
+        @app.command(COMMAND)
+        async def on_command(ack: Callable[..., Awaitable[Any]], body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(self._command(body), "command")
+
+    async def _record_reply(
+        self, body: Mapping[str, Any], event: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str, int | None] | None:
+        """Record a thread reply in one of our threads before its ack: (the body kept, the
+        elicitation, its raw id); None when there is nothing to handle (not a reply, not our
+        thread, recorded before). Only our threads' replies are kept, and under a secret question
+        without their text. Raises NotRecordedError when it could not be read or recorded."""
+        reply = self._read_reply(body, event)
+        if reply is None:
+            return None
+        try:
+            key = await self._key_for(reply.channel, reply.root_ts)
+            view = await self.elicitations.view(key) if key is not None else None
+        except Exception as exc:
+            log.error("slack.not_recorded", what="thread reply", error=type(exc).__name__)  # noqa: TRY400
+            raise NotRecordedError(reply.ts) from None
+        if key is None or view is None:
+            return None  # a thread that is not ours
+        secret = view.elicitation.answer_mode is AnswerMode.SECRET
+        kept = trims.durable_reply(body, secret=secret)
+        handle, raw_id = await self.durable.record(kept)
+        return (kept, key, raw_id) if handle else None
+
+
+def _not_recorded() -> BoltResponse:
+    """Not acked: Slack shows the person an error (a click, a modal: they try again) or sends the
+    event again. Never a 2xx for what was not recorded."""
+    return BoltResponse(status=503, body="")
+
+
+def build_app(
+    chat: SlackChat,
+    elicitations: Elicitations,
+    *,
+    signing_secret: str | None,
+    raw: RawEvents | None = None,
+    clock: Clock | None = None,
+) -> SlackInteractivity:
+    """The interactive Slack app. It may be built before ``chat.verify()``; it answers Slack only
+    once that ``auth.test`` has run (its authorization is taken from it, never fetched per
+    request). ``raw``: where interactions are recorded before their ack (the service passes its
+    store; without one they are acked unrecorded)."""
+    return SlackInteractivity(
+        chat, elicitations, signing_secret=signing_secret, raw=raw, clock=clock
+    )

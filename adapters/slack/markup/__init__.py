@@ -1,0 +1,1 @@
+"""Block Kit pieces under the renderer: escaping, mrkdwn, previews, layout. Pure."""

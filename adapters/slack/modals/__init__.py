@@ -1,0 +1,1 @@
+"""The Reply… modal and a form's inputs in it. Pure."""

@@ -1,0 +1,502 @@
+"""The Review modal: the whole request, paged, with the decision inside it (answer rule 2). Pure.
+
+The message offers **Review…** when it cannot hold the whole decisive content
+(:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
+(:func:`adapters.slack.review.pages.review_blocks`, nothing cut); a person moves with *← Previous* /
+*Next page →*, one page at a time (the view is rewritten in place with ``views.update``, so the
+stack never grows), and the approving options are offered on the **last** page only, once every
+page has been shown. Rejecting options are on every page. Beyond what a modal can hold
+(:func:`~adapters.slack.review.pages.review_fits` is False) the whole request goes to the message's
+thread as a text file (:func:`file_text`) and the modal says where it is, with the decision.
+
+Whether a decision taken in the modal showed everything is decided here, from the modal's
+``private_metadata`` (which only elicitbot writes: Slack hands it back untouched in the signed
+payload) checked against a fresh rendering of the request as it stands: the same elicitation,
+revision and content (:func:`content_hash`), the same number of pages, and the last of them (or
+the file shared). Nothing else in the payload counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeGuard
+
+from adapters.slack import render
+from adapters.slack.markup.blocks import (
+    MAX_BUTTON_VALUE,
+    MAX_SELECT_OPTIONS,
+    Block,
+    button,
+    clip,
+    context_block,
+    escape,
+    option_text,
+    plain,
+    section_block,
+    static_select,
+    value_json,
+)
+from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
+from adapters.slack.review import pages as review
+from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
+from bot.domain.disclosure import SHOWN_WHOLE, decisive
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
+from bot.domain.ports import PromptView
+from bot.domain.rules import OfferedOption, offered_options
+from bot.domain.wording import title_of
+
+REVIEW_CALLBACK = "elicitbot.review"
+"""The review modal's ``callback_id`` (its clicks come as ``block_actions`` with a ``view``)."""
+PAGE_ACTION = "elicitbot.review.page"
+OPTION_ACTION = "elicitbot.review.option"
+SELECT_ACTION = "elicitbot.review.select"
+MANY_ACTION = "elicitbot.review.many"
+SUBMIT_ACTION = "elicitbot.review.submit"
+REPLY_ACTION = "elicitbot.review.reply"
+ACK_ACTION = "elicitbot.review.ack"
+
+MAX_MODAL_BLOCKS = 100
+CHROME_BLOCKS = 10
+"""Blocks a page keeps for its own: a notice, the page line, the paging row, a divider, the
+withheld line, up to four rows of buttons (or a select) and the Reply… row."""
+PAGE_ROOM = MAX_MODAL_BLOCKS - CHROME_BLOCKS
+MAX_BUTTONS = 20
+BUTTONS_PER_BLOCK = 5
+NOTICE_TEXT = 2500
+
+REVIEW_HINT = "Use Review… on the message to see all of it, and decide there."
+PAGE_HINT = "Page through the review to its last page to approve."
+CHANGED = "The request changed since this review was opened: here it is again, from the start."
+
+
+# --------------------------------------------------------------------------- what was shown
+
+
+def content_hash(e: Elicitation) -> str:
+    """A short digest of the decisive content (every string a surface must show) and the
+    subject revision: what a review's metadata pins, so a changed request is noticed."""
+    revision = e.subject.revision if e.subject is not None else None
+    pieces = [[p.where, *p.texts] for p in decisive(e)]
+    payload = json.dumps([e.key, revision, pieces], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReviewMeta:
+    """What a review modal's ``private_metadata`` records (written by us only)."""
+
+    key: str
+    revision: int | None
+    page: int
+    pages: int
+    content: str
+    """:func:`content_hash` of what the modal was built from."""
+    channel: str
+    message_ts: str | None
+    thread_ts: str | None = None
+    file: str | None = None
+    """The file in the message's thread that holds the whole request (beyond a modal)."""
+    digest: str | None = None
+    """The approval subject digest the review was built on (rule 2)."""
+
+    def encode(self) -> str:
+        fields = {
+            "e": self.key,
+            "r": self.revision,
+            "p": self.page,
+            "n": self.pages,
+            "h": self.content,
+            "c": self.channel,
+            "m": self.message_ts,
+            "t": self.thread_ts,
+            "f": self.file,
+            "d": self.digest,
+        }
+        text = value_json({k: v for k, v in fields.items() if v is not None})
+        if len(text) > MAX_PRIVATE_METADATA:
+            raise ValueError("review metadata too long")
+        return text
+
+
+def read_meta(text: Any) -> ReviewMeta | None:
+    """A review modal's metadata (None: not one of ours, or malformed)."""
+    raw = decode_value(text)
+    key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
+    page, pages = raw.get("p"), raw.get("n")
+    if key is None or channel is None or content is None:
+        return None
+    if not (_count(page) and _count(pages)):
+        return None
+    return ReviewMeta(
+        key=key,
+        revision=revision_of(raw),
+        page=page,
+        pages=pages,
+        content=content,
+        channel=channel,
+        message_ts=text_of(raw.get("m")),
+        thread_ts=text_of(raw.get("t")),
+        file=text_of(raw.get("f")),
+        digest=digest_of(raw),
+    )
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def pages_of(view: PromptView) -> list[list[Block]]:
+    """The review's pages, each small enough to leave room for the page's own rows (a page from
+    :func:`~adapters.slack.review.pages.review_blocks` that is too long is split; nothing is
+    cut)."""
+    pages: list[list[Block]] = []
+    for page in review.review_blocks(view):
+        blocks = list(page)
+        for start in range(0, max(len(blocks), 1), PAGE_ROOM):
+            chunk = blocks[start : start + PAGE_ROOM]
+            if chunk:
+                pages.append(chunk)
+    return pages or [[section_block(escape(title_of(view.elicitation)))]]
+
+
+def meta_for(
+    view: PromptView, *, channel: str, message_ts: str | None, thread_ts: str | None
+) -> ReviewMeta:
+    """The metadata of a review just opened on its first page."""
+    e = view.elicitation
+    return ReviewMeta(
+        key=e.key,
+        revision=e.subject.revision if e.subject is not None else None,
+        page=0,
+        pages=len(pages_of(view)) if review.review_fits(view) else 1,
+        content=content_hash(e),
+        channel=channel,
+        message_ts=message_ts,
+        thread_ts=thread_ts,
+        digest=e.subject.digest if e.subject is not None else None,
+    )
+
+
+def current(meta: ReviewMeta, view: PromptView) -> bool:
+    """The request is still the one the review was built from (same key, revision, content)."""
+    e = view.elicitation
+    revision = e.subject.revision if e.subject is not None else None
+    return meta.key == e.key and meta.revision == revision and meta.content == content_hash(e)
+
+
+def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
+    """What the review modal a decision came from showed: the whole request only on its last
+    page (every page before it shown in turn), or with the file shared beyond a modal; and only
+    while the request is the one it was built from. Decided from our own metadata and a fresh
+    rendering, never from what the payload says it showed."""
+    if not current(meta, view):
+        return Disclosure(whole=False, review=REVIEW_HINT)
+    if review.review_fits(view):
+        last = len(pages_of(view)) - 1
+        if meta.file is None and meta.pages == last + 1 and meta.page == last:
+            return SHOWN_WHOLE
+        return Disclosure(whole=False, review=PAGE_HINT)
+    if meta.file is not None and meta.file == file_name(view.elicitation):
+        return SHOWN_WHOLE
+    return Disclosure(whole=False, review=REVIEW_HINT)
+
+
+def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
+    """What a reply modal showed: a review's whole content when it was opened from a review that
+    had shown everything (its metadata carries that review's :func:`content_hash`, still
+    current), else what the message it was opened from shows."""
+    e = view.elicitation
+    revision = e.subject.revision if e.subject is not None else None
+    reviewed = meta.get("w")
+    if isinstance(reviewed, str) and reviewed == content_hash(e) and meta.get("r") == revision:
+        return SHOWN_WHOLE
+    return render.shown(view)
+
+
+# --------------------------------------------------------------------------- the decision rows
+
+
+def _value(option_id: str, index: int, revision: int | None) -> str:
+    value = value_json({"o": option_id, "r": revision})
+    return value if len(value) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
+
+
+def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
+    """The decision as the review offers it with ``shown``: buttons (a select beyond
+    :data:`MAX_BUTTONS`, a multi-select with Submit), *Reply…* for the modes that take text,
+    *Acknowledge*; withheld approvals are left out."""
+    e = view.elicitation
+    mode = e.answer_mode
+    revision = e.subject.revision if e.subject is not None else None
+    choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
+    offered: list[tuple[int, OfferedOption]] = [
+        (i, o)
+        for i, o in enumerate(choices)
+        if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
+    ]
+    web = render.web_button(view, choices)  # approving counts only in the web inbox
+    blocks: list[Block] = []
+    if web is not None:
+        blocks.append({"type": "actions", "block_id": render.WEB_LINK_ACTION, "elements": [web]})
+    if mode is AnswerMode.MULTI_CHOICE and offered:
+        select = static_select(
+            "multi_static_select", MANY_ACTION, "Choose one or more…", offered, revision
+        )
+        submit = button("Submit", SUBMIT_ACTION, value_json({"r": revision}), "primary")
+        blocks.append(
+            {"type": "actions", "block_id": "elicitbot.review.many", "elements": [select, submit]}
+        )
+    elif len(offered) > MAX_BUTTONS:
+        select = static_select(
+            "static_select", SELECT_ACTION, "Choose an option…", offered, revision
+        )
+        blocks.append(
+            {"type": "actions", "block_id": "elicitbot.review.select", "elements": [select]}
+        )
+    else:
+        buttons = [
+            button(
+                option_text(o.option.label, o.admin_only, 75),
+                f"{OPTION_ACTION}.{i}",
+                _value(o.option.id, i, revision),
+                render.button_style(o.option.meaning),
+            )
+            for i, o in offered
+        ]
+        blocks.extend(
+            {
+                "type": "actions",
+                "block_id": f"elicitbot.review.options.{n}",
+                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
+            }
+            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
+        )
+    if len(offered) > MAX_SELECT_OPTIONS:
+        hidden = len(offered) - MAX_SELECT_OPTIONS
+        blocks.append(context_block(f"{hidden} more options are offered in the web inbox."))
+    extra: list[dict[str, Any]] = []
+    if mode is AnswerMode.SECRET:
+        extra.append(button("Answer privately…", REPLY_ACTION, value_json({}), "primary"))
+    elif mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT):
+        extra.append(button("Reply…", REPLY_ACTION, value_json({})))
+    elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
+        extra.append(button("Acknowledge", ACK_ACTION, value_json({}), "primary"))
+    if extra:
+        blocks.append({"type": "actions", "block_id": "elicitbot.review.reply", "elements": extra})
+    return blocks
+
+
+LAST_PAGE = "Approving is offered on the last page, once you have seen everything."
+NO_FILE = "Approving is offered once the whole request is in the message's thread."
+
+
+def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None:
+    """Why approving is not offered here: ``wait`` (the last page, the file), or what the rules
+    say (the preview incomplete, the subject expired)."""
+    e = view.elicitation
+    if not any(o.approving for o in e.options):
+        return None
+    choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
+    reasons = {o.withheld_reason for o in choices}
+    reasons.discard(None)
+    if not reasons:
+        return None
+    if shown.whole or any(o.elsewhere for o in choices):  # no page here would make it count
+        return f"⚠️ {clip(escape(sorted(r for r in reasons if r)[0]), 500)}"
+    return wait
+
+
+# --------------------------------------------------------------------------- the modals
+
+
+def _modal(title: str, meta: ReviewMeta | None, blocks: list[Block]) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "type": "modal",
+        "callback_id": REVIEW_CALLBACK,
+        "title": plain(clip(title, MAX_MODAL_TITLE)),
+        "close": plain("Close"),
+        "blocks": blocks[:MAX_MODAL_BLOCKS],
+    }
+    if meta is not None:
+        view["private_metadata"] = meta.encode()
+    return view
+
+
+def _notice(text: str | None) -> list[Block]:
+    return [section_block(clip(text, NOTICE_TEXT))] if text else []
+
+
+def review_modal(
+    view: PromptView, meta: ReviewMeta, *, notice: str | None = None
+) -> dict[str, Any]:
+    """Page ``meta.page`` of the review: its part of the request, where it is in the whole,
+    *← Previous* / *Next page →*, and the decision (approving only on the last page).
+    ``notice``: mrkdwn said first (a refusal, the request having changed)."""
+    pages = pages_of(view)
+    page = min(max(meta.page, 0), len(pages) - 1)
+    meta = replace(meta, page=page, pages=len(pages))
+    last = page == len(pages) - 1
+    shown = review_shown(meta, view)
+    blocks: list[Block] = [*_notice(notice), *pages[page]]
+    if len(pages) > 1:
+        where = f"Page {page + 1} of {len(pages)}"
+        where += " · everything has been shown." if last else " · more follows."
+        blocks.append(context_block(where))
+        moves = []
+        if page > 0:
+            moves.append(button("← Previous", PAGE_ACTION, value_json({"p": page - 1})))
+        if not last:
+            moves.append(button("Next page →", PAGE_ACTION, value_json({"p": page + 1}), "primary"))
+        blocks.append({"type": "actions", "block_id": "elicitbot.review.pages", "elements": moves})
+    blocks.extend(_decision(view, shown))
+    title = f"Review · {page + 1} of {len(pages)}" if len(pages) > 1 else "Review"
+    return _modal(title, meta, blocks)
+
+
+def _decision(view: PromptView, shown: Disclosure, wait: str = LAST_PAGE) -> list[Block]:
+    if view.status is not Status.PENDING:
+        return [section_block(render.result_text(view))]
+    blocks: list[Block] = [{"type": "divider"}]
+    line = _withheld_line(view, shown, wait)
+    if line is not None:
+        blocks.append(context_block(line))
+    return blocks + decision_blocks(view, shown)
+
+
+ATTACHING = "attaching"
+ATTACHED = "attached"
+NOT_ATTACHED = "not attached"
+
+
+def file_modal(
+    view: PromptView, meta: ReviewMeta, *, state: str, notice: str | None = None
+) -> dict[str, Any]:
+    """The review of a request too long for a modal: where the whole request is (the file in the
+    message's thread) and the decision. While the file is being attached, or when it could not
+    be, approving is not offered."""
+    e = view.elicitation
+    name = file_name(e)
+    title = f"*{clip(escape(title_of(e)), 200)}*"
+    if state == ATTACHED:
+        where = (
+            f"This request is too long to show here. The whole request is in the file "
+            f"*{escape(name)}* in this message's thread: read it there, then decide below."
+        )
+        meta = replace(meta, file=name)
+    elif state == ATTACHING:
+        where = "This request is too long to show here: attaching it to the message's thread…"
+        meta = replace(meta, file=None)
+    else:
+        where = (
+            "This request is too long to show here, and it could not be attached to the "
+            f"message's thread. See all of it in the web inbox: {escape(view.link)}"
+        )
+        meta = replace(meta, file=None)
+    shown = review_shown(meta, view)
+    blocks = [*_notice(notice), section_block(title), section_block(where)]
+    blocks.extend(_decision(view, shown, NO_FILE))
+    return _modal("Review", meta, blocks)
+
+
+def result_modal(text: str) -> dict[str, Any]:
+    """What the decision taken in the review did (mrkdwn), with nothing left to click."""
+    return _modal("Review", None, [section_block(clip(text, NOTICE_TEXT))])
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def file_name(e: Elicitation) -> str:
+    """The file's name: the request and its revision (a new revision is a new file)."""
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in e.key)[:80].strip("-")
+    revision = f"-r{e.subject.revision}" if e.subject is not None else ""
+    return f"request-{stem or 'elicitation'}{revision}.txt"
+
+
+def file_text(view: PromptView) -> str:
+    """The whole request as plain text, nothing cut (:func:`~adapters.slack.review.pages.full_text`:
+    title, question, every preview item, the subject), then where it comes from and the options.
+    Only what the request says: no answer, and so no secret, is ever part of it."""
+    e = view.elicitation
+    lines = [review.full_text(view).rstrip("\n"), ""]
+    context = [f"{name}: {value}" for name, value in e.context_parts()]
+    if context:
+        lines += [*context, ""]
+    if e.options:
+        lines.append("Options:")
+        lines += [
+            f"- {o.label}"
+            + (" (recommended)" if o.recommended else "")
+            + (f": {o.description}" if o.description else "")
+            for o in e.options
+        ]
+        lines.append("")
+    lines.append(f"Web inbox: {view.link}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- reading a click
+
+
+@dataclass(frozen=True)
+class ReviewClick:
+    """A click inside a review modal, as Slack sent it."""
+
+    who: Identity
+    meta: ReviewMeta
+    action_id: str
+    value: Mapping[str, Any]
+    view_id: str | None
+    view_hash: str | None
+    trigger_id: str | None
+    selection: tuple[Mapping[str, Any], ...] = ()
+
+
+def in_review(body: Mapping[str, Any]) -> bool:
+    """A click inside a review modal (not on a message)."""
+    view = body.get("view")
+    return isinstance(view, Mapping) and view.get("callback_id") == REVIEW_CALLBACK
+
+
+def read_review_click(
+    body: Mapping[str, Any], action: Mapping[str, Any], who: Identity | None
+) -> ReviewClick | None:
+    view = body.get("view")
+    if not isinstance(view, Mapping) or who is None:
+        return None
+    meta = read_meta(view.get("private_metadata"))
+    if meta is None:
+        return None
+    raw = action.get("value")
+    if raw is None:
+        selected = action.get("selected_option")
+        raw = selected.get("value") if isinstance(selected, Mapping) else None
+    return ReviewClick(
+        who=who,
+        meta=meta,
+        action_id=str(action.get("action_id", "")),
+        value=decode_value(raw),
+        view_id=text_of(view.get("id")),
+        view_hash=text_of(view.get("hash")),
+        trigger_id=text_of(body.get("trigger_id")),
+        selection=tuple(_selection(view)),
+    )
+
+
+def _selection(view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The option values chosen in the review's multi-select (the modal's state)."""
+    state = view.get("state")
+    values = state.get("values") if isinstance(state, Mapping) else None
+    for block in values.values() if isinstance(values, Mapping) else ():
+        element = block.get(MANY_ACTION) if isinstance(block, Mapping) else None
+        if isinstance(element, Mapping):
+            chosen = element.get("selected_options")
+            return [
+                decode_value(o.get("value"))
+                for o in (chosen if isinstance(chosen, list) else [])
+                if isinstance(o, Mapping)
+            ]
+    return []
