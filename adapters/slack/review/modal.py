@@ -2,18 +2,15 @@
 
 The message offers **Review…** when it cannot hold the whole decisive content
 (:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
-(:func:`adapters.slack.review.pages.review_blocks`, nothing cut); a person moves with *← Previous* /
-*Next page →*, one page at a time (the view is rewritten in place with ``views.update``, so the
-stack never grows), and the approving options are offered on the **last** page only, once every
-page has been shown. Rejecting options are on every page. Beyond what a modal can hold
-(:func:`~adapters.slack.review.pages.review_fits` is False) the whole request goes to the message's
-thread as a text file (:func:`file_text`) and the modal says where it is, with the decision.
+(:func:`adapters.slack.review.pages.review_blocks`, nothing cut), one page at a time (*← Previous*
+/ *Next page →* rewrite the view in place with ``views.update``), with the approving options on
+the **last** page only and rejecting ones on every page. Beyond what a modal can hold the whole
+request goes to the message's thread as a text file (:func:`file_text`) and the modal says where.
 
 Whether a decision taken in the modal showed everything is decided here, from the modal's
-``private_metadata`` (which only elicitbot writes: Slack hands it back untouched in the signed
-payload) checked against a fresh rendering of the request as it stands: the same elicitation,
-revision and content (:func:`content_hash`), the same number of pages, and the last of them (or
-the file shared). Nothing else in the payload counts.
+``private_metadata`` (only elicitbot writes it; Slack hands it back untouched in the signed
+payload) checked against a fresh rendering: the same elicitation, revision and content
+(:func:`content_hash`), the same number of pages, and the last of them (or the file shared).
 """
 
 from __future__ import annotations
