@@ -221,6 +221,7 @@ def test_the_console_script_is_installed(tmp_path: Path) -> None:
 # --- db upgrade --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_db_upgrade_creates_the_tables_in_a_fresh_sqlite_file(tmp_path: Path) -> None:
     config = write(tmp_path / "cfg.toml", '[store]\nurl = "sqlite:///fresh.db"\n')
     database = tmp_path / "fresh.db"
@@ -273,6 +274,7 @@ def seeded(tmp_path: Path) -> tuple[Path, list[str]]:
     return config, keys
 
 
+@pytest.mark.slow
 def test_list_prints_each_elicitation(tmp_path: Path, seeded: tuple[Path, list[str]]) -> None:
     config, keys = seeded
     done = elicitbot(tmp_path, "list", "-c", str(config))
@@ -296,6 +298,7 @@ def test_list_refuses_an_unknown_status(tmp_path: Path, seeded: tuple[Path, list
     assert "--status" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["bare", "key"])
 def test_show_prints_the_elicitation(
     tmp_path: Path, seeded: tuple[Path, list[str]], form: str
@@ -316,6 +319,7 @@ def test_show_prints_the_elicitation(
     assert [a["action"] for a in shown["audit"]] == ["intake"]
 
 
+@pytest.mark.slow
 def test_show_of_an_unknown_id_exits_1(tmp_path: Path, seeded: tuple[Path, list[str]]) -> None:
     config, _ = seeded
     done = elicitbot(tmp_path, "show", "eli_nope", "-c", str(config))
@@ -347,6 +351,7 @@ def wait_healthy(base: str, process: subprocess.Popen[bytes]) -> None:
     pytest.fail(f"{base}/healthz never answered 200 within {STARTUP_TIMEOUT_S} s")
 
 
+@pytest.mark.slow
 def test_serve_takes_events_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     port = free_port()
     config = write(
@@ -401,6 +406,7 @@ def test_serve_takes_events_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None
         assert conn.execute("SELECT count(*) FROM elicitation").fetchone() == (1,)
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_public_listen_without_an_intake_token(tmp_path: Path) -> None:
     config = write(
         tmp_path / "cfg.toml",
@@ -411,6 +417,7 @@ def test_serve_refuses_a_public_listen_without_an_intake_token(tmp_path: Path) -
     assert "server.intake_token_env" in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_without_a_named_secret(tmp_path: Path) -> None:
     config = write(
         tmp_path / "cfg.toml",

@@ -616,6 +616,7 @@ async def test_live_reminders_escalation_and_an_answer_a_tick_before_its_reminde
     on_time(row)
 
 
+@pytest.mark.slow
 async def test_live_follow_up_reaches_the_second_destination_after_five_seconds(
     store: SqlStore,
 ) -> None:
@@ -730,6 +731,7 @@ PROCESSES = 3
 DEADLINES = 300
 
 
+@pytest.mark.slow
 async def test_three_processes_sharing_postgresql_fire_each_deadline_exactly_once(
     pg_url: str,
 ) -> None:
