@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import nats
+import pytest
 
 from adapters.sources.superpipeline.parse import CE_TYPE
 from bot.app.config import parse_config
@@ -28,6 +29,7 @@ async def _until(predicate, limit_s: float = 15.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_events_over_nats_are_stored_and_answers_published(tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:10]
     subjects = [f"t{tag}.*.superpipeline.elicitation.pending"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from bot.domain import lanes
 from bot.domain.records import WritebackState
 from tests.fakes import FakeWebhook
@@ -31,6 +33,7 @@ def accepted(hook: FakeWebhook) -> Counter[str]:
     return Counter(r.headers["idempotency-key"] for r in hook.recorded() if r.status == 200)
 
 
+@pytest.mark.slow
 async def test_every_waiting_write_back_goes_within_5_s_of_the_sinks_recovery(
     webhook_rig: Rig, webhook: FakeWebhook
 ) -> None:
