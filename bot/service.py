@@ -119,13 +119,17 @@ class Service:
 
     async def routes(self) -> tuple[Route, ...]:
         """Config routes first (first match wins), then routes admins made from chat."""
+        return self.config_routes + await self.chat_routes()
+
+    async def chat_routes(self) -> tuple[Route, ...]:
+        """The routes admins made from chat, read again after :data:`CHAT_ROUTES_TTL_SECONDS`."""
         if time.monotonic() - self._chat_routes_at > CHAT_ROUTES_TTL_SECONDS:
             rows = await self.store.chat_routes()
             self._chat_routes = tuple(
                 chat_route(r.workspace, r.board, r.destination, r.policy) for r in rows
             )
             self._chat_routes_at = time.monotonic()
-        return self.config_routes + self._chat_routes
+        return self._chat_routes
 
     async def policy_route(self, stored: StoredElicitation) -> Route:
         """The route whose policy says who may decide (rule 9): the one the elicitation resolves
@@ -333,8 +337,7 @@ class Service:
         changes are redrawn."""
         last = await last_served(self.store, self.config_routes)
         self.forget_chat_routes()
-        chat = (await self.routes())[len(self.config_routes) :]
-        done = await self.redraw(last + chat, None, "config routes changed")
+        done = await self.redraw(last + await self.chat_routes(), None, "config routes changed")
         await remember_served(self.store, self.config_routes)
         return done
 
