@@ -22,6 +22,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from bot.domain import lanes
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
+from bot.domain.model import ElicitationKey
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock
 from bot.domain.records import EffectKind, OutboxItem, StoredElicitation, Timeline
 from bot.domain.refs import MessageRef
@@ -54,15 +55,24 @@ class _Reads:
     def __init__(self, store: Store, items: list[OutboxItem]) -> None:
         self.store = store
         self.items = items
-        self._got: asyncio.Future[tuple[dict[str, StoredElicitation], dict[str, Timeline]]] | None
+        self._got: (
+            asyncio.Future[
+                tuple[dict[ElicitationKey, StoredElicitation], dict[ElicitationKey, Timeline]]
+            ]
+            | None
+        )
         self._got = None
 
-    async def get(self) -> tuple[dict[str, StoredElicitation], dict[str, Timeline]]:
+    async def get(
+        self,
+    ) -> tuple[dict[ElicitationKey, StoredElicitation], dict[ElicitationKey, Timeline]]:
         if self._got is None:
             self._got = asyncio.ensure_future(self._read())
         return await asyncio.shield(self._got)
 
-    async def _read(self) -> tuple[dict[str, StoredElicitation], dict[str, Timeline]]:
+    async def _read(
+        self,
+    ) -> tuple[dict[ElicitationKey, StoredElicitation], dict[ElicitationKey, Timeline]]:
         keys = [i.elicitation_key for i in self.items]
         rendering = [i.elicitation_key for i in self.items if i.kind in RENDERED]
         stored = await self.store.get_many(keys)
@@ -281,8 +291,8 @@ class Dispatcher:
     async def _guarded(
         self,
         item: OutboxItem,
-        stored: Mapping[str, StoredElicitation],
-        timelines: Mapping[str, Timeline] | None = None,
+        stored: Mapping[ElicitationKey, StoredElicitation],
+        timelines: Mapping[ElicitationKey, Timeline] | None = None,
     ) -> tuple[OutboxItem, MessageRef | None] | None:
         """Carry out one row: (item, ref) when it succeeded, None when it is retried or failed."""
         current = stored.get(item.elicitation_key)

@@ -46,6 +46,7 @@ from bot.domain.model import (
     Answer,
     Attempt,
     Elicitation,
+    ElicitationKey,
     Identity,
     People,
     Refusal,
@@ -193,7 +194,7 @@ class Service:
             self.on_change()
         return outcomes
 
-    async def view(self, key: str) -> PromptView | None:
+    async def view(self, key: ElicitationKey) -> PromptView | None:
         stored = await self.store.get(key)
         if stored is None:
             return None
@@ -270,7 +271,7 @@ class Service:
             return replace(parsed, routes=lines)
         return CommandResult("routes", routes=tuple(await self.routes_text()))
 
-    async def claim(self, key: str, who: Identity) -> ClaimOutcome:
+    async def claim(self, key: ElicitationKey, who: Identity) -> ClaimOutcome:
         """Someone is on it: escalation and follow-ups wait ``claim_minutes`` (reminders and
         expiry do not); every copy shows who. Again renews it; another person takes it over."""
         outcome = await self.act(ClaimIt(key, who, who.platform))
@@ -279,13 +280,13 @@ class Service:
             raise KeyError(msg)
         return ClaimOutcome(key, outcome.claim, outcome.refusal)
 
-    async def key_for_message(self, ref_key: str) -> str | None:
+    async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
         return await self.store.key_for_message(ref_key)
 
     async def first_time(self, channel: str, inbound_id: str) -> bool:
         return await self.store.first_time(channel, inbound_id, self.clock.now())
 
-    async def deliveries(self, key: str) -> list[DeliveryView]:
+    async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]:
         return await self.store.deliveries(key)
 
     async def subscribe(
@@ -347,7 +348,7 @@ class Service:
             lines.append(f"{route_name(route)} -> {', '.join(route.destinations)} ({route.origin})")
         return lines
 
-    async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:
+    async def answer(self, key: ElicitationKey, attempt: Attempt) -> AnswerOutcome:
         """Apply the answer rules; the first valid answer wins atomically in the store.
 
         A secret answer goes straight upstream first (never stored); only then is the fact that
@@ -444,7 +445,9 @@ class Service:
                 judgement = told_before(judgement)
         return judgement, False
 
-    async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
+    async def close(
+        self, key: ElicitationKey, status: Status, *, answer: Answer | None, reason: str
+    ) -> bool:
         """Close a pending elicitation from its source's side; every copy is updated."""
         done = await self.store.close_elicitation(
             key, status, self.clock.now(), answer=answer, audit={"reason": reason}

@@ -69,6 +69,7 @@ from adapters.matrix.markup.html import matrix_users, txn_digest
 from adapters.matrix.markup.thread import part_contents, part_txn
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
 from bot.domain.errors import PermanentDeliveryError
+from bot.domain.model import ElicitationKey
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
 
@@ -130,7 +131,7 @@ class MatrixChat(RoomReads):
         self.crypto = crypto
         """End-to-end encryption (None: off, encrypted rooms are refused)."""
         self.direct = DirectRooms(client, self.membership, encrypted=crypto is not None)
-        self._posted: OrderedDict[str, str] = OrderedDict()
+        self._posted: OrderedDict[str, ElicitationKey] = OrderedDict()
         self._threaded: OrderedDict[str, None] = OrderedDict()
         self._subjects: OrderedDict[str, tuple[int | None, str | None]] = OrderedDict()
         """Prompt event id -> the approval subject (revision, digest) this process last sent it
@@ -217,7 +218,7 @@ class MatrixChat(RoomReads):
 
     # ------------------------------------------------------------------ for the listener
 
-    def posted_key(self, event_id: str) -> str | None:
+    def posted_key(self, event_id: str) -> ElicitationKey | None:
         """The elicitation of a prompt this process posted (before its ref is stored)."""
         return self._posted.get(event_id)
 
@@ -351,7 +352,7 @@ class MatrixChat(RoomReads):
         while len(self._subjects) > REMEMBERED:
             self._subjects.popitem(last=False)
 
-    def _remember(self, event_id: str, key: str) -> None:
+    def _remember(self, event_id: str, key: ElicitationKey) -> None:
         self._posted[event_id] = key
         self._posted.move_to_end(event_id)
         while len(self._posted) > REMEMBERED:

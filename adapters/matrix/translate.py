@@ -34,7 +34,7 @@ from adapters.matrix.intake.reactions import ACK_KEY, key_index
 from adapters.matrix.markup.html import txn_digest
 from bot.domain.actions import Choose, ClaimIt, Command
 from bot.domain.actions import Reply as ReplyAction
-from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity
 from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.records import Writeback, WritebackState
 
@@ -212,7 +212,7 @@ def via(room_id: str) -> str:
 
 
 def submit(
-    key: str,
+    key: ElicitationKey,
     r: Reaction,
     room_id: str,
     option_ids: tuple[str, ...],
@@ -234,7 +234,7 @@ def submit(
 
 
 def on_reaction(
-    key: str,
+    key: ElicitationKey,
     e: Elicitation,
     r: Reaction,
     room_id: str,
@@ -259,7 +259,7 @@ def on_reaction(
 
 
 def on_reply(
-    key: str,
+    key: ElicitationKey,
     sender: str,
     body: str,
     room_id: str,

@@ -74,7 +74,7 @@ from adapters.slack.modals.reply import REPLY_CALLBACK, closes_all
 from adapters.slack.render import MULTI_ACTION, WEB_LINK_ACTION
 from adapters.slack.review import modal as review_modal
 from bot.clock import SystemClock
-from bot.domain.model import AnswerMode
+from bot.domain.model import AnswerMode, ElicitationKey
 from bot.domain.ports import Clock, Elicitations
 from bot.domain.records import RawEvent
 from bot.domain.store import RawEvents
@@ -291,7 +291,7 @@ class SlackInteractivity(SlackHandling):
 
     async def _record_reply(
         self, body: Mapping[str, Any], event: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], str, int | None] | None:
+    ) -> tuple[dict[str, Any], ElicitationKey, int | None] | None:
         """Record a thread reply in one of our threads before its ack: (the body kept, the
         elicitation, its raw id); None when there is nothing to handle (not a reply, not our
         thread, recorded before). Only our threads' replies are kept, and under a secret question

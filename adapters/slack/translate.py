@@ -44,7 +44,7 @@ from adapters.slack.render import (
 )
 from bot.domain.actions import Choose, ClaimIt, Outcome, Reply, Submit
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
-from bot.domain.model import Disclosure, Elicitation, Identity
+from bot.domain.model import Disclosure, Elicitation, ElicitationKey, Identity
 from bot.domain.rules import format_time
 
 EVENT_CHANNEL = "slack"
@@ -162,17 +162,26 @@ def person(body: Mapping[str, Any]) -> Identity | None:
     )
 
 
-def payload_key(value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]) -> str | None:
+def key_in(meta: Mapping[str, Any]) -> ElicitationKey | None:
+    """The elicitation key our metadata records under ``e`` (None: none)."""
+    key = text_of(meta.get("e"))
+    return None if key is None else ElicitationKey(key)
+
+
+def payload_key(
+    value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]
+) -> ElicitationKey | None:
     """The elicitation a click names itself: the value's key, the block id's, or the message
     metadata's (None: only the message's ref key can tell)."""
-    key = text_of(value.get("e"))
+    key = key_in(value)
     if key is not None:
         return key
     prefix, sep, suffix = str(block_id or "").partition(":")
     if sep and prefix.startswith("elicitbot.") and suffix:
-        return suffix
+        return ElicitationKey(suffix)
     meta = mapping_of(message.get("metadata"))
-    return text_of(mapping_of(meta.get("event_payload")).get("elicitation"))
+    named = text_of(mapping_of(meta.get("event_payload")).get("elicitation"))
+    return None if named is None else ElicitationKey(named)
 
 
 # --------------------------------------------------------------------------- clicks
@@ -186,7 +195,7 @@ class Click:
     where: Where
     action_id: str
     value: Mapping[str, Any]
-    key: str | None
+    key: ElicitationKey | None
     """The elicitation the payload names (:func:`payload_key`)."""
     message_ts: str | None
     trigger_id: str | None
@@ -229,7 +238,9 @@ def picked_option(click: Click, e: Elicitation) -> str | None:
     return None
 
 
-def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choose | None:
+def choice(
+    click: Click, key: ElicitationKey, e: Elicitation, *, shown: Disclosure
+) -> Choose | None:
     """The choice a click makes: a button or select (one option, which opens the reply modal
     when it needs a comment: ``form``), the multi-select's Submit (its options), Acknowledge
     (none). None: the click answers nothing.
@@ -251,7 +262,7 @@ def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choo
     return Choose(key, click.who, click.where.via, ids, revision, digest, shown=shown, form=form)
 
 
-def claim_it(click: Click, key: str) -> ClaimIt:
+def claim_it(click: Click, key: ElicitationKey) -> ClaimIt:
     return ClaimIt(key, click.who, click.where.via)
 
 
@@ -312,7 +323,7 @@ class Submission:
 
     who: Identity
     where: Where
-    key: str | None
+    key: ElicitationKey | None
     """The elicitation the modal names (None when it did not fit: the message's ref key tells)."""
     message_ts: str | None
     text: str | None
@@ -344,7 +355,7 @@ def read_submission(
     return Submission(
         who=who,
         where=Where(channel, thread or message_ts, thread),
-        key=text_of(meta.get("e")),
+        key=key_in(meta),
         message_ts=message_ts,
         text=text,
         chosen=tuple(chosen),
@@ -356,7 +367,9 @@ def read_submission(
     )
 
 
-def submit(submission: Submission, key: str, e: Elicitation, *, shown: Disclosure) -> Submit:
+def submit(
+    submission: Submission, key: ElicitationKey, e: Elicitation, *, shown: Disclosure
+) -> Submit:
     """The reply modal's submission as the core's Submit; ``shown`` as for :func:`choice` (what
     the message, or the review, that the modal opened from showed)."""
     s = submission
@@ -404,7 +417,7 @@ class ThreadReply:
     def where(self) -> Where:
         return Where(self.channel, self.root_ts, self.root_ts)
 
-    def reply(self, key: str, *, shown: Disclosure | None = None) -> Reply:
+    def reply(self, key: ElicitationKey, *, shown: Disclosure | None = None) -> Reply:
         """``shown``: what the message replied under shows (None: nothing known; the core then
         accepts no approving option)."""
         return Reply(key, self.who, self.where.via, self.text, shown=shown)

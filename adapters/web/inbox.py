@@ -32,7 +32,7 @@ from bot.domain.bounds import lookup_problem
 from bot.domain.described import describe_answer
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
-from bot.domain.model import Answer, RefusalCode, Status
+from bot.domain.model import Answer, ElicitationKey, RefusalCode, Status
 from bot.domain.ports import Elicitations
 from bot.domain.records import StoredElicitation
 from bot.domain.rules import format_time
@@ -156,10 +156,11 @@ class InboxRoutes:
         refused = session.csrf_refusal(request, form)
         if refused is not None:
             return session.problem(403, refused, as_json=as_json)
-        key = first(form, "key")
-        bad_key = lookup_problem(key)
+        named = first(form, "key")
+        bad_key = lookup_problem(named)
         if bad_key is not None:
             return session.problem(400, f"key: {bad_key}", as_json=as_json)
+        key = ElicitationKey(named)
         if first(form, "claim") == "1":
             return await self.claim(request, viewer, key, as_json=as_json)
         submit = submit_of(viewer, key, form)
@@ -197,7 +198,9 @@ class InboxRoutes:
         status = REFUSAL_STATUS.get(refusal.code, 422) if refusal is not None else 422
         return await self.refused(request, viewer, done, status, (code, message), submit)
 
-    async def claim(self, request: Request, viewer: Viewer, key: str, *, as_json: bool) -> Response:
+    async def claim(
+        self, request: Request, viewer: Viewer, key: ElicitationKey, *, as_json: bool
+    ) -> Response:
         """ "I'm on it": escalation and follow-ups wait; every copy shows who."""
         claim = ClaimIt(key, viewer.identity, "web", standing=viewer.standing)
         outcome = await self.elicitations.act(claim)
@@ -224,7 +227,7 @@ class InboxRoutes:
         self,
         request: Request,
         viewer: Viewer,
-        key: str,
+        key: ElicitationKey,
         status: int,
         why: tuple[str, str],
         submit: Submit,
@@ -245,7 +248,7 @@ class InboxRoutes:
         return self.session.html(pages.render_inbox(page, self.session.links), status)
 
 
-def submit_of(viewer: Viewer, key: str, form: Mapping[str, list[str]]) -> Submit:
+def submit_of(viewer: Viewer, key: ElicitationKey, form: Mapping[str, list[str]]) -> Submit:
     """The answer a form carries. Text keeps what was typed (CRLF as LF), except a secret's,
     which passes exactly as typed."""
     secret = first(form, "secret") == "1"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.domain.commands import read_target
 from bot.domain.deadlines import Claim
-from bot.domain.model import Answer, Disclosure, Identity, People, Refusal
+from bot.domain.model import Answer, Disclosure, ElicitationKey, Identity, People, Refusal
 from bot.domain.policy import NO_STANDING, RoutePolicy, Standing
 
 if TYPE_CHECKING:  # ports imports this module
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # ports imports this module
 class Choose:
     """Options chosen on a message: a button, a select, a keycap reaction, a multi-select."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     via: str
     """The destination it came through (``slack:C…``, ``matrix:!room``, ``web``)."""
@@ -53,7 +53,7 @@ class Open:
     """Reply… or Review…: the person asks for a form to answer in. While the question waits the
     outcome is :attr:`OutcomeKind.FORM`; once it closed, the refusal that says how."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     via: str
     standing: Standing = NO_STANDING
@@ -65,7 +65,7 @@ class Reply:
     """A thread reply (or its edit) under a posted copy: the core reads it (a number, an id or a
     label names an option; on a free-text question the reply is the answer)."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     via: str
     text: str
@@ -82,7 +82,7 @@ class Reply:
 class Submit:
     """A form: a modal, the web inbox's form. ``secret``: ``text`` goes upstream, never stored."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     via: str
     option_ids: tuple[str, ...] = ()
@@ -102,7 +102,7 @@ class Submit:
 class ClaimIt:
     """ "I'm on it"."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     via: str
     standing: Standing = NO_STANDING
@@ -129,7 +129,7 @@ class OnView:
     elicitation once, hands ``translate`` that view and judges what it returns (None: the click
     answers nothing, :attr:`OutcomeKind.IGNORED`); the outcome carries the view."""
 
-    key: str
+    key: ElicitationKey
     who: Identity
     """Who acts (``translate`` returns their action)."""
     via: str
@@ -198,7 +198,7 @@ class CommandResult:
 @dataclass(frozen=True)
 class Outcome:
     kind: OutcomeKind
-    key: str | None = None
+    key: ElicitationKey | None = None
     message: str = ""
     """The sentence for the person (a refusal, how to answer, a claim's confirmation)."""
     answer: Answer | None = None

@@ -40,7 +40,16 @@ from bot.domain.actions import (
 )
 from bot.domain.commands import check_web_groups
 from bot.domain.deciders import TOLD_BEFORE, is_approver, not_approver
-from bot.domain.model import Answer, Attempt, People, Refusal, RefusalCode, Route, Status
+from bot.domain.model import (
+    Answer,
+    Attempt,
+    ElicitationKey,
+    People,
+    Refusal,
+    RefusalCode,
+    Route,
+    Status,
+)
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
 from bot.domain.votes import RecordVote, Voted, by_quorum, voted_message
@@ -156,7 +165,7 @@ def judge(
     return judge_attempt(stored, attempt, people, now, route=route)
 
 
-def not_found(key: str) -> Outcome:
+def not_found(key: ElicitationKey) -> Outcome:
     """What an action on an elicitation elicitbot does not know says."""
     return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 

@@ -18,7 +18,7 @@ from typing import Any
 from bot.domain import deadlines as dl
 from bot.domain.deadlines import Copy, FireContext, Firing
 from bot.domain.described import describe_answer
-from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.model import Answer, Elicitation, ElicitationKey, Route, Status
 from bot.domain.payloads import NotifyPayload
 from bot.domain.records import (
     DeadlineKind,
@@ -235,7 +235,7 @@ def claim_writes(by: str, until: datetime) -> WriteSet:
 
 
 def activation(
-    key: str,
+    key: ElicitationKey,
     route: Route,
     copy: Copy,
     copies: Sequence[Copy],
@@ -293,7 +293,7 @@ def needs_copies(route: Route, *, pending: bool) -> bool:
 
 
 def fall_back(
-    key: str, route: Route, copies: Sequence[Copy], failed_id: int, now: datetime
+    key: ElicitationKey, route: Route, copies: Sequence[Copy], failed_id: int, now: datetime
 ) -> WriteSet:
     """A primary copy failed for good: the next waiting destination gets it now."""
     failed = next((c for c in copies if c.id == failed_id), None)
@@ -363,7 +363,7 @@ def firing_writes(ctx: FireContext, firing: Firing, deadline_id: int) -> FiringW
     return FiringWrites(writes, FireOutcome.FIRED if acted else FireOutcome.IDLE)
 
 
-def escalation_copy(key: str, post: dl.EscalationPost) -> NewCopy:
+def escalation_copy(key: ElicitationKey, post: dl.EscalationPost) -> NewCopy:
     """A new, answerable copy in an escalation destination (the store adds it once)."""
     inbox = _inbox(post.destination)
     return NewCopy(

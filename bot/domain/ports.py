@@ -13,6 +13,7 @@ from bot.domain.model import (
     Answer,
     Attempt,
     Elicitation,
+    ElicitationKey,
     Identity,
     People,
     Refusal,
@@ -124,13 +125,13 @@ class Inbound:
 
 @dataclass(frozen=True)
 class IntakeOutcome:
-    key: str
+    key: ElicitationKey
     result: IntakeResult
 
 
 @dataclass(frozen=True)
 class AnswerOutcome:
-    key: str
+    key: ElicitationKey
     result: Answer | Refusal
     won: bool
 
@@ -139,7 +140,7 @@ class AnswerOutcome:
 class ClaimOutcome:
     """An "I'm on it": the claim now held, or why not (told privately, like a refusal)."""
 
-    key: str
+    key: ElicitationKey
     claim: Claim | None
     refusal: Refusal | None = None
 
@@ -162,17 +163,17 @@ class Elicitations(Protocol):
         what to show; a secret goes upstream first (DeliveryError when it could not)."""
         ...
 
-    async def answer(self, key: str, attempt: Attempt) -> AnswerOutcome:
+    async def answer(self, key: ElicitationKey, attempt: Attempt) -> AnswerOutcome:
         """Apply the answer rules; the first valid answer wins. Refusals come back as values."""
         ...
 
-    async def claim(self, key: str, who: Identity) -> ClaimOutcome:
+    async def claim(self, key: ElicitationKey, who: Identity) -> ClaimOutcome:
         """Someone is on it: escalation and follow-ups (not reminders or expiry) wait until the
         claim lapses, and every copy shows who claimed it. Claiming again renews; another person
         takes it over. The asker, agents and bots are refused. KeyError: unknown key."""
         ...
 
-    async def view(self, key: str) -> PromptView | None:
+    async def view(self, key: ElicitationKey) -> PromptView | None:
         """The elicitation as it stands now (None: unknown key)."""
         ...
 
@@ -181,7 +182,7 @@ class Elicitations(Protocol):
         None: everywhere) and who may approve (``approvers``; None: anyone)."""
         ...
 
-    async def key_for_message(self, ref_key: str) -> str | None:
+    async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
         """The elicitation a posted message belongs to (its delivery's ``ref["key"]``)."""
         ...
 
@@ -189,11 +190,13 @@ class Elicitations(Protocol):
         """Record an inbound chat event id; False when it was seen before (a redelivery)."""
         ...
 
-    async def deliveries(self, key: str) -> list[DeliveryView]:
+    async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]:
         """Each copy: destination, position, purpose, state, ref, posted_at, error."""
         ...
 
-    async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
+    async def close(
+        self, key: ElicitationKey, status: Status, *, answer: Answer | None, reason: str
+    ) -> bool:
         """Close a pending elicitation from its source's side (expired, cancelled, or answered
         elsewhere); every copy is updated. False when it was not pending."""
         ...

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from bot.domain.model import Answer, Elicitation, Route, Status
+from bot.domain.model import Answer, Elicitation, ElicitationKey, Route, Status
 from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.refs import MessageRef
 
@@ -288,7 +288,7 @@ class DeliveryView:
     """One copy of an elicitation, as reads show it."""
 
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     destination: str
     position: int
     purpose: Purpose
@@ -304,7 +304,7 @@ class DeliveryView:
 @dataclass(frozen=True)
 class DeadlineView:
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     kind: DeadlineKind
     due_at: datetime
     state: DeadlineState
@@ -318,7 +318,7 @@ class DeadlineView:
 @dataclass(frozen=True)
 class AuditEntry:
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     at: datetime
     action: str
     actor: str | None
@@ -331,7 +331,7 @@ class EffectView:
     """One outbox row, as the admin view and tests read it."""
 
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     kind: EffectKind
     target: str
     delivery_id: int | None
@@ -385,7 +385,7 @@ class OutboxItem:
     """A claimed outbox row."""
 
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     kind: EffectKind
     target: str
     delivery_id: int | None
@@ -402,7 +402,7 @@ class OutboxItem:
 @dataclass(frozen=True)
 class DueDeadline:
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     kind: DeadlineKind
     due_at: datetime
 
@@ -412,7 +412,7 @@ class FiredDeadline:
     """What firing one claimed deadline did."""
 
     id: int
-    elicitation_key: str
+    elicitation_key: ElicitationKey
     kind: DeadlineKind
     due_at: datetime
     outcome: FireOutcome

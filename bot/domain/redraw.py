@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.domain.model import Route, Status
+from bot.domain.model import ElicitationKey, Route, Status
 from bot.domain.records import StoredElicitation
 from bot.domain.routing import policy_of, resolve_route
 from bot.domain.writes import AuditWrite, WriteSet
@@ -29,7 +29,7 @@ REDRAW = "redraw"
 
 def redrawn(
     before: Sequence[Route], after: Sequence[Route], waiting: Iterable[StoredElicitation]
-) -> tuple[str, ...]:
+) -> tuple[ElicitationKey, ...]:
     """The keys of the pending elicitations in ``waiting`` whose policy route's policy under
     ``after`` differs from the one under ``before`` (sorted; each once)."""
     keys = {

@@ -47,9 +47,11 @@ from bot.domain.refs import MessageRef
 
 
 class ElicitationReads(Protocol):
-    async def get(self, key: str) -> StoredElicitation | None: ...
+    async def get(self, key: ElicitationKey) -> StoredElicitation | None: ...
 
-    async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]: ...
+    async def get_many(
+        self, keys: Sequence[ElicitationKey]
+    ) -> dict[ElicitationKey, StoredElicitation]: ...
 
     async def resolve_key(self, ident: str) -> ElicitationKey | None:
         """The key for ``<source>:<id>`` or a bare source id (None: unknown or ambiguous)."""
@@ -65,21 +67,21 @@ class ElicitationReads(Protocol):
         """Newest first; ``after`` is the key of the last item of the previous page."""
         ...
 
-    async def deliveries(self, key: str) -> list[DeliveryView]: ...
+    async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]: ...
 
     async def delivery(self, delivery_id: int) -> DeliveryView | None: ...
 
-    async def deadlines(self, key: str) -> list[DeadlineView]: ...
+    async def deadlines(self, key: ElicitationKey) -> list[DeadlineView]: ...
 
-    async def audit(self, key: str) -> list[AuditEntry]: ...
+    async def audit(self, key: ElicitationKey) -> list[AuditEntry]: ...
 
-    async def outbox(self, key: str | None = None) -> list[EffectView]: ...
+    async def outbox(self, key: ElicitationKey | None = None) -> list[EffectView]: ...
 
     async def count(self, table: str) -> int:
         """Rows of one kind: elicitation, inbound, delivery, outbox, answer, audit, deadline."""
         ...
 
-    async def timelines(self, keys: Sequence[str]) -> dict[str, Timeline]: ...
+    async def timelines(self, keys: Sequence[ElicitationKey]) -> dict[ElicitationKey, Timeline]: ...
 
 
 class ChatRoutes(Protocol):
@@ -102,7 +104,7 @@ class ChatRoutes(Protocol):
     async def chat_routes(self) -> list[ChatRoute]: ...
 
     async def redraw(
-        self, keys: Sequence[str], by: str, now: datetime, detail: Mapping[str, Any]
+        self, keys: Sequence[ElicitationKey], by: str, now: datetime, detail: Mapping[str, Any]
     ) -> int:
         """Queue an update of every posted chat copy of each of ``keys`` still pending, with a
         ``redraw`` audit row (``by``, ``detail``); how many were still pending."""
@@ -207,7 +209,7 @@ class Store(
 
     async def record_answer(
         self,
-        key: str,
+        key: ElicitationKey,
         answer: Answer,
         now: datetime,
         *,
@@ -222,7 +224,13 @@ class Store(
         ...
 
     async def record_vote(
-        self, key: str, vote: Vote, now: datetime, *, version: int, audit: dict[str, object]
+        self,
+        key: ElicitationKey,
+        vote: Vote,
+        now: datetime,
+        *,
+        version: int,
+        audit: dict[str, object],
     ) -> bool:
         """Store an approving vote toward the route's quorum while the elicitation is pending,
         not expired and still at ``version``; False: something changed, judge again."""
@@ -230,7 +238,7 @@ class Store(
 
     async def close_elicitation(
         self,
-        key: str,
+        key: ElicitationKey,
         status: Status,
         now: datetime,
         *,
@@ -240,7 +248,7 @@ class Store(
 
     async def record_refusal(
         self,
-        key: str,
+        key: ElicitationKey,
         actor: str,
         code: str,
         now: datetime,
@@ -255,7 +263,7 @@ class Store(
         ...
 
     async def claim(
-        self, key: str, by: str, name: str | None, until: datetime, now: datetime
+        self, key: ElicitationKey, by: str, name: str | None, until: datetime, now: datetime
     ) -> bool: ...
 
     # -- outbox ----------------------------------------------------------------------------

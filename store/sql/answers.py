@@ -12,7 +12,7 @@ from sqlalchemy import insert, or_, select
 from sqlalchemy.engine import Connection
 
 from bot.domain import planning
-from bot.domain.model import Answer, Status
+from bot.domain.model import Answer, ElicitationKey, Status
 from bot.domain.records import RecordResult
 from store.sql.apply import Applier, Batch
 from store.sql.base import ANSWER, NEW_AUDIT, E, audit_row, open_changed
@@ -21,7 +21,7 @@ from store.sql.base import ANSWER, NEW_AUDIT, E, audit_row, open_changed
 class Answers(Applier):
     async def record_answer(
         self,
-        key: str,
+        key: ElicitationKey,
         answer: Answer,
         now: datetime,
         *,
@@ -68,7 +68,7 @@ class Answers(Applier):
 
     async def close_elicitation(
         self,
-        key: str,
+        key: ElicitationKey,
         status: Status,
         now: datetime,
         *,
@@ -85,7 +85,7 @@ class Answers(Applier):
 
     async def record_refusal(
         self,
-        key: str,
+        key: ElicitationKey,
         actor: str,
         code: str,
         now: datetime,
@@ -109,7 +109,7 @@ class Answers(Applier):
         return await self._run(work, write=True)
 
     async def claim(
-        self, key: str, by: str, name: str | None, until: datetime, now: datetime
+        self, key: ElicitationKey, by: str, name: str | None, until: datetime, now: datetime
     ) -> bool:
         """Record "I'm on it" on a pending elicitation (renewing or taking over a claim): every
         copy is updated, and a ``claim_lapse`` deadline updates them again when it runs out.

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, insert, select, update
 from sqlalchemy.engine import Connection
 
+from bot.domain.model import ElicitationKey
 from bot.domain.policy import DEFAULT_POLICY, RoutePolicy
 from bot.domain.records import ChatRoute, Subscribed
 from bot.domain.redraw import redraw_writes
@@ -73,7 +74,7 @@ class ChatRoutes(Applier):
         return await self._run(work, write=True)
 
     async def redraw(
-        self, keys: Sequence[str], by: str, now: datetime, detail: Mapping[str, Any]
+        self, keys: Sequence[ElicitationKey], by: str, now: datetime, detail: Mapping[str, Any]
     ) -> int:
         """Queue an update of every posted chat copy of each of ``keys`` still pending (one
         coalesced with an update already waiting), with a ``redraw`` audit row; how many were
@@ -81,7 +82,7 @@ class ChatRoutes(Applier):
         writes = redraw_writes(by, detail)
         wanted = sorted(set(keys))
 
-        def work(chunk: list[str]) -> Callable[[Connection], int]:
+        def work(chunk: Sequence[str]) -> Callable[[Connection], int]:
             def run(conn: Connection) -> int:
                 query = select(E.c.key).where(E.c.key.in_(chunk), E.c.status == PENDING)
                 if self.dialect == "postgresql":

@@ -19,6 +19,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection, Engine
 
 from bot.domain import planning
+from bot.domain.model import ElicitationKey
 from bot.domain.ports import IntakeOutcome
 from bot.domain.records import (
     DeadlineState,
@@ -213,7 +214,8 @@ class Intake(Applier):
     def _seen_before(self, conn: Connection, item: IntakeItem) -> IntakeOutcome:
         """A duplicate: name the elicitation it was first stored as (the id may be reused)."""
         first = conn.execute(self._first_key, {"ch": item.channel, "iid": item.inbound_id}).scalar()
-        return IntakeOutcome(str(first) if first else item.elicitation.key, IntakeResult.DUPLICATE)
+        key = ElicitationKey(str(first)) if first else item.elicitation.key
+        return IntakeOutcome(key, IntakeResult.DUPLICATE)
 
     def _revise(self, conn: Connection, item: IntakeItem, now: datetime) -> IntakeOutcome:
         """The same elicitation pushed again: update what people see, if it changed and is open."""

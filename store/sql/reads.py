@@ -55,16 +55,20 @@ class Reads(SqlBase):
 
         return await self._run(work, write=False)
 
-    async def get(self, key: str) -> StoredElicitation | None:
+    async def get(self, key: ElicitationKey) -> StoredElicitation | None:
         def work(conn: Connection) -> StoredElicitation | None:
             return next(iter(_stored(conn, rows_of(conn, E, E.c.key, key))), None)
 
         return await self._run(work, write=False)
 
-    async def get_many(self, keys: Sequence[str]) -> dict[str, StoredElicitation]:
-        def work(conn: Connection) -> dict[str, StoredElicitation]:
+    async def get_many(
+        self, keys: Sequence[ElicitationKey]
+    ) -> dict[ElicitationKey, StoredElicitation]:
+        def work(conn: Connection) -> dict[ElicitationKey, StoredElicitation]:
             rows = conn.execute(select(E).where(E.c.key.in_(sorted(set(keys))))).all()
-            return dict(zip((r.key for r in rows), _stored(conn, rows), strict=True))
+            return dict(
+                zip((ElicitationKey(r.key) for r in rows), _stored(conn, rows), strict=True)
+            )
 
         if not keys:
             return {}
@@ -104,7 +108,7 @@ class Reads(SqlBase):
 
         return await self._run(work, write=False)
 
-    async def deliveries(self, key: str) -> list[DeliveryView]:
+    async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]:
         def work(conn: Connection) -> list[DeliveryView]:
             rows = rows_of(conn, DELIVERY, DELIVERY.c.elicitation_key, key, DELIVERY.c.id)
             return [delivery_of(r) for r in rows]
@@ -118,7 +122,7 @@ class Reads(SqlBase):
 
         return await self._run(work, write=False)
 
-    async def deadlines(self, key: str) -> list[DeadlineView]:
+    async def deadlines(self, key: ElicitationKey) -> list[DeadlineView]:
         def work(conn: Connection) -> list[DeadlineView]:
             order = (DEADLINE.c.due_at, DEADLINE.c.id)
             return [
@@ -128,14 +132,14 @@ class Reads(SqlBase):
 
         return await self._run(work, write=False)
 
-    async def audit(self, key: str) -> list[AuditEntry]:
+    async def audit(self, key: ElicitationKey) -> list[AuditEntry]:
         def work(conn: Connection) -> list[AuditEntry]:
             rows = rows_of(conn, AUDIT, AUDIT.c.elicitation_key, key, AUDIT.c.id)
             return [audit_of(r) for r in rows]
 
         return await self._run(work, write=False)
 
-    async def outbox(self, key: str | None = None) -> list[EffectView]:
+    async def outbox(self, key: ElicitationKey | None = None) -> list[EffectView]:
         query = select(OUTBOX).order_by(OUTBOX.c.id)
         if key is not None:
             query = query.where(OUTBOX.c.elicitation_key == key)
@@ -162,10 +166,10 @@ class Reads(SqlBase):
 
         return await self._run(work, write=False)
 
-    async def timelines(self, keys: Sequence[str]) -> dict[str, Timeline]:
+    async def timelines(self, keys: Sequence[ElicitationKey]) -> dict[ElicitationKey, Timeline]:
         """Copies and pending deadlines of each elicitation: what its schedule is built from."""
 
-        def work(conn: Connection) -> dict[str, Timeline]:
+        def work(conn: Connection) -> dict[ElicitationKey, Timeline]:
             wanted = sorted(set(keys))
             copies = self._copies(conn, wanted)
             timers: dict[str, list[Timer]] = defaultdict(list)

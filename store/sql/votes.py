@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Table, insert, or_, select
 from sqlalchemy.engine import Connection
 
+from bot.domain.model import ElicitationKey
 from bot.domain.quorum import Vote
 from bot.domain.votes import vote_writes
 from store.sql.apply import Applier
@@ -66,7 +67,13 @@ def _vote(r: Any) -> Vote:
 
 class Votes(Applier):
     async def record_vote(
-        self, key: str, vote: Vote, now: datetime, *, version: int, audit: dict[str, object]
+        self,
+        key: ElicitationKey,
+        vote: Vote,
+        now: datetime,
+        *,
+        version: int,
+        audit: dict[str, object],
     ) -> bool:
         """Record ``vote`` if the elicitation is still pending, not expired and at ``version``
         (nothing, another vote included, changed since the read); False: judge again."""

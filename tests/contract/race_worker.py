@@ -16,19 +16,19 @@ from datetime import datetime
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 
-from bot.domain.model import Answer
+from bot.domain.model import Answer, ElicitationKey
 from store.sql import SqlStore
 
 BARRIER_TIMEOUT_S = 30.0
 
-Task = tuple[str, str, datetime]
+Task = tuple[str, ElicitationKey, datetime]
 """(database URL, elicitation key, the time of the answers)."""
 
 
 @dataclass(frozen=True)
 class Outcome:
     index: int
-    key: str
+    key: ElicitationKey
     won: bool
     status: str
     respondent: str | None

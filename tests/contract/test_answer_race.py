@@ -18,7 +18,7 @@ from multiprocessing.synchronize import Barrier
 
 import pytest
 
-from bot.domain.model import AnswerMode, Elicitation, Meaning, Option, Route, Status
+from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Meaning, Option, Route, Status
 from bot.domain.planning import display_hash
 from bot.domain.records import IntakeItem
 from bot.domain.refs import SlackRef
@@ -65,7 +65,7 @@ class Racers:
             got.append(message)
         return got
 
-    def round(self, url: str, key: str, now: datetime) -> list[Outcome]:
+    def round(self, url: str, key: ElicitationKey, now: datetime) -> list[Outcome]:
         for q in self.tasks:
             q.put((url, key, now))
         return [m for m in self.collect(Outcome) if isinstance(m, Outcome)]

@@ -21,6 +21,7 @@ from bot.domain.model import (
     ApprovalSubject,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     Kind,
     Meaning,
     Option,
@@ -106,7 +107,9 @@ def item(e: Elicitation, route: Route = TWO, inbound: str | None = None) -> Inta
     )
 
 
-async def accept(store: SqlStore, e: Elicitation, now: datetime, route: Route = TWO) -> str:
+async def accept(
+    store: SqlStore, e: Elicitation, now: datetime, route: Route = TWO
+) -> ElicitationKey:
     [outcome] = await store.intake([item(e, route)], now)
     assert outcome.result == "accepted"
     return outcome.key
@@ -132,13 +135,15 @@ async def fire_due(store: Store, now: datetime, claimer: str = "tk") -> list[Any
     return await store.fire_deadlines(due, claimer, now, decide)
 
 
-async def deadline_rows(store: SqlStore, key: str) -> list[tuple[str, datetime, str]]:
+async def deadline_rows(store: SqlStore, key: ElicitationKey) -> list[tuple[str, datetime, str]]:
     """(kind, due, state) by due time, then in the order they were planned."""
     rows = sorted(await store.deadlines(key), key=lambda d: (d.due_at, d.id))
     return [(d.kind, d.due_at, d.state) for d in rows]
 
 
-async def outbox_of(store: SqlStore, key: str, kind: str, state: str = "pending") -> list[Any]:
+async def outbox_of(
+    store: SqlStore, key: ElicitationKey, kind: str, state: str = "pending"
+) -> list[Any]:
     return [o for o in await store.outbox(key) if o.kind == kind and o.state == state]
 
 
@@ -632,7 +637,7 @@ async def test_timelines_hold_every_copy_and_the_pending_deadlines(
     await post_all(store, t0)
     await fire_due(store, clock.advance(60))  # the follow-up and the reminder
 
-    timelines = await store.timelines([key, "superpipeline:unknown"])
+    timelines = await store.timelines([key, ElicitationKey("superpipeline:unknown")])
 
     timeline = timelines[key]
     assert [(c.destination, c.state) for c in timeline.copies] == [
@@ -641,7 +646,7 @@ async def test_timelines_hold_every_copy_and_the_pending_deadlines(
         ("web", "waiting"),
     ]
     assert timeline.timers == (dl.Timer(dl.EXPIRE, at(t0, 600)),)
-    assert timelines["superpipeline:unknown"].timers == ()
+    assert timelines[ElicitationKey("superpipeline:unknown")].timers == ()
     assert await store.timelines([]) == {}
 
 
@@ -735,7 +740,7 @@ async def test_a_claimer_that_died_mid_fire_is_replaced_after_its_lease(
 
 async def test_fire_deadlines_of_nothing_is_nothing(store: SqlStore, clock: FakeClock) -> None:
     assert await store.fire_deadlines([], "tk", clock.now(), decide) == []
-    ghost = DueDeadline(10_000, "superpipeline:ghost", dl.REMIND, clock.now())
+    ghost = DueDeadline(10_000, ElicitationKey("superpipeline:ghost"), dl.REMIND, clock.now())
     assert [f.outcome for f in await store.fire_deadlines([ghost], "tk", clock.now(), decide)] == [
         "lost"
     ]

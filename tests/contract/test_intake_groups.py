@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.model import Route
+from bot.domain.model import ElicitationKey, Route
 from bot.domain.records import IntakeItem
 from bot.domain.store import Store
 from store.sql import SqlStore
@@ -48,7 +48,7 @@ async def before(store: Store, prefix: str, now: datetime) -> None:
     await store.intake([item(make(now, f"{prefix}_old"), f"{prefix}-old", TWO_NOW)], now)
 
 
-async def snapshot(store: Store, keys: Sequence[str], prefix: str, now: datetime) -> Any:
+async def snapshot(store: Store, keys: Sequence[ElicitationKey], prefix: str, now: datetime) -> Any:
     """What each elicitation got, with ids and the run's prefix taken out."""
     seen = []
     for key in keys:
@@ -143,8 +143,8 @@ async def test_a_repeat_within_a_group_is_a_duplicate_or_a_revision(
         ("superpipeline:eli_r", "duplicate"),
         ("superpipeline:eli_r", "updated"),
     ]
-    assert await store.get("superpipeline:eli_s") is None
-    stored = await store.get("superpipeline:eli_r")
+    assert await store.get(ElicitationKey("superpipeline:eli_s")) is None
+    stored = await store.get(ElicitationKey("superpipeline:eli_r"))
     assert stored is not None
     assert (stored.version, stored.elicitation.question) == (2, "Changed?")
 

@@ -14,7 +14,7 @@ from collections import Counter
 from datetime import timedelta
 
 from bot.domain import lanes
-from bot.domain.model import Route
+from bot.domain.model import ElicitationKey, Route
 from bot.domain.records import EffectKind
 from bot.domain.refs import MatrixRef, SlackRef
 from bot.domain.store import Store
@@ -26,7 +26,9 @@ BUSY = "slack:C0BUSY"
 CALM = "slack:C0CALM"
 
 
-async def queue(store: Store, clock: FakeClock, n: int, destination: str, tag: str) -> list[str]:
+async def queue(
+    store: Store, clock: FakeClock, n: int, destination: str, tag: str
+) -> list[ElicitationKey]:
     now = clock.now()
     route = Route(destinations=(destination,))
     outcomes = await store.intake(

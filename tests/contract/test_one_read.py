@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from bot.domain.actions import Choose, OnView, Open, OutcomeKind
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Identity, People, Route, Status
+from bot.domain.model import ElicitationKey, Identity, People, Route, Status
 from bot.domain.ports import PromptView
 from bot.domain.store import Store
 from bot.service import Inbound, Service
@@ -16,7 +16,7 @@ from tests.contract.test_store import SLACK, make
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 
 
-async def asked(store: Store, clock: FakeClock) -> tuple[Service, str]:
+async def asked(store: Store, clock: FakeClock) -> tuple[Service, ElicitationKey]:
     svc = Service(store, clock, People(), [Route(destinations=(SLACK,))])
     e = make(clock.now(), "eli_view")
     await svc.intake([Inbound("ce:/test", "ev-1", e, {})])
@@ -61,7 +61,7 @@ async def test_an_unknown_elicitation_is_not_found_without_translating(store: St
     def translate(view: PromptView) -> None:
         translated.append(view)
 
-    outcome = await svc.act(OnView("superpipeline:nope", ALICE, SLACK, translate))
+    outcome = await svc.act(OnView(ElicitationKey("superpipeline:nope"), ALICE, SLACK, translate))
 
     assert outcome.kind is OutcomeKind.NOT_FOUND
     assert outcome.view is None

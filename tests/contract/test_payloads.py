@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import insert
 
+from bot.domain.model import ElicitationKey
 from bot.domain.payloads import (
     NotifyPayload,
     Payload,
@@ -25,7 +26,7 @@ from store.sql import SqlStore
 from store.sql.base import OUTBOX, outbox_row
 from tests.conftest import FakeClock
 
-KEY = "superpipeline:eli_payloads"
+KEY = ElicitationKey("superpipeline:eli_payloads")
 
 ROUND_TRIPS: list[tuple[EffectKind, Payload | None, dict[str, Any] | None, Payload]] = [
     (EffectKind.POST, None, None, PostPayload()),

@@ -6,7 +6,7 @@ PostgreSQL): the store queues one update per posted chat copy of each still-pend
 
 from __future__ import annotations
 
-from bot.domain.model import People, Route, RouteMatch
+from bot.domain.model import ElicitationKey, People, Route, RouteMatch
 from bot.domain.policy import RoutePolicy
 from bot.domain.records import EffectView
 from bot.redraws import CONFIG_ROUTES
@@ -37,7 +37,7 @@ async def test_a_redraw_queues_one_update_per_posted_chat_copy_of_a_pending_ques
     before = {k: updates(await store.outbox(k)) for k in (waiting, closed)}
 
     done = await store.redraw(
-        [waiting, closed, "superpipeline:nope"], "slack:U0ADA", now, {"why": "t"}
+        [waiting, closed, ElicitationKey("superpipeline:nope")], "slack:U0ADA", now, {"why": "t"}
     )
     assert done == 1
     assert updates(await store.outbox(waiting)) == [(SLACK, "pending")]

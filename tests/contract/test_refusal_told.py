@@ -9,7 +9,7 @@ import asyncio
 from bot.domain.actions import Choose, ClaimIt, OutcomeKind
 from bot.domain.deciders import TOLD_BEFORE
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Identity, People, RefusalCode, Route
+from bot.domain.model import ElicitationKey, Identity, People, RefusalCode, Route
 from bot.domain.store import Store
 from bot.service import Inbound, Service
 from store.sql import SqlStore
@@ -20,13 +20,13 @@ CAROL = Identity(platform="slack", user="U0CAROL", display_name="Carol")
 ROUTE = Route(approvers=("slack:U0ALICE", "web:bob"))
 
 
-async def asked(svc: Service, clock: FakeClock, source_id: str = "eli_q") -> str:
+async def asked(svc: Service, clock: FakeClock, source_id: str = "eli_q") -> ElicitationKey:
     e = make(clock.now(), source_id)
     await svc.intake([Inbound("ce:/test", f"ev-{source_id}", e, {}, None)])
     return e.key
 
 
-def click(key: str, who: Identity = CAROL, option: str = "yes") -> Choose:
+def click(key: ElicitationKey, who: Identity = CAROL, option: str = "yes") -> Choose:
     return Choose(key, who, "slack:C0APPROVALS", (option,), shown=SHOWN_WHOLE)
 
 

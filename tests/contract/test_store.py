@@ -19,6 +19,7 @@ from bot.domain.model import (
     ApprovalSubject,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     Kind,
     Meaning,
     Option,
@@ -117,7 +118,7 @@ def answer(who: str, now: datetime, *options: str, via: str = SLACK) -> Answer:
 
 async def accept(
     store: SqlStore, e: Elicitation, now: datetime, route: Route = TWO_NOW, inbound: str = "ev-1"
-) -> str:
+) -> ElicitationKey:
     [outcome] = await store.intake([item(e, inbound, route)], now)
     assert outcome.result == "accepted"
     return outcome.key
@@ -291,7 +292,11 @@ async def test_revised_expiry_decides_whether_an_answer_is_late(
 
     now = clock.advance(900)  # after the first expiry, before the revised one
     result = await store.record_answer(
-        f"{SOURCE}:eli_0001", answer("slack:U0ALICE", now), now, approving=False, audit={}
+        ElicitationKey(f"{SOURCE}:eli_0001"),
+        answer("slack:U0ALICE", now),
+        now,
+        approving=False,
+        audit={},
     )
 
     assert result.won
@@ -1010,7 +1015,7 @@ async def test_resolve_key_by_full_key_and_by_bare_source_id(
     assert await store.resolve_key("handup:shared_id") == "handup:shared_id"
     assert await store.resolve_key("shared_id") is None  # ambiguous without its source
     assert await store.resolve_key("eli_missing") is None
-    assert await store.get("handup:missing") is None
+    assert await store.get(ElicitationKey("handup:missing")) is None
 
 
 async def test_list_elicitations_newest_first_with_cursor_and_status(

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Identity, People, RefusalCode, Route, Status
+from bot.domain.model import ElicitationKey, Identity, People, RefusalCode, Route, Status
 from bot.domain.quorum import Vote
 from bot.domain.store import Store
 from bot.service import Inbound, Service
@@ -27,12 +27,12 @@ def service(store: Store, clock: FakeClock, quorum: int = 2) -> Service:
     return Service(store, clock, People(), [Route(approvers=APPROVERS, quorum=quorum)])
 
 
-def choose(key: str, who: Identity, option: str = "yes") -> Choose:
+def choose(key: ElicitationKey, who: Identity, option: str = "yes") -> Choose:
     return Choose(key, who, "slack:C0APPROVALS" if who.platform == "slack" else "web", (option,),
                   shown=SHOWN_WHOLE)  # fmt: skip
 
 
-async def asked(svc: Service, clock: FakeClock) -> str:
+async def asked(svc: Service, clock: FakeClock) -> ElicitationKey:
     e = make(clock.now(), "eli_q")
     await svc.intake([Inbound("ce:/test", "ev-1", e, {}, None)])
     return e.key

@@ -34,7 +34,7 @@ from adapters.sources.superpipeline.parse import CE_TYPE, parse_body
 from bot.app.config import AppConfig, parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Attempt, Identity, Status
+from bot.domain.model import Attempt, ElicitationKey, Identity, Status
 from bot.domain.records import DeliveryView, EffectView
 from bot.domain.refs import SlackRef
 from bot.outbox import writeback_key
@@ -367,7 +367,7 @@ async def crash(bot: Elicitbot) -> None:
     await bot.store.close()
 
 
-async def writeback_rows(bot: Elicitbot, key: str) -> list[EffectView]:
+async def writeback_rows(bot: Elicitbot, key: ElicitationKey) -> list[EffectView]:
     return [r for r in await bot.store.outbox(key) if r.kind == "writeback"]
 
 
@@ -483,7 +483,7 @@ async def told(srv: Server, slack: FakeSlack, user: str, since: int) -> str:
 async def test_kill_9_between_two_votes_loses_neither(tmp_path: Path, db_url: str) -> None:
     """Quorum 2: Bob's vote is recorded (he is told), the process is killed with SIGKILL and
     started again; Carol's vote then decides with both approvals, written back once."""
-    key = "superpipeline:eli_crash00000000"
+    key = ElicitationKey("superpipeline:eli_crash00000000")
     with bot_serve(tmp_path, db_url, QUORUM) as (srv, webhook, slack):
         async with httpx.AsyncClient(timeout=10.0) as client:
             proc = srv.start()

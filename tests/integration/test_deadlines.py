@@ -40,6 +40,7 @@ from bot.domain.model import (
     Attempt,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     Identity,
     Kind,
     Meaning,
@@ -135,7 +136,7 @@ async def until(check: Callable[[], Any], what: str, within: float = WAIT_S) -> 
         await asyncio.sleep(0.05)
 
 
-async def rows(store: SqlStore, key: str, kind: str) -> list[EffectView]:
+async def rows(store: SqlStore, key: ElicitationKey, kind: str) -> list[EffectView]:
     return [o for o in await store.outbox(key) if o.kind == kind]
 
 
@@ -153,7 +154,7 @@ class Rig:
     dispatcher: Dispatcher
     keeper: Timekeeper
 
-    async def intake(self, e: Elicitation, route: Route | None = None) -> str:
+    async def intake(self, e: Elicitation, route: Route | None = None) -> ElicitationKey:
         [outcome] = await self.service.intake(
             [Inbound("handup", f"in-{e.source_id}", e, {}, route)]
         )
@@ -371,7 +372,7 @@ async def test_a_claim_on_an_answered_question_is_refused(rig: Rig, clock: FakeC
     audit = [a for a in await rig.store.audit(key) if a.action == "refusal"]
     assert [(a.actor, a.code) for a in audit] == [("slack:U0BOB", "already_answered")]
     with pytest.raises(KeyError):
-        await rig.service.claim("handup:missing", BOB)
+        await rig.service.claim(ElicitationKey("handup:missing"), BOB)
 
 
 async def test_the_subjects_expiry_rewrites_every_copy_without_the_approve_button(
@@ -560,7 +561,7 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-async def fired_rows(store: SqlStore, key: str) -> list[DeadlineView]:
+async def fired_rows(store: SqlStore, key: ElicitationKey) -> list[DeadlineView]:
     return [d for d in await store.deadlines(key) if d.state == "fired"]
 
 

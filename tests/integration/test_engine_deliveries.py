@@ -28,6 +28,7 @@ from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
     Answer,
     Attempt,
+    ElicitationKey,
     Identity,
     People,
     Refusal,
@@ -160,13 +161,13 @@ async def test_the_reply_comes_after_the_first_platform_accepted_with_its_ref(ri
     assert post.view.elicitation.title == "Which region?"
     # The follow-ups wait their turn; the config's route is not used.
     assert rig.matrix.posted == []
-    rows = await rig.store.deliveries("engine:dlv_question_01")
+    rows = await rig.store.deliveries(ElicitationKey("engine:dlv_question_01"))
     assert [(r.destination, r.state) for r in rows] == [
         (SLACK, "posted"),
         (MATRIX, "waiting"),
         ("web", "waiting"),
     ]
-    stored = await rig.store.get("engine:dlv_question_01")
+    stored = await rig.store.get(ElicitationKey("engine:dlv_question_01"))
     assert stored is not None
     assert stored.route.destinations == (SLACK, MATRIX, "web")
     assert stored.route.followup_seconds == 300
@@ -218,7 +219,7 @@ async def test_no_destinations_take_the_matching_config_route(rig: Rig) -> None:
             }
         ],
     }
-    rows = await rig.store.deliveries("engine:dlv_task_01")
+    rows = await rig.store.deliveries(ElicitationKey("engine:dlv_task_01"))
     assert [(r.destination, r.state) for r in rows] == [("slack:C0CONFIG", "posted")]
     assert rig.matrix.posted == []
 
@@ -244,7 +245,7 @@ async def test_no_destinations_and_no_matching_route_keep_the_ask_in_the_web_inb
                 }
             ],
         }
-        rows = await rig.store.deliveries("engine:dlv_task_01")
+        rows = await rig.store.deliveries(ElicitationKey("engine:dlv_task_01"))
         assert [(r.destination, r.state) for r in rows] == [("web", "posted")]
         assert rig.slack.posted == rig.matrix.posted == []
 
@@ -267,7 +268,7 @@ async def test_a_permanently_failed_only_destination_is_a_502_and_the_ask_stays(
     assert (problem["id"], problem["elicitation"]) == ("dlv_question_01", "engine:dlv_question_01")
     assert again.json() == problem
     assert [c.method for c in rig.slack.calls] == ["post"]
-    stored = await rig.store.get("engine:dlv_question_01")
+    stored = await rig.store.get(ElicitationKey("engine:dlv_question_01"))
     assert stored is not None
     assert stored.status is Status.PENDING
 
@@ -340,7 +341,7 @@ async def test_with_follow_up_a_failed_first_destination_falls_back_at_once(rig:
     assert response.json()["deliveries"] == [
         {"destination": MATRIX, "ref": {"room_id": "!room:example.org", "event_id": "$fake000001"}}
     ]
-    rows = await rig.store.deliveries("engine:dlv_question_01")
+    rows = await rig.store.deliveries(ElicitationKey("engine:dlv_question_01"))
     assert [(r.destination, r.state) for r in rows] == [
         (SLACK, "failed"),
         (MATRIX, "posted"),
@@ -366,7 +367,7 @@ async def test_no_acceptance_within_the_wait_is_a_202_checkpoint_then_the_refs(
         rig.clock.advance(31)  # past Retry-After: the outbox posts it now
         rig.dispatcher.wake()
         for _ in range(500):  # until the post is recorded, not only sent (under load they part)
-            rows = await rig.store.deliveries("engine:dlv_question_01")
+            rows = await rig.store.deliveries(ElicitationKey("engine:dlv_question_01"))
             if any(r.ref is not None for r in rows):
                 break
             await asyncio.sleep(0.02)
@@ -445,7 +446,7 @@ async def test_bodies_that_are_not_json_are_refused(rig: Rig) -> None:
 
 async def test_only_an_offered_choice_answers_and_it_is_recorded_once(rig: Rig) -> None:
     assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
-    key = "engine:dlv_question_01"
+    key = ElicitationKey("engine:dlv_question_01")
 
     for attempt in (
         Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("ap-south-1",), via=SLACK),
@@ -475,7 +476,7 @@ async def test_the_sender_cannot_answer_its_own_ask(rig: Rig) -> None:
     assert (await rig.client.post("/v1/deliveries", json=delivery(name))).status_code == 200
 
     outcome = await rig.service.answer(
-        "engine:dlv_nulls_01",
+        ElicitationKey("engine:dlv_nulls_01"),
         Attempt(
             shown=SHOWN_WHOLE,
             respondent=Identity(platform="slack", user="U0AGENTUSER"),
@@ -494,11 +495,13 @@ async def test_expiry_defaults_are_the_stored_deadlines(rig: Rig) -> None:
 
     assert ordinary.status_code == bound.status_code == 200
 
-    async def expiries(key: str) -> list[Any]:
+    async def expiries(key: ElicitationKey) -> list[Any]:
         return [d.due_at for d in await rig.store.deadlines(key) if d.kind == "expire"]
 
-    assert await expiries("engine:dlv_question_01") == []  # 9999-01-01: no deadline
-    assert await expiries("engine:dlv_action_01") == [rig.clock.now() + timedelta(days=7)]
+    assert await expiries(ElicitationKey("engine:dlv_question_01")) == []  # 9999-01-01: no deadline
+    assert await expiries(ElicitationKey("engine:dlv_action_01")) == [
+        rig.clock.now() + timedelta(days=7)
+    ]
 
 
 # --- the read-back and the answer webhook (issue 13) ---------------------------------------------
@@ -520,7 +523,7 @@ async def hooked(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncI
             yield r
 
 
-async def settled_writeback(rig: Rig, key: str) -> Any:
+async def settled_writeback(rig: Rig, key: ElicitationKey) -> Any:
     """The writeback row once the dispatcher is done with it (done or failed)."""
     rows: list[Any] = []
     for _ in range(500):
@@ -554,7 +557,7 @@ async def test_the_read_back_has_no_decision_while_pending_then_the_typed_one(ri
     assert pending["status"] == "pending"
     assert "decision" not in pending
     won = await rig.service.answer(
-        "engine:dlv_question_01",
+        ElicitationKey("engine:dlv_question_01"),
         Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("eu-west-1",), via=SLACK),
     )
     assert won.won
@@ -581,7 +584,7 @@ async def test_an_answer_over_32_kib_of_utf8_is_refused_in_bytes_and_one_at_it_i
 ) -> None:
     name = "a task taking a written answer, explicit expiry"
     assert (await rig.client.post("/v1/deliveries", json=delivery(name))).status_code == 200
-    key = "engine:dlv_task_01"
+    key = ElicitationKey("engine:dlv_task_01")
     over = "€" * 10_923  # 32,769 bytes in 10,923 characters
     exact = "€" * 10_922 + "é"  # 32,768 bytes
 
@@ -608,7 +611,7 @@ async def test_the_answer_webhook_gets_the_answer_once_with_a_stable_key(
 ) -> None:
     rig = hooked
     assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
-    key = "engine:dlv_question_01"
+    key = ElicitationKey("engine:dlv_question_01")
     hook.script([503])  # the first try is retried with the same key
     won = await rig.service.answer(
         key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("us-east-1",), via=SLACK)
@@ -646,7 +649,7 @@ async def test_a_4xx_from_the_answer_webhook_fails_the_writeback_for_good(
     rig = hooked
     hook.script([], default=422)
     assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
-    key = "engine:dlv_question_01"
+    key = ElicitationKey("engine:dlv_question_01")
     won = await rig.service.answer(
         key, Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("us-east-1",), via=SLACK)
     )
@@ -665,7 +668,7 @@ async def test_without_an_answer_webhook_nothing_is_posted(
     async with httpx.AsyncClient() as client:
         async for rig in make_rig(store, clock, WAIT_S, {"engine": EngineSink(None, client)}):
             assert (await rig.client.post("/v1/deliveries", json=delivery())).status_code == 200
-            key = "engine:dlv_question_01"
+            key = ElicitationKey("engine:dlv_question_01")
             won = await rig.service.answer(
                 key,
                 Attempt(shown=SHOWN_WHOLE, respondent=BOB, option_ids=("eu-west-1",), via=SLACK),

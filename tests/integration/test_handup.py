@@ -23,7 +23,16 @@ from bot.app.config import parse_config
 from bot.app.http import Runtime, authorised, create_app
 from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Attempt, Identity, People, Refusal, RefusalCode, Route, Status
+from bot.domain.model import (
+    Attempt,
+    ElicitationKey,
+    Identity,
+    People,
+    Refusal,
+    RefusalCode,
+    Route,
+    Status,
+)
 from bot.domain.views import writeback_note
 from bot.outbox import Dispatcher
 from bot.service import Service
@@ -130,7 +139,7 @@ async def taken_in(rig: Rig, case: str, **changes: Any) -> dict[str, Any]:
 
 async def choose(rig: Rig, request_id: str, option: str, text: str | None = None) -> None:
     outcome = await rig.service.answer(
-        f"handup:{request_id}",
+        ElicitationKey(f"handup:{request_id}"),
         Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=(option,), text=text, via=C1),
     )
     assert outcome.won, outcome.result
@@ -159,7 +168,7 @@ async def test_a_request_is_stored_and_comes_back_with_id_status_and_hash(rig: R
 
     assert await rig.dispatcher.run_once() == 2
     assert sorted(p.destination for p in rig.chat.posted) == [C1, C2]
-    [deadline] = await rig.store.deadlines("handup:req_cmd_0001")
+    [deadline] = await rig.store.deadlines(ElicitationKey("handup:req_cmd_0001"))
     assert deadline.kind == "expire"
 
 
@@ -219,7 +228,7 @@ async def test_a_timeout_is_planned_as_an_expiry_deadline(
 ) -> None:
     body = await taken_in(rig, "minimal", id="req_t", timeout=text)
     assert body["expires_at"] == NOW_MS + seconds * 1000
-    [deadline] = await rig.store.deadlines("handup:req_t")
+    [deadline] = await rig.store.deadlines(ElicitationKey("handup:req_t"))
     assert (deadline.kind, deadline.due_at) == (
         "expire",
         rig.clock.now() + timedelta(seconds=seconds),
@@ -272,7 +281,7 @@ async def defaulted(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> Asy
 async def test_an_absent_timeout_uses_the_configured_default(defaulted: Rig) -> None:
     body = await taken_in(defaulted, "minimal", id="req_absent")
     assert body["expires_at"] == NOW_MS + 5400 * 1000
-    [deadline] = await defaulted.store.deadlines("handup:req_absent")
+    [deadline] = await defaulted.store.deadlines(ElicitationKey("handup:req_absent"))
     assert deadline.kind == "expire"
     assert deadline.due_at == defaulted.clock.now() + timedelta(minutes=90)
 
@@ -286,13 +295,15 @@ async def test_none_or_null_disables_expiry_despite_the_default(
 ) -> None:
     body = await taken_in(defaulted, "minimal", id="req_never", timeout=text)
     assert body["expires_at"] is None
-    assert [d.kind for d in await defaulted.store.deadlines("handup:req_never")] == []
+    assert [
+        d.kind for d in await defaulted.store.deadlines(ElicitationKey("handup:req_never"))
+    ] == []
 
 
 async def test_without_a_configured_default_an_absent_timeout_never_expires(rig: Rig) -> None:
     body = await taken_in(rig, "minimal", id="req_plain")
     assert body["expires_at"] is None
-    assert await rig.store.deadlines("handup:req_plain") == []
+    assert await rig.store.deadlines(ElicitationKey("handup:req_plain")) == []
 
 
 async def test_the_config_key_reaches_the_route(tmp_path: Path) -> None:
@@ -314,7 +325,7 @@ async def test_the_config_key_reaches_the_route(tmp_path: Path) -> None:
             )
         assert response.status_code == 202, response.text
         assert response.json()["expires_at"] == NOW_MS + 7 * 86_400_000
-        [deadline] = await bot.store.deadlines("handup:req_wired")
+        [deadline] = await bot.store.deadlines(ElicitationKey("handup:req_wired"))
         assert deadline.due_at == clock.now() + timedelta(weeks=1)
     finally:
         await bot.stop()
@@ -389,7 +400,7 @@ async def test_an_approval_is_called_back_once_with_the_decision(rig: Rig) -> No
 async def test_a_deny_needs_feedback_and_carries_it(rig: Rig) -> None:
     await taken_in(rig, "command")
     bare = await rig.service.answer(
-        "handup:req_cmd_0001",
+        ElicitationKey("handup:req_cmd_0001"),
         Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("skip",), via=C1),
     )
     assert not bare.won
@@ -420,7 +431,11 @@ async def test_5xx_is_retried_with_the_same_key_and_409_is_done(rig: Rig) -> Non
     rig.hook.script([503, 409])
     await choose(rig, "req_cmd_0001", "run")
     await rig.dispatcher.run_once()
-    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r.kind == "writeback"]
+    [row] = [
+        r
+        for r in await rig.store.outbox(ElicitationKey("handup:req_cmd_0001"))
+        if r.kind == "writeback"
+    ]
     assert (row.state, row.attempts) == ("pending", 1)
     rig.clock.advance(5)
     await rig.dispatcher.run_once()
@@ -431,7 +446,11 @@ async def test_5xx_is_retried_with_the_same_key_and_409_is_done(rig: Rig) -> Non
     assert (first.status, second.status) == (503, 409)
     assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     assert first.body == second.body
-    [row] = [r for r in await rig.store.outbox("handup:req_cmd_0001") if r.kind == "writeback"]
+    [row] = [
+        r
+        for r in await rig.store.outbox(ElicitationKey("handup:req_cmd_0001"))
+        if r.kind == "writeback"
+    ]
     assert row.state == "done"
 
 
@@ -450,7 +469,7 @@ async def test_a_restart_between_the_decision_and_the_callback_calls_back_once(
                 await http.post("/v1/handup/requests", json=data, headers=AUTH)
             ).status_code == 202
         outcome = await service.answer(
-            "handup:req_cmd_0001",
+            ElicitationKey("handup:req_cmd_0001"),
             Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("run",), via=C1),
         )
         assert outcome.won
@@ -482,7 +501,11 @@ async def test_expiry_is_called_back_as_on_timeout_says(
     await taken_in(rig, "command", on_timeout=on_timeout)
     rig.clock.advance(15 * 60)
     assert await rig.store.close_elicitation(
-        "handup:req_cmd_0001", Status.EXPIRED, rig.clock.now(), answer=None, audit={}
+        ElicitationKey("handup:req_cmd_0001"),
+        Status.EXPIRED,
+        rig.clock.now(),
+        answer=None,
+        audit={},
     )
     await rig.dispatcher.run_once()
     [call] = callbacks(rig)

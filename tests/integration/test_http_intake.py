@@ -20,7 +20,7 @@ import pytest
 from adapters.sources.superpipeline import CE_TYPE
 from bot.app.config import AppConfig, ServerConfig, StoreConfig
 from bot.app.wiring import Elicitbot
-from bot.domain.model import Status
+from bot.domain.model import ElicitationKey, Status
 from bot.domain.records import EffectView
 from bot.outbox import Dispatcher
 from tests.conftest import FakeClock
@@ -458,7 +458,7 @@ async def test_a_long_question_is_accepted_in_every_mode_and_read_back_whole(
         assert response.status_code == 202, (mode, response.text[:500])
         read = await client.get(f"/v1/elicitations/eli_long_{mode}")
         assert read.status_code == 200, read.text[:500]
-        stored = await bot.store.get(f"superpipeline:eli_long_{mode}")
+        stored = await bot.store.get(ElicitationKey(f"superpipeline:eli_long_{mode}"))
         assert stored is not None
         assert stored.elicitation.question == data["question"], mode
         assert len(stored.elicitation.question) == size

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.domain.model import ElicitationKey
 from bot.domain.records import EffectView
 from bot.domain.refs import SlackRef
 from store.sql import SqlStore
@@ -49,7 +50,7 @@ ENV = {"SLACK_BOT_TOKEN": "xoxb-kill-lanes-token", "SLACK_SIGNING_SECRET": SECRE
 FIRST, SECOND = 6, 6
 CHATTER = 250
 RECOVERY_S = 15.0
-KEYS = [f"superpipeline:eli_crash{i:08d}" for i in range(FIRST + SECOND)]
+KEYS = [ElicitationKey(f"superpipeline:eli_crash{i:08d}") for i in range(FIRST + SECOND)]
 STRANDED = KEYS[FIRST]
 """The post Slack carried out while the process was killed."""
 

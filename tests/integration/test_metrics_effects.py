@@ -22,7 +22,7 @@ from adapters.sources.superpipeline.parse import parse_body
 from bot.app.http import Runtime, create_app
 from bot.app.metrics import MAX_CHAT_LANES, OTHER, StoreMetrics
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Attempt, Identity, People, Route
+from bot.domain.model import Attempt, ElicitationKey, Identity, People, Route
 from bot.domain.records import LaneView, LeaseView
 from bot.domain.store import Store
 from bot.outbox import Dispatcher
@@ -50,7 +50,7 @@ def value(registry: CollectorRegistry, metric: str, /, **labels: str) -> float |
     return registry.get_sample_value(metric, labels)
 
 
-async def take_in(service: Service, inbound_id: str) -> str:
+async def take_in(service: Service, inbound_id: str) -> ElicitationKey:
     data = copy.deepcopy(VALID["options"])
     data["elicitationId"] = f"eli_{inbound_id}"
     e = parse_body(data, workspace="acme")

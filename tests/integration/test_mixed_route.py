@@ -47,7 +47,7 @@ from adapters.web.routes import inbox_router
 from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Command, Outcome
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Answer, People, Route, Status
+from bot.domain.model import Answer, ElicitationKey, People, Route, Status
 from bot.domain.refs import MatrixRef, SlackRef
 from bot.outbox import Dispatcher, writeback_key
 from bot.service import Inbound, Service
@@ -131,7 +131,7 @@ class Mixed:
     def alice_user(self) -> MatrixUser:
         return self.alice.person.user
 
-    async def intake_options(self, question: str) -> str:
+    async def intake_options(self, question: str) -> ElicitationKey:
         data = copy.deepcopy(VALID["options"])
         data["question"] = question
         e = parse_body(data, workspace="acme")
@@ -153,7 +153,7 @@ class Mixed:
         )
         return await post_interaction(self.http, "/slack/events", payload)
 
-    async def answered(self, key: str) -> Answer:
+    async def answered(self, key: ElicitationKey) -> Answer:
         async def check() -> Answer | None:
             view = await self.service.view(key)
             return view.answer if view is not None and view.status is Status.ANSWERED else None
@@ -302,7 +302,7 @@ def thread_notices(mixed: Mixed, events: dict[str, Any], prompt: str) -> list[An
 class Copies:
     """One elicitation's three posted copies."""
 
-    key: str
+    key: ElicitationKey
     slack: SlackRef
     room: MatrixRef
     dm: MatrixRef

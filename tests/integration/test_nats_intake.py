@@ -41,7 +41,7 @@ from bot.domain.errors import (
     PermanentDeliveryError,
     TransientDeliveryError,
 )
-from bot.domain.model import Answer, People, Status
+from bot.domain.model import Answer, ElicitationKey, People, Status
 from bot.domain.ports import Inbound, IntakeOutcome, PromptView
 from bot.service import Service
 from store.sql import SqlStore
@@ -293,7 +293,7 @@ async def test_valid_fixtures_structured_and_binary_are_stored_with_their_worksp
     assert await rig.count() == 4
     rig.accepted_once_each(4)
     for case, workspace in workspaces.items():
-        s = await rig.store.get(f"superpipeline:{VALID[case]['elicitationId']}")
+        s = await rig.store.get(ElicitationKey(f"superpipeline:{VALID[case]['elicitationId']}"))
         assert s is not None
         assert s.elicitation.workspace == workspace
         assert s.status is Status.PENDING

@@ -16,7 +16,7 @@ from adapters.sources.superpipeline.parse import CE_TYPE
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Attempt, Identity
+from bot.domain.model import Attempt, ElicitationKey, Identity
 from tests.unit.sources.superpipeline_fixtures import VALID
 
 NATS_URL = "nats://127.0.0.1:4222"
@@ -61,7 +61,7 @@ async def test_events_over_nats_are_stored_and_answers_published(tmp_path: Path)
         await js.publish(
             f"t{tag}.acme.superpipeline.elicitation.pending", json.dumps(event).encode()
         )
-        key = f"superpipeline:{VALID['options']['elicitationId']}"
+        key = ElicitationKey(f"superpipeline:{VALID['options']['elicitationId']}")
         await _until(lambda: _exists(bot, key))
 
         async with httpx.AsyncClient(
@@ -97,5 +97,5 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def _exists(bot: Elicitbot, key: str) -> bool:
+async def _exists(bot: Elicitbot, key: ElicitationKey) -> bool:
     return await bot.store.get(key) is not None

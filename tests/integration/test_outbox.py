@@ -25,6 +25,7 @@ from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.model import (
     Answer,
     Attempt,
+    ElicitationKey,
     Identity,
     People,
     Refusal,
@@ -113,7 +114,9 @@ async def webhook_rig(store: Store, clock: FakeClock, webhook: FakeWebhook) -> A
         yield make_rig(store, clock, SuperPipelineSink(webhook.url, client))
 
 
-async def intake(rig: Rig, case: str = "options", inbound_id: str = "ce-1", **changes: Any) -> str:
+async def intake(
+    rig: Rig, case: str = "options", inbound_id: str = "ce-1", **changes: Any
+) -> ElicitationKey:
     data = copy.deepcopy(VALID[case])
     data.update(changes)
     e = parse_body(data, workspace="acme")
@@ -122,7 +125,7 @@ async def intake(rig: Rig, case: str = "options", inbound_id: str = "ce-1", **ch
     return outcome.key
 
 
-async def posted(rig: Rig, case: str = "options", **changes: Any) -> str:
+async def posted(rig: Rig, case: str = "options", **changes: Any) -> ElicitationKey:
     """An elicitation taken in and posted to both channels."""
     key = await intake(rig, case, inbound_id=f"ce-{case}-{changes}", **changes)
     before = len(rig.chat.posted)
@@ -135,11 +138,11 @@ def attempt(who: Identity, *options: str, via: str = C1) -> Attempt:
     return Attempt(shown=SHOWN_WHOLE, respondent=who, option_ids=options, via=via)
 
 
-async def outbox(store: Store, key: str, kind: str) -> list[EffectView]:
+async def outbox(store: Store, key: ElicitationKey, kind: str) -> list[EffectView]:
     return [r for r in await store.outbox(key) if r.kind == kind]
 
 
-async def audit(store: Store, key: str, action: str) -> list[AuditEntry]:
+async def audit(store: Store, key: ElicitationKey, action: str) -> list[AuditEntry]:
     return [a for a in await store.audit(key) if a.action == action]
 
 
@@ -432,7 +435,7 @@ async def test_two_revisions_before_the_dispatcher_runs_give_one_update_per_copy
 # --------------------------------------------------------------------------- the webhook
 
 
-async def answered(rig: Rig, case: str, option: str) -> str:
+async def answered(rig: Rig, case: str, option: str) -> ElicitationKey:
     key = await posted(rig, case)
     rig.clock.advance(60)  # answered at 09:31:00Z
     assert (await rig.service.answer(key, attempt(ALICE, option))).won

@@ -36,7 +36,7 @@ from bot.app import logs
 from bot.domain.actions import OutcomeKind, Reply
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
-from bot.domain.model import Answer, Attempt, Identity, People, Route, Status
+from bot.domain.model import Answer, Attempt, ElicitationKey, Identity, People, Route, Status
 from bot.domain.records import EffectView
 from bot.domain.views import writeback_note
 from bot.outbox import Dispatcher
@@ -326,16 +326,16 @@ async def rig(store: SqlStore, clock: FakeClock, fake: FakePinework) -> AsyncIte
         yield make_rig(store, clock, fake, client)
 
 
-async def posted(rig: Rig, case: str, **changes: Any) -> str:
+async def posted(rig: Rig, case: str, **changes: Any) -> ElicitationKey:
     """A question put up in Pinework, polled in, and posted to both channels."""
     q = rig.fake.add(case, **changes)
     result = await rig.poller.poll_once()
     assert result["taken_in"] >= 1
     await rig.dispatcher.run_once()
-    return f"pinework:{q['id']}"
+    return ElicitationKey(f"pinework:{q['id']}")
 
 
-async def outbox(store: SqlStore, key: str, kind: str) -> list[EffectView]:
+async def outbox(store: SqlStore, key: ElicitationKey, kind: str) -> list[EffectView]:
     return [r for r in await store.outbox(key) if r.kind == kind]
 
 

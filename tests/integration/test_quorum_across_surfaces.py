@@ -36,7 +36,7 @@ import pytest
 from adapters.slack.api.people import SlackNames
 from adapters.sources.superpipeline.sink import answered_document
 from adapters.web.identity import IdentityPolicy
-from bot.domain.model import Answer, People, Route, Status
+from bot.domain.model import Answer, ElicitationKey, People, Route, Status
 from bot.domain.refs import MatrixRef, SlackRef
 from bot.outbox import writeback_key
 from tests.conftest import FakeClock
@@ -104,7 +104,7 @@ async def across(
         yield start
 
 
-async def post_to_all(m: Mixed) -> tuple[str, SlackRef, MatrixRef]:
+async def post_to_all(m: Mixed) -> tuple[ElicitationKey, SlackRef, MatrixRef]:
     """Intake and post; alice reads the room's prompt, decrypted."""
     key = await m.intake_options(f"May I deploy build {uuid.uuid4().hex[:8]} to production?")
     await m.dispatcher.drain()
@@ -136,7 +136,7 @@ async def react(m: Mixed, room: MatrixRef, key: str) -> None:
     await send_encrypted(m.alice.client, m.room, "m.reaction", reaction(room.event_id, key))
 
 
-async def votes_stored(m: Mixed, key: str, count: int) -> None:
+async def votes_stored(m: Mixed, key: ElicitationKey, count: int) -> None:
     """Until ``count`` votes are stored; then the copies are rewritten (the outbox drained)."""
 
     async def check() -> bool | None:
@@ -200,7 +200,7 @@ async def shoot_the_card(m: Mixed, key: str, profile: Path) -> Path:
         return await asyncio.to_thread(take, f"http://127.0.0.1:{sock.getsockname()[1]}")
 
 
-async def answered(m: Mixed, key: str) -> Answer:
+async def answered(m: Mixed, key: ElicitationKey) -> Answer:
     answer = await m.answered(key)
     await m.dispatcher.drain()
     assert m.sink.attempts == [writeback_key(key)], "one write-back"

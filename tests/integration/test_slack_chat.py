@@ -29,7 +29,16 @@ from bot.app.config import AppConfig, parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import Answer, Attempt, Elicitation, Identity, People, Route, Status
+from bot.domain.model import (
+    Answer,
+    Attempt,
+    Elicitation,
+    ElicitationKey,
+    Identity,
+    People,
+    Route,
+    Status,
+)
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import EffectView, NoticeKind
 from bot.domain.refs import MatrixRef, SlackRef
@@ -601,13 +610,13 @@ class Rig:
             on_change=self.dispatcher.wake,
         )
 
-    async def intake(self, case: str = "options") -> str:
+    async def intake(self, case: str = "options") -> ElicitationKey:
         e = parse_body(copy.deepcopy(VALID[case]), workspace="acme")
         [outcome] = await self.service.intake([Inbound("ce:/superpipeline/test", "ce-1", e, {})])
         assert outcome.result == "accepted"
         return outcome.key
 
-    async def post_rows(self, key: str) -> list[EffectView]:
+    async def post_rows(self, key: ElicitationKey) -> list[EffectView]:
         return [r for r in await self.store.outbox(key) if r.kind == "post"]
 
 

@@ -8,14 +8,14 @@ from datetime import timedelta
 
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.errors import TransientDeliveryError
-from bot.domain.model import Attempt, Status
+from bot.domain.model import Attempt, ElicitationKey, Status
 from tests.conftest import FakeClock
 from tests.integration.test_deadlines import ALICE, ONCALL, SLACK, Rig, make, rig, rows
 
 __all__ = ["rig"]  # the fixture, shared with test_deadlines
 
 
-async def answer(rig: Rig, key: str) -> None:
+async def answer(rig: Rig, key: ElicitationKey) -> None:
     outcome = await rig.service.answer(
         key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("allow",), via=SLACK)
     )

@@ -23,6 +23,7 @@ from bot.app.http import Runtime, authorised, create_app
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     Attempt,
+    ElicitationKey,
     Identity,
     People,
     RefusalCode,
@@ -149,7 +150,7 @@ async def test_a_runtime_stores_polls_and_sees_it_resolved_exactly_as_the_spec(r
         assert update.view.answer.respondent == "toolshed:api"
         assert update.view.answer.option_ids == ("approve",)
         assert update.view.answer.via == "toolshed"
-    record = await rig.store.get(f"toolshed:{SPEC_ID}")
+    record = await rig.store.get(ElicitationKey(f"toolshed:{SPEC_ID}"))
     assert record is not None
     assert record.status is Status.ANSWERED
     assert await rig.store.count("answer") == 1
@@ -170,7 +171,7 @@ async def test_a_denial_with_data_is_polled_back_with_its_data(rig: Rig) -> None
 
 async def test_an_answer_in_chat_is_what_the_runtime_polls(rig: Rig) -> None:
     execution_id = await stored(rig)
-    key = f"toolshed:{execution_id}"
+    key = ElicitationKey(f"toolshed:{execution_id}")
 
     outcome = await rig.service.answer(
         key, Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=("deny",), via=C1)
@@ -201,7 +202,7 @@ async def test_a_form_answered_in_writing_returns_the_text_as_data(rig: Rig) -> 
     execution_id = await stored(rig, "a form")
 
     outcome = await rig.service.answer(
-        f"toolshed:{execution_id}",
+        ElicitationKey(f"toolshed:{execution_id}"),
         Attempt(shown=SHOWN_WHOLE, respondent=ALICE, text="staging, after the freeze", via=C2),
     )
 
@@ -359,7 +360,7 @@ async def test_every_refused_resolve_is_a_400_naming_the_field_and_changes_nothi
         response = await rig.client.post(f"/api/elicitation/{execution_id}/resolve", json=body)
         assert response.status_code == 400, name
         assert fields(response) == RESOLVE_REFUSED_FIELDS[name], name
-    record = await rig.store.get(f"toolshed:{execution_id}")
+    record = await rig.store.get(ElicitationKey(f"toolshed:{execution_id}"))
     assert record is not None
     assert (record.status, record.answer) == (Status.PENDING, None)
     assert await rig.store.count("answer") == 0
@@ -376,7 +377,7 @@ async def test_resolving_through_the_route_can_be_turned_off_by_listing_it_as_an
         )
         assert response.status_code == 403
         assert response.headers["content-type"].startswith(PROBLEM)
-        record = await rig.store.get(f"toolshed:{execution_id}")
+        record = await rig.store.get(ElicitationKey(f"toolshed:{execution_id}"))
         assert record is not None
         assert record.status is Status.PENDING
         [refusal] = [r for r in await rig.store.audit(record.elicitation.key) if r.code]

@@ -59,7 +59,7 @@ from bot.domain.actions import (
     Translated,
 )
 from bot.domain.errors import DeliveryError
-from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Status
 from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -171,7 +171,7 @@ class RoomEvents:
     async def _reacted(
         self,
         room_id: str,
-        key: str,
+        key: ElicitationKey,
         r: inbound.Reaction,
         name: str | None,
         chosen: list[tuple[str, ...]],
@@ -203,7 +203,7 @@ class RoomEvents:
     async def _on_selection(
         self,
         room_id: str,
-        key: str,
+        key: ElicitationKey,
         view: PromptView,
         r: inbound.Reaction,
         name: str | None,
@@ -305,7 +305,7 @@ class RoomEvents:
     async def _text(
         self,
         room_id: str,
-        key: str,
+        key: ElicitationKey,
         root: str,
         sender: str,
         body: str,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from adapters.matrix.render import MARKER, shown
-from bot.domain.model import Disclosure
+from bot.domain.model import Disclosure, ElicitationKey
 from bot.domain.ports import Elicitations, PromptView
 from bot.domain.records import DeliveryState
 from bot.domain.refs import MatrixRef
@@ -66,7 +66,7 @@ class Prompts:
         )
         return shown(view, full_in_thread=True) if complete else disclosure
 
-    async def key_for(self, room_id: str, event_id: str) -> str | None:
+    async def key_for(self, room_id: str, event_id: str) -> ElicitationKey | None:
         """The elicitation a message belongs to: the store's delivery refs, a prompt this process
         just posted, or our own prompt whose post is still in flight elsewhere (another replica
         posted it and has not stored its ref yet), known by its content marker."""
@@ -81,13 +81,13 @@ class Prompts:
             event is not None
             and event.get("sender") == self.user_id
             and isinstance(claimed, str)
-            and await self._in_flight(claimed, room_id)
+            and await self._in_flight(ElicitationKey(claimed), room_id)
         ):
-            return claimed
+            return ElicitationKey(claimed)
         self._not_ours.add(event_id)
         return None
 
-    async def _in_flight(self, key: str, room_id: str) -> bool:
+    async def _in_flight(self, key: ElicitationKey, room_id: str) -> bool:
         """A post of ``key`` to this room is under way (no ref stored). An old prompt naming the
         same key (left from an earlier database) does not pass: its delivery has another ref."""
         person = self.chat.direct.person_of(room_id)

@@ -41,7 +41,7 @@ from adapters.matrix.intake.notices import notice_content, notice_edit_content
 from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, key_index
 from adapters.matrix.markup.html import clip, txn_digest
 from bot.domain.forms import is_form
-from bot.domain.model import AnswerMode, Elicitation, Status
+from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Status
 from bot.domain.ports import PromptView
 from bot.domain.wording import one_line
 
@@ -192,7 +192,7 @@ class Toggle:
 
     room_id: str
     prompt: str
-    key: str
+    key: ElicitationKey
     """The elicitation's key."""
     sender: str
 

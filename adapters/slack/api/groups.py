@@ -47,7 +47,7 @@ from slack_sdk.errors import SlackApiError
 from adapters.slack.api.cached import Failure, Lookups, Said
 from adapters.slack.api.people import SlackNames
 from adapters.slack.api.scopes import USERGROUPS_READ
-from bot.domain.model import Identity
+from bot.domain.model import ElicitationKey, Identity
 from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approver
 from bot.domain.ports import Clock, Elicitations
 from bot.domain.routing import resolve_route
@@ -268,7 +268,7 @@ class SlackStanding:
         self.names = names
         self.names_wait = names_wait
 
-    async def __call__(self, who: Identity, key: str) -> Standing:
+    async def __call__(self, who: Identity, key: ElicitationKey) -> Standing:
         if who.platform != "slack" or who.is_bot:
             return NO_STANDING
         routes = await self.elicitations.routes()

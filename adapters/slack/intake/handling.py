@@ -49,7 +49,7 @@ from bot.domain.actions import (
     Submit,
 )
 from bot.domain.errors import DeliveryError, TransientDeliveryError
-from bot.domain.model import Answer, Disclosure, Identity, Status
+from bot.domain.model import Answer, Disclosure, ElicitationKey, Identity, Status
 from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.ports import Elicitations, PromptView
 from bot.domain.refs import SlackRef
@@ -85,7 +85,7 @@ class SlackHandling:
     """Gives the person acting their display name (the wiring sets
     :meth:`adapters.slack.api.people.SlackNames.identify`); None: the payload's name, if any."""
 
-    standing: Callable[[Identity, str], Awaitable[Standing]] | None = None
+    standing: Callable[[Identity, ElicitationKey], Awaitable[Standing]] | None = None
     """What Slack says of the person acting on a question beyond their id: the route's approver
     user groups they are in (the wiring sets :class:`adapters.slack.api.groups.SlackStanding`)."""
 
@@ -168,7 +168,7 @@ class SlackHandling:
             await self._tell(action.who, where, translate.claim_text(outcome))
 
     async def _announce(
-        self, key: str, where: Where, seen: PromptView | None, answer: Answer | None
+        self, key: ElicitationKey, where: Where, seen: PromptView | None, answer: Answer | None
     ) -> None:
         """The win, said in the message's thread (who and what; never "Answered", which only
         the message says, once the upstream accepted it)."""
@@ -187,7 +187,7 @@ class SlackHandling:
             lambda: self.chat.ephemeral(where.channel, who.user, text, thread_ts=where.thread_ts)
         )
 
-    async def _key_for(self, channel: str, ts: str | None) -> str | None:
+    async def _key_for(self, channel: str, ts: str | None) -> ElicitationKey | None:
         """The elicitation of the message at ``channel``/``ts``, by its ref key."""
         if ts is None:
             return None
@@ -300,7 +300,7 @@ class SlackHandling:
         body: Mapping[str, Any],
         event: Mapping[str, Any],
         *,
-        key: str | None = None,
+        key: ElicitationKey | None = None,
         deduped: bool = False,
     ) -> None:
         """A thread reply. ``key``: its elicitation, when already found. ``deduped``: recorded
@@ -357,7 +357,9 @@ class SlackHandling:
             await self.chat.ephemeral(channel, user, text)
 
 
-def _clicked(click: Click, key: str, standing: Standing, view: PromptView) -> Choose | Open | None:
+def _clicked(
+    click: Click, key: ElicitationKey, standing: Standing, view: PromptView
+) -> Choose | Open | None:
     """What a click on a message showing ``view`` does: Reply… or Review… asks for its form;
     an option, a select, the multi-select's Submit or Acknowledge chooses (``standing``: what
     Slack says of the person, read before the core's one read)."""

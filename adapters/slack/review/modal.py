@@ -40,7 +40,7 @@ from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.review import pages as review
 from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
-from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
@@ -85,7 +85,7 @@ def content_hash(e: Elicitation) -> str:
 class ReviewMeta:
     """What a review modal's ``private_metadata`` records (written by us only)."""
 
-    key: str
+    key: ElicitationKey
     revision: int | None
     page: int
     pages: int
@@ -128,7 +128,7 @@ def read_meta(text: Any) -> ReviewMeta | None:
     if not (_count(page) and _count(pages)):
         return None
     return ReviewMeta(
-        key=key,
+        key=ElicitationKey(key),
         revision=revision_of(raw),
         page=page,
         pages=pages,

@@ -53,6 +53,7 @@ from bot.domain.model import (
     Context,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     Kind,
     Meaning,
     Option,
@@ -85,8 +86,8 @@ class DeliveryRequest:
     followup_seconds: int
 
 
-def key_of(delivery_id: str) -> str:
-    return f"{SOURCE}:{delivery_id}"
+def key_of(delivery_id: str) -> ElicitationKey:
+    return ElicitationKey(f"{SOURCE}:{delivery_id}")
 
 
 # --- small checks ------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from adapters.sources.engine.document import ask_document
 from adapters.sources.engine.route import DESTINATION_MAX
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
+from bot.domain.model import ElicitationKey
 from bot.domain.ports import Clock, Elicitations, Inbound
 from bot.domain.records import DeliveryState, DeliveryView, Purpose
 
@@ -274,7 +275,7 @@ def engine_router(
     router = APIRouter(tags=["engine"])
     time_source = clock or _UtcClock()
 
-    async def settle(key: str, followup_seconds: int) -> Acceptance:
+    async def settle(key: ElicitationKey, followup_seconds: int) -> Acceptance:
         deadline = time.monotonic() + wait_seconds
         pause = _FIRST_POLL_S
         while True:

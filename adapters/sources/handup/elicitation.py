@@ -23,6 +23,7 @@ from bot.domain.model import (
     Context,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     FormQuestion,
     Kind,
     Meaning,
@@ -59,8 +60,8 @@ def dedupe_request_id(dedupe_key: str, generation: int) -> str:
     return f"hr_{digest[:32]}"
 
 
-def key_of(request_id: str) -> str:
-    return f"{SOURCE}:{request_id}"
+def key_of(request_id: str) -> ElicitationKey:
+    return ElicitationKey(f"{SOURCE}:{request_id}")
 
 
 # --- mapping ----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from bot.domain.model import (
     Context,
     Deadlines,
     Elicitation,
+    ElicitationKey,
     Kind,
     Meaning,
     Option,
@@ -105,9 +106,10 @@ def asker_of(agent: str) -> str:
     return f"{SOURCE}:{agent}"
 
 
-def key_of(question_id: str) -> str:
+def key_of(question_id: str) -> ElicitationKey:
     """The elicitation key of a tool's ``id`` (the bare id, or already ``mcp:<id>``)."""
-    return question_id if question_id.startswith(f"{SOURCE}:") else f"{SOURCE}:{question_id}"
+    own = question_id.startswith(f"{SOURCE}:")
+    return ElicitationKey(question_id if own else f"{SOURCE}:{question_id}")
 
 
 def keyed_id(agent: str, idempotency_key: str) -> str:

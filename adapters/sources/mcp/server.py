@@ -45,7 +45,7 @@ from starlette.types import Receive, Scope, Send
 from adapters.sources.mcp import ask as asks
 from adapters.sources.mcp.config import McpConfig, agent_tokens
 from bot.domain.bounds import lookup_problem
-from bot.domain.model import Status
+from bot.domain.model import ElicitationKey, Status
 from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
 
 log = structlog.get_logger("elicitbot.mcp")
@@ -186,7 +186,7 @@ class McpTools:
         view = await self.wait(view, seconds, ctx, until=lambda: self.delivered(key))
         return asks.result_of(view, await self.delivered(key))
 
-    async def delivered(self, key: str) -> bool:
+    async def delivered(self, key: ElicitationKey) -> bool:
         return any(d.state == "posted" for d in await self.elicitations.deliveries(key))
 
     async def wait(

@@ -46,7 +46,7 @@ from adapters.sources.pinework.parse import (
 from adapters.sources.pinework.sink import reply_code
 from bot.domain.bounds import ID_MAX, check_elicitation
 from bot.domain.errors import PayloadRejected
-from bot.domain.model import Answer, Status
+from bot.domain.model import Answer, ElicitationKey, Status
 from bot.domain.ports import Clock, Elicitations, Inbound
 from bot.domain.store import Values
 
@@ -63,7 +63,9 @@ NOT_FOUND_TEXT = "[system:question_not_found] The question is gone from Pinework
 class ClosingElicitations(Elicitations, Protocol):
     """The Elicitations port plus closing from the source's side (``Service.close``)."""
 
-    async def close(self, key: str, status: Status, *, answer: Answer | None, reason: str) -> bool:
+    async def close(
+        self, key: ElicitationKey, status: Status, *, answer: Answer | None, reason: str
+    ) -> bool:
         """Close a pending elicitation (answered or withdrawn upstream); every copy is updated.
         False when it was not pending."""
         ...
@@ -273,7 +275,7 @@ class PineworkPoller:
     async def _settle(self, question_id: str) -> int | None:
         """A tracked question that left the open list: 1 if ours was closed now, 0 if there was
         nothing to close, None to keep tracking it (still open, or unreadable for now)."""
-        key = f"{SOURCE}:{question_id}"
+        key = ElicitationKey(f"{SOURCE}:{question_id}")
         view = await self.elicitations.view(key)
         if view is None or view.status is not Status.PENDING:
             return 0

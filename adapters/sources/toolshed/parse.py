@@ -31,6 +31,7 @@ from bot.domain.model import (
     AnswerMode,
     ApprovalSubject,
     Elicitation,
+    ElicitationKey,
     Identity,
     Kind,
     Meaning,
@@ -89,8 +90,8 @@ RESOLVE_SUFFIX = "/resolve"
 """``GET /api/elicitation/<id>/resolve`` is the resolve route's, not a poll of ``<id>/resolve``."""
 
 
-def key_of(execution_id: str) -> str:
-    return f"{SOURCE}:{execution_id}"
+def key_of(execution_id: str) -> ElicitationKey:
+    return ElicitationKey(f"{SOURCE}:{execution_id}")
 
 
 # --- validation --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.intake.reactions import KEYCAPS
 from adapters.matrix.render import MARKER
 from adapters.sources.superpipeline.parse import parse_body
-from bot.domain.model import Answer, Elicitation, People, Route, Status
+from bot.domain.model import Answer, Elicitation, ElicitationKey, People, Route, Status
 from bot.domain.refs import MatrixRef
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
@@ -144,19 +144,19 @@ class Rig:
         await until(flag(lambda: listener.ready), "the first sync")
         return bot
 
-    async def intake(self, case: str = "options", **changes: Any) -> str:
+    async def intake(self, case: str = "options", **changes: Any) -> ElicitationKey:
         data = copy.deepcopy(VALID[case])
         data.update(changes)
         return await self.intake_elicitation(parse_body(data, workspace="acme"))
 
-    async def intake_elicitation(self, e: Elicitation) -> str:
+    async def intake_elicitation(self, e: Elicitation) -> ElicitationKey:
         [outcome] = await self.bot.service.intake(
             [Inbound("ce:/superpipeline/test", f"ce-{e.key}", e, {})]
         )
         assert outcome.result == "accepted", outcome
         return outcome.key
 
-    async def post(self, case: str = "options", **changes: Any) -> tuple[str, str]:
+    async def post(self, case: str = "options", **changes: Any) -> tuple[ElicitationKey, str]:
         """Take a fixture in, post it and seed its reactions (the post's ``seed`` effect, next);
         returns (elicitation key, event id)."""
         key = await self.intake(case, **changes)
@@ -192,12 +192,12 @@ class Rig:
         await self.bot.listener.drain()
         await asyncio.sleep(0.3)  # a notice sent in reply would be in the timeline by now
 
-    async def status(self, key: str) -> Status:
+    async def status(self, key: ElicitationKey) -> Status:
         view = await self.bot.service.view(key)
         assert view is not None
         return view.status
 
-    async def answered(self, key: str) -> Answer:
+    async def answered(self, key: ElicitationKey) -> Answer:
         async def check() -> Answer | None:
             view = await self.bot.service.view(key)
             return view.answer if view is not None and view.status is Status.ANSWERED else None

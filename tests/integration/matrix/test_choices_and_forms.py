@@ -14,7 +14,7 @@ from adapters.sources.handup import validation
 from adapters.sources.handup.document import request_document
 from adapters.sources.handup.elicitation import to_elicitation
 from bot.domain import forms
-from bot.domain.model import AnswerMode, Option, Status
+from bot.domain.model import AnswerMode, ElicitationKey, Option, Status
 from tests.integration.matrix.rig import ONE, THREE, TWO, Rig, name_of, until
 from tests.unit.domain.builders import elicitation
 
@@ -26,7 +26,7 @@ TARGETS = (
 )
 
 
-async def posted(rig: Rig, key: str) -> str:
+async def posted(rig: Rig, key: ElicitationKey) -> str:
     """Post ``key``'s copy and seed its reactions (the post's ``seed`` effect, next); returns
     its event id."""
     assert await rig.bot.dispatcher.run_once() == 1

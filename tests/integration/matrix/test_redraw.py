@@ -6,6 +6,7 @@ HTML is printed before and after."""
 from __future__ import annotations
 
 from adapters.sources.superpipeline.parse import parse_body
+from bot.domain.model import ElicitationKey
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, THREE, Rig
 from tests.integration.matrix.test_chat_policy import said
@@ -17,7 +18,7 @@ WORKSPACE = "wsredraw"
 """A workspace of this test's own: the shared accounts' other rooms may hold routes for acme."""
 
 
-async def post(rig: Rig) -> tuple[str, str]:
+async def post(rig: Rig) -> tuple[ElicitationKey, str]:
     """The approval request of :data:`WORKSPACE`, posted (and its keycaps seeded)."""
     key = await rig.intake_elicitation(parse_body(VALID["approval-request"], workspace=WORKSPACE))
     assert await rig.bot.dispatcher.drain() >= 1

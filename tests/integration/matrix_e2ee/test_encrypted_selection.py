@@ -14,7 +14,7 @@ from nio import Api, RoomKeyRequest, RoomMessageNotice, RoomSendResponse
 from adapters.matrix.e2ee.client import EncryptingClient
 from adapters.matrix.intake.reactions import ACK_KEY
 from adapters.matrix.intake.selection import cannot_read, selection_read
-from bot.domain.model import AnswerMode, Option, Status
+from bot.domain.model import AnswerMode, ElicitationKey, Option, Status
 from bot.domain.refs import MatrixRef
 from tests.integration.matrix.rig import ONE, THREE, TWO
 from tests.integration.matrix_e2ee.adapter_rig import E2eeRig
@@ -54,7 +54,7 @@ async def element_reaction(client: EncryptingClient, room_id: str, target: str, 
     return str(response.event_id)
 
 
-async def multi_choice(e2ee: E2eeRig) -> tuple[str, str]:
+async def multi_choice(e2ee: E2eeRig) -> tuple[ElicitationKey, str]:
     """A multiple choice of three targets posted (encrypted) and read by alice; (key, prompt)."""
     rig = e2ee.rig
     question = f"Which targets should release {uuid.uuid4().hex} build?"

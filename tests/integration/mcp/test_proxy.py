@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Answer, Attempt, Identity
+from bot.domain.model import Answer, Attempt, ElicitationKey, Identity
 from tests.integration.mcp import LEGACY, MODERN, TOKENS, Rig, rig
 
 pytestmark = pytest.mark.slow  # generated requests / whole processes: the second tier
@@ -53,7 +53,10 @@ async def proxied(r: Rig, mode: str = LEGACY, upstream: str = LEGACY) -> AsyncIt
             yield client
 
 
-async def asked(r: Rig, key: str = "mcp:q1") -> Any:
+Q1 = ElicitationKey("mcp:q1")
+
+
+async def asked(r: Rig, key: ElicitationKey = Q1) -> Any:
     for _ in range(500):
         view = await r.service.view(key)
         if view is not None:
@@ -124,7 +127,7 @@ async def test_a_declined_confirmation_is_decline_and_a_cancelled_question_is_ca
         assert text_of(await asyncio.wait_for(call, 30)) == "decline"
 
         call = asyncio.create_task(client.call_tool("deploy", {"service": "db"}))
-        await asked(r, "mcp:q2")
+        await asked(r, ElicitationKey("mcp:q2"))
         async with r.client() as agent:  # the agent withdraws the question at /mcp
             assert (await agent.call_tool("cancel", {"id": "q2"})).structured_content["status"] == (
                 "cancelled"
@@ -149,7 +152,7 @@ async def test_a_url_elicitation_with_no_one_person_to_send_it_to_is_cancelled(
     are a channel and the inbox, so nothing is asked, and the server hears ``cancel``."""
     async with rig(sqlite_url, wait_seconds=1) as r, proxied(r) as client:
         assert text_of(await asyncio.wait_for(client.call_tool("login", {}), 30)) == "cancel"
-        assert await r.service.view("mcp:q1") is None, "nothing was posted anywhere"
+        assert await r.service.view(ElicitationKey("mcp:q1")) is None, "nothing was posted anywhere"
 
 
 @pytest.mark.parametrize("upstream", [LEGACY, MODERN, "auto"])

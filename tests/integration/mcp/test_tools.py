@@ -14,7 +14,16 @@ import pytest
 from mcp import Client
 
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Answer, Attempt, Identity, People, Refusal, RefusalCode, Status
+from bot.domain.model import (
+    Answer,
+    Attempt,
+    ElicitationKey,
+    Identity,
+    People,
+    Refusal,
+    RefusalCode,
+    Status,
+)
 from bot.timekeeper import Timekeeper
 from tests.integration.mcp import MODES, TOKENS, Rig, rig
 
@@ -39,7 +48,7 @@ def error_text(result: Any) -> str:
     return str(result.content[0].text)
 
 
-async def pending(r: Rig, key: str) -> None:
+async def pending(r: Rig, key: ElicitationKey) -> None:
     """Until the question is stored (the tool call is under way)."""
     for _ in range(300):
         if await r.service.view(key) is not None:
@@ -48,7 +57,7 @@ async def pending(r: Rig, key: str) -> None:
     raise AssertionError(f"{key} never stored")
 
 
-async def answer(r: Rig, key: str, attempt: Attempt) -> Answer | Refusal:
+async def answer(r: Rig, key: ElicitationKey, attempt: Attempt) -> Answer | Refusal:
     return (await r.service.answer(key, attempt)).result
 
 
@@ -69,11 +78,11 @@ async def test_ask_returns_the_persons_answer_with_progress_while_it_waits(
                 progress_callback=on_progress,
             )
         )
-        await pending(r, "mcp:q1")
+        await pending(r, ElicitationKey("mcp:q1"))
         await asyncio.sleep(0.3)  # a few polls: progress is sent while it waits
         given = await answer(
             r,
-            "mcp:q1",
+            ElicitationKey("mcp:q1"),
             Attempt(respondent=ALICE, option_ids=("yes",), via="web", shown=SHOWN_WHOLE),
         )
         assert isinstance(given, Answer)
@@ -87,7 +96,7 @@ async def test_ask_returns_the_persons_answer_with_progress_while_it_waits(
         assert seen
         assert seen[-1][1] == 20
         assert "Waiting for a person" in (seen[-1][2] or "")
-        view = await r.service.view("mcp:q1")
+        view = await r.service.view(ElicitationKey("mcp:q1"))
         assert view is not None
         assert view.elicitation.asker == "mcp:ci-agent"
         assert view.elicitation.source == "mcp"
@@ -109,7 +118,9 @@ async def test_unanswered_ask_is_pending_then_get_answer_returns_the_answer(
         )
         await asyncio.sleep(0.2)
         given = await answer(
-            r, "mcp:q1", Attempt(respondent=ALICE, text="Because the tests pass.", via="web")
+            r,
+            ElicitationKey("mcp:q1"),
+            Attempt(respondent=ALICE, text="Because the tests pass.", via="web"),
         )
         assert isinstance(given, Answer)
         out = body(await asyncio.wait_for(waiting, 10))
@@ -141,7 +152,7 @@ async def test_another_agent_can_neither_read_nor_cancel_the_question(
         for text in (read, gone):
             assert "no question 'q1' asked by this agent" in text
         assert "no question 'q404' asked by this agent" in unknown
-        view = await r.service.view("mcp:q1")
+        view = await r.service.view(ElicitationKey("mcp:q1"))
         assert view is not None
         assert view.status is Status.PENDING
 
@@ -153,7 +164,9 @@ async def test_cancel_withdraws_the_question_everywhere(sqlite_url: str) -> None
         assert out == {"id": "q1", "status": "cancelled", "answer": None}
         assert body(await client.call_tool("cancel", {"id": "q1"}))["status"] == "cancelled"
         late = await answer(
-            r, "mcp:q1", Attempt(respondent=ALICE, option_ids=("no",), via="web", shown=SHOWN_WHOLE)
+            r,
+            ElicitationKey("mcp:q1"),
+            Attempt(respondent=ALICE, option_ids=("no",), via="web", shown=SHOWN_WHOLE),
         )
         assert isinstance(late, Refusal)
 
@@ -164,7 +177,7 @@ async def test_the_asking_agent_is_refused_as_a_respondent(sqlite_url: str) -> N
         itself = Identity(platform="mcp", user="ci-agent")
         refused = await answer(
             r,
-            "mcp:q1",
+            ElicitationKey("mcp:q1"),
             Attempt(respondent=itself, option_ids=("yes",), via="web", shown=SHOWN_WHOLE),
         )
         assert isinstance(refused, Refusal)
@@ -230,7 +243,7 @@ async def test_bad_input_is_a_tool_error_naming_the_field(
     async with rig(sqlite_url, wait_seconds=0.2) as r, r.client() as client:
         text = error_text(await client.call_tool("ask", arguments))
         assert field in text
-        assert await r.service.view("mcp:q1") is None
+        assert await r.service.view(ElicitationKey("mcp:q1")) is None
 
 
 async def test_destinations_and_routes(sqlite_url: str) -> None:
@@ -243,7 +256,7 @@ async def test_destinations_and_routes(sqlite_url: str) -> None:
             body(await client.call_tool("ask", arguments))
         where = {
             key: sorted({d.destination for d in await r.service.deliveries(key)})
-            for key in ("mcp:q1", "mcp:q2", "mcp:q3")
+            for key in map(ElicitationKey, ("mcp:q1", "mcp:q2", "mcp:q3"))
         }
         assert where == {
             "mcp:q1": ["slack:C0APPROVALS", "web"],
@@ -269,7 +282,7 @@ async def test_a_form_answer_comes_back_typed_by_its_schema(sqlite_url: str) -> 
     }
     async with rig(sqlite_url, wait_seconds=0.1) as r, r.client() as client:
         body(await client.call_tool("ask", {"question": "Release details?", "form": schema}))
-        view = await r.service.view("mcp:q1")
+        view = await r.service.view(ElicitationKey("mcp:q1"))
         assert view is not None
         assert [q.id for q in view.elicitation.form] == [
             "name",
@@ -289,7 +302,9 @@ async def test_a_form_answer_comes_back_typed_by_its_schema(sqlite_url: str) -> 
                 "notes": {"selected": ["(leave empty)"], "text": None},
             }
             refused = await answer(
-                r, "mcp:q1", Attempt(respondent=ALICE, via="web", fields={"answers": wrong})
+                r,
+                ElicitationKey("mcp:q1"),
+                Attempt(respondent=ALICE, via="web", fields={"answers": wrong}),
             )
             assert isinstance(refused, Refusal), refused
             assert refused.message == f"The answer to question 2 (replicas) {why}."
@@ -302,7 +317,9 @@ async def test_a_form_answer_comes_back_typed_by_its_schema(sqlite_url: str) -> 
             "notes": {"selected": ["(leave empty)"], "text": None},
         }
         given = await answer(
-            r, "mcp:q1", Attempt(respondent=ALICE, via="web", fields={"answers": answers})
+            r,
+            ElicitationKey("mcp:q1"),
+            Attempt(respondent=ALICE, via="web", fields={"answers": answers}),
         )
         assert isinstance(given, Answer), given
         out = body(await client.call_tool("get_answer", {"id": "q1"}))
@@ -319,7 +336,7 @@ async def test_shutdown_returns_every_waiting_call_as_pending_at_once(sqlite_url
     async with rig(sqlite_url, wait_seconds=60) as r, r.client() as client:
         assert r.part.ready() is None
         call = asyncio.create_task(client.call_tool("ask", {"question": "Why?", "free_text": {}}))
-        await pending(r, "mcp:q1")
+        await pending(r, ElicitationKey("mcp:q1"))
         r.part.shutdown()
         out = body(await asyncio.wait_for(call, 5))
         assert out["status"] == "pending"
@@ -380,7 +397,7 @@ async def test_an_ask_retried_with_its_idempotency_key_asks_nothing_new(sqlite_u
         async with r.client(TOKENS["OTHER_TOKEN"]) as other:
             theirs = body(await other.call_tool("ask", {**arguments, "question": "Other?"}))
         assert theirs["id"] != first["id"]
-        view = await r.service.view(f"mcp:{first['id']}")
+        view = await r.service.view(ElicitationKey(f"mcp:{first['id']}"))
         assert view is not None
         assert view.elicitation.question == "Ship?"
 

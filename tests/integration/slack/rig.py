@@ -31,6 +31,7 @@ from adapters.sources.superpipeline.parse import parse_body
 from bot.app.http import Runtime, create_app
 from bot.domain.model import (
     Elicitation,
+    ElicitationKey,
     People,
     Route,
     Status,
@@ -190,12 +191,12 @@ class Rig:
 
     # ------------------------------------------------------------------ elicitations
 
-    async def intake(self, e: Elicitation, route: Route | None = None) -> str:
+    async def intake(self, e: Elicitation, route: Route | None = None) -> ElicitationKey:
         [outcome] = await self.service.intake([Inbound("test", f"in-{e.key}", e, {}, route=route)])
         assert outcome.result == "accepted"
         return outcome.key
 
-    async def intake_fixture(self, case: str, **changes: Any) -> str:
+    async def intake_fixture(self, case: str, **changes: Any) -> ElicitationKey:
         data = copy.deepcopy(VALID[case])
         data.update(changes)
         return await self.intake(parse_body(data, workspace="acme"))
@@ -217,7 +218,7 @@ class Rig:
         assert len(found) == 1, f"{len(found)} messages for {key} in {channel}"
         return found[0]
 
-    async def status(self, key: str) -> Status:
+    async def status(self, key: ElicitationKey) -> Status:
         view = await self.service.view(key)
         assert view is not None
         return view.status

@@ -27,7 +27,7 @@ from adapters.slack.render import REPLY_ACTION
 from adapters.slack.translate import RESEND_PRIVATE
 from bot.app.http import Runtime, create_app
 from bot.domain.actions import Action, Outcome
-from bot.domain.model import AnswerMode, Status
+from bot.domain.model import AnswerMode, ElicitationKey, Status
 from bot.domain.records import RawEvent
 from store.sql import SqlStore
 from tests.conftest import FakeClock
@@ -105,7 +105,7 @@ def hold(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Held:
     return held
 
 
-async def posted(rig: DurableRig, *cases: str) -> list[str]:
+async def posted(rig: DurableRig, *cases: str) -> list[ElicitationKey]:
     """Take these fixtures and post them (a second apart: one channel takes a post a second)."""
     keys = []
     for case in cases:

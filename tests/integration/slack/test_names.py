@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from adapters.slack.api.people import SlackNames
 from adapters.web.cards import result_view
-from bot.domain.model import Status
+from bot.domain.model import ElicitationKey, Status
 from bot.domain.ports import PromptView
 from tests.integration.slack.rig import ALICE, BOB, C1, Rig, button, last_text
 from tests.slack_fake import BOT_USER
@@ -29,7 +29,7 @@ def with_names(rig: Rig) -> None:
     rig.fake.add_user(BOB, real_name="Bob Jones")
 
 
-async def answered(rig: Rig, key: str) -> PromptView:
+async def answered(rig: Rig, key: ElicitationKey) -> PromptView:
     view = await rig.service.view(key)
     assert view is not None
     assert view.status is Status.ANSWERED

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from bot.domain import lanes
+from bot.domain.model import ElicitationKey
 from tests.integration.slack.rig import C1, Rig
 from tests.slack_fake import FakeSlack
 
@@ -62,5 +63,5 @@ async def test_questions_come_out_in_intake_order_after_a_30_s_slack_outage(
         await rig.drain()
         rig.clock.advance(STEP_S)
 
-    print(f"order after the outage: {[keys.index(k) for k in posted_keys(fake)]}")
+    print(f"order after the outage: {[keys.index(ElicitationKey(k)) for k in posted_keys(fake)]}")
     assert posted_keys(fake) == keys, "in the order they were taken in"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from adapters.slack.render import REPLY_ACTION
-from bot.domain.model import Status
+from bot.domain.model import ElicitationKey, Status
 from tests.integration.slack.rig import ALICE, Rig, action_button, button
 
 Message = dict[str, Any]
@@ -35,7 +35,7 @@ def count_store_calls(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def clicked(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, case: str, pick: Callable[[Message], Message]
-) -> tuple[str, Message, list[str]]:
+) -> tuple[ElicitationKey, Message, list[str]]:
     """A fixture posted, then one click on the button ``pick`` finds: (key, message, the store
     calls of the click, all of it handled)."""
     key = await rig.intake_fixture(case)

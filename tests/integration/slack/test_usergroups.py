@@ -20,7 +20,7 @@ from adapters.slack.api.scopes import manifest_scopes
 from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.deciders import TOLD_BEFORE
-from bot.domain.model import Route, Status
+from bot.domain.model import ElicitationKey, Route, Status
 from tests.integration.slack.rig import ALICE, BOB, C1, Rig, button
 from tests.slack_fake import FakeSlack
 from tests.slack_fake_base import SCOPES
@@ -56,7 +56,7 @@ def with_groups(rig: Rig, *approvers: str, quorum: int = 1) -> SlackGroups:
     return groups
 
 
-async def asked(rig: Rig, case: str = "options") -> tuple[str, dict[str, Any]]:
+async def asked(rig: Rig, case: str = "options") -> tuple[ElicitationKey, dict[str, Any]]:
     """A question posted to the channel: its key and its Slack message."""
     key = await rig.intake_fixture(case)
     await rig.drain()

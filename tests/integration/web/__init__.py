@@ -19,7 +19,7 @@ from adapters.sources.superpipeline.parse import parse_body
 from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
 from bot.app.http import Runtime, create_app
-from bot.domain.model import Elicitation, People, Route
+from bot.domain.model import Elicitation, ElicitationKey, People, Route
 from bot.domain.ports import AnswerSink, PromptView, SecretSink
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
@@ -90,12 +90,14 @@ def example(case: str, **changes: Any) -> dict[str, Any]:
 
 async def intake(
     rig: Rig, case: str = "options", *, workspace: str | None = "acme", **changes: Any
-) -> str:
+) -> ElicitationKey:
     e = parse_body(example(case, **changes), workspace=workspace)
     return await intake_elicitation(rig, e)
 
 
-async def intake_elicitation(rig: Rig, e: Elicitation, inbound_id: str | None = None) -> str:
+async def intake_elicitation(
+    rig: Rig, e: Elicitation, inbound_id: str | None = None
+) -> ElicitationKey:
     inbound = Inbound("ce:/test", inbound_id or f"{e.key}:{e.created_at}", e, {})
     [outcome] = await rig.service.intake([inbound])
     assert outcome.result in ("accepted", "updated"), outcome

@@ -38,7 +38,7 @@ from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.web.identity import IdentityPolicy
 from bot.app.config import ServerConfig
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Attempt, Identity, Status
+from bot.domain.model import Attempt, ElicitationKey, Identity, Status
 from bot.domain.records import StoredElicitation
 from store.sql import SqlStore
 from tests.conftest import REPO, FakeClock
@@ -66,10 +66,10 @@ LIVE_WITHIN_S = 1.0
 """An answer given elsewhere must show on an open page within this."""
 WAIT_S = 10.0
 KEYS = {
-    "options": "superpipeline:eli_1a2b3c4d5e6f7081",
-    "free-text": "superpipeline:eli_2b3c4d5e6f708192",
-    "no-options-no-question": "superpipeline:eli_3c4d5e6f70819203",
-    "approval-request": "superpipeline:apr_4d5e6f7081920314",
+    "options": ElicitationKey("superpipeline:eli_1a2b3c4d5e6f7081"),
+    "free-text": ElicitationKey("superpipeline:eli_2b3c4d5e6f708192"),
+    "no-options-no-question": ElicitationKey("superpipeline:eli_3c4d5e6f70819203"),
+    "approval-request": ElicitationKey("superpipeline:apr_4d5e6f7081920314"),
 }
 ALICE = Identity(platform="slack", user="U0ALICE", display_name="Alice")
 
@@ -165,14 +165,14 @@ class LiveServer:
         assert self.rig is not None
         return self.rig.chat
 
-    def stored(self, key: str) -> StoredElicitation:
+    def stored(self, key: ElicitationKey) -> StoredElicitation:
         assert self.rig is not None
         store = self.rig.store
         found = self.call(lambda: store.get(key))
         assert found is not None, key
         return found
 
-    def answer_in_slack(self, key: str, option: str) -> None:
+    def answer_in_slack(self, key: ElicitationKey, option: str) -> None:
         assert self.rig is not None
         service = self.rig.service
         attempt = Attempt(shown=SHOWN_WHOLE, respondent=ALICE, option_ids=(option,), via=SLACK)
@@ -377,7 +377,9 @@ def _screenshots(browser: WebDriver) -> None:
     browser.set_window_size(1200, 1400)
 
 
-def _refused_over_the_limit_then_answered(browser: WebDriver, server: LiveServer, key: str) -> None:
+def _refused_over_the_limit_then_answered(
+    browser: WebDriver, server: LiveServer, key: ElicitationKey
+) -> None:
     box = card(browser, key).find_element(By.TAG_NAME, "textarea")
     typed = "é" * 2001
     box.send_keys(typed)
@@ -398,7 +400,7 @@ def _refused_over_the_limit_then_answered(browser: WebDriver, server: LiveServer
 
 
 def _answered_in_slack_shows_within_a_second(
-    browser: WebDriver, server: LiveServer, key: str
+    browser: WebDriver, server: LiveServer, key: ElicitationKey
 ) -> None:
     started = time.monotonic()
     server.answer_in_slack(key, "deny")
@@ -499,7 +501,7 @@ def test_the_deploy_request_shows_everything_it_would_approve(
     deploy request shows its SQL, its diff and its command whole, with Approve offered."""
     e = deploy_elicitation(now=server.clock.now())
 
-    async def post() -> str:
+    async def post() -> ElicitationKey:
         assert server.rig is not None
         return await intake_elicitation(server.rig, e)
 

@@ -22,7 +22,7 @@ from adapters.web.identity import IdentityPolicy
 from adapters.web.routes import inbox_router
 from adapters.web.session import CSRF_COOKIE
 from bot.app.http import Runtime, authorised, create_app
-from bot.domain.model import People, Route
+from bot.domain.model import ElicitationKey, People, Route
 from bot.outbox import Dispatcher
 from bot.service import Service
 from store.sql import SqlStore
@@ -72,14 +72,14 @@ async def rig(store: SqlStore, clock: FakeClock, hook: FakeWebhook) -> AsyncIter
             yield Rig(h, dispatcher, hook)
 
 
-async def asked(rig: Rig) -> str:
+async def asked(rig: Rig) -> ElicitationKey:
     data: dict[str, Any] = copy.deepcopy(VALID["form"])
     data["callback_url"] = rig.hook.url
     response = await rig.http.post(
         "/v1/handup/requests", json=data, headers={"Authorization": f"Bearer {TOKEN}"}
     )
     assert response.status_code == 202, response.text
-    return f"handup:{response.json()['id']}"
+    return ElicitationKey(f"handup:{response.json()['id']}")
 
 
 async def answer(rig: Rig, key: str, fields: list[tuple[str, str]]) -> httpx.Response:

@@ -30,6 +30,7 @@ from bot.domain.model import (
     ApprovalSubject,
     Attempt,
     Elicitation,
+    ElicitationKey,
     Identity,
     Kind,
     Option,
@@ -137,7 +138,7 @@ def card(page: str, key: str) -> str:
     return page[start : min(ends)]
 
 
-async def answer_in_slack(rig: Rig, key: str, *options: str) -> None:
+async def answer_in_slack(rig: Rig, key: ElicitationKey, *options: str) -> None:
     attempt = Attempt(shown=SHOWN_WHOLE, respondent=ALICE_SLACK, option_ids=options, via=SLACK)
     outcome = await rig.service.answer(key, attempt)
     assert outcome.won, outcome

@@ -34,6 +34,7 @@ from bot.domain.model import (
     Answer,
     Attempt,
     Elicitation,
+    ElicitationKey,
     Identity,
     People,
     RefusalCode,
@@ -269,7 +270,7 @@ def test_an_option_that_needs_a_comment_asks_for_it_where_the_surface_has_a_form
 
 
 def test_an_unknown_elicitation_is_not_found_and_writes_nothing() -> None:
-    j = judge(None, Choose("nope", ALICE, "web", ("x",)), People(), NOW)
+    j = judge(None, Choose(ElicitationKey("nope"), ALICE, "web", ("x",)), People(), NOW)
     assert (j.outcome.kind, j.write) == (OutcomeKind.NOT_FOUND, None)
 
 

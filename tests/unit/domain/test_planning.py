@@ -8,7 +8,7 @@ from datetime import timedelta
 from bot.domain import deadlines as dl
 from bot.domain import planning
 from bot.domain.deadlines import Copy, FireContext, Firing
-from bot.domain.model import Deadlines, Route, Status
+from bot.domain.model import Deadlines, ElicitationKey, Route, Status
 from bot.domain.payloads import NotifyPayload
 from bot.domain.records import DeadlineKind, DeliveryState, EffectKind, FireOutcome, NoticeKind
 from bot.domain.refs import InboxRef, MatrixRef, SlackRef
@@ -145,7 +145,7 @@ def test_a_stale_post_is_updated_and_a_closed_one_plans_nothing() -> None:
 
 def test_a_failed_primary_falls_back_to_the_next_waiting_destination() -> None:
     copies = (copy(1, SLACK, DeliveryState.FAILED), copy(2, MATRIX, WAITING))
-    ws = planning.fall_back("k", ROUTE, copies, 1, NOW)
+    ws = planning.fall_back(ElicitationKey("k"), ROUTE, copies, 1, NOW)
 
     assert ws.activations == (
         Activation(
@@ -156,14 +156,14 @@ def test_a_failed_primary_falls_back_to_the_next_waiting_destination() -> None:
             audit=AuditWrite("fallback", detail={"from": SLACK, "to": MATRIX}),
         ),
     )
-    assert planning.fall_back("k", ROUTE, copies[:1], 1, NOW).empty
+    assert planning.fall_back(ElicitationKey("k"), ROUTE, copies[:1], 1, NOW).empty
     escalation = copy(1, ONCALL, DeliveryState.FAILED, purpose=dl.ESCALATION)
-    assert planning.fall_back("k", ROUTE, (escalation, copies[1]), 1, NOW).empty
+    assert planning.fall_back(ElicitationKey("k"), ROUTE, (escalation, copies[1]), 1, NOW).empty
 
 
 def test_the_inbox_activated_is_posted_at_once_with_its_follow_up() -> None:
     copies = (copy(1, SLACK, POSTED), copy(2, "web", WAITING), copy(3, MATRIX, WAITING))
-    act = planning.activation("k", ROUTE, copies[1], copies, NOW)
+    act = planning.activation(ElicitationKey("k"), ROUTE, copies[1], copies, NOW)
     assert (act.state, act.ref, act.posted, act.post) == (POSTED, InboxRef("k"), True, False)
     assert act.followup_at == NOW + timedelta(seconds=60)
 

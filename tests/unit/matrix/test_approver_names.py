@@ -14,7 +14,7 @@ from adapters.matrix.intake.notices import notice_content, said
 from adapters.matrix.intake.reactions import KEYCAPS
 from bot.domain.actions import Choose, Outcome, OutcomeKind
 from bot.domain.deciders import TOLD_BEFORE
-from bot.domain.model import Refusal, RefusalCode, Route
+from bot.domain.model import ElicitationKey, Refusal, RefusalCode, Route
 from tests.unit.matrix.test_handlers import ALICE, PROMPT, ROOM, Chat, Core, fixture, rig, settled
 
 DAVE = "@dave:localhost"
@@ -27,7 +27,7 @@ FULL = Refusal(
 
 
 async def test_the_routes_matrix_approvers_come_with_the_action_by_name() -> None:
-    core = Core(fixture("options"), Outcome(OutcomeKind.REFUSED, "k", refusal=FULL))
+    core = Core(fixture("options"), Outcome(OutcomeKind.REFUSED, ElicitationKey("k"), refusal=FULL))
     core.routes_ = (ROUTE,)
     events, chat = rig(core, Chat(names={DAVE: "Dave", ALICE: "Alice"}))
 
@@ -52,7 +52,7 @@ async def test_no_route_names_approvers_reads_no_name() -> None:
         asked.append(user_id)
         return "X"
 
-    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     core.routes_ = (Route(),)
     names = ApproverNames(display_name, core)  # type: ignore[arg-type]
     assert await names.names(ROOM, core.e) == {}
@@ -68,7 +68,7 @@ async def test_a_slow_name_is_left_out_and_still_read_for_the_next_action() -> N
             return "Dave"
         return None
 
-    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     core.routes_ = (ROUTE,)
     names = ApproverNames(display_name, core, wait=0.05)  # type: ignore[arg-type]
     assert await names.names(ROOM, core.e) == {}, "not read in time: the refusal shows the id"
@@ -82,7 +82,9 @@ async def test_a_slow_name_is_left_out_and_still_read_for_the_next_action() -> N
 
 async def test_a_refusal_told_before_posts_nothing_in_the_room() -> None:
     again = Refusal(code=RefusalCode.NOT_APPROVER, message=TOLD_BEFORE, once=True)
-    repeated = Outcome(OutcomeKind.REFUSED, "k", TOLD_BEFORE, refusal=again, repeated=True)
+    repeated = Outcome(
+        OutcomeKind.REFUSED, ElicitationKey("k"), TOLD_BEFORE, refusal=again, repeated=True
+    )
     core = Core(fixture("options"), repeated)
     assert said(repeated, core.e, ALICE) is None
     events, chat = rig(core)

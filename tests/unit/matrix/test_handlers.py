@@ -41,6 +41,7 @@ from bot.domain.model import (
     Answer,
     AnswerMode,
     Elicitation,
+    ElicitationKey,
     People,
     Refusal,
     RefusalCode,
@@ -206,7 +207,9 @@ ANSWER = Answer(option_ids=("deny",), respondent=f"matrix:{ALICE}", via=VIA, at=
 
 
 async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None:
-    core = Core(fixture("options"), Outcome(OutcomeKind.ANSWERED, "k", answer=ANSWER))
+    core = Core(
+        fixture("options"), Outcome(OutcomeKind.ANSWERED, ElicitationKey("k"), answer=ANSWER)
+    )
     events, chat = rig(core)
     reaction = inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[2])
 
@@ -215,7 +218,9 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
         events.finished(reaction.event_id)
     await settled(events)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Choose(ElicitationKey("k"), WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     [(destination, notice, _)] = chat.notices
     assert destination == VIA
     assert notice == Notice(
@@ -230,19 +235,23 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
 
 
 async def test_a_reply_naming_nothing_gets_the_cores_help_mentioning_the_person() -> None:
-    core = Core(fixture("options"), Outcome(OutcomeKind.HELP, "k", message="To answer, …"))
+    core = Core(
+        fixture("options"), Outcome(OutcomeKind.HELP, ElicitationKey("k"), message="To answer, …")
+    )
     events, chat = rig(core)
 
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "what?", threaded=True))
     await settled(events)
 
-    assert core.acted == [Reply("k", WHO, VIA, "what?", shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Reply(ElicitationKey("k"), WHO, VIA, "what?", shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     [(_, notice, _)] = chat.notices
     assert (notice.text, notice.mention, notice.reply_to) == ("To answer, …", True, "$reply")
 
 
 async def test_chatter_after_the_answer_says_nothing() -> None:
-    core = Core(fixture("free-text"), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(fixture("free-text"), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     events, chat = rig(core)
 
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "thanks!", threaded=True))
@@ -255,7 +264,7 @@ async def test_chatter_after_the_answer_says_nothing() -> None:
 async def test_a_secret_typed_in_the_thread_is_redacted_and_refused() -> None:
     secret = elicitation(answer_mode=AnswerMode.SECRET, options=())
     refusal = Refusal(code=RefusalCode.SECRET_IN_CHAT, message="Use the web inbox.")
-    core = Core(secret, Outcome(OutcomeKind.REFUSED, "k", refusal=refusal))
+    core = Core(secret, Outcome(OutcomeKind.REFUSED, ElicitationKey("k"), refusal=refusal))
     events, chat = rig(core)
 
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, "hunter2", threaded=True))
@@ -272,13 +281,13 @@ async def test_a_secret_typed_in_the_thread_is_redacted_and_refused() -> None:
 
 async def test_im_on_it_in_the_thread_claims_and_names_the_person() -> None:
     claim = Claim(by=f"matrix:{ALICE}", until=NOW + timedelta(minutes=30))
-    core = Core(fixture("options"), Outcome(OutcomeKind.CLAIMED, "k", claim=claim))
+    core = Core(fixture("options"), Outcome(OutcomeKind.CLAIMED, ElicitationKey("k"), claim=claim))
     events, chat = rig(core)
 
     await events.handle(ROOM, inbound.Reply("$c", ALICE, PROMPT, "!elicitbot claim", True))
     await settled(events)
 
-    assert core.acted == [ClaimIt("k", WHO, VIA, standing=AT_ZERO)]
+    assert core.acted == [ClaimIt(ElicitationKey("k"), WHO, VIA, standing=AT_ZERO)]
     [(_, notice, _)] = chat.notices
     assert notice.text == (
         f"🙋 {ALICE} is on it until 2026-11-10 10:01 UTC: escalation and follow-ups wait."
@@ -287,7 +296,9 @@ async def test_im_on_it_in_the_thread_claims_and_names_the_person() -> None:
 
 
 async def test_an_edit_counts_only_from_the_sender_while_the_question_is_open() -> None:
-    core = Core(fixture("options"), Outcome(OutcomeKind.ANSWERED, "k", answer=ANSWER))
+    core = Core(
+        fixture("options"), Outcome(OutcomeKind.ANSWERED, ElicitationKey("k"), answer=ANSWER)
+    )
     original = {
         "event_id": "$reply",
         "sender": ALICE,
@@ -298,7 +309,9 @@ async def test_an_edit_counts_only_from_the_sender_while_the_question_is_open() 
     await events.handle(ROOM, inbound.Edit("$e1", "@mallory:localhost", "$reply", "3"))
     assert core.acted == [], "not hers to edit"
     await events.handle(ROOM, inbound.Edit("$e2", ALICE, "$reply", "deny"))
-    assert core.acted == [Reply("k", WHO, VIA, "deny", shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Reply(ElicitationKey("k"), WHO, VIA, "deny", shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     core.status = Status.ANSWERED
     await events.handle(ROOM, inbound.Edit("$e3", ALICE, "$reply", "allow once"))
     await settled(events)
@@ -328,7 +341,9 @@ async def test_a_prompt_still_being_posted_is_found_by_its_marker() -> None:
     events, _ = rig(core, Chat(events={"$new": prompt}))
 
     def delivery(state: DeliveryState, destination: str = VIA) -> DeliveryView:
-        return DeliveryView(1, "k2", destination, 0, Purpose.PRIMARY, state, None, None, NOW, None)
+        return DeliveryView(
+            1, ElicitationKey("k2"), destination, 0, Purpose.PRIMARY, state, None, None, NOW, None
+        )
 
     core.deliveries_ = [delivery(DeliveryState.POSTED)]
     assert await events.prompts.key_for(ROOM, "$new") is None, "an old prompt naming the key"
@@ -349,20 +364,20 @@ def test_what_the_thread_hears_of_each_outcome() -> None:
     refusal = Refusal(
         code=RefusalCode.ASKER, message="You asked this question, so you cannot answer it."
     )
-    refused = said(Outcome(OutcomeKind.REFUSED, "k", refusal=refusal), e, ALICE)
+    refused = said(Outcome(OutcomeKind.REFUSED, ElicitationKey("k"), refusal=refusal), e, ALICE)
     assert refused is not None
     assert (refused.text, refused.mention) == (refusal.message, True)
     for quiet in (OutcomeKind.IGNORED, OutcomeKind.NOT_FOUND, OutcomeKind.COMMAND):
-        assert said(Outcome(quiet, "k"), e, ALICE) is None
+        assert said(Outcome(quiet, ElicitationKey("k")), e, ALICE) is None
 
 
 # --------------------------------------------------------------------------- what a copy showed
 
 
 def long_copy(ref: MatrixRef | None, state: DeliveryState = DeliveryState.POSTED) -> Core:
-    core = Core(long_elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(long_elicitation(), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     core.deliveries_ = [
-        DeliveryView(1, "k", VIA, 0, Purpose.PRIMARY, state, ref, NOW, NOW, None),
+        DeliveryView(1, ElicitationKey("k"), VIA, 0, Purpose.PRIMARY, state, ref, NOW, NOW, None),
     ]
     return core
 
@@ -397,7 +412,7 @@ async def test_a_long_copy_shows_everything_only_when_its_ref_says_its_thread_do
 
 
 async def test_a_short_copy_shows_everything_without_asking_the_store() -> None:
-    core = Core(deploy_elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(deploy_elicitation(), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     events, _ = rig(core)
 
     await events.handle(ROOM, inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[0]))
@@ -408,7 +423,7 @@ async def test_a_short_copy_shows_everything_without_asking_the_store() -> None:
 
 
 async def test_the_person_is_named_by_their_display_name() -> None:
-    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(fixture("options"), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     events, _ = rig(core, Chat(names={ALICE: "Alice"}))
 
     await events.handle(ROOM, inbound.Reaction("$r", ALICE, PROMPT, KEYCAPS[2]))

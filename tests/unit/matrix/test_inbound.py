@@ -41,6 +41,7 @@ from bot.domain.model import (
     Attempt,
     Disclosure,
     Elicitation,
+    ElicitationKey,
     People,
     Refusal,
     RefusalCode,
@@ -323,25 +324,27 @@ def test_a_keycap_chooses_and_a_raised_hand_claims() -> None:
     who = identity(ALICE)
     r = Reaction("$r", ALICE, Q, KEYCAPS[2])
     cut = Disclosure(whole=False, review="See the thread.")
-    assert on_reaction("k", e, r, "!room:localhost", shown=cut) == Choose(
-        "k", who, VIA, ("deny",), shown=cut
+    assert on_reaction(ElicitationKey("k"), e, r, "!room:localhost", shown=cut) == Choose(
+        ElicitationKey("k"), who, VIA, ("deny",), shown=cut
     )
     for hand in ("🙋", "🙋🏽‍♀️"):
-        claim = on_reaction("k", e, Reaction("$r", ALICE, Q, hand), "!room:localhost", shown=cut)
-        assert claim == ClaimIt("k", who, VIA)
+        claim = on_reaction(
+            ElicitationKey("k"), e, Reaction("$r", ALICE, Q, hand), "!room:localhost", shown=cut
+        )
+        assert claim == ClaimIt(ElicitationKey("k"), who, VIA)
     thumbs = Reaction("$r", ALICE, Q, "👍")
-    assert on_reaction("k", e, thumbs, "!room:localhost", shown=SHOWN_WHOLE) is None
+    assert on_reaction(ElicitationKey("k"), e, thumbs, "!room:localhost", shown=SHOWN_WHOLE) is None
 
 
 def test_a_reply_is_the_cores_to_read_unless_it_claims() -> None:
     who = identity(ALICE)
     body = "> <@elicitbot:localhost> May I?\n\n3"
-    assert on_reply("k", ALICE, body, "!room:localhost", shown=SHOWN_WHOLE) == actions.Reply(
-        "k", who, VIA, body, shown=SHOWN_WHOLE
-    )
+    assert on_reply(
+        ElicitationKey("k"), ALICE, body, "!room:localhost", shown=SHOWN_WHOLE
+    ) == actions.Reply(ElicitationKey("k"), who, VIA, body, shown=SHOWN_WHOLE)
     for claim in ("!elicitbot claim", "  I'm   ON it ", "!elicitbot i'm on it"):
-        claimed = on_reply("k", ALICE, claim, "!room:localhost", shown=SHOWN_WHOLE)
-        assert claimed == ClaimIt("k", who, VIA)
+        claimed = on_reply(ElicitationKey("k"), ALICE, claim, "!room:localhost", shown=SHOWN_WHOLE)
+        assert claimed == ClaimIt(ElicitationKey("k"), who, VIA)
 
 
 def test_a_command_carries_its_words_and_whether_the_room_elevates_the_sender() -> None:

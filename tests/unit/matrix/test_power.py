@@ -16,7 +16,7 @@ from adapters.matrix.intake.reactions import KEYCAPS
 from bot.domain import deciders
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.errors import TransientDeliveryError
-from bot.domain.model import Identity, People, Route
+from bot.domain.model import ElicitationKey, Identity, People, Route
 from bot.domain.policy import Standing
 from tests.unit.matrix.test_handlers import PROMPT, WHO, Chat, Core, fixture, rig
 
@@ -191,7 +191,7 @@ async def test_every_answer_from_a_room_carries_the_senders_level_there_read_fro
 ):
     """A keycap, a thread reply and 🙋 carry the sender's power level in the room the sync
     showed; the room was seen, so nothing is read from the homeserver."""
-    core = Core(fixture("options"), Outcome(OutcomeKind.HELP, "k", message="?"))
+    core = Core(fixture("options"), Outcome(OutcomeKind.HELP, ElicitationKey("k"), message="?"))
     chat = CountingChat(power=100)
     events, _ = rig(core, chat)
     events.powers.saw(ROOM, V10)

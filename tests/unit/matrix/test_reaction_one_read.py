@@ -15,7 +15,7 @@ from adapters.matrix import translate as inbound
 from adapters.matrix.chat import MatrixChat
 from adapters.matrix.intake.handling import RoomEvents
 from adapters.matrix.intake.reactions import KEYCAPS
-from bot.domain.model import People, Route, Status
+from bot.domain.model import ElicitationKey, People, Route, Status
 from bot.domain.ports import Elicitations
 from bot.service import Inbound, Service
 from store.sql import SqlStore
@@ -29,11 +29,11 @@ MATRIX = f"matrix:{ROOM}"
 class Posted(Chat):
     """The fake chat, having just posted ``PROMPT`` for ``key`` (no delivery ref read)."""
 
-    def __init__(self, key: str, **fields: Any) -> None:
+    def __init__(self, key: ElicitationKey, **fields: Any) -> None:
         super().__init__(**fields)
         self.key = key
 
-    def posted_key(self, event_id: str) -> str | None:
+    def posted_key(self, event_id: str) -> ElicitationKey | None:
         return self.key if event_id == PROMPT else None
 
 
@@ -51,7 +51,7 @@ def count_store_calls(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> list[
     return calls
 
 
-async def asked(store: SqlStore) -> tuple[Service, str]:
+async def asked(store: SqlStore) -> tuple[Service, ElicitationKey]:
     svc = Service(store, FakeClock(), People(), [Route(destinations=(MATRIX,))])
     e = make(svc.clock.now(), "eli_matrix", subject_expires=3600)
     [outcome] = await svc.intake([Inbound("test", "in-1", e, {})])

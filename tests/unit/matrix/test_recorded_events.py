@@ -21,10 +21,11 @@ from adapters.matrix.translate import (
 from bot.domain.actions import Choose, Command
 from bot.domain.actions import Reply as ReplyAction
 from bot.domain.disclosure import SHOWN_WHOLE as WHOLE
+from bot.domain.model import ElicitationKey
 from tests.responses import load
 from tests.unit.domain.builders import sp_options
 
-KEY = "superpipeline:eli_1a2b3c4d5e6f7081"
+KEY = ElicitationKey("superpipeline:eli_1a2b3c4d5e6f7081")
 BOT = "@elicitbot-c3e1a916:localhost"
 ALICE = "@alice-dc48c99f:localhost"
 ROOM = "!Kp-J0a4iCjdl-QSKRfU59N0Vj7kZ7f1KdwkBNZUO_BI"

@@ -20,7 +20,7 @@ from adapters.matrix.translate import reopenings
 from bot.domain import forms
 from bot.domain.actions import Choose, Outcome, OutcomeKind, Reply
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import Answer, AnswerMode, FormQuestion, Option, Status
+from bot.domain.model import Answer, AnswerMode, ElicitationKey, FormQuestion, Option, Status
 from bot.domain.ports import PromptView
 from bot.domain.records import Writeback, WritebackState
 from tests.unit.domain.builders import NOW, elicitation
@@ -92,7 +92,7 @@ def shown_texts(room: Room) -> list[str]:
 
 
 async def test_keycaps_toggle_and_the_check_mark_submits_what_the_room_holds() -> None:
-    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, "k", answer=ANSWER))
+    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, ElicitationKey("k"), answer=ANSWER))
     room = Room()
     events, _ = rig(core, room)
 
@@ -106,7 +106,9 @@ async def test_keycaps_toggle_and_the_check_mark_submits_what_the_room_holds() -
     await tap(events, room, "$ok", ALICE, ACK_KEY)
 
     assert core.acted == [
-        Choose("k", WHO, VIA, ("linux", "macos"), shown=SHOWN_WHOLE, standing=AT_ZERO)
+        Choose(
+            ElicitationKey("k"), WHO, VIA, ("linux", "macos"), shown=SHOWN_WHOLE, standing=AT_ZERO
+        )
     ]
     alice = [t for t in shown_texts(room) if t.startswith((f"* {ALICE}", ALICE))]
     so_far = (
@@ -131,7 +133,7 @@ async def test_keycaps_toggle_and_the_check_mark_submits_what_the_room_holds() -
 
 
 async def test_a_check_mark_with_nothing_chosen_says_how_and_a_later_one_counts() -> None:
-    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, "k", answer=ANSWER))
+    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, ElicitationKey("k"), answer=ANSWER))
     room = Room()
     events, _ = rig(core, room)
 
@@ -146,12 +148,14 @@ async def test_a_check_mark_with_nothing_chosen_says_how_and_a_later_one_counts(
     await events.handle(ROOM, inbound.Reaction("$ok2", ALICE, PROMPT, ACK_KEY))  # replayed
     await settled(events)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("windows",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Choose(ElicitationKey("k"), WHO, VIA, ("windows",), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
 
 
 async def test_a_removal_made_while_the_bot_was_away_still_counts() -> None:
     """The selection is read when ✅ comes, not kept: a redaction never seen changes it too."""
-    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, "k", answer=ANSWER))
+    core = Core(MULTI, Outcome(OutcomeKind.ANSWERED, ElicitationKey("k"), answer=ANSWER))
     room = Room(reactions=[annotation("$1", ALICE, ONE), annotation("$2", ALICE, TWO)])
     events, _ = rig(core, room)  # a fresh process: it saw none of these
     room.reactions.pop()
@@ -159,29 +163,35 @@ async def test_a_removal_made_while_the_bot_was_away_still_counts() -> None:
     await tap(events, room, "$ok", ALICE, ACK_KEY)
     await events.handle(ROOM, inbound.Redaction("$undo", ALICE, "$unknown"))  # not ours: nothing
 
-    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Choose(ElicitationKey("k"), WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
 
 
 async def test_once_closed_a_keycap_gets_the_cores_answer_as_before() -> None:
-    core = Core(MULTI, Outcome(OutcomeKind.IGNORED, "k"), status=Status.ANSWERED)
+    core = Core(MULTI, Outcome(OutcomeKind.IGNORED, ElicitationKey("k")), status=Status.ANSWERED)
     room = Room()
     events, _ = rig(core, room)
 
     await tap(events, room, "$1", ALICE, ONE)
     await tap(events, room, "$ok", ALICE, ACK_KEY)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Choose(ElicitationKey("k"), WHO, VIA, ("linux",), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     assert room.asked == 0
 
 
 async def test_a_single_choice_keycap_still_answers_at_once() -> None:
-    core = Core(elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Core(elicitation(), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     room = Room()
     events, _ = rig(core, room)
 
     await tap(events, room, "$3", ALICE, THREE)
 
-    assert core.acted == [Choose("k", WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Choose(ElicitationKey("k"), WHO, VIA, ("deny",), shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     assert room.asked == 0
 
 
@@ -209,7 +219,7 @@ async def test_a_form_reply_reaches_the_core_whole_and_its_help_goes_back() -> N
     )
     e = elicitation(answer_mode=AnswerMode.FREE_TEXT, options=(), form=form)
     help_text = forms.form_help(form)
-    core = Core(e, Outcome(OutcomeKind.HELP, "k", message=help_text))
+    core = Core(e, Outcome(OutcomeKind.HELP, ElicitationKey("k"), message=help_text))
     room = Room()
     events, _ = rig(core, room)
     body = "1: beta\n2: ship it Friday"
@@ -217,7 +227,9 @@ async def test_a_form_reply_reaches_the_core_whole_and_its_help_goes_back() -> N
     await events.handle(ROOM, inbound.Reply("$reply", ALICE, PROMPT, body, threaded=True))
     await settled(events)
 
-    assert core.acted == [Reply("k", WHO, VIA, body, shown=SHOWN_WHOLE, standing=AT_ZERO)]
+    assert core.acted == [
+        Reply(ElicitationKey("k"), WHO, VIA, body, shown=SHOWN_WHOLE, standing=AT_ZERO)
+    ]
     [(_, notice, _)] = room.notices
     assert (notice.text, notice.mention, notice.reply_to) == (help_text, True, "$reply")
 
@@ -235,7 +247,7 @@ class Reopenable(Core):
 
 
 async def test_after_a_refusal_reopened_the_question_the_same_keycap_answers_again() -> None:
-    core = Reopenable(elicitation(), Outcome(OutcomeKind.IGNORED, "k"))
+    core = Reopenable(elicitation(), Outcome(OutcomeKind.IGNORED, ElicitationKey("k")))
     events, _ = rig(core, Room())
     first = inbound.Reaction("$r1", ALICE, PROMPT, THREE)
     again = inbound.Reaction("$r2", ALICE, PROMPT, THREE)  # taken back and made again

@@ -21,6 +21,7 @@ from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import (
     AnswerMode,
     Elicitation,
+    ElicitationKey,
     FormQuestion,
     Identity,
     Option,
@@ -35,7 +36,7 @@ HANDUP: dict[str, Any] = json.loads(
     (ROOT / "tests" / "fixtures" / "sources" / "handup.json").read_text(encoding="utf-8")
 )["valid"]
 LINK = "http://127.0.0.1:8787/#handup:hr_form"
-KEY = "handup:hr_form"
+KEY = ElicitationKey("handup:hr_form")
 ALICE = Identity(platform="slack", user="U0ALICE", team="T0ACME", display_name="alice")
 
 

@@ -20,12 +20,12 @@ from adapters.slack.translate import (
 )
 from bot.domain.actions import Choose, Command, Reply, Submit
 from bot.domain.disclosure import SHOWN_WHOLE as WHOLE
-from bot.domain.model import Identity
+from bot.domain.model import ElicitationKey, Identity
 from tests.responses import load
 from tests.unit.domain.builders import sp_free_text, sp_options
 
-OPTIONS_KEY = "superpipeline:eli_1a2b3c4d5e6f7081"
-FREE_TEXT_KEY = "superpipeline:eli_2b3c4d5e6f708192"
+OPTIONS_KEY = ElicitationKey("superpipeline:eli_1a2b3c4d5e6f7081")
+FREE_TEXT_KEY = ElicitationKey("superpipeline:eli_2b3c4d5e6f708192")
 CHANNEL = "C0APPROVALS"
 ROOT_TS = "1764700000.000100"
 ALICE = Identity(platform="slack", user="U0ALICE001", team="T0ACME0001", display_name="alice")

@@ -43,10 +43,10 @@ from bot.domain.actions import (
 )
 from bot.domain.deadlines import Claim
 from bot.domain.disclosure import SHOWN_WHOLE as WHOLE
-from bot.domain.model import Disclosure, Identity, Refusal, RefusalCode, Status
+from bot.domain.model import Disclosure, ElicitationKey, Identity, Refusal, RefusalCode, Status
 from tests.unit.domain.builders import NOW, sp_options
 
-KEY = "superpipeline:eli_1a2b3c4d5e6f7081"
+KEY = ElicitationKey("superpipeline:eli_1a2b3c4d5e6f7081")
 C1 = "C0APPROVALS"
 ALICE = Identity(platform="slack", user="U0ALICE", team="T0ACME", display_name="alice")
 

@@ -28,6 +28,7 @@ from bot.domain.model import (
     Answer,
     AnswerMode,
     Attempt,
+    ElicitationKey,
     Identity,
     Kind,
     Meaning,
@@ -364,7 +365,7 @@ def test_followup_seconds_as_a_whole_float_is_accepted() -> None:
 def row(position: int, state: str, destination: str = "", **more: Any) -> DeliveryView:
     return DeliveryView(
         id=position,
-        elicitation_key="engine:d",
+        elicitation_key=ElicitationKey("engine:d"),
         destination=destination or f"slack:C{position}",
         position=position,
         purpose=Purpose(more.pop("purpose", "primary")),
