@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Elicitation, Status
+from bot.domain.model import Destination, Elicitation, Status
 from bot.domain.payloads import NotifyPayload, PostPayload, WritebackPayload
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, CopyPolicy, Notice, PromptView
 from bot.domain.records import (
@@ -36,10 +36,6 @@ RENDERED = (EffectKind.POST, EffectKind.UPDATE, EffectKind.SEED)
 
 class Stale(Exception):  # noqa: N818 - not an error: a row with nothing left to do
     """A reminder or escalation whose question is no longer pending when its turn comes."""
-
-
-def platform_of(destination: str) -> str:
-    return destination.split(":", 1)[0]
 
 
 PolicyOf = Callable[[Elicitation], Awaitable[CopyPolicy]]
@@ -99,14 +95,14 @@ class Effects:
             policy=policy,
         )
 
-    def seeds(self, destination: str) -> bool:
-        chat = self.chats.get(platform_of(destination))
+    def seeds(self, destination: Destination) -> bool:
+        chat = self.chats.get(destination.platform)
         return chat is not None and chat.seeds
 
-    def _chat(self, destination: str) -> ChatAdapter:
-        chat = self.chats.get(platform_of(destination))
+    def _chat(self, destination: Destination) -> ChatAdapter:
+        chat = self.chats.get(destination.platform)
         if chat is None:
-            raise PermanentDeliveryError(f"{platform_of(destination)} is not configured")
+            raise PermanentDeliveryError(f"{destination.platform} is not configured")
         return chat
 
     async def execute(
@@ -118,6 +114,7 @@ class Effects:
         """Carry out one row; returns the message ref of a post."""
         key = f"elicitbot-{item.id}"
         payload = item.payload
+        where = Destination(item.target)  # a chat row's target (a write-back's is its source)
         if item.kind is EffectKind.POST:
             escalation = None
             if isinstance(payload, PostPayload) and payload.purpose is Purpose.ESCALATION:
@@ -129,10 +126,10 @@ class Effects:
                     if delivery is not None and delivery.escalation is not None
                     else deadlines.Escalation(mentions=())
                 )
-            chat = self._chat(item.target)
+            chat = self._chat(where)
             try:
                 return await chat.post(
-                    item.target,
+                    where,
                     await self._view(item, stored, timeline, escalation),
                     idempotency_key=key,
                     uncertain=self.uncertain(item),
@@ -154,9 +151,7 @@ class Effects:
             if delivery.purpose is Purpose.ESCALATION:
                 escalation = delivery.escalation or deadlines.Escalation(mentions=())
             view = await self._view(item, stored, timeline, escalation)
-            await self._chat(item.target).update(
-                item.target, delivery.ref, view, idempotency_key=key
-            )
+            await self._chat(where).update(where, delivery.ref, view, idempotency_key=key)
             return None
         if item.kind is EffectKind.SEED:
             if stored is None or stored.status is not Status.PENDING:
@@ -164,8 +159,8 @@ class Effects:
             delivery = await self.store.delivery(item.delivery_id or -1)
             if delivery is None or delivery.ref is None:
                 raise PermanentDeliveryError("no posted message to seed")
-            await self._chat(item.target).seed(
-                item.target,
+            await self._chat(where).seed(
+                where,
                 delivery.ref,
                 await self._view(item, stored, timeline),
                 idempotency_key=key,
@@ -179,8 +174,8 @@ class Effects:
                 stored is None or stored.status is not Status.PENDING
             ):
                 raise Stale("reminder")  # answered (or closed) since it fired
-            await self._chat(item.target).notify(
-                item.target, notice, idempotency_key=key, uncertain=self.uncertain(item)
+            await self._chat(where).notify(
+                where, notice, idempotency_key=key, uncertain=self.uncertain(item)
             )
             return None
         if item.kind is EffectKind.WRITEBACK:

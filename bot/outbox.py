@@ -22,7 +22,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from bot.domain import lanes
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import ElicitationKey
+from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock
 from bot.domain.records import EffectKind, OutboxItem, StoredElicitation, Timeline
 from bot.domain.refs import MessageRef
@@ -280,7 +280,7 @@ class Dispatcher:
 
     async def _complete(self, item: OutboxItem, done: OutboxItem, ref: MessageRef | None) -> None:
         try:
-            seed = item.kind is EffectKind.POST and self.effects.seeds(item.target)
+            seed = item.kind is EffectKind.POST and self.effects.seeds(Destination(item.target))
             await self.store.complete_outbox(
                 done, self.claimer, self.clock.now(), ref=ref, seed=seed
             )

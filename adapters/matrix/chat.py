@@ -69,7 +69,7 @@ from adapters.matrix.markup.html import matrix_users, txn_digest
 from adapters.matrix.markup.thread import part_contents, part_txn
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import ElicitationKey
+from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
 
@@ -80,17 +80,17 @@ log = structlog.get_logger("elicitbot.matrix")
 REMEMBERED = 4096
 
 
-def room_of(destination: str) -> str:
-    platform, _, room_id = destination.partition(":")
-    if platform != "matrix" or not room_id.startswith("!"):
+def room_of(destination: Destination) -> str:
+    room_id = destination.target
+    if destination.platform != "matrix" or not room_id.startswith("!"):
         raise PermanentDeliveryError(f"{destination!r} is not a Matrix room (matrix:!room:server)")
     return room_id
 
 
-def target_of(destination: str) -> str:
+def target_of(destination: Destination) -> str:
     """The room id or, for a direct message, the person's user id a destination names."""
-    platform, _, target = destination.partition(":")
-    if platform != "matrix" or not (target.startswith("!") or is_person(target)):
+    target = destination.target
+    if destination.platform != "matrix" or not (target.startswith("!") or is_person(target)):
         raise PermanentDeliveryError(
             f"{destination!r} is not a Matrix room or person (matrix:!room:server, "
             "matrix:@user:server)"
@@ -145,7 +145,7 @@ class MatrixChat(RoomReads):
 
     async def post(
         self,
-        destination: str,
+        destination: Destination,
         view: PromptView,
         *,
         idempotency_key: str,
@@ -168,7 +168,7 @@ class MatrixChat(RoomReads):
         return ref
 
     async def update(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         if not isinstance(ref, MatrixRef):
             raise PermanentDeliveryError(f"matrix edit: {ref!r} is not a Matrix message ref")
@@ -176,7 +176,7 @@ class MatrixChat(RoomReads):
         await self._seed(ref, view)
 
     async def seed(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """The keycaps of a posted prompt (the outbox's ``seed`` effect, queued when the post
         completed): each with a transaction id of its own, so a repeat makes nothing twice."""
@@ -186,7 +186,7 @@ class MatrixChat(RoomReads):
 
     async def notify(
         self,
-        destination: str,
+        destination: Destination,
         notice: Notice,
         *,
         idempotency_key: str,
@@ -211,7 +211,7 @@ class MatrixChat(RoomReads):
         )
         await self.send(room_id, "m.room.message", content, idempotency_key, "notice")
 
-    async def room_for(self, destination: str) -> str:
+    async def room_for(self, destination: Destination) -> str:
         """The room a destination names: itself, or a person's direct room."""
         target = target_of(destination)
         return await self.direct.room_for(target) if is_person(target) else target

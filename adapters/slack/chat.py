@@ -46,6 +46,7 @@ from adapters.slack.errors import api_error, from_slack
 from adapters.slack.markup.blocks import clip, escape
 from adapters.slack.render import metadata, notice_metadata, render
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
+from bot.domain.model import Destination
 from bot.domain.ports import Notice, PromptView
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MessageRef, SlackRef
@@ -123,7 +124,7 @@ class SlackChat:
 
     async def post(
         self,
-        destination: str,
+        destination: Destination,
         view: PromptView,
         *,
         idempotency_key: str,
@@ -158,7 +159,7 @@ class SlackChat:
         return SlackRef(channel, ts)
 
     async def update(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         if not isinstance(ref, SlackRef):
             raise PermanentDeliveryError(f"slack chat.update: {ref!r} is not a Slack message ref")
@@ -166,7 +167,7 @@ class SlackChat:
 
     async def notify(
         self,
-        destination: str,
+        destination: Destination,
         notice: Notice,
         *,
         idempotency_key: str,
@@ -183,7 +184,11 @@ class SlackChat:
         await self.ephemeral(channel, user, notice.text, thread_ts=_thread_ts(notice))
 
     async def _remind(
-        self, destination: str, notice: Notice, idempotency_key: str, uncertain: datetime | None
+        self,
+        destination: Destination,
+        notice: Notice,
+        idempotency_key: str,
+        uncertain: datetime | None,
     ) -> None:
         """A reminder: a public reply in the copy's thread that pings the route's Slack people,
         tagged with its outbox key; an uncertain one is first looked for in that thread."""
@@ -276,7 +281,7 @@ class SlackChat:
         return _opened(response)
 
     async def seed(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """Nothing to seed: a Slack copy carries its buttons."""
 
@@ -351,10 +356,10 @@ class SlackChat:
         except Exception as exc:  # mapped: every failure is a Transient/PermanentDeliveryError
             raise from_slack(method, exc) from exc
 
-    async def _channel(self, destination: str) -> str:
+    async def _channel(self, destination: Destination) -> str:
         """The channel id to post in: the destination's, or the DM opened with its user."""
-        platform, _, target = destination.partition(":")
-        if platform != "slack" or not target:
+        target = destination.target
+        if destination.platform != "slack" or not target:
             raise PermanentDeliveryError(f"{destination!r} is not a Slack destination")
         if not target.startswith(("U", "W")):
             return target

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from bot.domain.model import Destination
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import InboxRef
 
@@ -15,7 +16,7 @@ class WebChat:
 
     async def post(
         self,
-        destination: str,
+        destination: Destination,
         view: PromptView,
         *,
         idempotency_key: str,
@@ -24,18 +25,18 @@ class WebChat:
         return InboxRef(view.elicitation.key)
 
     async def update(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """Nothing to rewrite: the page renders the stored state."""
 
     async def seed(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """Nothing to seed: the page has its buttons."""
 
     async def notify(
         self,
-        destination: str,
+        destination: Destination,
         notice: Notice,
         *,
         idempotency_key: str,

@@ -62,6 +62,7 @@ from bot.domain.deadline_values import (
 )
 from bot.domain.model import (
     Answer,
+    Destination,
     Elicitation,
     Meaning,
     Option,
@@ -165,7 +166,7 @@ def claim_until(now: datetime, minutes: float = DEFAULT_CLAIM_MINUTES) -> dateti
 
 def on_platform(identities: Collection[str], destination: str) -> tuple[str, ...]:
     """The identity keys on the destination's platform, in a stable order."""
-    platform = destination.split(":", 1)[0]
+    platform = Destination(destination).platform
     return tuple(sorted(i for i in set(identities) if i.split(":", 1)[0] == platform))
 
 
@@ -438,10 +439,10 @@ def destination_name(destination: str) -> str:
     """A short name for a destination: ``#C0ONCALL``, ``@U0ALICE``, ``!room:hs``, the web inbox."""
     if destination == WEB:
         return "the web inbox"
-    platform, _, target = destination.partition(":")
-    if platform == "slack":
-        return f"@{target}" if target.startswith(("U", "W")) else f"#{target}"
-    return target or destination
+    d = Destination(destination)
+    if d.platform == "slack":
+        return f"@{d.target}" if d.target.startswith(("U", "W")) else f"#{d.target}"
+    return d.target or destination
 
 
 def when_text(at: datetime, now: datetime | None = None) -> str:

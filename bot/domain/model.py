@@ -5,16 +5,54 @@ All datetimes are timezone-aware UTC. Models are frozen: a change is a new value
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, NewType
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, field_validator
+from pydantic_core import CoreSchema, core_schema
 
 from bot.domain.policy import NO_STANDING, Standing, check_approvers, check_quorum, check_surfaces
 
 ElicitationKey = NewType("ElicitationKey", str)
 """The always-unique id of an elicitation: ``<source>:<source id>``."""
+
+
+class Destination(str):
+    """Where a copy goes: ``web``, ``slack:<channel or user>`` or ``matrix:<room or user>``.
+
+    A ``str`` that knows its parts: stored, serialised, logged and compared as exactly the text it
+    is (so rows, JSON and the database stay byte-identical), split once here instead of at each use.
+    ``Destination(text)`` takes a value already checked (config, intake, a stored row);
+    :meth:`parse` checks one that enters from outside."""
+
+    __slots__ = ()
+
+    @property
+    def platform(self) -> str:
+        """``web``, ``slack`` or ``matrix`` (whatever precedes the first ``:``)."""
+        return self.partition(":")[0]
+
+    @property
+    def target(self) -> str:
+        """The channel, room or person after the platform; empty for ``web``."""
+        return self.partition(":")[2]
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """In a model: validated as a ``str`` (the model's own validator checks the form), then
+        wrapped; serialised as the text."""
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
+
+    @classmethod
+    def parse(cls, value: str) -> Destination:
+        """``value`` as a destination; ValueError when it is not one."""
+        d = cls(value)
+        if d != "web" and not (d.platform in ("slack", "matrix") and d.target):
+            msg = f"{value!r} is not 'web', 'slack:<id>' or 'matrix:<id>'"
+            raise ValueError(msg)
+        return d
 
 
 class Frozen(BaseModel):
@@ -381,10 +419,10 @@ class Route(Frozen):
     """Where an elicitation goes (first match wins). ``followup_seconds``: 0 = off, else 5..900."""
 
     match: RouteMatch = RouteMatch()
-    destinations: tuple[str, ...] = ("web",)
+    destinations: tuple[Destination, ...] = (Destination("web"),)
     followup_seconds: int = 0
-    escalate_to: tuple[str, ...] = ()
-    mention: tuple[str, ...] = ()
+    escalate_to: tuple[Destination, ...] = ()
+    mention: tuple[Destination, ...] = ()
     origin: str = "config"
     """``config`` or ``chat`` (made by an admin command, stored in the database)."""
     approvers: tuple[str, ...] | None = None
@@ -407,7 +445,7 @@ class Route(Frozen):
 
     @field_validator("destinations", "escalate_to", "mention")
     @classmethod
-    def _destination_form(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+    def _destination_form(cls, values: tuple[Destination, ...]) -> tuple[Destination, ...]:
         return check_destinations(values)
 
 
@@ -418,11 +456,5 @@ def check_followup_seconds(value: int) -> int:
     return value
 
 
-def check_destinations(values: tuple[str, ...]) -> tuple[str, ...]:
-    for value in values:
-        if value != "web" and not (
-            value.startswith(("slack:", "matrix:")) and len(value.split(":", 1)[1]) > 0
-        ):
-            msg = f"{value!r} is not 'web', 'slack:<id>' or 'matrix:<id>'"
-            raise ValueError(msg)
-    return values
+def check_destinations(values: Iterable[str]) -> tuple[Destination, ...]:
+    return tuple(Destination.parse(value) for value in values)

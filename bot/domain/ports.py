@@ -12,6 +12,7 @@ from bot.domain.deadlines import Claim, Escalation, ScheduleStep
 from bot.domain.model import (
     Answer,
     Attempt,
+    Destination,
     Elicitation,
     ElicitationKey,
     Identity,
@@ -244,7 +245,7 @@ class ChatAdapter(Protocol):
 
     async def post(
         self,
-        destination: str,
+        destination: Destination,
         view: PromptView,
         *,
         idempotency_key: str,
@@ -256,11 +257,11 @@ class ChatAdapter(Protocol):
         ...
 
     async def update(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None: ...
 
     async def seed(
-        self, destination: str, ref: MessageRef, view: PromptView, *, idempotency_key: str
+        self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
         """Seed the reactions that answer the posted copy ``ref`` (safe to repeat; nothing on a
         platform that does not seed)."""
@@ -268,7 +269,7 @@ class ChatAdapter(Protocol):
 
     async def notify(
         self,
-        destination: str,
+        destination: Destination,
         notice: Notice,
         *,
         idempotency_key: str,

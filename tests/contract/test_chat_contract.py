@@ -37,7 +37,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Elicitation, Status
+from bot.domain.model import Destination, Elicitation, Status
 from bot.domain.ports import ChatAdapter, Notice, PromptView
 from bot.domain.records import NoticeKind
 from bot.domain.refs import InboxRef, MatrixRef, MessageRef, SlackRef, ref_from_json
@@ -77,7 +77,7 @@ class Probe:
 
     platform: str
     chat: ChatAdapter
-    destination: str
+    destination: Destination
     person: str
     """An identity key of someone in the destination."""
 
@@ -99,7 +99,9 @@ class FakeProbe(Probe):
         self.platform = platform
         self.fake = FakeChat(platform)
         self.chat = self.fake
-        self.destination = "slack:C0CONTRACT" if platform == "slack" else "matrix:!room:localhost"
+        self.destination = Destination(
+            "slack:C0CONTRACT" if platform == "slack" else "matrix:!room:localhost"
+        )
         self.person = "slack:U0BOB" if platform == "slack" else "matrix:@bob:localhost"
 
     async def prompts(self) -> list[str]:
@@ -131,7 +133,7 @@ class FakeProbe(Probe):
 class SlackProbe(Probe):
     platform = "slack"
     channel = "C0CONTRACT"
-    destination = f"slack:{channel}"
+    destination = Destination(f"slack:{channel}")
     person = "slack:U0BOB"
 
     def __init__(self, fake: FakeSlack) -> None:
@@ -180,7 +182,7 @@ class MatrixProbe(Probe):
         self.hs = hs
         self.cast = cast
         self.room = room
-        self.destination = f"matrix:{room}"
+        self.destination = Destination(f"matrix:{room}")
         self.person = cast.bob.key
         bot = cast.bot
         self.matrix = MatrixChat(
@@ -346,7 +348,7 @@ async def test_posting_to_another_platforms_destination_is_permanent(probe: Prob
 
     with pytest.raises(PermanentDeliveryError):
         await probe.chat.post(
-            FOREIGN_DESTINATIONS[probe.platform],
+            Destination(FOREIGN_DESTINATIONS[probe.platform]),
             pending(e),
             idempotency_key=f"post-{tag}",
             uncertain=None,

@@ -32,6 +32,7 @@ from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeli
 from bot.domain.model import (
     Answer,
     Attempt,
+    Destination,
     Elicitation,
     ElicitationKey,
     Identity,
@@ -107,7 +108,7 @@ async def test_a_refused_token_is_a_permanent_error(fake: FakeSlack) -> None:
 async def test_post_sends_blocks_fallback_text_and_metadata(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+    ref = await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
 
     [call] = fake.calls()
     assert call.method == "chat.postMessage"
@@ -135,7 +136,7 @@ async def test_post_sends_blocks_fallback_text_and_metadata(
 
 async def test_each_post_gets_its_own_increasing_ts(fake: FakeSlack, chat: SlackChat) -> None:
     refs = [
-        await chat.post("slack:C1", view(), idempotency_key=f"k{i}", uncertain=None)
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=f"k{i}", uncertain=None)
         for i in range(3)
     ]
 
@@ -146,11 +147,14 @@ async def test_update_rewrites_the_message_to_the_result_without_buttons(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
     e = sp_approval()
-    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=None)
+    ref = await chat.post(Destination("slack:C1"), view(e), idempotency_key=KEY, uncertain=None)
     result = answer(option_ids=("allow_once",))
 
     await chat.update(
-        "slack:C1", ref, view(e, Status.ANSWERED, answer=result), idempotency_key="elicitbot-18"
+        Destination("slack:C1"),
+        ref,
+        view(e, Status.ANSWERED, answer=result),
+        idempotency_key="elicitbot-18",
     )
 
     call = fake.calls_to("chat.update")[0]
@@ -172,7 +176,7 @@ async def test_notify_posts_an_ephemeral_in_the_thread(fake: FakeSlack, chat: Sl
         thread=SlackRef("C1", "1700000000.000042"),
     )
 
-    await chat.notify("slack:C1", notice, idempotency_key="elicitbot-19")
+    await chat.notify(Destination("slack:C1"), notice, idempotency_key="elicitbot-19")
 
     [call] = fake.calls()
     assert call.method == "chat.postEphemeral"
@@ -184,7 +188,9 @@ async def test_notify_posts_an_ephemeral_in_the_thread(fake: FakeSlack, chat: Sl
 
 
 async def test_notify_without_a_thread_has_no_thread_ts(fake: FakeSlack, chat: SlackChat) -> None:
-    await chat.notify("slack:C1", Notice(user="slack:U0BOB", text="hi"), idempotency_key="k")
+    await chat.notify(
+        Destination("slack:C1"), Notice(user="slack:U0BOB", text="hi"), idempotency_key="k"
+    )
 
     [call] = fake.calls()
     assert "thread_ts" not in call.params
@@ -201,7 +207,7 @@ async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
         mentions=("slack:U0ALICE", "matrix:@alice:example.org"),
     )
 
-    await chat.notify("slack:C1", notice, idempotency_key="elicitbot-20")
+    await chat.notify(Destination("slack:C1"), notice, idempotency_key="elicitbot-20")
 
     [call] = fake.calls()
     assert call.method == "chat.postMessage"
@@ -212,8 +218,12 @@ async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
 
 
 async def test_a_user_destination_is_a_dm_opened_once(fake: FakeSlack, chat: SlackChat) -> None:
-    first = await chat.post("slack:U0ALICE", view(), idempotency_key="k1", uncertain=None)
-    second = await chat.post("slack:U0ALICE", view(), idempotency_key="k2", uncertain=None)
+    first = await chat.post(
+        Destination("slack:U0ALICE"), view(), idempotency_key="k1", uncertain=None
+    )
+    second = await chat.post(
+        Destination("slack:U0ALICE"), view(), idempotency_key="k2", uncertain=None
+    )
 
     assert [c.method for c in fake.calls()] == [
         "conversations.open",
@@ -231,9 +241,11 @@ async def test_an_oversize_question_is_accepted_by_the_block_kit_checks(
     from tests.unit.slack.test_render import oversize
 
     e = oversize()
-    ref = await chat.post("slack:C1", view(e), idempotency_key=KEY, uncertain=None)
+    ref = await chat.post(Destination("slack:C1"), view(e), idempotency_key=KEY, uncertain=None)
     result = answer(option_ids=tuple(o.id for o in e.options[:2]), text="✍️" * 40_000)
-    await chat.update("slack:C1", ref, view(e, Status.ANSWERED, answer=result), idempotency_key="u")
+    await chat.update(
+        Destination("slack:C1"), ref, view(e, Status.ANSWERED, answer=result), idempotency_key="u"
+    )
 
     assert [(c.method, c.ok) for c in fake.calls()] == [
         ("chat.postMessage", True),
@@ -250,7 +262,7 @@ async def test_429_is_transient_with_the_retry_after_and_no_sdk_retry(
     fake.script("chat.postMessage", status=429, retry_after=7)
 
     with pytest.raises(TransientDeliveryError, match="ratelimited") as caught:
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
 
     assert caught.value.retry_after == 7.0
     assert [(c.method, c.status) for c in fake.calls()] == [("chat.postMessage", 429)]
@@ -261,19 +273,23 @@ async def test_channel_not_found_is_permanent(fake: FakeSlack, chat: SlackChat) 
     fake.unknown_channels.add("C404")
 
     with pytest.raises(PermanentDeliveryError, match="channel_not_found"):
-        await chat.post("slack:C404", view(), idempotency_key=KEY, uncertain=None)
+        await chat.post(Destination("slack:C404"), view(), idempotency_key=KEY, uncertain=None)
 
 
 async def test_updating_a_message_slack_does_not_have_is_permanent(chat: SlackChat) -> None:
     with pytest.raises(PermanentDeliveryError, match="message_not_found"):
-        await chat.update("slack:C1", SlackRef("C1", "1.000001"), view(), idempotency_key=KEY)
+        await chat.update(
+            Destination("slack:C1"), SlackRef("C1", "1.000001"), view(), idempotency_key=KEY
+        )
 
 
 async def test_updating_another_platforms_message_is_permanent(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
     with pytest.raises(PermanentDeliveryError, match="not a Slack message ref"):
-        await chat.update("slack:C1", MatrixRef("!r:x", "$e"), view(), idempotency_key=KEY)
+        await chat.update(
+            Destination("slack:C1"), MatrixRef("!r:x", "$e"), view(), idempotency_key=KEY
+        )
 
     assert fake.calls() == []
 
@@ -299,7 +315,7 @@ async def test_slack_errors_map_to_transient_or_permanent(
     fake.script("chat.postMessage", status=status, error=error)
 
     with pytest.raises(expected, match=error):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
 
 
 async def test_a_refused_connection_is_transient() -> None:
@@ -311,7 +327,7 @@ async def test_a_refused_connection_is_transient() -> None:
     )
 
     with pytest.raises(TransientDeliveryError):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
 
 
 # --------------------------------------------------------------------------- uncertain posts
@@ -338,10 +354,10 @@ async def test_an_uncertain_post_after_a_dropped_connection_adopts_the_message(
     first = began()
 
     with pytest.raises(TransientDeliveryError):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
     [orphan] = fake.messages("C1")
 
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
+    ref = await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=first)
 
     assert ref.to_json() == {"channel": "C1", "ts": orphan["ts"], "key": f"C1/{orphan['ts']}"}
     assert len(fake.calls_to("chat.postMessage")) == 1
@@ -365,11 +381,11 @@ async def test_an_uncertain_post_finds_its_message_far_below_the_newest_page() -
         fake.script("chat.postMessage", drop=True)
         first = began()
         with pytest.raises(TransientDeliveryError):
-            await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+            await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None)
         orphan = fake.messages("C1")[-1]
         chatter(fake, "C1", 260)
 
-        ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
+        ref = await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=first)
 
         assert ref == SlackRef("C1", orphan["ts"])
         assert len(fake.calls_to("chat.postMessage")) == 1, "adopted, not posted again"
@@ -393,10 +409,10 @@ async def test_an_uncertain_post_that_never_arrived_is_posted_once(
     """Nothing of ours since the first attempt in a channel of 420 other messages (one with
     our metadata but another key): every page is read to the end, then one post."""
     first = began()
-    await chat.post("slack:C1", view(), idempotency_key="someone-else", uncertain=None)
+    await chat.post(Destination("slack:C1"), view(), idempotency_key="someone-else", uncertain=None)
     chatter(fake, "C1", 420)
 
-    ref = await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=first)
+    ref = await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=first)
 
     assert [c.method for c in fake.calls()] == [
         "chat.postMessage",
@@ -418,7 +434,7 @@ async def test_a_lookup_that_cannot_read_the_history_posts(
     """No history scope: a possible duplicate rather than a certain loss."""
     fake.script("conversations.history", error="missing_scope")
 
-    await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=began())
+    await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=began())
 
     assert [(c.method, c.ok) for c in fake.calls()] == [
         ("conversations.history", False),
@@ -432,7 +448,7 @@ async def test_a_lookup_that_fails_for_a_while_is_transient_and_posts_nothing(
     fake.script("conversations.history", status=500)
 
     with pytest.raises(TransientDeliveryError):
-        await chat.post("slack:C1", view(), idempotency_key=KEY, uncertain=began())
+        await chat.post(Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=began())
 
     assert fake.calls_to("chat.postMessage") == []
 
@@ -456,18 +472,22 @@ async def test_a_reminder_carries_its_key_and_an_uncertain_one_is_found_in_a_lon
     """A busy thread (250 replies within the lookup's margin), then the reminder went out but
     its answer was lost: the retry finds it in the thread (conversations.replies, oldest first,
     on page two) and does not ping Alice again."""
-    copy = await chat.post("slack:C1", view(), idempotency_key="post-1", uncertain=None)
+    copy = await chat.post(
+        Destination("slack:C1"), view(), idempotency_key="post-1", uncertain=None
+    )
     chatter(fake, "C1", 250, thread_ts=copy.ts)
     fake.script("chat.postMessage", drop=True)
     first = began()
     with pytest.raises(TransientDeliveryError):
-        await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1")
+        await chat.notify(Destination("slack:C1"), reminder(copy.ts), idempotency_key="remind-1")
     sent = fake.messages("C1")[-1]
     assert (sent["thread_ts"], sent["metadata"]) == (copy.ts, notice_metadata("remind-1"))
     assert sent["metadata"]["event_type"] == NOTICE_EVENT_TYPE
     chatter(fake, "C1", 10, thread_ts=copy.ts)
 
-    await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1", uncertain=first)
+    await chat.notify(
+        Destination("slack:C1"), reminder(copy.ts), idempotency_key="remind-1", uncertain=first
+    )
 
     assert len(fake.calls_to("chat.postMessage")) == 2, "the copy and the one reminder"
     pages = fake.calls_to("conversations.replies")
@@ -484,10 +504,14 @@ async def test_a_reminder_carries_its_key_and_an_uncertain_one_is_found_in_a_lon
 async def test_an_uncertain_reminder_that_never_arrived_is_posted_once(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
-    copy = await chat.post("slack:C1", view(), idempotency_key="post-1", uncertain=None)
+    copy = await chat.post(
+        Destination("slack:C1"), view(), idempotency_key="post-1", uncertain=None
+    )
     chatter(fake, "C1", 5, thread_ts=copy.ts)
 
-    await chat.notify("slack:C1", reminder(copy.ts), idempotency_key="remind-1", uncertain=began())
+    await chat.notify(
+        Destination("slack:C1"), reminder(copy.ts), idempotency_key="remind-1", uncertain=began()
+    )
 
     assert [c.method for c in fake.calls()] == [
         "chat.postMessage",
@@ -503,7 +527,10 @@ async def test_an_uncertain_reminder_under_a_message_slack_lost_is_posted(
 ) -> None:
     """``thread_not_found``: nothing to find there, so the reply goes out (Slack decides)."""
     await chat.notify(
-        "slack:C1", reminder("1700000000.000042"), idempotency_key="r", uncertain=began()
+        Destination("slack:C1"),
+        reminder("1700000000.000042"),
+        idempotency_key="r",
+        uncertain=began(),
     )
 
     assert [(c.method, c.ok) for c in fake.calls()] == [
@@ -518,7 +545,7 @@ async def test_an_uncertain_ephemeral_is_sent_again_without_a_lookup(
     """Slack keeps no ephemeral to look up: a repeat is the documented cost (one person)."""
     notice = Notice(user="slack:U0BOB", text="Only admins.", thread=SlackRef("C1", "1.000001"))
 
-    await chat.notify("slack:C1", notice, idempotency_key="n", uncertain=began())
+    await chat.notify(Destination("slack:C1"), notice, idempotency_key="n", uncertain=began())
 
     assert [c.method for c in fake.calls()] == ["chat.postEphemeral"]
 
@@ -577,7 +604,9 @@ async def test_the_sdk_default_connection_retry_would_post_twice(fake: FakeSlack
     default = AsyncWebClient(token=fake.token, base_url=fake.api_url)
     fake.script("chat.postMessage", drop=True)
 
-    await SlackChat(default).post("slack:C1", view(), idempotency_key=KEY, uncertain=None)
+    await SlackChat(default).post(
+        Destination("slack:C1"), view(), idempotency_key=KEY, uncertain=None
+    )
 
     assert len(fake.calls_to("chat.postMessage")) == 2
     assert len(fake.messages("C1")) == 2

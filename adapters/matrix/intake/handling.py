@@ -59,7 +59,7 @@ from bot.domain.actions import (
     Translated,
 )
 from bot.domain.errors import DeliveryError
-from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Status
+from bot.domain.model import AnswerMode, Destination, Elicitation, ElicitationKey, Status
 from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -380,7 +380,7 @@ class RoomEvents:
         )
         digest = txn_digest(trigger)
         work = self.chat.notify(
-            f"matrix:{room_id}", notice, idempotency_key=f"elicitbot-notice-{digest}"
+            Destination(f"matrix:{room_id}"), notice, idempotency_key=f"elicitbot-notice-{digest}"
         )
         self._spawn(work, what="notice")
 

@@ -52,6 +52,7 @@ from bot.domain.model import (
     ApprovalSubject,
     Context,
     Deadlines,
+    Destination,
     Elicitation,
     ElicitationKey,
     Kind,
@@ -81,7 +82,7 @@ class DeliveryRequest:
     id: str
     elicitation: Elicitation
     route: Route
-    destinations: tuple[str, ...]
+    destinations: tuple[Destination, ...]
     """As given (before ``[]`` became the web inbox)."""
     followup_seconds: int
 
@@ -205,7 +206,7 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
         id=delivery_id,
         elicitation=e,
         route=route,
-        destinations=tuple(destinations),
+        destinations=tuple(map(Destination, destinations)),
         followup_seconds=route.followup_seconds,
     )
 

@@ -62,7 +62,7 @@ from adapters.sources.engine.document import ask_document
 from adapters.sources.engine.route import DESTINATION_MAX
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
-from bot.domain.model import ElicitationKey
+from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import Clock, Elicitations, Inbound
 from bot.domain.records import DeliveryState, DeliveryView, Purpose
 
@@ -370,12 +370,14 @@ def engine_router(
     return router
 
 
-def unconfigured(destinations: Sequence[str], platforms: Collection[str]) -> list[FieldProblem]:
+def unconfigured(
+    destinations: Sequence[Destination], platforms: Collection[str]
+) -> list[FieldProblem]:
     """Each ``destinations[i]`` on a chat platform not in ``platforms`` (``web`` always runs)."""
     return [
         FieldProblem(f"destinations[{i}]", f"{platform} {NOT_CONFIGURED}")
         for i, destination in enumerate(destinations)
-        if (platform := destination.split(":", 1)[0]) != WEB and platform not in platforms
+        if (platform := destination.platform) != WEB and platform not in platforms
     ]
 
 

@@ -28,7 +28,7 @@ from adapters.matrix import MatrixChat, MatrixListener, make_client
 from adapters.matrix.intake.reactions import KEYCAPS
 from adapters.matrix.render import MARKER
 from adapters.sources.superpipeline.parse import parse_body
-from bot.domain.model import Answer, Elicitation, ElicitationKey, People, Route, Status
+from bot.domain.model import Answer, Destination, Elicitation, ElicitationKey, People, Route, Status
 from bot.domain.refs import MatrixRef
 from bot.outbox import Dispatcher
 from bot.service import Inbound, Service
@@ -106,8 +106,8 @@ class Rig:
         return self.bots[-1]
 
     @property
-    def destination(self) -> str:
-        return f"matrix:{self.room}"
+    def destination(self) -> Destination:
+        return Destination(f"matrix:{self.room}")
 
     def bot_client(self) -> AsyncClient:
         """A nio client on the bot's token and device (what a bot process makes at start)."""

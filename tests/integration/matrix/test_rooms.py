@@ -7,7 +7,7 @@ import pytest
 
 from adapters.matrix.intake.notices import ENCRYPTED_NOTICE
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Status
+from bot.domain.model import Destination, Status
 from bot.domain.ports import PromptView
 from tests.integration.matrix.rig import TWO, Rig, refusal_of, until
 from tests.synapse import MatrixUser
@@ -101,4 +101,6 @@ async def test_an_encrypted_room_is_refused_clearly(rig: Rig) -> None:
     assert stored is not None
     view = PromptView(stored.elicitation, stored.status, None, 1, "http://x/", rig.clock.now())
     with pytest.raises(PermanentDeliveryError, match="end-to-end encrypted"):
-        await rig.bot.chat.post(f"matrix:{room}", view, idempotency_key="x", uncertain=None)
+        await rig.bot.chat.post(
+            Destination(f"matrix:{room}"), view, idempotency_key="x", uncertain=None
+        )

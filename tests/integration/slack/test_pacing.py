@@ -15,6 +15,7 @@ from adapters.slack.api.pacing import Pacer, Rate, slot_name
 from adapters.slack.chat import SlackChat
 from bot.domain.errors import TransientDeliveryError
 from bot.domain.model import (
+    Destination,
     Status,
 )
 from bot.domain.ports import PromptView
@@ -78,7 +79,12 @@ async def test_posts_are_paced_per_channel_not_across_channels(fake: FakeSlack) 
 
     await asyncio.gather(
         *(
-            chat.post(f"slack:{channel}", pview(), idempotency_key=f"{channel}-{i}", uncertain=None)
+            chat.post(
+                Destination(f"slack:{channel}"),
+                pview(),
+                idempotency_key=f"{channel}-{i}",
+                uncertain=None,
+            )
             for i in range(4)
             for channel in (C1, C2)
         )
@@ -104,7 +110,10 @@ async def test_a_429_storm_sends_one_request_per_window_per_key_and_loses_nothin
         while True:
             try:
                 await chat.post(
-                    f"slack:{channel}", pview(), idempotency_key=f"{channel}-{i}", uncertain=None
+                    Destination(f"slack:{channel}"),
+                    pview(),
+                    idempotency_key=f"{channel}-{i}",
+                    uncertain=None,
                 )
             except TransientDeliveryError as exc:
                 await asyncio.sleep(exc.retry_after or 1.0)
@@ -131,10 +140,10 @@ async def test_a_long_retry_after_defers_without_sending(fake: FakeSlack) -> Non
     fake.script("chat.postMessage", status=429, retry_after=30)
 
     with pytest.raises(TransientDeliveryError) as first:
-        await chat.post(f"slack:{C1}", pview(), idempotency_key="k1", uncertain=None)
+        await chat.post(Destination(f"slack:{C1}"), pview(), idempotency_key="k1", uncertain=None)
     with pytest.raises(TransientDeliveryError) as second:
-        await chat.post(f"slack:{C1}", pview(), idempotency_key="k2", uncertain=None)
-    await chat.post(f"slack:{C2}", pview(), idempotency_key="k3", uncertain=None)
+        await chat.post(Destination(f"slack:{C1}"), pview(), idempotency_key="k2", uncertain=None)
+    await chat.post(Destination(f"slack:{C2}"), pview(), idempotency_key="k3", uncertain=None)
 
     assert 30 <= (first.value.retry_after or 0) < 31
     assert 29 <= (second.value.retry_after or 0) <= 31
@@ -148,11 +157,13 @@ async def test_a_long_retry_after_defers_without_sending(fake: FakeSlack) -> Non
 async def test_pending_updates_of_one_message_are_coalesced(fake: FakeSlack, shared: bool) -> None:
     """Also with shared slots: a newer update replaces one waiting for its slot."""
     chat = chat_with(fake, Pacer({"chat.update": Rate(2.0, 1)}), MemorySlots() if shared else None)
-    ref = await chat.post(f"slack:{C1}", pview(), idempotency_key="k", uncertain=None)
+    ref = await chat.post(Destination(f"slack:{C1}"), pview(), idempotency_key="k", uncertain=None)
 
     await asyncio.gather(
         *(
-            chat.update(f"slack:{C1}", ref, pview(f"Revision {i}"), idempotency_key=f"u{i}")
+            chat.update(
+                Destination(f"slack:{C1}"), ref, pview(f"Revision {i}"), idempotency_key=f"u{i}"
+            )
             for i in range(6)
         )
     )
@@ -205,7 +216,9 @@ def replicas(fake: FakeSlack, slots: MemorySlots | None) -> list[SlackChat]:
 async def post_all(chats: list[SlackChat], per_chat: int) -> None:
     await asyncio.gather(
         *(
-            chat.post(f"slack:{C1}", pview(), idempotency_key=f"r{n}-{i}", uncertain=None)
+            chat.post(
+                Destination(f"slack:{C1}"), pview(), idempotency_key=f"r{n}-{i}", uncertain=None
+            )
             for n, chat in enumerate(chats)
             for i in range(per_chat)
         )

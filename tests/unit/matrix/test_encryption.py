@@ -25,7 +25,7 @@ from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import Status
+from bot.domain.model import Destination, Status
 from bot.domain.ports import Notice
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
@@ -37,13 +37,13 @@ TTL = timedelta(seconds=10)
 
 
 def test_a_destination_names_a_room_or_a_person() -> None:
-    assert target_of("matrix:!room:example.org") == "!room:example.org"
-    assert target_of("matrix:@alice:example.org") == "@alice:example.org"
+    assert target_of(Destination("matrix:!room:example.org")) == "!room:example.org"
+    assert target_of(Destination("matrix:@alice:example.org")) == "@alice:example.org"
     assert is_person("@alice:example.org")
     assert not is_person("!room:example.org")
     for bad in ("matrix:#alias:example.org", "matrix:alice", "slack:C0", "matrix:@alice"):
         with pytest.raises(PermanentDeliveryError):
-            target_of(bad)
+            target_of(Destination(bad))
 
 
 @dataclass
