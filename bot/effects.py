@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from bot.domain import deadlines, lanes
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Destination, Elicitation, Status
+from bot.domain.model import Destination, Elicitation, IdentityKey, Status
 from bot.domain.payloads import NotifyPayload, PostPayload, WritebackPayload
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, CopyPolicy, Notice, PromptView
 from bot.domain.records import (
@@ -193,11 +193,11 @@ class Effects:
 def notice_of(payload: NotifyPayload) -> Notice:
     """The notice a ``notify`` row's payload describes, as the chat adapters take it."""
     return Notice(
-        user=payload.user,
+        user=IdentityKey(payload.user),
         text=payload.text,
         thread=payload.thread,
         kind=payload.kind,
-        mentions=payload.mentions,
+        mentions=tuple(map(IdentityKey, payload.mentions)),
         mention=payload.mention,
         reply_to=payload.reply_to,
     )

@@ -177,8 +177,8 @@ class SlackChat:
             await self._remind(destination, notice, idempotency_key, uncertain)
             return
         # Ephemeral: Slack keeps no copy to look up, so an uncertain one is simply sent again.
-        platform, _, user = notice.user.partition(":")
-        if platform != "slack" or not user:
+        user = notice.user.user
+        if notice.user.platform != "slack" or not user:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
         channel = await self._channel(destination)
         await self.ephemeral(channel, user, notice.text, thread_ts=_thread_ts(notice))
@@ -202,9 +202,9 @@ class SlackChat:
                 log.info("slack.notice_adopted", channel=channel, ts=found, key=idempotency_key)
                 return
         mentions = " ".join(
-            f"<@{ident.partition(':')[2]}>"
+            f"<@{ident.user}>"
             for ident in notice.mentions
-            if ident.startswith("slack:") and ident.partition(":")[2][:1] in ("U", "W")
+            if ident.platform == "slack" and ident.user[:1] in ("U", "W")
         )
         text = escape(notice.text) + (f" {mentions}" if mentions else "")
         await self.say(

@@ -277,6 +277,24 @@ class Elicitation(Frozen):
         )
 
 
+class IdentityKey(str):
+    """Who someone is across surfaces: ``slack:<user id>``, ``matrix:@user:server`` or
+    ``web:<login>``. Like :class:`Destination`, a ``str`` (stored and compared as its text) that
+    knows its parts; ``platform`` and ``user`` are both empty for the empty key (a reminder's
+    notice names nobody)."""
+
+    __slots__ = ()
+
+    @property
+    def platform(self) -> str:
+        return self.partition(":")[0]
+
+    @property
+    def user(self) -> str:
+        """The platform's id: ``U0ALICE``, ``@alice:example.org``, ``alice``."""
+        return self.partition(":")[2]
+
+
 class Identity(Frozen):
     """A chat identity: ``platform`` is slack, matrix or web; ``user`` the platform's stable id."""
 
@@ -288,8 +306,8 @@ class Identity(Frozen):
     display_name: str | None = None
 
     @property
-    def key(self) -> str:
-        return f"{self.platform}:{self.user}"
+    def key(self) -> IdentityKey:
+        return IdentityKey(f"{self.platform}:{self.user}")
 
 
 class Disclosure(Frozen):

@@ -16,6 +16,7 @@ from bot.domain.model import (
     Elicitation,
     ElicitationKey,
     Identity,
+    IdentityKey,
     People,
     Refusal,
     Route,
@@ -97,13 +98,13 @@ class PromptView:
 class Notice:
     """A private message to one person (a refusal, how to answer)."""
 
-    user: str
+    user: IdentityKey
     """The person's identity key (``slack:U…``, ``matrix:@…``); empty for a reminder."""
     text: str
     thread: MessageRef | None = None
     """The posted copy whose thread it goes in."""
     kind: NoticeKind = NoticeKind.REFUSAL
-    mentions: tuple[str, ...] = ()
+    mentions: tuple[IdentityKey, ...] = ()
     """Identity keys to mention (a reminder's people); other platforms' are left out."""
     mention: bool = True
     """Mention ``user`` (a refusal does; a confirmation does not)."""

@@ -37,7 +37,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.domain.errors import PermanentDeliveryError
-from bot.domain.model import Destination, Elicitation, Status
+from bot.domain.model import Destination, Elicitation, IdentityKey, Status
 from bot.domain.ports import ChatAdapter, Notice, PromptView
 from bot.domain.records import NoticeKind
 from bot.domain.refs import InboxRef, MatrixRef, MessageRef, SlackRef, ref_from_json
@@ -406,7 +406,7 @@ async def test_a_notice_in_a_thread_reaches_the_person_there(probe: Probe) -> No
 
     await probe.chat.notify(
         probe.destination,
-        Notice(user=probe.person, text=text, thread=ref),
+        Notice(user=IdentityKey(probe.person), text=text, thread=ref),
         idempotency_key=f"notice-{tag}",
     )
 
@@ -424,11 +424,11 @@ async def test_a_reminder_pings_the_routes_people_of_this_platform(probe: Probe)
     )
     text = f"Reminder: still waiting for an answer ({tag})."
     notice = Notice(
-        user="",
+        user=IdentityKey(""),
         text=text,
         thread=ref,
         kind=NoticeKind.REMINDER,
-        mentions=(probe.person, OTHER_PERSON[probe.platform]),
+        mentions=(IdentityKey(probe.person), IdentityKey(OTHER_PERSON[probe.platform])),
     )
 
     await probe.chat.notify(probe.destination, notice, idempotency_key=f"remind-{tag}")

@@ -36,6 +36,7 @@ from bot.domain.model import (
     Elicitation,
     ElicitationKey,
     Identity,
+    IdentityKey,
     People,
     Route,
     Status,
@@ -171,7 +172,7 @@ async def test_update_rewrites_the_message_to_the_result_without_buttons(
 
 async def test_notify_posts_an_ephemeral_in_the_thread(fake: FakeSlack, chat: SlackChat) -> None:
     notice = Notice(
-        user="slack:U0BOB",
+        user=IdentityKey("slack:U0BOB"),
         text="Only a workspace admin can choose “<!channel> Always”.",
         thread=SlackRef("C1", "1700000000.000042"),
     )
@@ -189,7 +190,9 @@ async def test_notify_posts_an_ephemeral_in_the_thread(fake: FakeSlack, chat: Sl
 
 async def test_notify_without_a_thread_has_no_thread_ts(fake: FakeSlack, chat: SlackChat) -> None:
     await chat.notify(
-        Destination("slack:C1"), Notice(user="slack:U0BOB", text="hi"), idempotency_key="k"
+        Destination("slack:C1"),
+        Notice(user=IdentityKey("slack:U0BOB"), text="hi"),
+        idempotency_key="k",
     )
 
     [call] = fake.calls()
@@ -200,11 +203,11 @@ async def test_a_reminder_is_a_public_thread_reply_that_pings_the_routes_people(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
     notice = Notice(
-        user="",
+        user=IdentityKey(""),
         text="Still waiting: <!here> May I run the migration?",
         thread=SlackRef("C1", "1700000000.000042"),
         kind=NoticeKind.REMINDER,
-        mentions=("slack:U0ALICE", "matrix:@alice:example.org"),
+        mentions=(IdentityKey("slack:U0ALICE"), IdentityKey("matrix:@alice:example.org")),
     )
 
     await chat.notify(Destination("slack:C1"), notice, idempotency_key="elicitbot-20")
@@ -458,11 +461,11 @@ async def test_a_lookup_that_fails_for_a_while_is_transient_and_posts_nothing(
 
 def reminder(thread_ts: str) -> Notice:
     return Notice(
-        user="",
+        user=IdentityKey(""),
         text="Still waiting: May I run the migration?",
         thread=SlackRef("C1", thread_ts),
         kind=NoticeKind.REMINDER,
-        mentions=("slack:U0ALICE",),
+        mentions=(IdentityKey("slack:U0ALICE"),),
     )
 
 
@@ -543,7 +546,9 @@ async def test_an_uncertain_ephemeral_is_sent_again_without_a_lookup(
     fake: FakeSlack, chat: SlackChat
 ) -> None:
     """Slack keeps no ephemeral to look up: a repeat is the documented cost (one person)."""
-    notice = Notice(user="slack:U0BOB", text="Only admins.", thread=SlackRef("C1", "1.000001"))
+    notice = Notice(
+        user=IdentityKey("slack:U0BOB"), text="Only admins.", thread=SlackRef("C1", "1.000001")
+    )
 
     await chat.notify(Destination("slack:C1"), notice, idempotency_key="n", uncertain=began())
 

@@ -59,7 +59,14 @@ from bot.domain.actions import (
     Translated,
 )
 from bot.domain.errors import DeliveryError
-from bot.domain.model import AnswerMode, Destination, Elicitation, ElicitationKey, Status
+from bot.domain.model import (
+    AnswerMode,
+    Destination,
+    Elicitation,
+    ElicitationKey,
+    IdentityKey,
+    Status,
+)
 from bot.domain.policy import Standing
 from bot.domain.ports import Elicitations, Notice, PromptView
 from bot.domain.records import NoticeKind
@@ -371,7 +378,7 @@ class RoomEvents:
         """A notice for ``sender`` in the thread of ``root``, sent in the background; its
         transaction id follows from ``trigger``, so a replayed event cannot notify twice."""
         notice = Notice(
-            user=f"matrix:{sender}",
+            user=IdentityKey(f"matrix:{sender}"),
             text=words.text,
             thread=MatrixRef(room_id, root),
             kind=words.kind,

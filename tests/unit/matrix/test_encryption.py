@@ -25,7 +25,7 @@ from bot.app.config import parse_config
 from bot.app.wiring import Elicitbot
 from bot.domain.actions import Outcome, OutcomeKind
 from bot.domain.errors import ConfigError, PermanentDeliveryError, TransientDeliveryError
-from bot.domain.model import Destination, Status
+from bot.domain.model import Destination, IdentityKey, Status
 from bot.domain.ports import Notice
 from bot.domain.records import NoticeKind
 from bot.domain.refs import MatrixRef
@@ -167,7 +167,7 @@ async def test_the_thread_hears_that_an_answer_could_not_be_read(
     [(destination, notice, key)] = chat.notices
     assert destination == f"matrix:{ROOM}"
     assert notice == Notice(
-        user=f"matrix:{ALICE}",
+        user=IdentityKey(f"matrix:{ALICE}"),
         text=UNREADABLE,
         thread=MatrixRef(ROOM, PROMPT),
         kind=NoticeKind.REFUSAL,

@@ -42,6 +42,7 @@ from bot.domain.model import (
     AnswerMode,
     Elicitation,
     ElicitationKey,
+    IdentityKey,
     People,
     Refusal,
     RefusalCode,
@@ -224,7 +225,7 @@ async def test_a_keycap_is_one_choice_and_the_thread_hears_it_recorded() -> None
     [(destination, notice, _)] = chat.notices
     assert destination == VIA
     assert notice == Notice(
-        user=f"matrix:{ALICE}",
+        user=IdentityKey(f"matrix:{ALICE}"),
         text="✅ Recorded: Deny. Thank you.",
         thread=MatrixRef(ROOM, PROMPT),
         kind=NoticeKind.NOTE,
