@@ -1,53 +1,14 @@
-"""Slack interactivity: the Bolt ``AsyncApp`` whose listeners turn clicks, thread replies, the reply
-modal and ``/elicitbot`` commands into the core's actions (:mod:`adapters.slack.translate`), hand
-each to :meth:`Elicitations.act <bot.domain.ports.Elicitations.act>` and show the outcome.
+"""Slack interactivity: the Bolt ``AsyncApp`` shell (authorization, listeners, tracked tasks,
+record before ack); an acked interaction's work is
+:class:`~adapters.slack.intake.handling.SlackHandling`.
 
-Every listener acks as soon as it can (Bolt answers Slack when the listener returns) and does
-its work in a task of its own, tracked so shutdown and tests can wait for it. The one check made
-before an ack is pure: a modal submission over its text limit is answered
-``response_action: errors`` (the modal stays open, the limit stated).
-
-- **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
-  service always passes one): :mod:`adapters.slack.intake.durable` records a click, a modal
-submission
-  and a thread reply in one of our threads before the ack (trimmed to what their handling reads:
-  :func:`~adapters.slack.intake.trims.durable_click` and its siblings), marks it handled once
-  ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
-  listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
-  recorded: a secret (it never touches our database: a replayed secret submission asks for it
-  again while the question is open), and slash commands (they answer no question, and whoever
-  typed one sees at once whether it did anything).
-- **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
-  else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
-  thread root's. elicitbot's own messages are ignored outright.
-- **Redelivery.** Deduplicated in the database, never by the retry header
-  (:func:`~adapters.slack.intake.trims.raw_key`): a click by its ``trigger_id`` (a second click is
-  a new one: judged, and told "already answered"), a modal by its view id and hash, a thread
-  reply by its message's channel/ts (Slack can send one message under several event ids).
-  Without a raw-events store, thread replies are deduplicated by ``event_id`` and channel/ts
-  through ``first_time``.
-- **Slack's own UI** stays here: *Reply…*, *Review…* and an option that needs a comment open
-  their modal when the core's outcome says so (``FORM``); the core decides everything else.
-- **What you see is what you approve** (rule 2). Every Choose, Reply and Submit built from a
-  message carries ``shown`` = :func:`adapters.slack.render.shown` of the request as stored now
-  (our own rendering, never the payload), so a crafted approve on a message that cannot hold
-  everything is refused (``NOT_SHOWN``) like any refusal. *Review…* and every click inside the
-  review modal go to :class:`~adapters.slack.review.flow.ReviewFlow`; a reply modal takes the
-  ``shown`` of what it was opened from (:func:`adapters.slack.review.modal.reply_shown`).
-- **Outcomes.** A refusal, how to answer, or a claim is an ephemeral message to the one person,
-  in the thread when the attempt was in a thread (bots are told nothing: they read no
-  ephemerals); a win is said in the message's thread, and the outbox rewrites every copy. A
-  command's reply goes to its ``response_url``.
-- **Secrets** (Pinework ``secret_input``) come only from the modal and go straight upstream
-  inside ``act``: never logged, stored or echoed.
-
-Bolt's authorization is precomputed from the ``auth.test`` that ran at start (no lazy
-``auth.test`` per request, which would turn a Slack outage into HTTP 500s and retry storms), and
-its loggers are kept at WARNING: at INFO Bolt logs the whole body of a refused request.
-
-The Bolt shell (authorization, listeners, tracked tasks, record before ack) is here; what each
-interaction does once acked is :class:`~adapters.slack.intake.handling.SlackHandling`, which needs
-only the chat and the core.
+Listeners ack at once and work in tracked tasks. Clicks, modal submissions and thread replies are
+recorded before the ack (rule 4, :mod:`adapters.slack.intake.durable`); not recordable → 503. Never
+recorded: secrets (they never touch our database) and slash commands. Redelivery is deduplicated in
+the database, never by the retry header. Every action carries ``shown`` from our own rendering,
+never the payload (rule 2). Authorization is precomputed from the start's ``auth.test`` (no lazy
+call per request: a Slack outage would become 500s and retry storms); Bolt's loggers stay at
+WARNING because at INFO Bolt logs the whole body of a refused request.
 """
 
 from __future__ import annotations

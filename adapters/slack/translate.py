@@ -1,21 +1,7 @@
-"""Slack payloads as the core's actions, and the core's outcomes in Slack's words. Pure: no I/O.
+"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure.
 
-- **Who.** A person is ``team_id`` + ``user.id`` (:class:`~bot.domain.model.Identity`), never a
-  display name. A bot's reply (``bot_id``) is a bot's identity: the core refuses it, and nobody
-  tells it (bots read no ephemerals).
-- **Which elicitation.** A button carries its elicitation key in its value (``{"e", "o", "r"}``),
-  so a click on any copy, however old, resolves; otherwise the block id or the message metadata
-  names it (:func:`payload_key`). Without any, the app asks for the message's ref key
-  (``<channel>/<ts>``); a thread reply is found by its thread root's.
-- **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
-  :class:`~bot.domain.actions.Submit` (a form's with ``fields["answers"]`` by question id,
-  :mod:`adapters.slack.modals.form`), a thread reply :class:`~bot.domain.actions.Reply` (the core
-  reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` (``/elicitbot …`` is
-  :mod:`adapters.slack.intake.commands`). An option value naming the option by index (ids too long
-  for the value) is read back against the elicitation's options.
-
-What is kept of an interaction before its ack (its dedupe key, the body trimmed to what these
-readers read) is :mod:`adapters.slack.intake.trims`.
+A person is ``team_id`` + ``user.id``, never a display name. A button's value carries its key, so a
+click on any copy resolves; else the block id or metadata (:func:`payload_key`).
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
-"""Slack user groups among a route's approvers (``slack:S…``, answer rule 9): which of them the
-person acting is in, read with ``usergroups.users.list`` and given to the core as the action's
-:class:`~bot.domain.policy.Standing`. The core judges; this only reads.
+"""Slack user groups among a route's approvers (``slack:S…``, rule 9) read as the actor's
+:class:`~bot.domain.policy.Standing`. The core judges; this reads only groups a route names.
 
-- **Which groups** (:class:`SlackStanding`): only those the approvers of the question's route
-  name (today's routes, the first that matches: the route the core judges by). While no route
-  names a Slack user group, nothing is read at all.
-- **Cached per group** (:class:`SlackGroups`): a lookup reads every member of the group, kept
-  for :data:`TTL` in this process, so one call serves every person who acts meanwhile; after
-  it, the next action reads the group again. Lookups of one group at once share one call.
-- **Fail closed:** a group that could not be read (an error, a timeout, a rate limit) counts as
-  one the person is not in, and is named in ``Standing.unknown``, so the refusal tells them it
-  could not be checked rather than only "not an approver". An old member list is never used
-  after its :data:`TTL`: someone taken out of the group stops counting within a minute.
-
-  - HTTP 429: no group is read until its ``Retry-After`` has passed (Slack's rate limits are
-    per method and workspace).
-  - ``missing_scope`` (the app was installed without ``usergroups:read``) and the token's own
-    errors: none for :data:`PAUSE`; a missing scope is logged once, naming the scope.
-  - ``no_such_subteam`` (the config names a group that does not exist): logged once per group,
-    remembered for :data:`TTL`.
-  - Anything else (network, timeout, 5xx): that group, remembered for :data:`FAILURE_TTL` so a
-    broken lookup is not asked on every click.
-
-- **By name** (:meth:`SlackStanding.named`): the route's Slack approvers as the refusal calls
-  them, in ``Standing.names``: a person by their ``users.info`` name (the cache that names people
-  on every copy, :class:`~adapters.slack.api.people.SlackNames`), a group by its ``@handle`` from
-  ``usergroups.list`` (one call for every group, kept :data:`NAMES_TTL`). The action waits for
-  them at most :data:`NAMES_WAIT`, beside the members' lookup; a name not read by then, or
-  whose lookup failed, is shown as its id. A refusal is never held up or failed by a name.
-
-Logs name the group and Slack's error code, never the request (it carries the token).
+Members are cached per group for :data:`TTL` (never used after it: someone removed stops counting
+within a minute). Fail closed: a group not read counts as not a member and is named in
+``Standing.unknown``. Failures: 429 pauses until ``Retry-After``; ``missing_scope`` and token errors
+pause for :data:`PAUSE`; ``no_such_subteam`` is remembered for :data:`TTL`; anything else for
+:data:`FAILURE_TTL`. Names for the refusal wait at most :data:`NAMES_WAIT` and never fail it.
+Logs name the group and Slack's code, never the request (it carries the token).
 """
 
 from __future__ import annotations

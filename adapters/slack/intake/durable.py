@@ -1,34 +1,13 @@
-"""Durable before ack (rule 4): a Slack interaction is recorded before its HTTP ack, handled,
-then marked handled; what a killed process recorded and never finished is replayed after.
+"""Durable before ack (rule 4): record an interaction before its HTTP ack, mark it handled, replay
+what a killed process left open. Knows no Bolt and no payload shape.
 
-:class:`Durable` is the record/replay half of :class:`adapters.slack.listener.SlackInteractivity`,
-which owns the Bolt listeners and decides what is recorded (a click, a modal submission, a
-thread reply in one of our threads, each trimmed to what its handling reads; never a secret or
-a slash command) and how a kept body is handled again (the listeners' own path, given here as
-``handle``). This module knows no Bolt, no payload shape and no listener: a body to record, a
-record id to mark, an open record to hand back.
-
-- **Record** (:meth:`Durable.record`): ``record_raw`` under
-  :func:`~adapters.slack.intake.trims.raw_key`, deduplicated in the database whichever replica the
-  delivery reaches: a second delivery gets no id and is not handled again. When the record
-  cannot be made (the database is down) it raises :class:`NotRecordedError` and the listener
-  answers 503, never an ack. What the ack waits for is the record's commit: on SQLite the store
-  group-commits records and lets them take the one write lock ahead of ordinary writers
-  (``store/sql/raw.py``), so the wait is the transaction running when the click arrives (p99
-  ~20 ms at 100 clicks/s with everything else going on: ``bench/slack_clicks.py``); a full
-  garbage collection stops it too, which is why ``serve`` freezes what start built.
-- **Mark** (:meth:`Durable.guard`, :meth:`Durable.settle`): a record is marked handled as soon
-  as the core has its action (``act`` returned: ``settle``, before any thread note), or when its
-  work ends otherwise, even failed (logged; a replay would fail alike). Cancelled or killed, it
-  stays open. The record being handled is carried by a context variable set in the work's own
-  task, so ``settle`` needs no argument threaded through the listeners.
-- **Replay** (:meth:`Durable.run_replays`): at start and every :data:`REPLAY_EVERY` seconds,
-  what is open and not in hand here goes to ``handle``, oldest first: on SQLite (one process
-  owns the file) whatever a predecessor recorded, at once; on PostgreSQL only what is
-  :data:`REPLAY_GRACE` old (another replica may still be on it). Whatever its age: Slack told
-  the person it was received, the rules judge it as of now, and the first answer wins, so a
-  replay of something already done records nothing twice. Records handled more than
-  :data:`KEEP_HANDLED` ago are purged (their dedupe keys with them).
+Not recorded (database down) → :class:`NotRecordedError` → 503, never an ack. On SQLite the ack
+waits for a group-committed record ahead of other writers (p99 ~20 ms at 100 clicks/s,
+``bench/slack_clicks.py``); a full GC stops it too, which is why ``serve`` freezes what start
+built. Marked handled once ``act`` returns or the work ends otherwise (a replay would fail alike);
+cancelled or killed, it stays open. Replayed at start and every :data:`REPLAY_EVERY`: on SQLite at
+once, on PostgreSQL after :data:`REPLAY_GRACE` (another replica may be on it); the first answer
+wins, so a replay records nothing twice.
 """
 
 from __future__ import annotations

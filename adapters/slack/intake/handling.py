@@ -1,17 +1,6 @@
-"""Slack interactions handled, Bolt-free: each turned into the core's action
-(:mod:`adapters.slack.translate`), handed to :meth:`Elicitations.act
-<bot.domain.ports.Elicitations.act>`, and its outcome shown.
-
-The core judges; this only translates and shows. A refusal, how to answer, or a claim is an
-ephemeral message to the one person, in the thread when the attempt was in a thread (bots are
-told nothing: they read no ephemerals); a win is said in the message's thread, and the outbox
-rewrites every copy. *Reply…*, *Review…* and an option that needs a comment ask the core first
-(:class:`~bot.domain.actions.Open`, a :class:`~bot.domain.actions.Choose` with ``form``): the
-form opens when the outcome is :attr:`~bot.domain.actions.OutcomeKind.FORM`, otherwise the
-outcome (the question closed, the option not offered here) is said like any other.
-
-:class:`~adapters.slack.listener.SlackInteractivity` (the Bolt shell: authorization, listeners,
-tracked tasks, record before ack) builds on :class:`SlackHandling`.
+"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` and the
+outcome shown. The core judges; this translates and shows. Bots are told nothing (they read no
+ephemerals). Modals open only when the core's outcome is ``FORM``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What is kept of a Slack interaction before its ack (rule 4): the key that makes it unique and
-its body trimmed to what its handling reads (:mod:`adapters.slack.translate`'s readers), never
-a secret, a message's blocks, the legacy verification token or a ``response_url``. Pure: no I/O.
-
-:class:`~adapters.slack.intake.durable.Durable` records the kept body under :func:`raw_key`; a
-replay reads it back with the same readers a live interaction goes through.
+"""What is kept of an interaction before its ack (rule 4): its dedupe key and its body trimmed to
+what its handling reads, never a secret, blocks, the legacy token or a ``response_url``. Pure.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Block Kit pieces shared by the message and the reply modal: mrkdwn escaping, cutting text to
-Block Kit's limits, text objects, buttons and static selects. Pure: no I/O.
-
-Agent text is escaped for mrkdwn (``&``, ``<``, ``>``) and every mrkdwn text object is
-``verbatim`` so Slack neither parses ``<!channel>``/``<@U…>``/``<url|label>`` nor auto-expands bare
-``@here``. Every length is counted in code points; long text is cut with a link to the web
-inbox's full text.
+"""Block Kit pieces: mrkdwn escaping, cutting to Block Kit's limits (in code points), text objects,
+buttons and selects. Pure. Every mrkdwn object is ``verbatim`` so Slack neither parses
+``<!channel>``/``<@U…>``/``<url|label>`` nor expands a bare ``@here``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,5 @@
-"""Groups (:mod:`adapters.slack.markup.previews`) laid out as Block Kit sections, whole or cut.
-Pure.
-
-- :func:`pack_whole`: the group whole. Long prose and code go over as many sections as they need
-  (3,000 code points each), split at line ends (a line too long for a section at a space, never
-  inside an ``&…;`` entity or a ``<…>`` link), never cut; each piece of code is its own ```
-  block. Fields go ten to a section (2,000 each); a field too long for one becomes prose.
-- :func:`pack_cut`: at most one section of the group in a budget, the last piece cut with an
-  ellipsis and the caller's note (``whole=False`` when anything was cut or left out).
-- :func:`pack_within`: a whole message body cut to fit: the question first, the trailing fields
-  (the metadata) kept, the preview items sharing the rest (max-min fair), the ones beyond the
-  room left out and counted.
+"""Groups laid out as Block Kit sections: whole (split, never cut), cut to one section, or a whole
+body cut to fit (question first, metadata kept, previews sharing the rest max-min fair). Pure.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The "Reply…" modal: a text box, the options when the answer mode takes them, the secret box,
-or a form's inputs, one per question (:mod:`adapters.slack.modals.form`).
+"""The "Reply…" modal: a text box, the options, the secret box, or a form's inputs. Pure.
 
-Pure: no I/O. Its ``private_metadata`` carries the elicitation key, where the message is, a fixed
-option, the subject revision, the text limit and a form's question count, so a submission can be
-checked before its ack and found again without the message.
-
-A secret box takes at most 3,000 characters (Slack's limit); when the source takes more (a
-Pinework secret: 10,000) the modal says so and links the web inbox's private form.
+``private_metadata`` carries what a submission needs to be checked before its ack and found again
+without the message. A secret box takes 3,000 characters (Slack's limit); past that the modal
+links the web inbox's private form.
 """
 
 from __future__ import annotations

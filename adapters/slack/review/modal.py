@@ -1,16 +1,8 @@
-"""The Review modal: the whole request, paged, with the decision inside it (answer rule 2). Pure.
+"""The Review modal: the whole request, paged, approving options on the last page only. Pure.
 
-The message offers **Review…** when it cannot hold the whole decisive content
-(:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
-(:func:`adapters.slack.review.pages.review_blocks`, nothing cut), one page at a time (*← Previous*
-/ *Next page →* rewrite the view in place with ``views.update``), with the approving options on
-the **last** page only and rejecting ones on every page. Beyond what a modal can hold the whole
-request goes to the message's thread as a text file (:func:`file_text`) and the modal says where.
-
-Whether a decision taken in the modal showed everything is decided here, from the modal's
-``private_metadata`` (only elicitbot writes it; Slack hands it back untouched in the signed
-payload) checked against a fresh rendering: the same elicitation, revision and content
-(:func:`content_hash`), the same number of pages, and the last of them (or the file shared).
+Whether a decision in it showed everything is decided from its ``private_metadata`` (only we write
+it; Slack returns it untouched in the signed payload) against a fresh rendering: same elicitation,
+revision, :func:`content_hash` and page count, and the last page (or the file shared).
 """
 
 from __future__ import annotations
@@ -39,6 +31,7 @@ from adapters.slack.markup.blocks import (
 from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.review import pages as review
 from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
+from adapters.slack.wording import result_line
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, Identity, Status
 from bot.domain.ports import PromptView
@@ -355,7 +348,7 @@ def review_modal(
 
 def _decision(view: PromptView, shown: Disclosure, wait: str = LAST_PAGE) -> list[Block]:
     if view.status is not Status.PENDING:
-        return [section_block(render.result_text(view))]
+        return [section_block(result_line(view))]
     blocks: list[Block] = [{"type": "divider"}]
     line = _withheld_line(view, shown, wait)
     if line is not None:
