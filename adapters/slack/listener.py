@@ -18,7 +18,6 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -29,7 +28,7 @@ from slack_bolt.response import BoltResponse
 from adapters.slack import translate
 from adapters.slack.chat import SlackChat
 from adapters.slack.intake import trims
-from adapters.slack.intake.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
+from adapters.slack.intake.durable import Durable, NotRecordedError
 from adapters.slack.intake.handling import SlackHandling
 from adapters.slack.modals.reply import REPLY_CALLBACK, closes_all
 from adapters.slack.render import MULTI_ACTION, WEB_LINK_ACTION
@@ -48,9 +47,7 @@ _ACTIONS = re.compile(r"^elicitbot\.")
 
 
 class SlackInteractivity(SlackHandling):
-    """The Bolt app and its listeners; ``app`` goes to
-    :func:`adapters.slack.intake.routes.slack_router` (HTTP mode) or
-    :class:`adapters.slack.intake.socket.SlackSocket` (Socket Mode)."""
+    """The Bolt app and its listeners, served in HTTP or Socket Mode."""
 
     def __init__(
         self,
@@ -94,8 +91,7 @@ class SlackInteractivity(SlackHandling):
         self._register()
 
     def _authorization(self) -> AuthorizeResult | None:
-        """Bolt's authorization, from the ``auth.test`` SlackChat.verify() made at start (None
-        before it: Bolt then refuses the request rather than calling auth.test itself)."""
+        """From the start's ``auth.test`` (None before it: Bolt refuses rather than calling it)."""
         chat = self.chat
         if chat.bot_user_id is None:
             return None
@@ -120,8 +116,7 @@ class SlackInteractivity(SlackHandling):
         raw_id: int | None = None,
     ) -> None:
         """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
-        failure is logged by kind only (no message, no traceback). ``raw_id``: the recorded
-        event it handles, marked handled when the work is done."""
+        failure is logged by kind only. ``raw_id``: the record marked handled when done."""
         work_done = self.durable.guard(work, what, sensitive, raw_id)
         task = asyncio.get_running_loop().create_task(work_done)
         self._tasks.add(task)
@@ -129,17 +124,8 @@ class SlackInteractivity(SlackHandling):
 
     # ------------------------------------------------------------------ replays
 
-    async def run_replays(
-        self,
-        stop: asyncio.Event,
-        *,
-        ours: bool,
-        every: float = REPLAY_EVERY,
-        grace: timedelta = REPLAY_GRACE,
-    ) -> None:
-        """Replay what a killed process recorded and never handled: :meth:`Durable.run_replays
-        <adapters.slack.intake.durable.Durable.run_replays>`, through :meth:`_replayed`."""
-        await self.durable.run_replays(stop, ours=ours, every=every, grace=grace)
+    async def run_replays(self, stop: asyncio.Event, *, ours: bool) -> None:
+        await self.durable.run_replays(stop, ours=ours)
 
     async def _replayed(self, event: RawEvent) -> None:
         """A recorded interaction handled again, by the listeners' own path."""
@@ -158,9 +144,8 @@ class SlackInteractivity(SlackHandling):
             log.warning("slack.replay_unknown", raw_id=event.id, kind=str(kind))
 
     async def idle(self, settle: float = 0.05) -> None:
-        """Wait until no interaction is running: Bolt starts a listener just after its ack, so
-        this first gives listeners ``settle`` seconds to start, and checks again after each
-        round."""
+        """Wait until no interaction is running; ``settle`` s first each round, since Bolt starts
+        a listener just after its ack."""
         while True:
             await asyncio.sleep(settle)
             if not self._tasks:
@@ -168,7 +153,6 @@ class SlackInteractivity(SlackHandling):
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self, grace: float = 0.0) -> None:
-        """Let running interactions finish for up to ``grace`` seconds, then cancel the rest."""
         if grace > 0 and self._tasks:
             await asyncio.wait(list(self._tasks), timeout=grace)
         for task in list(self._tasks):
@@ -253,10 +237,8 @@ class SlackInteractivity(SlackHandling):
     async def _record_reply(
         self, body: Mapping[str, Any], event: Mapping[str, Any]
     ) -> tuple[dict[str, Any], str, int | None] | None:
-        """Record a thread reply in one of our threads before its ack: (the body kept, the
-        elicitation, its raw id); None when there is nothing to handle (not a reply, not our
-        thread, recorded before). Only our threads' replies are kept, and under a secret question
-        without their text. Raises NotRecordedError when it could not be read or recorded."""
+        """Record a reply in one of our threads (without its text under a secret question):
+        (body kept, key, raw id), or None when there is nothing to handle; NotRecordedError."""
         reply = self._read_reply(body, event)
         if reply is None:
             return None
@@ -275,8 +257,7 @@ class SlackInteractivity(SlackHandling):
 
 
 def _not_recorded() -> BoltResponse:
-    """Not acked: Slack shows the person an error (a click, a modal: they try again) or sends the
-    event again. Never a 2xx for what was not recorded."""
+    """Never a 2xx for what was not recorded: Slack shows an error or sends the event again."""
     return BoltResponse(status=503, body="")
 
 
@@ -288,10 +269,9 @@ def build_app(
     raw: RawEvents | None = None,
     clock: Clock | None = None,
 ) -> SlackInteractivity:
-    """The interactive Slack app. It may be built before ``chat.verify()``; it answers Slack only
-    once that ``auth.test`` has run (its authorization is taken from it, never fetched per
-    request). ``raw``: where interactions are recorded before their ack (the service passes its
-    store; without one they are acked unrecorded)."""
+    """The interactive Slack app; it answers only once ``chat.verify()`` ran. Without ``raw``,
+    interactions are acked unrecorded."""
+
     return SlackInteractivity(
         chat, elicitations, signing_secret=signing_secret, raw=raw, clock=clock
     )

@@ -47,8 +47,7 @@ _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
 
 
 def slack_text(text: str) -> str:
-    """What a person typed, from Slack's message markup: mentions (``<@U…>``) dropped, links and
-    channel names shown as written, ``&amp;``/``&lt;``/``&gt;`` unescaped."""
+    """What a person typed: mentions dropped, links and channels as written, entities unescaped."""
 
     def plain(match: re.Match[str]) -> str:
         target, label = match.group(1), match.group(2)
@@ -73,9 +72,8 @@ def decode_value(value: Any) -> dict[str, Any]:
 
 
 def chosen_id(e: Elicitation, value: Mapping[str, Any]) -> str:
-    """The option a value names: its id, or its index (``"i"``) when the ids were too long.
-
-    An index out of range gives an id no option has, which the rules refuse as not offered."""
+    """The option a value names by id or index (``"i"``); an index out of range gives an id no
+    option has, which the rules refuse as not offered."""
     option = value.get("o")
     if isinstance(option, str):
         return option
@@ -91,24 +89,20 @@ def revision_of(value: Mapping[str, Any]) -> int | None:
 
 
 def digest_of(value: Mapping[str, Any]) -> str | None:
-    """The approval subject digest a value says its message (or modal) showed (None: unknown)."""
     return text_of(value.get("d"))
 
 
 def text_of(value: Any) -> str | None:
-    """A payload field that should be a non-empty string, or None."""
     return value if isinstance(value, str) and value else None
 
 
 def mapping_of(value: Any) -> Mapping[str, Any]:
-    """A payload field that should be an object, or an empty one."""
     return value if isinstance(value, Mapping) else {}
 
 
 @dataclass(frozen=True)
 class Where:
-    """Where an attempt happened: the channel, the message's thread root, and the thread the
-    person wrote in (None for a click on a top-level message)."""
+    """Where an attempt happened; ``thread_ts`` None for a click on a top-level message."""
 
     channel: str
     root_ts: str | None
@@ -133,13 +127,12 @@ def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) ->
 
 
 def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The action of a ``block_actions`` payload (Slack sends one per payload)."""
+    """Slack sends one action per ``block_actions`` payload."""
     actions = body.get("actions")
     return mapping_of(actions[0]) if isinstance(actions, list) and actions else {}
 
 
 def person(body: Mapping[str, Any]) -> Identity | None:
-    """The person behind an interaction payload (a click, a modal)."""
     user = mapping_of(body.get("user"))
     return identity(
         user.get("id"),
@@ -149,8 +142,7 @@ def person(body: Mapping[str, Any]) -> Identity | None:
 
 
 def payload_key(value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]) -> str | None:
-    """The elicitation a click names itself: the value's key, the block id's, or the message
-    metadata's (None: only the message's ref key can tell)."""
+    """The key in the value, the block id or the message metadata (None: ask the ref key)."""
     key = text_of(value.get("e"))
     if key is not None:
         return key
@@ -166,18 +158,14 @@ def payload_key(value: Mapping[str, Any], block_id: Any, message: Mapping[str, A
 
 @dataclass(frozen=True)
 class Click:
-    """A click (or a select) on one of our messages, as Slack sent it."""
-
     who: Identity
     where: Where
     action_id: str
     value: Mapping[str, Any]
-    key: str | None
-    """The elicitation the payload names (:func:`payload_key`)."""
+    key: str | None  # payload_key
     message_ts: str | None
     trigger_id: str | None
-    selection: tuple[Mapping[str, Any], ...] = ()
-    """The option values chosen in the message's multi-select."""
+    selection: tuple[Mapping[str, Any], ...] = ()  # the multi-select's values
 
 
 def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | None:
@@ -209,19 +197,14 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
 
 
 def picked_option(click: Click, e: Elicitation) -> str | None:
-    """The one option a button or a select names (None for other clicks)."""
     if click.action_id.startswith(OPTION_ACTION) or click.action_id == SELECT_ACTION:
         return chosen_id(e, click.value)
     return None
 
 
 def choice(click: Click, key: str, e: Elicitation, *, shown: Disclosure) -> Choose | None:
-    """The choice a click makes: a button or select (one option, which opens the reply modal
-    when it needs a comment: ``form``), the multi-select's Submit (its options), Acknowledge
-    (none). None: the click answers nothing.
-
-    ``shown``: what the message clicked on shows, from the app's own rendering of the request as
-    it stands (never read from the payload, which a crafted click could fill in)."""
+    """The choice a click makes (None: it answers nothing). ``shown`` comes from our own
+    rendering, never the payload, which a crafted click could fill in."""
     revision = revision_of(click.value)
     picked = picked_option(click, e)
     if click.action_id == SUBMIT_ACTION:
@@ -242,7 +225,6 @@ def claim_it(click: Click, key: str) -> ClaimIt:
 
 
 def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The option values chosen in a message's multi-select, from the click's state."""
     values = mapping_of(mapping_of(body.get("state")).get("values"))
     for block in values.values():
         element = mapping_of(mapping_of(block).get(MULTI_ACTION))
@@ -281,8 +263,7 @@ def parse_submission(
 def submission_errors(
     meta: Mapping[str, Any], text: str | None, view: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
-    """The checks a submission gets before its ack (pure): over the limit it was shown; a
-    form's every question answered (:func:`~adapters.slack.modals.form.form_errors`)."""
+    """Checks before the ack: the text limit shown; a form's every question answered."""
     limit = meta.get("l")
     if form_modal.questions_of(meta) is not None:
         return form_modal.form_errors(view or {}, limit)
@@ -294,23 +275,17 @@ def submission_errors(
 
 @dataclass(frozen=True)
 class Submission:
-    """A reply-modal submission: who, where the message is, and what was written and chosen."""
-
     who: Identity
     where: Where
-    key: str | None
-    """The elicitation the modal names (None when it did not fit: the message's ref key tells)."""
+    key: str | None  # None when it did not fit: the message's ref key tells
     message_ts: str | None
     text: str | None
     chosen: tuple[Mapping[str, Any], ...]
-    fixed: str | None
-    """The option the modal was opened for (one that needs a comment)."""
+    fixed: str | None  # the option the modal was opened for (one that needs a comment)
     secret: bool
     revision: int | None
-    form: Mapping[int, form_modal.FormPick] | None = None
-    """A form's inputs by question number (None: not a form)."""
+    form: Mapping[int, form_modal.FormPick] | None = None  # by question number
     digest: str | None = None
-    """The approval subject digest the modal was built on (None: unknown)."""
 
 
 def read_submission(
@@ -343,8 +318,7 @@ def read_submission(
 
 
 def submit(submission: Submission, key: str, e: Elicitation, *, shown: Disclosure) -> Submit:
-    """The reply modal's submission as the core's Submit; ``shown`` as for :func:`choice` (what
-    the message, or the review, that the modal opened from showed)."""
+    """``shown``: of the message or review the modal opened from, as for :func:`choice`."""
     s = submission
     if s.form is not None:  # a form: its answers by question id, for the core to check
         answers = form_modal.form_answers(e, s.form)
@@ -383,16 +357,14 @@ class ThreadReply:
     ts: str
     root_ts: str
     event_id: str | None
-    text: str
-    """What the person typed (:func:`slack_text`)."""
+    text: str  # slack_text
 
     @property
     def where(self) -> Where:
         return Where(self.channel, self.root_ts, self.root_ts)
 
     def reply(self, key: str, *, shown: Disclosure | None = None) -> Reply:
-        """``shown``: what the message replied under shows (None: nothing known; the core then
-        accepts no approving option)."""
+        """``shown`` None: nothing known, so the core accepts no approving option."""
         return Reply(key, self.who, self.where.via, self.text, shown=shown)
 
 
@@ -404,8 +376,7 @@ def read_reply(
     bot_user_id: str | None,
     agents: frozenset[str],
 ) -> ThreadReply | None:
-    """A thread reply to judge; None for anything else (a top-level message, an edit's
-    bookkeeping, elicitbot's own message). A configured agent's bot is known by its ``bot_id``."""
+    """A thread reply to judge, else None; a configured agent's bot is known by its ``bot_id``."""
     subtype = event.get("subtype")
     channel = text_of(event.get("channel"))
     ts = text_of(event.get("ts"))
@@ -443,9 +414,8 @@ NOT_DELIVERED = (
 
 
 def not_delivered(exc: DeliveryError) -> str:
-    """What a person is told when their secret could not be passed on: what the upstream said
-    when it refused for good (its code and sentence; the error never holds the value), else to
-    try again."""
+    """A secret not passed on: the upstream's refusal (never holding the value), else retry."""
+
     if isinstance(exc, PermanentDeliveryError):
         return f"Your secret was not passed on: {exc} Nothing was stored."
     return NOT_DELIVERED

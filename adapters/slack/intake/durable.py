@@ -31,15 +31,14 @@ log = structlog.get_logger("elicitbot.slack.app")
 REPLAY_EVERY = 10.0
 """Seconds between looks for recorded interactions nobody finished handling."""
 KEEP_HANDLED = timedelta(days=1)
-"""How long a handled interaction's record (and its dedupe key) is kept: far beyond Slack's
-retries (minutes), after which the first-answer rule alone makes a late repeat harmless."""
+"""Far beyond Slack's retries (minutes); after it the first-answer rule makes a repeat harmless."""
 REPLAY_GRACE = timedelta(seconds=60)
-"""How old an open interaction must be before another process replays it: older than any live
-handling (the core has it within a second or two; the mark follows at once)."""
+"""Age before another process replays an open interaction: beyond any live handling (seconds)."""
 REPLAY_PAGE = 100
 
 _RAW_ID: ContextVar[int | None] = ContextVar("slack_raw_id", default=None)
-"""The recorded event the running interaction handles (set in its task; see ``settle``)."""
+"""The record the running interaction handles, set in its own task so ``settle`` needs no
+argument."""
 
 
 class NotRecordedError(Exception):
@@ -47,10 +46,8 @@ class NotRecordedError(Exception):
 
 
 class Durable:
-    """Records interactions before their ack, marks them handled, replays what was left open.
-
-    ``raw`` None: nothing is recorded (every interaction is handled, acked unrecorded) and
-    nothing is replayed. ``handle``: how a replayed record is handled (the listeners' path)."""
+    """Records interactions before their ack, marks them handled, replays what was left open
+    through ``handle``. ``raw`` None: nothing is recorded or replayed."""
 
     def __init__(
         self,
@@ -61,17 +58,14 @@ class Durable:
         self.raw = raw
         self.clock = clock
         self._handle = handle
-        self.started_at = clock.now()
-        """What was recorded before this is a predecessor's (see :meth:`run_replays`)."""
-        self._in_flight: set[int] = set()
-        """Recorded events being handled here (a replay leaves them alone)."""
+        self.started_at = clock.now()  # before it: a predecessor's record
+        self._in_flight: set[int] = set()  # handled here: a replay leaves them alone
 
     # ------------------------------------------------------------------ before the ack
 
     async def record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
-        """Record an interaction before its ack: (handle it?, its raw id). Recorded before:
-        (False, None). No store: (True, None). Raises NotRecordedError when it could not be
-        recorded (nothing is acked then)."""
+        """(handle it?, raw id): recorded before (False, None); no store (True, None);
+        NotRecordedError when it could not be recorded (nothing is acked then)."""
         if self.raw is None:
             return True, None
         key = raw_key(body)
@@ -92,10 +86,8 @@ class Durable:
     async def guard(
         self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
     ) -> None:
-        """Run one interaction's work (the one error boundary per interaction); then mark its
-        recorded event handled, even when the work failed (the failure is logged; a replay
-        would fail alike). ``sensitive``: it may hold a secret, so a failure is logged by kind
-        only (no message, no traceback). Cancelled (a stop, a kill): left open, for a replay."""
+        """The one error boundary per interaction; marks the record handled even when the work
+        failed (a replay would fail alike), not when cancelled. ``sensitive``: log by kind only."""
         token = _RAW_ID.set(raw_id)
         try:
             await work
@@ -113,9 +105,7 @@ class Durable:
             await self._mark_handled(unsettled)
 
     async def settle(self) -> None:
-        """The core has the interaction's action (``act`` returned): mark its recorded event
-        handled now, so a replay from here on does not act again; what follows (a thread note,
-        an ephemeral) is best effort."""
+        """``act`` returned: mark the record handled now; what follows is best effort."""
         raw_id = _RAW_ID.get()
         if raw_id is not None:
             _RAW_ID.set(None)
@@ -134,11 +124,8 @@ class Durable:
     # ------------------------------------------------------------------ replays
 
     async def replay(self, *, before: datetime) -> int:
-        """Handle every interaction recorded before ``before`` and not handled yet (a killed
-        process's), oldest first, through ``handle``; returns how many.
-
-        Every one is handled whatever its age: Slack told the person it was received, and the
-        rules judge it as of now (expired, already answered: the person is told)."""
+        """Handle every open record from before ``before``, oldest first; returns how many.
+        Whatever its age: Slack told the person it was received, and the rules judge it now."""
         if self.raw is None:
             return 0
         handled = 0
@@ -170,16 +157,14 @@ class Durable:
         *,
         ours: bool,
         every: float = REPLAY_EVERY,
-        grace: timedelta = REPLAY_GRACE,
     ) -> None:
-        """Replay at start, then every ``every`` seconds until ``stop``.
-
-        ``ours``: one process owns the store (SQLite), so whatever was recorded before this
-        started is a predecessor's, replayed at once; otherwise (several replicas) an open event
-        is replayed once it is ``grace`` old: its own process is done with it or dead."""
+        """Replay at start, then every ``every`` s. ``ours`` (one process owns the store): a
+        predecessor's records at once; else each once :data:`REPLAY_GRACE` old."""
         while not stop.is_set():
             now = self.clock.now()
-            before = max(self.started_at, now - grace) if ours else now - grace
+            before = now - REPLAY_GRACE
+            before = max(self.started_at, before) if ours else before
+
             try:
                 replayed = await self.replay(before=before)
                 purged = await self.raw.purge_raw(now - KEEP_HANDLED) if self.raw else 0
