@@ -34,8 +34,7 @@ NO_LOOKUP = frozenset({"thread_not_found"})
 Fetch = Callable[..., Awaitable[AsyncSlackResponse]]
 """A paged read (``conversations.history`` or ``conversations.replies``) taking the query."""
 Read = Callable[[Callable[[], Awaitable[AsyncSlackResponse]]], Awaitable[AsyncSlackResponse]]
-"""One paced, error-mapped call of the reader: :meth:`~adapters.slack.chat.SlackChat._call`
-for one method."""
+"""One paced, error-mapped call for one method (``SlackChat._call``)."""
 
 
 async def pages(read: Read, fetch: Fetch, query: dict[str, Any]) -> AsyncGenerator[list[Any]]:

@@ -99,10 +99,9 @@ class SlackNames:
         self.clock = self._lookups.clock
 
     async def identify(self, who: Identity) -> Identity:
-        """``who`` with its display name from Slack. No name known (the lookup failed): none at
-        all, so the person is shown by id (the Slack copy mentions them, which Slack shows as
-        their name), never by the legacy username a click's payload carries. Not a Slack user
-        id (another platform, a bot's ``B…`` id): unchanged."""
+        """``who`` with its Slack display name; none when unknown (shown by id, which Slack
+        shows as a mention), never the payload's legacy username. Non-Slack users: unchanged."""
+
         if who.platform != "slack" or not _USER_ID.match(who.user):
             return who
         name = await self.name(who.user)

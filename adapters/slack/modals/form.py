@@ -48,9 +48,8 @@ def text_block(number: int) -> str:
 
 
 def summary(e: Elicitation) -> str:
-    """The request's own words before its questions (the questions are the inputs): the text
-    up to where its first question starts, as the source wrote it; the whole text when it does
-    not start its questions that way."""
+    """The request's text up to where its first question starts (the questions are the
+    inputs); the whole text when it does not start them that way."""
     first = e.form[0]
     start = (f"1. **{first.header}** — " if first.header else "1. ") + first.question
     text = e.question.strip()
@@ -286,8 +285,8 @@ def _form_block_ids(view: Mapping[str, Any], values: Mapping[str, Any]) -> dict[
 
 
 def form_errors(view: Mapping[str, Any], limit: Any) -> dict[str, str]:
-    """The checks a form submission gets before its ack (pure), on the input they concern:
-    every question answered (an option or non-blank text), no text over ``limit``."""
+    """Checks before the ack, on their input: every question answered, no text over ``limit``."""
+
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     values = values if isinstance(values, Mapping) else {}

@@ -39,10 +39,8 @@ ANSWERED = "✅ Done: your answer is recorded."
 
 
 class ReviewFlow:
-    """The review modal's I/O; the app hands it Review… clicks and clicks inside the modal.
-
-    ``act`` hands a choice to the core and returns its outcome without telling the person (the
-    modal says it); ``tell`` is the app's ephemeral, used when the modal cannot say it."""
+    """The review modal's I/O. ``act`` returns the core's outcome untold (the modal says it);
+    ``tell`` is the app's ephemeral, for when the modal cannot."""
 
     def __init__(
         self, chat: SlackChat, elicitations: Elicitations, *, act: Act, tell: Tell

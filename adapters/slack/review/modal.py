@@ -66,8 +66,8 @@ CHANGED = "The request changed since this review was opened: here it is again, f
 
 
 def content_hash(e: Elicitation) -> str:
-    """A short digest of the decisive content (every string a surface must show) and the
-    subject revision: what a review's metadata pins, so a changed request is noticed."""
+    """A short digest of the decisive content and revision, pinned in a review's metadata so a
+    changed request is noticed."""
     revision = e.subject.revision if e.subject is not None else None
     pieces = [[p.where, *p.texts] for p in decisive(e)]
     payload = json.dumps([e.key, revision, pieces], ensure_ascii=False, separators=(",", ":"))
@@ -139,9 +139,7 @@ def _count(value: Any) -> TypeGuard[int]:
 
 
 def pages_of(view: PromptView) -> list[list[Block]]:
-    """The review's pages, each small enough to leave room for the page's own rows (a page from
-    :func:`~adapters.slack.review.pages.review_blocks` that is too long is split; nothing is
-    cut)."""
+    """The review's pages, split (never cut) to leave room for each page's own rows."""
     pages: list[list[Block]] = []
     for page in review.review_blocks(view):
         blocks = list(page)
@@ -178,10 +176,8 @@ def current(meta: ReviewMeta, view: PromptView) -> bool:
 
 
 def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
-    """What the review modal a decision came from showed: the whole request only on its last
-    page (every page before it shown in turn), or with the file shared beyond a modal; and only
-    while the request is the one it was built from. Decided from our own metadata and a fresh
-    rendering, never from what the payload says it showed."""
+    """Whole only on the last page (or with the file shared), and only while the request is the
+    one the modal was built from; from our metadata and a fresh rendering, never the payload."""
     if not current(meta, view):
         return Disclosure(whole=False, review=REVIEW_HINT)
     if review.review_fits(view):
@@ -195,8 +191,7 @@ def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
 
 
 def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
-    """What a reply modal showed: a review's whole content when it was opened from a review that
-    had shown everything (its metadata carries that review's :func:`content_hash`, still
+    """Whole when opened from a review that showed everything (its :func:`content_hash` still
     current), else what the message it was opened from shows."""
     e = view.elicitation
     revision = e.subject.revision if e.subject is not None else None
@@ -215,9 +210,7 @@ def _value(option_id: str, index: int, revision: int | None) -> str:
 
 
 def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
-    """The decision as the review offers it with ``shown``: buttons (a select beyond
-    :data:`MAX_BUTTONS`, a multi-select with Submit), *Reply…* for the modes that take text,
-    *Acknowledge*; withheld approvals are left out."""
+    """The decision as the review offers it with ``shown``; withheld approvals left out."""
     e = view.elicitation
     mode = e.answer_mode
     revision = e.subject.revision if e.subject is not None else None
@@ -322,8 +315,7 @@ def _notice(text: str | None) -> list[Block]:
 def review_modal(
     view: PromptView, meta: ReviewMeta, *, notice: str | None = None
 ) -> dict[str, Any]:
-    """Page ``meta.page`` of the review: its part of the request, where it is in the whole,
-    *← Previous* / *Next page →*, and the decision (approving only on the last page).
+    """Page ``meta.page``, paging and the decision (approving only on the last page).
     ``notice``: mrkdwn said first (a refusal, the request having changed)."""
     pages = pages_of(view)
     page = min(max(meta.page, 0), len(pages) - 1)
@@ -364,9 +356,8 @@ NOT_ATTACHED = "not attached"
 def file_modal(
     view: PromptView, meta: ReviewMeta, *, state: str, notice: str | None = None
 ) -> dict[str, Any]:
-    """The review of a request too long for a modal: where the whole request is (the file in the
-    message's thread) and the decision. While the file is being attached, or when it could not
-    be, approving is not offered."""
+    """A request too long for a modal: where the file is, and the decision (no approving until
+    the file is shared)."""
     e = view.elicitation
     name = file_name(e)
     title = f"*{clip(escape(title_of(e)), 200)}*"
@@ -407,9 +398,8 @@ def file_name(e: Elicitation) -> str:
 
 
 def file_text(view: PromptView) -> str:
-    """The whole request as plain text, nothing cut (:func:`~adapters.slack.review.pages.full_text`:
-    title, question, every preview item, the subject), then where it comes from and the options.
-    Only what the request says: no answer, and so no secret, is ever part of it."""
+    """The whole request as plain text, then its source and options: no answer, so no secret."""
+
     e = view.elicitation
     lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]
