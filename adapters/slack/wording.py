@@ -39,9 +39,7 @@ def _filler(result: Result) -> Callable[[str, str], str]:
 
 
 def result_line(view: PromptView) -> str:
-    """The outcome as one mrkdwn line (:data:`bot.domain.wording.RESULT_LINES`): ✅ Answered by …
-    (once accepted upstream), ⏳ Sending … (until then), ❌ Not accepted … (refused for good, closed
-    there too), ❔ Not confirmed … (every attempt failed), ⌛ Expired …, 🚫 Cancelled …"""
+    """The outcome as one mrkdwn line (:data:`bot.domain.wording.RESULT_LINES`)."""
     result = view.result
     if result is None:
         return "Closed."
@@ -63,9 +61,9 @@ def closed_blocks(view: PromptView) -> list[Block]:
 
 
 def thread_note(view: PromptView, answer: Answer | None = None) -> str:
-    """What is said in the thread when someone answers: who and what, and that it is on its way
-    (never "Answered": the upstream may still refuse it, and this note is not rewritten).
-    ``answer``: the answer just recorded, when ``view`` was read before it."""
+    """Who answered what, on its way; never "Answered" (the upstream may refuse, and this note
+    is not rewritten). ``answer``: just recorded, when ``view`` was read before it."""
+
     if answer is not None:
         view = just_answered(view, answer)
     result = view.result

@@ -237,8 +237,7 @@ def _cap(sizes: Sequence[int], budget: int) -> int:
 
 @dataclass(frozen=True)
 class Cut:
-    """A body cut to fit: its blocks, how many preview items it left out, and where a line
-    saying so goes (before the trailing fields)."""
+    """A body cut to fit, the preview items left out, and where the line saying so goes."""
 
     blocks: list[Block]
     dropped: int
@@ -246,11 +245,9 @@ class Cut:
 
 
 def pack_within(groups: Sequence[Group], *, text: int, blocks: int, note: str) -> Cut:
-    """The groups cut to fit ``text`` code points in ``blocks`` sections, in order: the
-    question first (up to half the room), the trailing fields (the metadata, a quarter) kept,
-    and the preview items in between sharing the rest fairly (a short item whole, a long one
-    cut); items beyond the room are left out and counted. Leaves room for a one-line "more"
-    note (``MORE_NOTE`` code points, one block)."""
+    """The groups cut to fit: the question (up to half the room), the trailing fields (a
+    quarter), the previews sharing the rest fairly, those beyond it left out and counted;
+    room is kept for a one-line "more" note (``MORE_NOTE`` code points, one block)."""
     text -= MORE_NOTE
     blocks -= 1
     first = groups[0] if groups and groups[0].items == 0 else None

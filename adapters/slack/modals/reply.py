@@ -126,18 +126,12 @@ def reply_modal(
     pushed: bool = False,
     digest: str | None = None,
 ) -> dict[str, Any]:
-    """The "Reply…" modal: a text box (``max_length`` set), the options when the answer mode
-    takes them, or the secret box; ``option_id`` fixes a chosen option that needs a comment.
+    """The "Reply…" modal; ``option_id`` fixes a chosen option that needs a comment.
 
-    ``shown``: what the surface it was opened from showed (the message, or a review that showed
-    everything): its select offers approving options only when that was the whole request
-    (answer rule 2). ``reviewed``: opened from such a review, that review's content hash
-    (:func:`adapters.slack.review.modal.content_hash`), kept as ``"w"`` so the submission is
-    judged as shown whole while the request is unchanged. ``pushed``: on top of a review (kept
-    as ``"v"``: sending it closes the review too, see :func:`closes_all`).
-
-    ``private_metadata`` carries the elicitation key, where the message is, the fixed option,
-    the subject revision and the text limit, so a submission can be checked before its ack."""
+    ``shown``: of the surface it opened from; approving options only when whole (rule 2).
+    ``reviewed``: that review's :func:`~adapters.slack.review.modal.content_hash`, kept as
+    ``"w"`` so the submission counts as shown whole while the request is unchanged.
+    ``pushed``: on top of a review (``"v"``: sending closes both, :func:`closes_all`)."""
     e = view.elicitation
     mode = e.answer_mode
     limit = input_limit(e)
@@ -235,6 +229,6 @@ def reply_modal(
 
 
 def closes_all(meta: dict[str, Any]) -> bool:
-    """A reply modal pushed on top of a review: its submission closes both (the review's
-    decision is made)."""
+    """Pushed on a review: its submission closes both."""
+
     return meta.get("v") == 1
