@@ -115,8 +115,8 @@ def fitting(limit: int, *candidates: dict[str, Any]) -> str:
 def select_value(
     option_id: str, index: int, revision: int | None, digest: str | None = None
 ) -> str:
-    """A select option's value (``≤ 150``): the option id (or its index), the subject revision
-    and digest shown; without the digest only when even the index form does not fit with it."""
+    """A select option's value (``≤ 150``): option id or index, revision and digest (dropped
+    only when even the index form does not fit)."""
     o, i = {"o": option_id, "r": revision}, {"i": index, "r": revision}
     return fitting(MAX_OPTION_VALUE, {**o, "d": digest}, {**i, "d": digest}, o, i)
 
@@ -167,8 +167,8 @@ def static_select(
 
 
 def text_length(blocks: Sequence[Block]) -> int:
-    """All the text of the blocks in code points (text objects of headers, sections, fields,
-    context elements, buttons and selects): what Slack's cumulative limit counts."""
+    """All the blocks' text in code points: what Slack's cumulative limit counts."""
+
     return sum(_length(b) for b in blocks)
 
 
