@@ -1,11 +1,6 @@
-"""slack_sdk failures as elicitbot's delivery errors (the outbox retries transient ones).
-
-- HTTP 429 / ``ratelimited``: transient, ``retry_after`` from the ``Retry-After`` header.
-- Connection errors, timeouts, HTTP 5xx and Slack's own "try again" codes: transient.
-- Codes that no retry can fix (bad channel, bad token, bad blocks, gone message): permanent.
-- Anything else: transient (the outbox gives up after its attempt limit).
-
-Messages name the method and Slack's error code, never the request (it carries the token header).
+"""slack_sdk failures as delivery errors: 429, network, 5xx and "try again" codes are transient,
+codes no retry fixes are permanent, anything else transient (the outbox gives up at its limit).
+Messages name the method and Slack's code, never the request (it carries the token header).
 """
 
 from __future__ import annotations

@@ -1,53 +1,14 @@
-"""Slack interactivity: the Bolt ``AsyncApp`` whose listeners turn clicks, thread replies, the reply
-modal and ``/elicitbot`` commands into the core's actions (:mod:`adapters.slack.translate`), hand
-each to :meth:`Elicitations.act <bot.domain.ports.Elicitations.act>` and show the outcome.
+"""Slack interactivity: the Bolt ``AsyncApp`` shell (authorization, listeners, tracked tasks,
+record before ack); an acked interaction's work is
+:class:`~adapters.slack.intake.handling.SlackHandling`.
 
-Every listener acks as soon as it can (Bolt answers Slack when the listener returns) and does
-its work in a task of its own, tracked so shutdown and tests can wait for it. The one check made
-before an ack is pure: a modal submission over its text limit is answered
-``response_action: errors`` (the modal stays open, the limit stated).
-
-- **Durable before ack** (rule 4, given a :class:`~bot.domain.store.RawEvents` store; the
-  service always passes one): :mod:`adapters.slack.intake.durable` records a click, a modal
-submission
-  and a thread reply in one of our threads before the ack (trimmed to what their handling reads:
-  :func:`~adapters.slack.intake.trims.durable_click` and its siblings), marks it handled once
-  ``act`` returns, and replays what a killed process left open through :meth:`_replayed`, the
-  listeners' own path. When it cannot be recorded the answer is 503, never an ack. Never
-  recorded: a secret (it never touches our database: a replayed secret submission asks for it
-  again while the question is open), and slash commands (they answer no question, and whoever
-  typed one sees at once whether it did anything).
-- **Which elicitation.** What the payload names (:func:`~adapters.slack.translate.payload_key`),
-  else the message's ref key (:meth:`Elicitations.key_for_message`); a thread reply by its
-  thread root's. elicitbot's own messages are ignored outright.
-- **Redelivery.** Deduplicated in the database, never by the retry header
-  (:func:`~adapters.slack.intake.trims.raw_key`): a click by its ``trigger_id`` (a second click is
-  a new one: judged, and told "already answered"), a modal by its view id and hash, a thread
-  reply by its message's channel/ts (Slack can send one message under several event ids).
-  Without a raw-events store, thread replies are deduplicated by ``event_id`` and channel/ts
-  through ``first_time``.
-- **Slack's own UI** stays here: *Reply…*, *Review…* and an option that needs a comment open
-  their modal when the core's outcome says so (``FORM``); the core decides everything else.
-- **What you see is what you approve** (rule 2). Every Choose, Reply and Submit built from a
-  message carries ``shown`` = :func:`adapters.slack.render.shown` of the request as stored now
-  (our own rendering, never the payload), so a crafted approve on a message that cannot hold
-  everything is refused (``NOT_SHOWN``) like any refusal. *Review…* and every click inside the
-  review modal go to :class:`~adapters.slack.review.flow.ReviewFlow`; a reply modal takes the
-  ``shown`` of what it was opened from (:func:`adapters.slack.review.modal.reply_shown`).
-- **Outcomes.** A refusal, how to answer, or a claim is an ephemeral message to the one person,
-  in the thread when the attempt was in a thread (bots are told nothing: they read no
-  ephemerals); a win is said in the message's thread, and the outbox rewrites every copy. A
-  command's reply goes to its ``response_url``.
-- **Secrets** (Pinework ``secret_input``) come only from the modal and go straight upstream
-  inside ``act``: never logged, stored or echoed.
-
-Bolt's authorization is precomputed from the ``auth.test`` that ran at start (no lazy
-``auth.test`` per request, which would turn a Slack outage into HTTP 500s and retry storms), and
-its loggers are kept at WARNING: at INFO Bolt logs the whole body of a refused request.
-
-The Bolt shell (authorization, listeners, tracked tasks, record before ack) is here; what each
-interaction does once acked is :class:`~adapters.slack.intake.handling.SlackHandling`, which needs
-only the chat and the core.
+Listeners ack at once and work in tracked tasks. Clicks, modal submissions and thread replies are
+recorded before the ack (rule 4, :mod:`adapters.slack.intake.durable`); not recordable → 503. Never
+recorded: secrets (they never touch our database) and slash commands. Redelivery is deduplicated in
+the database, never by the retry header. Every action carries ``shown`` from our own rendering,
+never the payload (rule 2). Authorization is precomputed from the start's ``auth.test`` (no lazy
+call per request: a Slack outage would become 500s and retry storms); Bolt's loggers stay at
+WARNING because at INFO Bolt logs the whole body of a refused request.
 """
 
 from __future__ import annotations
@@ -57,7 +18,6 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -68,7 +28,7 @@ from slack_bolt.response import BoltResponse
 from adapters.slack import translate
 from adapters.slack.chat import SlackChat
 from adapters.slack.intake import trims
-from adapters.slack.intake.durable import REPLAY_EVERY, REPLAY_GRACE, Durable, NotRecordedError
+from adapters.slack.intake.durable import Durable, NotRecordedError
 from adapters.slack.intake.handling import SlackHandling
 from adapters.slack.modals.reply import REPLY_CALLBACK, closes_all
 from adapters.slack.render import MULTI_ACTION, WEB_LINK_ACTION
@@ -87,9 +47,7 @@ _ACTIONS = re.compile(r"^elicitbot\.")
 
 
 class SlackInteractivity(SlackHandling):
-    """The Bolt app and its listeners; ``app`` goes to
-    :func:`adapters.slack.intake.routes.slack_router` (HTTP mode) or
-    :class:`adapters.slack.intake.socket.SlackSocket` (Socket Mode)."""
+    """The Bolt app and its listeners, served in HTTP or Socket Mode."""
 
     def __init__(
         self,
@@ -133,8 +91,7 @@ class SlackInteractivity(SlackHandling):
         self._register()
 
     def _authorization(self) -> AuthorizeResult | None:
-        """Bolt's authorization, from the ``auth.test`` SlackChat.verify() made at start (None
-        before it: Bolt then refuses the request rather than calling auth.test itself)."""
+        """From the start's ``auth.test`` (None before it: Bolt refuses rather than calling it)."""
         chat = self.chat
         if chat.bot_user_id is None:
             return None
@@ -159,8 +116,7 @@ class SlackInteractivity(SlackHandling):
         raw_id: int | None = None,
     ) -> None:
         """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
-        failure is logged by kind only (no message, no traceback). ``raw_id``: the recorded
-        event it handles, marked handled when the work is done."""
+        failure is logged by kind only. ``raw_id``: the record marked handled when done."""
         work_done = self.durable.guard(work, what, sensitive, raw_id)
         task = asyncio.get_running_loop().create_task(work_done)
         self._tasks.add(task)
@@ -168,17 +124,8 @@ class SlackInteractivity(SlackHandling):
 
     # ------------------------------------------------------------------ replays
 
-    async def run_replays(
-        self,
-        stop: asyncio.Event,
-        *,
-        ours: bool,
-        every: float = REPLAY_EVERY,
-        grace: timedelta = REPLAY_GRACE,
-    ) -> None:
-        """Replay what a killed process recorded and never handled: :meth:`Durable.run_replays
-        <adapters.slack.intake.durable.Durable.run_replays>`, through :meth:`_replayed`."""
-        await self.durable.run_replays(stop, ours=ours, every=every, grace=grace)
+    async def run_replays(self, stop: asyncio.Event, *, ours: bool) -> None:
+        await self.durable.run_replays(stop, ours=ours)
 
     async def _replayed(self, event: RawEvent) -> None:
         """A recorded interaction handled again, by the listeners' own path."""
@@ -197,9 +144,8 @@ class SlackInteractivity(SlackHandling):
             log.warning("slack.replay_unknown", raw_id=event.id, kind=str(kind))
 
     async def idle(self, settle: float = 0.05) -> None:
-        """Wait until no interaction is running: Bolt starts a listener just after its ack, so
-        this first gives listeners ``settle`` seconds to start, and checks again after each
-        round."""
+        """Wait until no interaction is running; ``settle`` s first each round, since Bolt starts
+        a listener just after its ack."""
         while True:
             await asyncio.sleep(settle)
             if not self._tasks:
@@ -207,7 +153,6 @@ class SlackInteractivity(SlackHandling):
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self, grace: float = 0.0) -> None:
-        """Let running interactions finish for up to ``grace`` seconds, then cancel the rest."""
         if grace > 0 and self._tasks:
             await asyncio.wait(list(self._tasks), timeout=grace)
         for task in list(self._tasks):
@@ -292,10 +237,8 @@ class SlackInteractivity(SlackHandling):
     async def _record_reply(
         self, body: Mapping[str, Any], event: Mapping[str, Any]
     ) -> tuple[dict[str, Any], ElicitationKey, int | None] | None:
-        """Record a thread reply in one of our threads before its ack: (the body kept, the
-        elicitation, its raw id); None when there is nothing to handle (not a reply, not our
-        thread, recorded before). Only our threads' replies are kept, and under a secret question
-        without their text. Raises NotRecordedError when it could not be read or recorded."""
+        """Record a reply in one of our threads (without its text under a secret question):
+        (body kept, key, raw id), or None when there is nothing to handle; NotRecordedError."""
         reply = self._read_reply(body, event)
         if reply is None:
             return None
@@ -314,8 +257,7 @@ class SlackInteractivity(SlackHandling):
 
 
 def _not_recorded() -> BoltResponse:
-    """Not acked: Slack shows the person an error (a click, a modal: they try again) or sends the
-    event again. Never a 2xx for what was not recorded."""
+    """Never a 2xx for what was not recorded: Slack shows an error or sends the event again."""
     return BoltResponse(status=503, body="")
 
 
@@ -327,10 +269,9 @@ def build_app(
     raw: RawEvents | None = None,
     clock: Clock | None = None,
 ) -> SlackInteractivity:
-    """The interactive Slack app. It may be built before ``chat.verify()``; it answers Slack only
-    once that ``auth.test`` has run (its authorization is taken from it, never fetched per
-    request). ``raw``: where interactions are recorded before their ack (the service passes its
-    store; without one they are acked unrecorded)."""
+    """The interactive Slack app; it answers only once ``chat.verify()`` ran. Without ``raw``,
+    interactions are acked unrecorded."""
+
     return SlackInteractivity(
         chat, elicitations, signing_secret=signing_secret, raw=raw, clock=clock
     )

@@ -1,48 +1,15 @@
-"""A :class:`~bot.domain.ports.PromptView` as a Slack message: fallback text and Block Kit blocks.
+"""A :class:`~bot.domain.ports.PromptView` as a Slack message (fallback text and blocks). Pure.
 
-Pure: no I/O. The message reads: header, the question, the previews
-(:mod:`adapters.slack.markup.previews`: Markdown as mrkdwn, code and diffs preformatted, runs of
-fields as one compact section), then the metadata (where it comes from, the subject's id, revision
-and digest) as one context line, the options' descriptions, and the buttons. Text is escaped
-(:mod:`adapters.slack.markup.blocks`): an agent can never ping ``@channel`` or a person, or show a
-link whose label hides its URL.
-
-**What you see is what you approve** (answer rule 2, :func:`bot.domain.rules.who_may_decide`).
-:func:`shown` says whether this message shows the whole decisive content
-(:func:`bot.domain.disclosure.decisive`: the question and every preview item's label, text, value
-and URL) uncut; :func:`render` takes the same decision and passes it to
-:func:`~bot.domain.rules.offered_options`, so approving options are buttons only on a message that
-holds everything. Otherwise the message shows what fits, says so (the withheld reason,
-:data:`REVIEW_HINT`), keeps every other option, and adds a **Review…** button
-(:data:`REVIEW_ACTION`, value ``{"e": <key>, "r": <revision>}``) that opens the whole content
-(:func:`adapters.slack.review.pages.review_blocks`).
-The decision depends on the elicitation only (not on the clock-driven timeline line, which has
-room kept for it), so the surface reaches the same answer when a person acts on the message.
-
-**Closed, and the write-back** (:mod:`adapters.slack.wording`): a closed message ends with its
-result, which says "Answered" only once the system that asked accepted the answer (``⏳ Sending …``
-until then); a refusal from it is a ⚠️ section, above the buttons of a question open again, after
-the result of one that failed. A form (several questions) has an **Answer…** button that opens one
-input per question (:mod:`adapters.slack.modals.form`) and a hint for answering it in one thread
-reply.
-
-Budgets: all the text of a message stays under :data:`MAX_TOTAL_TEXT` (below Slack's
-undocumented cumulative limit, ``msg_blocks_too_long`` at about 12,000 characters), in at most
-50 blocks, each section at most 3,000 code points.
-
-Button values are JSON ``{"e": <elicitation key>, "o": <option id>, "r": <subject revision>}``
-(``"i"``: the option's index instead of ``"o"``, and no ``"e"``, only when the ids are too long for
-2,000 characters). Action ids: ``elicitbot.option.<n>``, ``elicitbot.select`` (a static select of
-``{"o", "r"}`` values, used beyond :data:`MAX_BUTTONS` options), ``elicitbot.choose_many``
-with ``elicitbot.submit`` (multiple choice), ``elicitbot.reply`` (free text, secret),
-``elicitbot.ack``, ``elicitbot.claim`` ("I'm on it"), ``elicitbot.review`` (Review…) and
-``elicitbot.web_link`` (the **Approve in the web inbox** link button, where the approving buttons
-were when the route's ``approve_on`` counts approving only in the web inbox).
+What you see is what you approve (rule 2): approving buttons only on a message that holds the whole
+decisive content (:func:`shown`); otherwise what fits, the reason, and **Review…**. The decision
+ignores the clock-driven timeline line (room is kept for it), so a click meets the same answer.
+Budgets: :data:`MAX_TOTAL_TEXT` (below Slack's undocumented cumulative ``msg_blocks_too_long`` at
+about 12,000 characters), 50 blocks, 3,000 code points per section.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,15 +57,14 @@ from bot.domain.wording import title_of
 
 # Our own budgets, inside Block Kit's limits.
 MAX_BUTTONS = 20
-"""More offered options than this are a static select instead of buttons."""
+"""More offered options than this are a static select."""
 BUTTONS_PER_BLOCK = 5
 MAX_TOTAL_TEXT = 10_000
 """Upper bound of all text in one message (the sum of every text object)."""
 FALLBACK_QUESTION = 300
 REASON_TEXT = 500
 TIMELINE_TEXT = 600
-"""The timeline line (reminder · escalation · expiry · who is on it) is cut to this; the
-decision whether the message holds everything keeps this much room for it."""
+"""The timeline line is cut to this; the "holds everything" decision keeps this much room."""
 MAX_URL = 3000
 """A link button's ``url`` (Block Kit's limit)."""
 
@@ -112,11 +78,9 @@ REPLY_ACTION = "elicitbot.reply"
 ACK_ACTION = "elicitbot.ack"
 CLAIM_ACTION = "elicitbot.claim"
 REVIEW_ACTION = "elicitbot.review"
-"""The **Review…** button: value ``{"e": <key>, "r": <revision>}`` (no ``"e"`` past 2,000)."""
 WEB_LINK_ACTION = "elicitbot.web_link"
-"""The **Approve in the web inbox** link button, where an approving button was when the route's
-``approve_on`` counts approving only there: it opens the inbox page (Slack still sends a
-``block_actions`` for it, which the app acks and does nothing with)."""
+"""The link button to the inbox page, where approving counts only there (``approve_on``); Slack
+still sends a ``block_actions`` for it, which the app acks and ignores."""
 
 REVIEW_HINT = "Use *Review…* to see all of it and decide there."
 """The :attr:`~bot.domain.model.Disclosure.review` of a message that does not hold everything."""
@@ -130,13 +94,9 @@ def _header(e: Elicitation) -> Block:
     return {"type": "header", "text": plain(clip(title_of(e), MAX_HEADER_TEXT))}
 
 
-def _cut_note(view: PromptView) -> str:
-    return f" (full text: {link(view.link)})" if view.link else " (cut)"
-
-
 def _cut_body(view: PromptView, head: list[Block], tail: list[Block]) -> list[Block]:
-    """The question and previews cut to the room ``head`` and ``tail`` leave, then the
-    metadata; a line counts the preview items left out."""
+    """The question and previews cut to the room left, then the metadata; a line counts the
+    preview items left out."""
     e = view.elicitation
     meta = metadata_blocks(e)
     fixed = head + tail + meta
@@ -144,7 +104,7 @@ def _cut_body(view: PromptView, head: list[Block], tail: list[Block]) -> list[Bl
         groups(e),
         text=MAX_TOTAL_TEXT - text_length(fixed),
         blocks=MAX_BLOCKS - len(fixed),
-        note=_cut_note(view),
+        note=f" (full text: {link(view.link)})" if view.link else " (cut)",
     )
     body = list(cut.blocks)
     if cut.dropped:
@@ -166,8 +126,7 @@ def _fits(blocks: Sequence[Block], reserve: int = 0, reserve_blocks: int = 0) ->
 
 @dataclass(frozen=True)
 class _Decision:
-    body: list[Block]
-    """The question, previews and metadata, whole."""
+    body: list[Block]  # whole
     shown: Disclosure
 
 
@@ -182,19 +141,16 @@ def _decide(view: PromptView) -> _Decision:
 
 
 def shown(view: PromptView) -> Disclosure:
-    """What the message :func:`render` builds for ``view`` shows: ``whole`` when the question
-    and every preview item (label, text, value, URL) are in it uncut, with the approving
-    buttons; else ``whole=False`` and ``review`` = :data:`REVIEW_HINT`. Depends on the
-    elicitation (and, for withheld approvals, ``view.now``), never on anything a click sends."""
+    """Whether :func:`render`'s message holds the whole decisive content uncut (else ``review``
+    is :data:`REVIEW_HINT`). Never depends on anything a click sends."""
     return _decide(view).shown
 
 
 def option_value(
     key: str, option_id: str, index: int, revision: int | None, digest: str | None = None
 ) -> str:
-    """A button's value (``≤ 2000``): elicitation key, option id, subject revision and digest
-    (what the message showed, rule 2); shorter forms drop the key, then name the option by
-    index, then (only past the limit even so) drop the digest."""
+    """A button's value (``≤ 2000``): key, option id, revision and digest (rule 2); shorter
+    forms drop the key, then name the option by index, then drop the digest."""
     d = {"d": digest}
     full, short, least = {"e": key, "o": option_id}, {"o": option_id}, {"i": index}
     forms = [{**f, "r": revision} for f in (full, short, least)]
@@ -202,8 +158,7 @@ def option_value(
 
 
 def _stamp(key: str, revision: int | None, digest: str | None) -> str:
-    """The value of the multi-select's Submit, Reply… and Answer…: the key, the subject
-    revision and digest the message shows (a modal opened from it carries the digest on)."""
+    """The value of Submit, Reply… and Answer…: key, revision and digest (a modal carries it on)."""
     return fitting(
         MAX_BUTTON_VALUE, {"e": key, "r": revision, "d": digest}, {"e": key, "r": revision}
     )
@@ -213,18 +168,12 @@ def button_style(meaning: Meaning) -> str | None:
     return {Meaning.APPROVE: "primary", Meaning.REJECT: "danger"}.get(meaning)
 
 
-def _chunks(elements: Sequence[dict[str, Any]], size: int) -> Iterable[Sequence[dict[str, Any]]]:
-    for start in range(0, len(elements), size):
-        yield elements[start : start + size]
-
-
 def _block_id(prefix: str, key: str) -> str:
     block_id = f"{prefix}:{key}"
     return block_id if len(block_id) <= MAX_ID else prefix
 
 
 def review_value(key: str, revision: int | None) -> str:
-    """The Review… button's value (``≤ 2000``): elicitation key and subject revision."""
     full = value_json({"e": key, "r": revision})
     return full if len(full) <= MAX_BUTTON_VALUE else value_json({"r": revision})
 
@@ -235,8 +184,7 @@ def _button_label(o: OfferedOption) -> str:
 
 
 def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosure) -> list[Block]:
-    """The buttons, select or reply button while pending; withheld approvals are left out;
-    Review… first when the message does not hold everything."""
+    """The buttons, select or reply button while pending; Review… first when cut."""
     e = view.elicitation
     key = e.key
     s = e.subject
@@ -250,31 +198,19 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     blocks: list[Block] = []
     web = web_button(view, options)  # approving counts only in the web inbox: link there
     if web is not None and (mode is AnswerMode.MULTI_CHOICE or len(offered) > MAX_BUTTONS):
-        blocks.append(_row(WEB_LINK_ACTION, key, web))  # a select has no place for a link
+        blocks.append(_row(WEB_LINK_ACTION, key, [web]))  # a select has no place for a link
         web = None
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MULTI_ACTION, "Choose one or more…", offered, revision, digest
         )
         submit = button("Submit", SUBMIT_ACTION, _stamp(key, revision, digest), "primary")
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": _block_id("elicitbot.multi", key),
-                "elements": [select, submit],
-            }
-        )
+        blocks.append(_row("elicitbot.multi", key, [select, submit]))
     elif len(offered) > MAX_BUTTONS:
         select = static_select(
             "static_select", SELECT_ACTION, "Choose an option…", offered, revision, digest
         )
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": _block_id("elicitbot.select", key),
-                "elements": [select],
-            }
-        )
+        blocks.append(_row("elicitbot.select", key, [select]))
     else:
         buttons = [
             button(
@@ -290,8 +226,12 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
             buttons.insert(sum(1 for i, _ in offered if i < at), web)
             web = None
         blocks.extend(
-            {"type": "actions", "block_id": f"elicitbot.options.{n}", "elements": list(chunk)}
-            for n, chunk in enumerate(_chunks(buttons, BUTTONS_PER_BLOCK))
+            {
+                "type": "actions",
+                "block_id": f"elicitbot.options.{n}",
+                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
+            }
+            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
         )
     hidden = len(offered) - MAX_SELECT_OPTIONS
     if hidden > 0:
@@ -326,8 +266,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
 
 
 def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, Any] | None:
-    """The link button to the inbox page when approving counts only there (``approve_on``) and
-    the page has an address Slack can open."""
+    """The link button to the inbox page, when approving counts only there and Slack can open it."""
     if not any(o.elsewhere for o in options) or not links_to_web(view.approve_on):
         return None
     if not view.link.startswith(("https://", "http://")) or len(view.link) > MAX_URL:
@@ -340,8 +279,8 @@ def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, 
     return element
 
 
-def _row(prefix: str, key: str, element: dict[str, Any]) -> Block:
-    return {"type": "actions", "block_id": _block_id(prefix, key), "elements": [element]}
+def _row(prefix: str, key: str, elements: list[dict[str, Any]]) -> Block:
+    return {"type": "actions", "block_id": _block_id(prefix, key), "elements": elements}
 
 
 def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
@@ -368,7 +307,7 @@ def _hint(e: Elicitation) -> str | None:
 
 
 def _withheld_lines(options: Sequence[OfferedOption], shown: Disclosure) -> list[str]:
-    """Why approving is not offered here (and what still works); that the message is cut."""
+    """Why approving is not offered here, and that the message is cut."""
     lines = []
     reason = next((o.withheld_reason for o in options if o.withheld_reason), None)
     if reason is not None:
@@ -380,8 +319,7 @@ def _withheld_lines(options: Sequence[OfferedOption], shown: Disclosure) -> list
 
 
 def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True) -> list[Block]:
-    """Everything after the metadata while pending: the options' descriptions, why approving
-    is withheld, the buttons, how to answer and the timeline."""
+    """Everything after the metadata while pending."""
     e = view.elicitation
     options = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
     note = note_block(view)  # the upstream refused the last answer: open again, say why first
@@ -404,10 +342,8 @@ def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True)
 
 
 def render(view: PromptView) -> tuple[str, list[Block]]:
-    """(fallback text, blocks) for the view as it stands: buttons while pending, else the result.
-
-    The question and previews are whole when :func:`shown` says so (the same decision, taken
-    here once); otherwise cut to fit, with Review… and no approving button."""
+    """(fallback text, blocks): buttons while pending, else the result; whole when
+    :func:`shown` says so, else cut to fit."""
     e = view.elicitation
     head = [_header(e)]
     decision = _decide(view)
@@ -422,14 +358,13 @@ def render(view: PromptView) -> tuple[str, list[Block]]:
 
 
 def slack_date(at: datetime) -> str:
-    """Slack date formatting: each reader sees the time in their own time zone (UTC fallback)."""
+    """Each reader sees the time in their own zone (UTC fallback)."""
     stamp = int(at.timestamp())
     return f"<!date^{stamp}^{{date_short_pretty}} {{time}}|{escape(when_text(at))}>"
 
 
 def slack_schedule_line(view: PromptView) -> str:
-    """``reminder <date> · escalates to #C0ONCALL <date> · expires <date> → deny``, every name
-    escaped and every time in the reader's own zone."""
+    """``reminder <date> · escalates to #C0ONCALL <date> · expires <date> → deny``, escaped."""
     parts: list[str] = []
     for step in view.schedule:
         when = slack_date(step.at)
@@ -447,8 +382,7 @@ def slack_schedule_line(view: PromptView) -> str:
 
 
 def _timeline(view: PromptView) -> str:
-    """What happens next and when (reminder · escalation · next channel · expiry), and who
-    is on it (each reader sees the times in their own zone)."""
+    """What happens next and when, who is on it, and a quorum being counted."""
     parts = []
     if view.schedule:
         parts.append(f"⏱ {slack_schedule_line(view)}")
@@ -461,7 +395,6 @@ def _timeline(view: PromptView) -> str:
 
 
 def _fallback(view: PromptView) -> str:
-    """The notification text: title and the start of the question, or the result."""
     e = view.elicitation
     title = clip(escape(title_of(e)), MAX_HEADER_TEXT)
     if view.status is not Status.PENDING:
@@ -481,13 +414,6 @@ def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
 
 
 def notice_metadata(idempotency_key: str) -> dict[str, Any]:
-    """The metadata of a public notice (a reminder in a copy's thread): as for a post, an
-    uncertain notice finds its reply by it instead of pinging the people a second time. No
-    elicitation key: a notice has no buttons to resolve."""
+    """A public notice's metadata, so an uncertain notice finds its reply instead of pinging
+    twice. No elicitation key: a notice has no buttons."""
     return {"event_type": NOTICE_EVENT_TYPE, "event_payload": {"post": idempotency_key}}
-
-
-def result_text(view: PromptView) -> str:
-    """The outcome as one mrkdwn line (✅ Answered by … / ⏳ Sending … / ⌛ Expired … /
-    🚫 Cancelled …): :func:`adapters.slack.wording.result_line`."""
-    return result_line(view)

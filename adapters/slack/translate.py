@@ -1,21 +1,7 @@
-"""Slack payloads as the core's actions, and the core's outcomes in Slack's words. Pure: no I/O.
+"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure.
 
-- **Who.** A person is ``team_id`` + ``user.id`` (:class:`~bot.domain.model.Identity`), never a
-  display name. A bot's reply (``bot_id``) is a bot's identity: the core refuses it, and nobody
-  tells it (bots read no ephemerals).
-- **Which elicitation.** A button carries its elicitation key in its value (``{"e", "o", "r"}``),
-  so a click on any copy, however old, resolves; otherwise the block id or the message metadata
-  names it (:func:`payload_key`). Without any, the app asks for the message's ref key
-  (``<channel>/<ts>``); a thread reply is found by its thread root's.
-- **What.** A click or a select is :class:`~bot.domain.actions.Choose`, the modal is
-  :class:`~bot.domain.actions.Submit` (a form's with ``fields["answers"]`` by question id,
-  :mod:`adapters.slack.modals.form`), a thread reply :class:`~bot.domain.actions.Reply` (the core
-  reads it), "I'm on it" :class:`~bot.domain.actions.ClaimIt` (``/elicitbot …`` is
-  :mod:`adapters.slack.intake.commands`). An option value naming the option by index (ids too long
-  for the value) is read back against the elicitation's options.
-
-What is kept of an interaction before its ack (its dedupe key, the body trimmed to what these
-readers read) is :mod:`adapters.slack.intake.trims`.
+A person is ``team_id`` + ``user.id``, never a display name. A button's value carries its key, so a
+click on any copy resolves; else the block id or metadata (:func:`payload_key`).
 """
 
 from __future__ import annotations
@@ -61,8 +47,7 @@ _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
 
 
 def slack_text(text: str) -> str:
-    """What a person typed, from Slack's message markup: mentions (``<@U…>``) dropped, links and
-    channel names shown as written, ``&amp;``/``&lt;``/``&gt;`` unescaped."""
+    """What a person typed: mentions dropped, links and channels as written, entities unescaped."""
 
     def plain(match: re.Match[str]) -> str:
         target, label = match.group(1), match.group(2)
@@ -87,9 +72,8 @@ def decode_value(value: Any) -> dict[str, Any]:
 
 
 def chosen_id(e: Elicitation, value: Mapping[str, Any]) -> str:
-    """The option a value names: its id, or its index (``"i"``) when the ids were too long.
-
-    An index out of range gives an id no option has, which the rules refuse as not offered."""
+    """The option a value names by id or index (``"i"``); an index out of range gives an id no
+    option has, which the rules refuse as not offered."""
     option = value.get("o")
     if isinstance(option, str):
         return option
@@ -105,24 +89,20 @@ def revision_of(value: Mapping[str, Any]) -> int | None:
 
 
 def digest_of(value: Mapping[str, Any]) -> str | None:
-    """The approval subject digest a value says its message (or modal) showed (None: unknown)."""
     return text_of(value.get("d"))
 
 
 def text_of(value: Any) -> str | None:
-    """A payload field that should be a non-empty string, or None."""
     return value if isinstance(value, str) and value else None
 
 
 def mapping_of(value: Any) -> Mapping[str, Any]:
-    """A payload field that should be an object, or an empty one."""
     return value if isinstance(value, Mapping) else {}
 
 
 @dataclass(frozen=True)
 class Where:
-    """Where an attempt happened: the channel, the message's thread root, and the thread the
-    person wrote in (None for a click on a top-level message)."""
+    """Where an attempt happened; ``thread_ts`` None for a click on a top-level message."""
 
     channel: str
     root_ts: str | None
@@ -147,13 +127,12 @@ def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) ->
 
 
 def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The action of a ``block_actions`` payload (Slack sends one per payload)."""
+    """Slack sends one action per ``block_actions`` payload."""
     actions = body.get("actions")
     return mapping_of(actions[0]) if isinstance(actions, list) and actions else {}
 
 
 def person(body: Mapping[str, Any]) -> Identity | None:
-    """The person behind an interaction payload (a click, a modal)."""
     user = mapping_of(body.get("user"))
     return identity(
         user.get("id"),
@@ -171,8 +150,7 @@ def key_in(meta: Mapping[str, Any]) -> ElicitationKey | None:
 def payload_key(
     value: Mapping[str, Any], block_id: Any, message: Mapping[str, Any]
 ) -> ElicitationKey | None:
-    """The elicitation a click names itself: the value's key, the block id's, or the message
-    metadata's (None: only the message's ref key can tell)."""
+    """The key in the value, the block id or the message metadata (None: ask the ref key)."""
     key = key_in(value)
     if key is not None:
         return key
@@ -189,18 +167,14 @@ def payload_key(
 
 @dataclass(frozen=True)
 class Click:
-    """A click (or a select) on one of our messages, as Slack sent it."""
-
     who: Identity
     where: Where
     action_id: str
     value: Mapping[str, Any]
-    key: ElicitationKey | None
-    """The elicitation the payload names (:func:`payload_key`)."""
+    key: ElicitationKey | None  # payload_key
     message_ts: str | None
     trigger_id: str | None
-    selection: tuple[Mapping[str, Any], ...] = ()
-    """The option values chosen in the message's multi-select."""
+    selection: tuple[Mapping[str, Any], ...] = ()  # the multi-select's values
 
 
 def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | None:
@@ -232,7 +206,6 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
 
 
 def picked_option(click: Click, e: Elicitation) -> str | None:
-    """The one option a button or a select names (None for other clicks)."""
     if click.action_id.startswith(OPTION_ACTION) or click.action_id == SELECT_ACTION:
         return chosen_id(e, click.value)
     return None
@@ -241,12 +214,8 @@ def picked_option(click: Click, e: Elicitation) -> str | None:
 def choice(
     click: Click, key: ElicitationKey, e: Elicitation, *, shown: Disclosure
 ) -> Choose | None:
-    """The choice a click makes: a button or select (one option, which opens the reply modal
-    when it needs a comment: ``form``), the multi-select's Submit (its options), Acknowledge
-    (none). None: the click answers nothing.
-
-    ``shown``: what the message clicked on shows, from the app's own rendering of the request as
-    it stands (never read from the payload, which a crafted click could fill in)."""
+    """The choice a click makes (None: it answers nothing). ``shown`` comes from our own
+    rendering, never the payload, which a crafted click could fill in."""
     revision = revision_of(click.value)
     picked = picked_option(click, e)
     if click.action_id == SUBMIT_ACTION:
@@ -267,7 +236,6 @@ def claim_it(click: Click, key: ElicitationKey) -> ClaimIt:
 
 
 def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The option values chosen in a message's multi-select, from the click's state."""
     values = mapping_of(mapping_of(body.get("state")).get("values"))
     for block in values.values():
         element = mapping_of(mapping_of(block).get(MULTI_ACTION))
@@ -306,8 +274,7 @@ def parse_submission(
 def submission_errors(
     meta: Mapping[str, Any], text: str | None, view: Mapping[str, Any] | None = None
 ) -> dict[str, str]:
-    """The checks a submission gets before its ack (pure): over the limit it was shown; a
-    form's every question answered (:func:`~adapters.slack.modals.form.form_errors`)."""
+    """Checks before the ack: the text limit shown; a form's every question answered."""
     limit = meta.get("l")
     if form_modal.questions_of(meta) is not None:
         return form_modal.form_errors(view or {}, limit)
@@ -319,23 +286,17 @@ def submission_errors(
 
 @dataclass(frozen=True)
 class Submission:
-    """A reply-modal submission: who, where the message is, and what was written and chosen."""
-
     who: Identity
     where: Where
-    key: ElicitationKey | None
-    """The elicitation the modal names (None when it did not fit: the message's ref key tells)."""
+    key: ElicitationKey | None  # None when it did not fit: the message's ref key tells
     message_ts: str | None
     text: str | None
     chosen: tuple[Mapping[str, Any], ...]
-    fixed: str | None
-    """The option the modal was opened for (one that needs a comment)."""
+    fixed: str | None  # the option the modal was opened for (one that needs a comment)
     secret: bool
     revision: int | None
-    form: Mapping[int, form_modal.FormPick] | None = None
-    """A form's inputs by question number (None: not a form)."""
+    form: Mapping[int, form_modal.FormPick] | None = None  # by question number
     digest: str | None = None
-    """The approval subject digest the modal was built on (None: unknown)."""
 
 
 def read_submission(
@@ -370,8 +331,7 @@ def read_submission(
 def submit(
     submission: Submission, key: ElicitationKey, e: Elicitation, *, shown: Disclosure
 ) -> Submit:
-    """The reply modal's submission as the core's Submit; ``shown`` as for :func:`choice` (what
-    the message, or the review, that the modal opened from showed)."""
+    """``shown``: of the message or review the modal opened from, as for :func:`choice`."""
     s = submission
     if s.form is not None:  # a form: its answers by question id, for the core to check
         answers = form_modal.form_answers(e, s.form)
@@ -410,16 +370,14 @@ class ThreadReply:
     ts: str
     root_ts: str
     event_id: str | None
-    text: str
-    """What the person typed (:func:`slack_text`)."""
+    text: str  # slack_text
 
     @property
     def where(self) -> Where:
         return Where(self.channel, self.root_ts, self.root_ts)
 
     def reply(self, key: ElicitationKey, *, shown: Disclosure | None = None) -> Reply:
-        """``shown``: what the message replied under shows (None: nothing known; the core then
-        accepts no approving option)."""
+        """``shown`` None: nothing known, so the core accepts no approving option."""
         return Reply(key, self.who, self.where.via, self.text, shown=shown)
 
 
@@ -431,8 +389,7 @@ def read_reply(
     bot_user_id: str | None,
     agents: frozenset[str],
 ) -> ThreadReply | None:
-    """A thread reply to judge; None for anything else (a top-level message, an edit's
-    bookkeeping, elicitbot's own message). A configured agent's bot is known by its ``bot_id``."""
+    """A thread reply to judge, else None; a configured agent's bot is known by its ``bot_id``."""
     subtype = event.get("subtype")
     channel = text_of(event.get("channel"))
     ts = text_of(event.get("ts"))
@@ -470,9 +427,8 @@ NOT_DELIVERED = (
 
 
 def not_delivered(exc: DeliveryError) -> str:
-    """What a person is told when their secret could not be passed on: what the upstream said
-    when it refused for good (its code and sentence; the error never holds the value), else to
-    try again."""
+    """A secret not passed on: the upstream's refusal (never holding the value), else retry."""
+
     if isinstance(exc, PermanentDeliveryError):
         return f"Your secret was not passed on: {exc} Nothing was stored."
     return NOT_DELIVERED

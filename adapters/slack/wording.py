@@ -1,19 +1,7 @@
 """How a message says what became of its question: the result line, the write-back note and the
-note in the thread. Pure: no I/O.
-
-An answer is "Answered" only once the system that asked accepted it
-(:func:`bot.domain.views.sending`): until then the result says
-``⏳ Sending Alice’s answer — Deny — to SuperPipeline…`` (no buttons, the question is closed
-here). When the upstream refused it for good (:func:`bot.domain.views.writeback_note`) the message
-says so in a section of its own: above the buttons of a question open again, after the result of
-one that failed (closed there too), whose result then reads ``❌ Not accepted by …: …``
-(``❔ Not confirmed by …`` when the upstream never answered at all) instead of "Answered".
-The words are :mod:`bot.domain.wording`'s, as on every surface. The thread note said at the
-moment of the answer claims no acceptance (``📨 Alice answered — …; sending it to
-SuperPipeline.``), so it never needs taking back.
-
-Everything an agent or an upstream wrote is escaped for mrkdwn and cut to the budgets below.
-"""  # noqa: RUF002 - the typographic apostrophe the message shows
+thread note, in :mod:`bot.domain.wording`'s words. Pure. "Answered" only once the upstream accepted
+it; the thread note claims no acceptance, so it never needs taking back. All text is escaped.
+"""
 
 from __future__ import annotations
 
@@ -51,9 +39,7 @@ def _filler(result: Result) -> Callable[[str, str], str]:
 
 
 def result_line(view: PromptView) -> str:
-    """The outcome as one mrkdwn line (:data:`bot.domain.wording.RESULT_LINES`): ✅ Answered by …
-    (once accepted upstream), ⏳ Sending … (until then), ❌ Not accepted … (refused for good, closed
-    there too), ❔ Not confirmed … (every attempt failed), ⌛ Expired …, 🚫 Cancelled …"""
+    """The outcome as one mrkdwn line (:data:`bot.domain.wording.RESULT_LINES`)."""
     result = view.result
     if result is None:
         return "Closed."
@@ -75,9 +61,9 @@ def closed_blocks(view: PromptView) -> list[Block]:
 
 
 def thread_note(view: PromptView, answer: Answer | None = None) -> str:
-    """What is said in the thread when someone answers: who and what, and that it is on its way
-    (never "Answered": the upstream may still refuse it, and this note is not rewritten).
-    ``answer``: the answer just recorded, when ``view`` was read before it."""
+    """Who answered what, on its way; never "Answered" (the upstream may refuse, and this note
+    is not rewritten). ``answer``: just recorded, when ``view`` was read before it."""
+
     if answer is not None:
         view = just_answered(view, answer)
     result = view.result

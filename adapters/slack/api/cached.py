@@ -1,13 +1,6 @@
-"""What the Slack adapter's cached lookups share (people's names in
-:mod:`adapters.slack.api.people`, user groups' members in :mod:`adapters.slack.api.groups`):
-
-- one call at a time per key, shared by every caller who asks meanwhile (shielded: a caller
-  cancelled leaves the call to the others);
-- a pause of every lookup while Slack rate-limits the method (its ``Retry-After``; rate limits
-  are per method and workspace) or refuses the app itself (:data:`APP_WIDE`: a missing scope, a
-  bad token), a missing scope logged once, naming the scope.
-
-Logs name Slack's error code, never the request (it carries the token).
+"""What the cached lookups (people, groups) share: one shielded call per key for every caller
+meanwhile, and a pause of every lookup while Slack rate-limits the method or refuses the app
+(:data:`APP_WIDE`). Logs name Slack's code, never the request (it carries the token).
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
-"""Slack user groups among a route's approvers (``slack:S…``, answer rule 9): which of them the
-person acting is in, read with ``usergroups.users.list`` and given to the core as the action's
-:class:`~bot.domain.policy.Standing`. The core judges; this only reads.
+"""Slack user groups among a route's approvers (``slack:S…``, rule 9) read as the actor's
+:class:`~bot.domain.policy.Standing`. The core judges; this reads only groups a route names.
 
-- **Which groups** (:class:`SlackStanding`): only those the approvers of the question's route
-  name (today's routes, the first that matches: the route the core judges by). While no route
-  names a Slack user group, nothing is read at all.
-- **Cached per group** (:class:`SlackGroups`): a lookup reads every member of the group, kept
-  for :data:`TTL` in this process, so one call serves every person who acts meanwhile; after
-  it, the next action reads the group again. Lookups of one group at once share one call.
-- **Fail closed:** a group that could not be read (an error, a timeout, a rate limit) counts as
-  one the person is not in, and is named in ``Standing.unknown``, so the refusal tells them it
-  could not be checked rather than only "not an approver". An old member list is never used
-  after its :data:`TTL`: someone taken out of the group stops counting within a minute.
-
-  - HTTP 429: no group is read until its ``Retry-After`` has passed (Slack's rate limits are
-    per method and workspace).
-  - ``missing_scope`` (the app was installed without ``usergroups:read``) and the token's own
-    errors: none for :data:`PAUSE`; a missing scope is logged once, naming the scope.
-  - ``no_such_subteam`` (the config names a group that does not exist): logged once per group,
-    remembered for :data:`TTL`.
-  - Anything else (network, timeout, 5xx): that group, remembered for :data:`FAILURE_TTL` so a
-    broken lookup is not asked on every click.
-
-- **By name** (:meth:`SlackStanding.named`): the route's Slack approvers as the refusal calls
-  them, in ``Standing.names``: a person by their ``users.info`` name (the cache that names people
-  on every copy, :class:`~adapters.slack.api.people.SlackNames`), a group by its ``@handle`` from
-  ``usergroups.list`` (one call for every group, kept :data:`NAMES_TTL`). The action waits for
-  them at most :data:`NAMES_WAIT`, beside the members' lookup; a name not read by then, or
-  whose lookup failed, is shown as its id. A refusal is never held up or failed by a name.
-
-Logs name the group and Slack's error code, never the request (it carries the token).
+Members are cached per group for :data:`TTL` (never used after it: someone removed stops counting
+within a minute). Fail closed: a group not read counts as not a member and is named in
+``Standing.unknown``. Failures: 429 pauses until ``Retry-After``; ``missing_scope`` and token errors
+pause for :data:`PAUSE`; ``no_such_subteam`` is remembered for :data:`TTL`; anything else for
+:data:`FAILURE_TTL`. Names for the refusal wait at most :data:`NAMES_WAIT` and never fail it.
+Logs name the group and Slack's code, never the request (it carries the token).
 """
 
 from __future__ import annotations
@@ -60,7 +37,7 @@ SCOPE = USERGROUPS_READ
 TTL = timedelta(seconds=60)
 """How long a group's member list is believed: short, since it decides who may approve."""
 FAILURE_TTL = timedelta(seconds=10)
-"""How long a failed lookup of one group is remembered before Slack is asked again."""
+"""How long a failed lookup of one group is remembered."""
 PAUSE = timedelta(minutes=5)
 """How long a missing scope or a refused token stops every lookup."""
 LOOKUP_TIMEOUT = 2.0
@@ -68,9 +45,8 @@ LOOKUP_TIMEOUT = 2.0
 NAMES_TTL = timedelta(hours=1)
 """How long the user groups' handles are used (words in a refusal, not who may decide)."""
 NAMES_WAIT = 1.0
-"""Seconds an action waits for the approvers' names (users.info, usergroups.list) beside the
-groups' members; a name not read by then is shown as its id, and the lookup finishes for the
-next action."""
+"""Seconds an action waits for the approvers' names; one not read by then is shown as its id,
+and the lookup finishes for the next action."""
 
 
 _SAID = Said(
@@ -107,14 +83,12 @@ def slack_groups(approvers: Sequence[str] | None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class _Entry:
-    members: frozenset[str] | None
-    """None: the lookup failed (nobody counts as a member)."""
+    members: frozenset[str] | None  # None: the lookup failed (nobody counts as a member)
     until: datetime
 
 
 class SlackGroups:
-    """Members of Slack user groups by group id, from ``usergroups.users.list``, cached (see the
-    module)."""
+    """Members of Slack user groups by group id (``usergroups.users.list``), cached."""
 
     def __init__(
         self,
@@ -133,17 +107,14 @@ class SlackGroups:
             _SAID, clock=clock, pause=PAUSE, timeout=timeout
         )
         self.clock = self._lookups.clock
-        self._logged: set[str] = set()
-        """The groups Slack said it does not know, logged once each."""
-        self._handles: tuple[dict[str, str], datetime] | None = None
-        """Every group's ``@handle`` by id (``usergroups.list``) and until when it is used."""
+        self._logged: set[str] = set()  # groups Slack does not know, logged once each
+        self._handles: tuple[dict[str, str], datetime] | None = None  # by id, until when
         self._list: Lookups[dict[str, str]] = Lookups(
             _LIST_SAID, clock=self.clock, pause=PAUSE, timeout=timeout
         )
 
     async def standing(self, user: str, groups: Iterable[str]) -> Standing:
-        """What Slack says of ``user`` in ``groups`` (``slack:S…`` keys): those they are in, and
-        those that could not be read (``unknown``)."""
+        """The ``slack:S…`` groups ``user`` is in, and those not read (``unknown``)."""
         keys = tuple(dict.fromkeys(groups))
         found = await asyncio.gather(*(self.members(k.removeprefix("slack:")) for k in keys))
         return Standing(
@@ -152,9 +123,8 @@ class SlackGroups:
         )
 
     async def handles(self) -> dict[str, str]:
-        """Every user group's name for people (``@deploy-team``; its name when it has no
-        handle) by ``slack:S…`` key, from ``usergroups.list``, cached for :data:`NAMES_TTL`. A
-        failed read gives what was known before (or nothing): the refusal then shows the id."""
+        """``@handle`` (else name) by ``slack:S…`` key, cached for :data:`NAMES_TTL`; a failed read
+        gives what was known before (the refusal then shows the id)."""
         now = self.clock.now()
         known = self._handles
         if known is not None and now < known[1]:
@@ -193,7 +163,7 @@ class SlackGroups:
         return named
 
     async def members(self, group: str) -> frozenset[str] | None:
-        """The group's member ids, from the cache or Slack (None: could not be read now)."""
+        """The group's member ids (None: could not be read now)."""
         now = self.clock.now()
         entry = self._cache.get(group)
         if entry is not None and now < entry.until:
@@ -225,7 +195,8 @@ class SlackGroups:
         if failure is Failure.APP:
             self._keep(group, None, PAUSE)
         elif code == "no_such_subteam":
-            if self._once(group):
+            if group not in self._logged:
+                self._logged.add(group)
                 log.warning(
                     "slack.usergroup_not_found",
                     usergroup=group,
@@ -236,12 +207,6 @@ class SlackGroups:
             log.info("slack.usergroup_unknown", usergroup=group, error=code, status=status)
             self._keep(group, None, self.failure_ttl)
 
-    def _once(self, what: str) -> bool:
-        if what in self._logged:
-            return False
-        self._logged.add(what)
-        return True
-
     def _keep(
         self, group: str, members: frozenset[str] | None, ttl: timedelta
     ) -> frozenset[str] | None:
@@ -250,10 +215,8 @@ class SlackGroups:
 
 
 class SlackStanding:
-    """The Standing of a Slack person acting on a question: the approver groups of its route
-    they are in, and the route's approvers by name (Slack users by ``users.info`` through
-    ``names``, user groups by handle) for the refusal (see the module). Set as
-    :attr:`adapters.slack.intake.handling.SlackHandling.standing`."""
+    """A Slack person's Standing on a question: the route's approver groups they are in, and
+    the route's approvers by name for the refusal (:attr:`SlackHandling.standing`)."""
 
     def __init__(
         self,
@@ -288,8 +251,7 @@ class SlackStanding:
         return replace(standing, names=names) if names else standing
 
     async def named(self, approvers: Sequence[str]) -> dict[str, str]:
-        """The Slack entries among ``approvers`` by name, as far as they are read within
-        :attr:`names_wait` (the lookups go on for the next action; a failed one is left out)."""
+        """The Slack entries among ``approvers`` by name, as far as read within ``names_wait``."""
         jobs: dict[str, asyncio.Task[Any]] = {}
         if self.names is not None:
             for entry in approvers:
@@ -317,8 +279,9 @@ async def _no_standing() -> Standing:
 
 
 async def check_scope(scopes: frozenset[str] | None, elicitations: Elicitations) -> bool:
-    """At start: with a ``slack:S…`` approver on a route, log once when the token's scopes (from
-    ``auth.test``; None: Slack did not say) lack ``usergroups:read``. True: it is missing."""
+    """At start: log when a route names a ``slack:S…`` approver and the token's scopes (None:
+    unknown) lack ``usergroups:read``. True: it is missing."""
+
     named = sorted({g for r in await elicitations.routes() for g in slack_groups(r.approvers)})
     if not named or scopes is None or SCOPE in scopes:
         return False

@@ -1,16 +1,7 @@
-"""Looking for a message an earlier attempt may have posted: the uncertain-post lookup.
-
-``chat.postMessage`` has no idempotency key, so every post (and every public notice) carries
-message metadata naming its outbox key (:func:`~adapters.slack.render.metadata`). An *uncertain*
-post first reads the channel's history (``conversations.history``), or a notice its thread
-(``conversations.replies``), since the row's first attempt began, page after page following
-``next_cursor`` until the key is found or the pages run out: in a busy channel the original has
-long left the newest page. ``oldest`` is :data:`LOOKUP_MARGIN` before the first attempt: Slack
-stamps ``ts`` with its own clock, ours may be ahead of it. When the history cannot be read (no
-``*:history`` scope, a thread gone: :func:`cannot_look`) the lookup finds nothing and the post goes
-out again: a possible duplicate rather than a certain loss.
-
-The same paging finds a file this bot shared in a thread (:func:`thread_has_file`).
+"""The uncertain-post lookup: ``chat.postMessage`` has no idempotency key, so each post carries
+metadata naming its outbox key and an uncertain one first pages through the channel's history (a
+notice: its thread) from :data:`LOOKUP_MARGIN` before the first attempt (Slack's clock may be
+behind ours). History that cannot be read finds nothing: a possible duplicate, never a loss.
 """
 
 from __future__ import annotations
@@ -43,8 +34,7 @@ NO_LOOKUP = frozenset({"thread_not_found"})
 Fetch = Callable[..., Awaitable[AsyncSlackResponse]]
 """A paged read (``conversations.history`` or ``conversations.replies``) taking the query."""
 Read = Callable[[Callable[[], Awaitable[AsyncSlackResponse]]], Awaitable[AsyncSlackResponse]]
-"""One paced, error-mapped call of the reader: :meth:`~adapters.slack.chat.SlackChat._call`
-for one method."""
+"""One paced, error-mapped call for one method (``SlackChat._call``)."""
 
 
 async def pages(read: Read, fetch: Fetch, query: dict[str, Any]) -> AsyncGenerator[list[Any]]:

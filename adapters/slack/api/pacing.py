@@ -1,40 +1,19 @@
-"""Slack's rate limits, kept on our side before Slack has to say so.
+"""Slack's rate limits kept on our side: ``chat.postMessage`` one per second per channel,
+``chat.update`` a budget per workspace (Tier 3), and after a 429 nothing on that key (method +
+channel or workspace) until its ``Retry-After``.
 
-- ``chat.postMessage``: one message per second per channel ("generally allows posting one message
-  per second per channel"), optionally a small burst;
-- ``chat.update``: a budget per workspace (Tier 3: 50+ per minute);
-- every method: after an HTTP 429, nothing more goes out on that key (method + channel or
-  workspace) until its ``Retry-After`` has passed: at most one request per window, everyone else
-  waits.
+Calls on one key go out one at a time in arrival order (:class:`asyncio.Lock` is FIFO) with one
+sleep, no polling. A call that would wait past ``max_wait`` raises
+:class:`~bot.domain.errors.TransientDeliveryError` with ``retry_after`` (the outbox resends it);
+calls handed back together come back a turn apart. A newer update of a message replaces a pending
+one (:meth:`Pacer.send_latest`). A call that gives way (a thread note) only takes a turn nobody else
+wants, and with shared slots only while no replica has a question of the channel claimed, so
+questions never wait behind notes.
 
-Calls on one key go out one at a time, in arrival order (:class:`asyncio.Lock` wakes waiters
-first come, first served), and waiting is a single :func:`asyncio.sleep` until the key's next
-free moment: there is no polling loop. A call that would have to wait longer than ``max_wait``
-is not sent: it raises :class:`~bot.domain.errors.TransientDeliveryError` carrying the wait as
-``retry_after``, and the outbox sends it again then (nothing is dropped). A pending update of a
-message that a newer update of the same message overtakes is not sent separately: both callers
-get the outcome of the newer one (:meth:`Pacer.send_latest`). A call that gives way (a thread
-note, ``send(gives_way=True)``) goes only in a turn no other call on its key wants, and with
-shared slots only while no replica has a question of the channel claimed
-(``Pacing.question_claimed``, asked again once an interval while one is: the one poll here): a
-channel's questions are never held behind the notes said in its
-threads. Calls handed back together come back one turn apart (each is promised its own later
-turn), so a backlog is retried about once per call, not every ``max_wait``.
-
-Across replicas: a Pacer given ``slots`` (a :class:`~bot.domain.store.Pacing`, the store's
-shared reservations) also takes a slot there for every call on a paced key (``chat.postMessage``
-per channel, ``chat.update`` per workspace) as soon as the call is first in the local queue, for
-the moment its local turn comes (the store's round trip overlaps that wait), and waits for it,
-so N replicas together keep to one rate. Everything above stays local and on top: the FIFO, the 429
-blocks (each replica meets and keeps its own), the coalescing of updates (a newer update still
-replaces one waiting for its shared slot), the ``max_wait`` hand-back (decided on the local
-queue, before a slot is taken: a slot once taken is used, so a deferral never leaves a hole
-in the shared rate). A shared slot is one ``interval`` long: no burst across replicas.
-
-Retries inside one call after a 429 are slack_sdk's ``AsyncRateLimitErrorRetryHandler``,
-subclassed (:class:`PacedRetryHandler`) so that the window it waits out blocks the whole key, not
-only the request that met it, and so that a long ``Retry-After`` goes back to the outbox instead
-of holding a worker.
+Given ``slots`` (the store's :class:`~bot.domain.store.Pacing`), each paced call also reserves a
+shared slot once first in the local queue, so N replicas keep one rate; a slot once taken is used,
+so a deferral never leaves a hole. :class:`PacedRetryHandler` makes a 429 block the whole key and
+sends a long ``Retry-After`` back to the outbox instead of holding a worker.
 """
 
 from __future__ import annotations
@@ -78,12 +57,8 @@ MAX_JITTER = 0.25
 class Rate:
     """``per_second`` sustained, ``burst`` at once after a quiet spell (a token bucket).
 
-    ``margin`` seconds are added to each interval: requests leave on time but reach Slack a few
-    milliseconds apart from when they left, so two posts exactly one second apart can arrive
-    0.99 s apart and meet a 429. Beyond that, a call goes no sooner than the bare interval after
-    the answer to the one before it (:meth:`_Gate.answered`): a call that reached Slack late (a
-    loaded host) never makes the next arrive too soon, at the cost of the part of the round trip
-    beyond the margin."""
+    ``margin`` (s) is added to each interval: posts sent one second apart can arrive 0.99 s
+    apart and meet a 429; :meth:`_Gate.answered` covers a call that reached Slack late."""
 
     per_second: float
     burst: int = 1
@@ -126,9 +101,8 @@ def retry_after_seconds(headers: Mapping[str, Any] | None) -> float:
 
 @dataclass
 class _Gate:
-    """One key's state: GCRA theoretical arrival time, the 429 block, the FIFO of callers, and
-    how many callers that do not give way are queued or sending (``first``; ``clear`` is set
-    when there are none: a call that gives way waits for it)."""
+    """One key's GCRA state, 429 block and FIFO; ``first`` counts callers that do not give way
+    (queued or sending), ``clear`` is set when there are none."""
 
     rate: Rate | None
     tat: float = 0.0
@@ -154,10 +128,8 @@ class _Gate:
             self.tat = max(self.tat, now) + self.rate.interval
 
     def answered(self, now: float) -> None:
-        """A call's answer came back at ``now``: the platform counted it by then, so the next
-        goes no sooner than the bare interval after it, however late the call reached it (a
-        starved event loop, a cold connection, a slow platform) and however early the next
-        one will."""
+        """The next call goes no sooner than the bare interval after this answer, however late
+        the call reached the platform (a starved loop, a cold connection)."""
         if self.rate is not None:
             self.tat = max(self.tat, now + self.rate.interval - self.rate.margin)
 
@@ -216,7 +188,7 @@ class Pacer:
         return gate
 
     def block(self, key: Key, seconds: float) -> None:
-        """Slack said 429: nothing on ``key`` for ``seconds`` (plus a little jitter)."""
+        """Slack said 429: nothing on ``key`` for ``seconds`` plus jitter."""
         gate = self._gate(key)
         until = self._now() + seconds + self._jitter()
         gate.blocked_until = max(gate.blocked_until, until)
@@ -228,31 +200,24 @@ class Pacer:
         return max(0.0, self._gate(key).ready_at() - self._now())
 
     async def wait_turn(self, key: Key) -> None:
-        """Sleep until ``key`` is free of its 429 block and rate (used by the retry handler)."""
         wait = self.wait_time(key)
         if wait > 0:
             await asyncio.sleep(wait)
 
     def _expected_wait(self, gate: _Gate) -> float:
-        """How long a caller joining the queue now would wait for its turn (an estimate)."""
         ahead = gate.waiting + (1 if gate.lock.locked() else 0)
-        interval = gate.rate.interval if gate.rate is not None else 0.0
         ready = max(gate.ready_at(), self._now())
-        return ready - self._now() + ahead * interval
+        return ready - self._now() + ahead * self._interval(gate)
 
     # ------------------------------------------------------------------ sending
 
     async def send(
         self, key: Key, call: Callable[[], Awaitable[T]], *, gives_way: bool = False
     ) -> T:
-        """Run ``call`` in ``key``'s turn. A 429 it meets blocks the key for ``Retry-After``.
+        """Run ``call`` in ``key``'s turn; TransientDeliveryError (not sent) past ``max_wait``.
 
-        ``gives_way``: every other call on the key goes first, even one that comes while this
-        one waits for the key's rate (a thread note never takes a question's turn); it is sent
-        in a turn nobody else wants.
-
-        Raises TransientDeliveryError (not sent) when the turn is more than ``max_wait`` away.
-        """
+        ``gives_way``: every other call on the key goes first, even one arriving while this one
+        waits for the rate (a thread note never takes a question's turn)."""
         gate = self._gate(key)
         if gives_way:
             return await self._in_a_gap(key, gate, call)
@@ -277,10 +242,8 @@ class Pacer:
                 gate.clear.set()
 
     async def _in_a_gap(self, key: Key, gate: _Gate, call: Callable[[], Awaitable[T]]) -> T:
-        """A call that gives way: wait until no other call is queued on the key, take the key
-        and wait for its rate, and give the key back if another call came meanwhile (the rate
-        is not used up until a call is sent, so it goes at once). ``max_wait`` bounds the whole
-        wait; past it the call is handed back, not sent."""
+        """Wait until nobody is queued, take the key and its rate, and give it back to a call
+        that came meanwhile (the rate is not used up, so that one goes at once)."""
         deadline = self._now() + self.max_wait
         while True:
             left = deadline - self._now()
@@ -310,16 +273,13 @@ class Pacer:
         return gate.rate.interval if gate.rate is not None else 0.0
 
     async def _question_elsewhere(self, key: Key) -> bool:
-        """Whether a question of this channel is claimed by any replica (read from the store,
-        on a paced channel shared with other replicas only): a note gives way to it as it does
-        to the questions queued here."""
+        """Whether any replica has a question of this (shared, paced) channel claimed."""
         if self.slots is None or key[0] != POST_METHOD or self._gate(key).rate is None:
             return False
         lane = lanes.lane_of("", EffectKind.POST, f"slack:{key[1]}")
         return await self.slots.question_claimed(lane, self._wall())
 
     async def _call(self, key: Key, call: Callable[[], Awaitable[T]]) -> T:
-        """Send now (the key's turn has come): the rate is used, a 429 blocks the key."""
         self.admit(key)
         token = _CURRENT_KEY.set(key)
         try:
@@ -334,10 +294,8 @@ class Pacer:
             self._gate(key).answered(self._now())
 
     async def _turn(self, key: Key, gate: _Gate, wait: float) -> None:
-        """Wait ``wait`` seconds (the local rate) and, on a paced key shared with every replica,
-        for the key's next shared slot: taken at once, for the moment the local turn comes, so
-        the store's round trip overlaps the wait instead of following it. Then wait out a 429
-        block met meanwhile, if any: later than the slot is harmless."""
+        """Wait for the local rate and, if shared, the next shared slot, reserved at once for
+        when the local turn comes (the round trip overlaps the wait); then any 429 block."""
         wait = max(0.0, wait)
         if self.slots is not None and gate.rate is not None:
             wanted = self._wall() + timedelta(seconds=wait)
@@ -353,7 +311,6 @@ class Pacer:
             await asyncio.sleep(blocked)
 
     def admit(self, key: Key) -> None:
-        """A request on ``key`` goes out now: it uses up the rate."""
         self._gate(key).consume(self._now())
         self.stats.sent += 1
 
@@ -362,14 +319,11 @@ class Pacer:
             self._hand_back(key, wait)
 
     def _hand_back(self, key: Key, wait: float) -> NoReturn:
-        """Not sent: the caller (the outbox) tries again in ``wait`` seconds, or one interval
-        after the call handed back before it, if that is later: calls handed back together come
-        back one turn apart, not all at once (a backlog of updates against the workspace's
-        budget is retried once per turn, not every ``max_wait`` each)."""
+        """Not sent: retry in ``wait`` s, or one interval after the previous hand-back if later,
+        so a backlog comes back one turn apart rather than all at once."""
         gate = self._gate(key)
         now = self._now()
-        interval = gate.rate.interval if gate.rate is not None else 0.0
-        at = max(now + wait, gate.handed_back + interval)
+        at = max(now + wait, gate.handed_back + self._interval(gate))
         gate.handed_back = at
         self.stats.deferred += 1
         raise TransientDeliveryError(
@@ -378,9 +332,8 @@ class Pacer:
         )
 
     async def send_latest(self, key: Key, item: Hashable, call: Callable[[], Awaitable[T]]) -> T:
-        """Like :meth:`send`, but while this call waits for its turn a newer call for the same
-        ``item`` (a message) replaces it: only the newest is sent, and every caller gets its
-        outcome."""
+        """:meth:`send`, but a newer call for the same ``item`` (a message) replaces a waiting one;
+        every caller gets the newest's outcome."""
         slot = (key, item)
         pending = self._pending.get(slot)
         if pending is not None and not pending.started:
@@ -411,7 +364,7 @@ class Pacer:
 
 
 def slot_name(key: Key) -> str:
-    """The name of a key's shared rate in the store: ``slack:<method>:<channel or team>``."""
+    """``slack:<method>:<channel or team>``: the key's shared rate in the store."""
     return f"slack:{key[0]}:{key[1]}"
 
 
@@ -427,10 +380,8 @@ def _settle(done: asyncio.Future[Any], exc: BaseException) -> None:
 
 
 class PacedRetryHandler(AsyncRateLimitErrorRetryHandler):
-    """slack_sdk's 429 retry, paced: the ``Retry-After`` window blocks the whole key in the
-    :class:`Pacer` (everyone waits, one request per window), and a window longer than
-    ``max_in_call`` is not waited out here: the call fails as rate limited and the outbox
-    retries it when the window has passed."""
+    """slack_sdk's 429 retry, paced: the window blocks the whole key; one longer than
+    ``max_in_call`` fails the call and the outbox retries it later."""
 
     def __init__(self, pacer: Pacer, *, max_retry_count: int = 2, max_in_call: float = 3.0):
         super().__init__(max_retry_count=max_retry_count)

@@ -1,26 +1,9 @@
-"""Slack people by name: ``users.info`` display names, cached (:class:`SlackNames`).
+"""Slack people's display names (``users.info``), cached, for "Answered by Alice" on every copy.
 
-An interaction payload carries a user id (and, on a click or a form, the legacy ``name``
-handle; a thread reply carries none), so before an action reaches the core the person's
-:class:`~bot.domain.model.Identity` gets their display name, and the recorded answer says who in
-words on every copy and upstream ("Answered by Alice").
-
-- **Which name:** ``profile.display_name``, else ``profile.real_name``, else ``real_name``, else
-  ``name`` (the first that is not blank).
-- **Cached** per user id for :data:`TTL`, at most :data:`MAX_PEOPLE` (least recently used
-  first out). Callers asking for the same person at once share one ``users.info`` call.
-- **Failures are soft:** no name (the surface shows the id: Slack, a mention), and remembered
-  for :data:`FAILURE_TTL` so a broken lookup does not call Slack on every click.
-  A name known before and failing to refresh stays in use meanwhile.
-
-  - ``missing_scope`` (the app was installed without ``users:read``), ``not_allowed_token_type``
-    and the token's own errors stop every lookup for :data:`FAILURE_TTL`; a missing scope is
-    logged once, naming ``users:read``.
-  - HTTP 429: no lookup at all until its ``Retry-After`` has passed (Slack's rate limits are per
-    method and workspace, not per person).
-  - ``user_not_found``, network errors, timeouts (:data:`LOOKUP_TIMEOUT`), 5xx: that person only.
-
-Logs name the user id and Slack's error code, never the request (it carries the token).
+Failures are soft (the surface shows the id) and remembered for :data:`FAILURE_TTL`; a known name
+stays in use while a refresh fails. ``missing_scope`` and token errors stop every lookup, a 429
+all lookups until ``Retry-After`` (limits are per method and workspace); other errors one person.
+Logs name the user id and Slack's code, never the request (it carries the token).
 """
 
 from __future__ import annotations
@@ -116,10 +99,9 @@ class SlackNames:
         self.clock = self._lookups.clock
 
     async def identify(self, who: Identity) -> Identity:
-        """``who`` with its display name from Slack. No name known (the lookup failed): none at
-        all, so the person is shown by id (the Slack copy mentions them, which Slack shows as
-        their name), never by the legacy username a click's payload carries. Not a Slack user
-        id (another platform, a bot's ``B…`` id): unchanged."""
+        """``who`` with its Slack display name; none when unknown (shown by id, which Slack
+        shows as a mention), never the payload's legacy username. Non-Slack users: unchanged."""
+
         if who.platform != "slack" or not _USER_ID.match(who.user):
             return who
         name = await self.name(who.user)

@@ -1,15 +1,5 @@
-"""``/elicitbot`` slash commands: the payload as the core's :class:`~bot.domain.actions.Command`,
-and what it did in Slack's words, for the one who ran it (to its ``response_url``).
-
-- ``/elicitbot subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>]
-  [approve_on <surfaces>] [anyone_may_reject]``: that workspace's (board's) requests come to the
-  channel it is typed in, decided by whom the policy words say;
-- ``/elicitbot unsubscribe <workspace> [board <id>]``: removes routes made that way;
-- ``/elicitbot routes``: every route, config and chat-made, first match first;
-- ``/elicitbot policy``: who may decide, for each route posting to this channel.
-
-The grammar and who may run them are the core's (``bot.domain.actions.parse_command`` and
-``may_command``, run by ``Elicitations.act``). Pure: no I/O.
+"""``/elicitbot`` slash commands as the core's :class:`~bot.domain.actions.Command`, and the reply
+to its ``response_url``. The grammar and who may run them are the core's. Pure.
 """
 
 from __future__ import annotations

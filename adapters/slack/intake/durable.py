@@ -1,34 +1,13 @@
-"""Durable before ack (rule 4): a Slack interaction is recorded before its HTTP ack, handled,
-then marked handled; what a killed process recorded and never finished is replayed after.
+"""Durable before ack (rule 4): record an interaction before its HTTP ack, mark it handled, replay
+what a killed process left open. Knows no Bolt and no payload shape.
 
-:class:`Durable` is the record/replay half of :class:`adapters.slack.listener.SlackInteractivity`,
-which owns the Bolt listeners and decides what is recorded (a click, a modal submission, a
-thread reply in one of our threads, each trimmed to what its handling reads; never a secret or
-a slash command) and how a kept body is handled again (the listeners' own path, given here as
-``handle``). This module knows no Bolt, no payload shape and no listener: a body to record, a
-record id to mark, an open record to hand back.
-
-- **Record** (:meth:`Durable.record`): ``record_raw`` under
-  :func:`~adapters.slack.intake.trims.raw_key`, deduplicated in the database whichever replica the
-  delivery reaches: a second delivery gets no id and is not handled again. When the record
-  cannot be made (the database is down) it raises :class:`NotRecordedError` and the listener
-  answers 503, never an ack. What the ack waits for is the record's commit: on SQLite the store
-  group-commits records and lets them take the one write lock ahead of ordinary writers
-  (``store/sql/raw.py``), so the wait is the transaction running when the click arrives (p99
-  ~20 ms at 100 clicks/s with everything else going on: ``bench/slack_clicks.py``); a full
-  garbage collection stops it too, which is why ``serve`` freezes what start built.
-- **Mark** (:meth:`Durable.guard`, :meth:`Durable.settle`): a record is marked handled as soon
-  as the core has its action (``act`` returned: ``settle``, before any thread note), or when its
-  work ends otherwise, even failed (logged; a replay would fail alike). Cancelled or killed, it
-  stays open. The record being handled is carried by a context variable set in the work's own
-  task, so ``settle`` needs no argument threaded through the listeners.
-- **Replay** (:meth:`Durable.run_replays`): at start and every :data:`REPLAY_EVERY` seconds,
-  what is open and not in hand here goes to ``handle``, oldest first: on SQLite (one process
-  owns the file) whatever a predecessor recorded, at once; on PostgreSQL only what is
-  :data:`REPLAY_GRACE` old (another replica may still be on it). Whatever its age: Slack told
-  the person it was received, the rules judge it as of now, and the first answer wins, so a
-  replay of something already done records nothing twice. Records handled more than
-  :data:`KEEP_HANDLED` ago are purged (their dedupe keys with them).
+Not recorded (database down) → :class:`NotRecordedError` → 503, never an ack. On SQLite the ack
+waits for a group-committed record ahead of other writers (p99 ~20 ms at 100 clicks/s,
+``bench/slack_clicks.py``); a full GC stops it too, which is why ``serve`` freezes what start
+built. Marked handled once ``act`` returns or the work ends otherwise (a replay would fail alike);
+cancelled or killed, it stays open. Replayed at start and every :data:`REPLAY_EVERY`: on SQLite at
+once, on PostgreSQL after :data:`REPLAY_GRACE` (another replica may be on it); the first answer
+wins, so a replay records nothing twice.
 """
 
 from __future__ import annotations
@@ -52,15 +31,14 @@ log = structlog.get_logger("elicitbot.slack.app")
 REPLAY_EVERY = 10.0
 """Seconds between looks for recorded interactions nobody finished handling."""
 KEEP_HANDLED = timedelta(days=1)
-"""How long a handled interaction's record (and its dedupe key) is kept: far beyond Slack's
-retries (minutes), after which the first-answer rule alone makes a late repeat harmless."""
+"""Far beyond Slack's retries (minutes); after it the first-answer rule makes a repeat harmless."""
 REPLAY_GRACE = timedelta(seconds=60)
-"""How old an open interaction must be before another process replays it: older than any live
-handling (the core has it within a second or two; the mark follows at once)."""
+"""Age before another process replays an open interaction: beyond any live handling (seconds)."""
 REPLAY_PAGE = 100
 
 _RAW_ID: ContextVar[int | None] = ContextVar("slack_raw_id", default=None)
-"""The recorded event the running interaction handles (set in its task; see ``settle``)."""
+"""The record the running interaction handles, set in its own task so ``settle`` needs no
+argument."""
 
 
 class NotRecordedError(Exception):
@@ -68,10 +46,8 @@ class NotRecordedError(Exception):
 
 
 class Durable:
-    """Records interactions before their ack, marks them handled, replays what was left open.
-
-    ``raw`` None: nothing is recorded (every interaction is handled, acked unrecorded) and
-    nothing is replayed. ``handle``: how a replayed record is handled (the listeners' path)."""
+    """Records interactions before their ack, marks them handled, replays what was left open
+    through ``handle``. ``raw`` None: nothing is recorded or replayed."""
 
     def __init__(
         self,
@@ -82,17 +58,14 @@ class Durable:
         self.raw = raw
         self.clock = clock
         self._handle = handle
-        self.started_at = clock.now()
-        """What was recorded before this is a predecessor's (see :meth:`run_replays`)."""
-        self._in_flight: set[int] = set()
-        """Recorded events being handled here (a replay leaves them alone)."""
+        self.started_at = clock.now()  # before it: a predecessor's record
+        self._in_flight: set[int] = set()  # handled here: a replay leaves them alone
 
     # ------------------------------------------------------------------ before the ack
 
     async def record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
-        """Record an interaction before its ack: (handle it?, its raw id). Recorded before:
-        (False, None). No store: (True, None). Raises NotRecordedError when it could not be
-        recorded (nothing is acked then)."""
+        """(handle it?, raw id): recorded before (False, None); no store (True, None);
+        NotRecordedError when it could not be recorded (nothing is acked then)."""
         if self.raw is None:
             return True, None
         key = raw_key(body)
@@ -113,10 +86,8 @@ class Durable:
     async def guard(
         self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
     ) -> None:
-        """Run one interaction's work (the one error boundary per interaction); then mark its
-        recorded event handled, even when the work failed (the failure is logged; a replay
-        would fail alike). ``sensitive``: it may hold a secret, so a failure is logged by kind
-        only (no message, no traceback). Cancelled (a stop, a kill): left open, for a replay."""
+        """The one error boundary per interaction; marks the record handled even when the work
+        failed (a replay would fail alike), not when cancelled. ``sensitive``: log by kind only."""
         token = _RAW_ID.set(raw_id)
         try:
             await work
@@ -134,9 +105,7 @@ class Durable:
             await self._mark_handled(unsettled)
 
     async def settle(self) -> None:
-        """The core has the interaction's action (``act`` returned): mark its recorded event
-        handled now, so a replay from here on does not act again; what follows (a thread note,
-        an ephemeral) is best effort."""
+        """``act`` returned: mark the record handled now; what follows is best effort."""
         raw_id = _RAW_ID.get()
         if raw_id is not None:
             _RAW_ID.set(None)
@@ -155,11 +124,8 @@ class Durable:
     # ------------------------------------------------------------------ replays
 
     async def replay(self, *, before: datetime) -> int:
-        """Handle every interaction recorded before ``before`` and not handled yet (a killed
-        process's), oldest first, through ``handle``; returns how many.
-
-        Every one is handled whatever its age: Slack told the person it was received, and the
-        rules judge it as of now (expired, already answered: the person is told)."""
+        """Handle every open record from before ``before``, oldest first; returns how many.
+        Whatever its age: Slack told the person it was received, and the rules judge it now."""
         if self.raw is None:
             return 0
         handled = 0
@@ -191,16 +157,14 @@ class Durable:
         *,
         ours: bool,
         every: float = REPLAY_EVERY,
-        grace: timedelta = REPLAY_GRACE,
     ) -> None:
-        """Replay at start, then every ``every`` seconds until ``stop``.
-
-        ``ours``: one process owns the store (SQLite), so whatever was recorded before this
-        started is a predecessor's, replayed at once; otherwise (several replicas) an open event
-        is replayed once it is ``grace`` old: its own process is done with it or dead."""
+        """Replay at start, then every ``every`` s. ``ours`` (one process owns the store): a
+        predecessor's records at once; else each once :data:`REPLAY_GRACE` old."""
         while not stop.is_set():
             now = self.clock.now()
-            before = max(self.started_at, now - grace) if ours else now - grace
+            before = now - REPLAY_GRACE
+            before = max(self.started_at, before) if ours else before
+
             try:
                 replayed = await self.replay(before=before)
                 purged = await self.raw.purge_raw(now - KEEP_HANDLED) if self.raw else 0

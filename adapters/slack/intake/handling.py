@@ -1,17 +1,6 @@
-"""Slack interactions handled, Bolt-free: each turned into the core's action
-(:mod:`adapters.slack.translate`), handed to :meth:`Elicitations.act
-<bot.domain.ports.Elicitations.act>`, and its outcome shown.
-
-The core judges; this only translates and shows. A refusal, how to answer, or a claim is an
-ephemeral message to the one person, in the thread when the attempt was in a thread (bots are
-told nothing: they read no ephemerals); a win is said in the message's thread, and the outbox
-rewrites every copy. *Reply…*, *Review…* and an option that needs a comment ask the core first
-(:class:`~bot.domain.actions.Open`, a :class:`~bot.domain.actions.Choose` with ``form``): the
-form opens when the outcome is :attr:`~bot.domain.actions.OutcomeKind.FORM`, otherwise the
-outcome (the question closed, the option not offered here) is said like any other.
-
-:class:`~adapters.slack.listener.SlackInteractivity` (the Bolt shell: authorization, listeners,
-tracked tasks, record before ack) builds on :class:`SlackHandling`.
+"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` and the
+outcome shown. The core judges; this translates and shows. Bots are told nothing (they read no
+ephemerals). Modals open only when the core's outcome is ``FORM``.
 """
 
 from __future__ import annotations
@@ -82,12 +71,10 @@ class SlackHandling:
     # ------------------------------------------------------------------ acting
 
     identify: Callable[[Identity], Awaitable[Identity]] | None = None
-    """Gives the person acting their display name (the wiring sets
-    :meth:`adapters.slack.api.people.SlackNames.identify`); None: the payload's name, if any."""
+    """Gives the actor their display name (``SlackNames.identify``); None: the payload's."""
 
     standing: Callable[[Identity, ElicitationKey], Awaitable[Standing]] | None = None
-    """What Slack says of the person acting on a question beyond their id: the route's approver
-    user groups they are in (the wiring sets :class:`adapters.slack.api.groups.SlackStanding`)."""
+    """The route's approver user groups the actor is in (``SlackStanding``)."""
 
     async def _act(
         self,
@@ -98,14 +85,10 @@ class SlackHandling:
         quiet: bool = False,
         in_modal: bool = False,
     ) -> Outcome | None:
-        """Hand an answer to the core and show its outcome: a refusal or how to answer privately,
-        a win in the thread; returns the outcome (None: not delivered upstream, the person told).
+        """Hand an answer to the core and show its outcome (None: not delivered, person told).
 
-        ``seen``: the view read just before (an :class:`OnView`'s outcome carries the core's),
-        which the thread note reuses (with the answer) rather than reading it again. ``quiet``:
-        say nothing when the elicitation is not found (a thread reply in a thread elicitbot no
-        longer knows). ``in_modal``: the review modal says the outcome, so nothing is said
-        privately (the win still goes in the thread)."""
+        ``seen``: the view just read, reused by the thread note. ``quiet``: nothing said when
+        the elicitation is gone. ``in_modal``: the review says the outcome, nothing private."""
         if not isinstance(action, Open | OnView):
             # An Open records no answer, and its modal must open within the click's three
             # seconds; an OnView names its person already.
@@ -170,8 +153,7 @@ class SlackHandling:
     async def _announce(
         self, key: ElicitationKey, where: Where, seen: PromptView | None, answer: Answer | None
     ) -> None:
-        """The win, said in the message's thread (who and what; never "Answered", which only
-        the message says, once the upstream accepted it)."""
+        """The win in the thread; never "Answered", which the message says once accepted."""
         if not self.announce_in_thread or not where.root_ts:
             return
         read = seen is None or answer is None
@@ -303,9 +285,9 @@ class SlackHandling:
         key: ElicitationKey | None = None,
         deduped: bool = False,
     ) -> None:
-        """A thread reply. ``key``: its elicitation, when already found. ``deduped``: recorded
-        once already (``record_raw`` by channel/ts); else deduplicated here by ``event_id`` and
-        by channel/ts."""
+        """``key``: when already found. ``deduped``: recorded once already; else deduplicated
+        here by ``event_id`` and channel/ts."""
+
         reply = self._read_reply(body, event)
         if reply is None:
             return
@@ -360,9 +342,8 @@ class SlackHandling:
 def _clicked(
     click: Click, key: ElicitationKey, standing: Standing, view: PromptView
 ) -> Choose | Open | None:
-    """What a click on a message showing ``view`` does: Reply… or Review… asks for its form;
-    an option, a select, the multi-select's Submit or Acknowledge chooses (``standing``: what
-    Slack says of the person, read before the core's one read)."""
+    """Reply… or Review… asks for its form; anything else chooses. ``standing`` is read before
+    the core's one read."""
     if click.action_id in (REVIEW_ACTION, REPLY_ACTION):
         return Open(key, click.who, click.where.via, standing=standing)
     choice = translate.choice(click, key, view.elicitation, shown=message_shown(view))

@@ -1,14 +1,7 @@
-"""``POST /slack/events``: Slack's HTTP mode (Events API, interactivity, slash commands).
+"""``POST /slack/events``: Slack's HTTP mode; Bolt checks the ``v0`` signature and answers 401.
 
-Mounted on the one FastAPI app (``Runtime.routers``). Bolt's Starlette adapter turns the request
-into an ``AsyncBoltRequest``; Bolt checks the signature first (``v0`` HMAC-SHA256 over the raw
-body with the signing secret, timestamp within 5 minutes) and answers 401 before any listener
-runs. The response goes back as soon as the listener has called ``ack()``.
-
-Before Bolt, the two signature headers must have the only shapes Slack sends: a timestamp of
-ASCII digits and ``v0=`` with 64 lowercase hex digits. Anything else is a 401 here, because the
-SDK's verifier calls ``int()`` on the timestamp and ``hmac.compare_digest`` on the signature
-inside Bolt's middleware, where ``"nan"`` or a non-ASCII signature would raise (a 500).
+The signature headers are checked for Slack's only shapes first: the SDK calls ``int()`` and
+``hmac.compare_digest`` on them inside Bolt's middleware, where ``"nan"`` or non-ASCII is a 500.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Socket Mode: Slack delivers events and interactions over a websocket we open (no public URL).
-
-Used when ``[slack] app_token_env`` is set. slack_bolt's aiohttp ``AsyncSocketModeHandler`` asks
-``apps.connections.open`` (with the ``xapp-`` app-level token) for the websocket URL, connects,
-acks each envelope with its ``envelope_id`` once the listener has called ``ack()``, and
-reconnects by itself. Envelope retries arrive as ``x-slack-retry-num`` headers; interactions are
-deduplicated in the database either way (:func:`adapters.slack.intake.trims.raw_key`), and one
-that could not be recorded is answered 503, which Bolt's handler does not ack.
-
-Socket Mode suits one replica: Slack sends each envelope to one random open connection and drops
-clicks routed to a dead one; for several replicas use HTTP mode.
+"""Socket Mode (``[slack] app_token_env`` set): events over a websocket we open, no public URL.
+An interaction that could not be recorded is answered 503, which Bolt's handler does not ack.
+One replica only: Slack sends each envelope to one random connection and drops those to a dead one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What is kept of a Slack interaction before its ack (rule 4): the key that makes it unique and
-its body trimmed to what its handling reads (:mod:`adapters.slack.translate`'s readers), never
-a secret, a message's blocks, the legacy verification token or a ``response_url``. Pure: no I/O.
-
-:class:`~adapters.slack.intake.durable.Durable` records the kept body under :func:`raw_key`; a
-replay reads it back with the same readers a live interaction goes through.
+"""What is kept of an interaction before its ack (rule 4): its dedupe key and its body trimmed to
+what its handling reads, never a secret, blocks, the legacy token or a ``response_url``. Pure.
 """
 
 from __future__ import annotations
@@ -71,11 +67,8 @@ def _pick(value: Any, *keys: str) -> dict[str, Any]:
 
 
 def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What a click's handling reads, and nothing else: kept before the ack and handled from.
-
-    The message's blocks, the legacy verification ``token`` and the ``response_url`` (a
-    capability to post in the channel) are left out. A click inside a modal (the review) keeps
-    the view's id, hash, callback, metadata and state, not its blocks."""
+    """What a click's handling reads, and nothing else (no blocks, no legacy ``token``, no
+    ``response_url``: a capability to post in the channel)."""
     kept = {
         **_pick(body, "type", "trigger_id", "actions"),
         "team": _pick(body.get("team"), "id"),
@@ -94,9 +87,8 @@ def durable_click(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A modal submission as kept before its ack: who, and the view's metadata and state, with
-    the secret box's value left out: a secret never touches our database. A replay
-    therefore cannot deliver a secret: see :func:`kept_submission`."""
+    """A modal submission as kept: who, the view's metadata and state, never the secret box's
+    value (so a replay cannot deliver a secret: :func:`kept_submission`)."""
     view = mapping_of(body.get("view"))
     values = {
         block: value
@@ -117,8 +109,7 @@ def durable_submission(body: Mapping[str, Any]) -> dict[str, Any]:
 def kept_submission(
     body: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str | None, list[dict[str, Any]], bool]:
-    """A kept submission read back (:func:`parse_submission` of its view), and whether it was a
-    secret's, which was never kept."""
+    """A kept submission read back, and whether it was a secret's (never kept)."""
     meta, text, chosen = parse_submission(mapping_of(body.get("view")))
     return meta, text, chosen, bool(meta.get("s"))
 
@@ -129,9 +120,9 @@ def kept_event(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def durable_reply(body: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:
-    """A thread reply's event as kept before its ack: what :func:`read_reply` reads. Under a
-    secret question the text is left out (a secret typed in the thread is refused whatever it
-    says, and is never stored)."""
+    """A thread reply as kept: what :func:`read_reply` reads; under a secret question no text
+    (a secret typed in the thread is refused whatever it says, and never stored)."""
+
     event = _pick(
         body.get("event"),
         "type",

@@ -1,10 +1,6 @@
-"""Block Kit pieces shared by the message and the reply modal: mrkdwn escaping, cutting text to
-Block Kit's limits, text objects, buttons and static selects. Pure: no I/O.
-
-Agent text is escaped for mrkdwn (``&``, ``<``, ``>``) and every mrkdwn text object is
-``verbatim`` so Slack neither parses ``<!channel>``/``<@U…>``/``<url|label>`` nor auto-expands bare
-``@here``. Every length is counted in code points; long text is cut with a link to the web
-inbox's full text.
+"""Block Kit pieces: mrkdwn escaping, cutting to Block Kit's limits (in code points), text objects,
+buttons and selects. Pure. Every mrkdwn object is ``verbatim`` so Slack neither parses
+``<!channel>``/``<@U…>``/``<url|label>`` nor expands a bare ``@here``.
 """
 
 from __future__ import annotations
@@ -119,8 +115,8 @@ def fitting(limit: int, *candidates: dict[str, Any]) -> str:
 def select_value(
     option_id: str, index: int, revision: int | None, digest: str | None = None
 ) -> str:
-    """A select option's value (``≤ 150``): the option id (or its index), the subject revision
-    and digest shown; without the digest only when even the index form does not fit with it."""
+    """A select option's value (``≤ 150``): option id or index, revision and digest (dropped
+    only when even the index form does not fit)."""
     o, i = {"o": option_id, "r": revision}, {"i": index, "r": revision}
     return fitting(MAX_OPTION_VALUE, {**o, "d": digest}, {**i, "d": digest}, o, i)
 
@@ -171,8 +167,8 @@ def static_select(
 
 
 def text_length(blocks: Sequence[Block]) -> int:
-    """All the text of the blocks in code points (text objects of headers, sections, fields,
-    context elements, buttons and selects): what Slack's cumulative limit counts."""
+    """All the blocks' text in code points: what Slack's cumulative limit counts."""
+
     return sum(_length(b) for b in blocks)
 
 

@@ -1,15 +1,5 @@
-"""Groups (:mod:`adapters.slack.markup.previews`) laid out as Block Kit sections, whole or cut.
-Pure.
-
-- :func:`pack_whole`: the group whole. Long prose and code go over as many sections as they need
-  (3,000 code points each), split at line ends (a line too long for a section at a space, never
-  inside an ``&…;`` entity or a ``<…>`` link), never cut; each piece of code is its own ```
-  block. Fields go ten to a section (2,000 each); a field too long for one becomes prose.
-- :func:`pack_cut`: at most one section of the group in a budget, the last piece cut with an
-  ellipsis and the caller's note (``whole=False`` when anything was cut or left out).
-- :func:`pack_within`: a whole message body cut to fit: the question first, the trailing fields
-  (the metadata) kept, the preview items sharing the rest (max-min fair), the ones beyond the
-  room left out and counted.
+"""Groups laid out as Block Kit sections: whole (split, never cut), cut to one section, or a whole
+body cut to fit (question first, metadata kept, previews sharing the rest max-min fair). Pure.
 """
 
 from __future__ import annotations
@@ -247,8 +237,7 @@ def _cap(sizes: Sequence[int], budget: int) -> int:
 
 @dataclass(frozen=True)
 class Cut:
-    """A body cut to fit: its blocks, how many preview items it left out, and where a line
-    saying so goes (before the trailing fields)."""
+    """A body cut to fit, the preview items left out, and where the line saying so goes."""
 
     blocks: list[Block]
     dropped: int
@@ -256,11 +245,9 @@ class Cut:
 
 
 def pack_within(groups: Sequence[Group], *, text: int, blocks: int, note: str) -> Cut:
-    """The groups cut to fit ``text`` code points in ``blocks`` sections, in order: the
-    question first (up to half the room), the trailing fields (the metadata, a quarter) kept,
-    and the preview items in between sharing the rest fairly (a short item whole, a long one
-    cut); items beyond the room are left out and counted. Leaves room for a one-line "more"
-    note (``MORE_NOTE`` code points, one block)."""
+    """The groups cut to fit: the question (up to half the room), the trailing fields (a
+    quarter), the previews sharing the rest fairly, those beyond it left out and counted;
+    room is kept for a one-line "more" note (``MORE_NOTE`` code points, one block)."""
     text -= MORE_NOTE
     blocks -= 1
     first = groups[0] if groups and groups[0].items == 0 else None

@@ -1,29 +1,10 @@
-"""Markdown as Slack mrkdwn: a renderer over markdown-it-py's CommonMark token stream. Pure.
+"""Markdown as Slack mrkdwn over markdown-it-py's token stream: prose (escaped) and code parts.
+Pure. A link shows its URL (a label never hides it); non-http(s) links are text. Nothing is
+dropped: past markdown-it's nesting limit the whole source is one code part.
 
-:func:`parts` turns Markdown into :class:`Part` s: *prose* (mrkdwn, escaped, ready for a text
-object) and *code* (raw text a caller shows preformatted, see :func:`fence`). The mapping:
-
-- ``**strong**`` → ``*x*``, ``*em*`` → ``_x_``, ``~~s~~`` → ``~x~``, ```code``` → ```x```
-  (code holding a backtick is shown as plain text: mrkdwn cannot quote it);
-- a link → ``label (<url>)`` for http(s), so a label never hides where it points; a label that
-  is its URL → ``<url>``; any other scheme → ``label (url)`` as text, never a link; an image →
-  ``🖼 alt (<url>)``; link reference definitions no link used are listed at the end;
-- headings → a bold line; blockquotes → ``> `` lines; lists → ``•`` / ``1.`` lines, indented
-  per level; a thematic break → ``———``;
-- fenced and indented code, and HTML blocks → code parts (HTML is shown as its source);
-- everything else (text, inline HTML, ``<!channel>``, ``<@U…>``) → escaped text: ``&``, ``<``,
-  ``>`` as entities, and backtick runs broken by a zero-width joiner so text cannot open a
-  code block.
-
-Nothing is dropped: markdown-it stops tokenising past its nesting limit, so when a line with
-content is covered by no token the whole source is returned as one code part instead.
-
-Why not Block Kit's ``markdown`` block: it renders ``[label](url)`` as a link whose label hides
-its URL, its escaping of mentions is not documented, one block "may result in multiple blocks
-after translation" (so the 50-block budget cannot be kept), its 12,000-character limit is
-separate from the message's, and Slack meant it for AI apps' replies. Rendering the token stream
-ourselves keeps every decision about what a person sees (and what counts as shown whole) here,
-testable offline.
+Not Block Kit's ``markdown`` block: its links hide URLs, its mention escaping is undocumented, one
+block may become several (breaking the 50-block budget) and its limit is separate from the
+message's; rendering ourselves keeps what counts as shown whole here, testable offline.
 """
 
 from __future__ import annotations

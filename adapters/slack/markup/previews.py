@@ -1,29 +1,8 @@
-"""What a message shows besides its buttons: the question and preview items as groups of pieces,
-the metadata line and the options' descriptions. Pure.
+"""The question and preview items as groups of pieces (prose, code, fields), the metadata line and
+the options' descriptions. Pure.
 
-A :class:`Group` is what one preview item (or one run of consecutive ``field`` items, or the
-question) shows, as pieces: prose (mrkdwn, escaped), code (raw text, shown in a ``` block its
-content cannot close: see :func:`adapters.slack.markup.mrkdwn.fence`) and fields (label and value).
-
-How each preview type shows:
-
-- ``text``, ``markdown`` and the question: Markdown rendered as mrkdwn
-  (:mod:`adapters.slack.markup.mrkdwn`);
-- ``code``, ``diff``, ``command``, ``json``, ``files``: preformatted, under a bold label naming
-  the language (a diff: how many lines it adds and removes; its lines keep their ``+``/``-``);
-- ``email``: its header lines (From, To, Cc, Subject…) as fields, then the body as Markdown;
-- ``link`` (image, audio, video, pdf, file): the label, name and size, and the URL itself
-  (``<url>``, never a label that could hide it; anything but plain http(s) as text);
-- ``field``: a field; consecutive ones share one section, ten at a time;
-- any other type, or an item's ``value``/``url`` where its type has no place for them: text and
-  the URL on a line of its own (outside any code block).
-
-:mod:`adapters.slack.markup.layout` lays groups out as sections, whole or cut.
-
-Code is a mrkdwn ``` block rather than ``rich_text_preformatted`` (which takes a ``language``):
-mrkdwn sections have documented limits (3,000 per section) and are what the fake Slack API checks
-and counts toward the cumulative limit, so "this message holds everything" is measured in one
-unit; the price is no syntax colouring and a zero-width joiner inside runs of backticks.
+Code is a mrkdwn ``` block, not ``rich_text_preformatted``: mrkdwn sections have documented limits
+and count toward the cumulative one, so "holds everything" is measured in one unit.
 """
 
 from __future__ import annotations

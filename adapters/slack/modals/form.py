@@ -1,21 +1,9 @@
-"""A form (handup ``input.questions``, more than one question) in Slack: one input per question in
-the reply modal, the submission read back as the core's per-question answers, and those answers
-said in words. Pure: no I/O.
+"""A form (several questions) in the reply modal: one input per question, the submission read back
+as per-question answers, and those answers in words. Pure.
 
-- **The modal** (:func:`form_inputs`, placed by :func:`adapters.slack.modals.reply.reply_modal`):
-  per
-  question, in order, a ``static_select`` (one answer) or ``multi_static_select`` (``multi``) of
-  its options — the recommended one marked ⭐ and chosen already (``initial_option(s)``), each
-  description as the option's ``description`` (75 characters; longer ones in full in the hint)
-  — and a ``plain_text_input`` where the question takes a typed answer (``takes_text``). A
-  question with options that also takes text has both, each optional: one of them is needed
-  (checked before the ack, :func:`form_errors`). The label is ``<n>. <header> — <question>``; a
-  question too long for a label (2,000) is the hint, under a label of its number and header.
-- **Block ids** ``elicitbot.form.<n>.choice`` and ``elicitbot.form.<n>.text`` (``n`` from 1);
-  option values ``{"i": <index>}``; ``private_metadata`` carries ``"f"``: how many questions.
-- **The answers** (:func:`read_form`, :func:`form_answers`): ``{question id: {"selected":
-  [labels], "text": str | None}}``, what ``Submit.fields["answers"]`` carries and the core
-  checks (:func:`bot.domain.forms.check_answers`).
+Block ids ``elicitbot.form.<n>.choice`` / ``.text`` (``n`` from 1), option values ``{"i": index}``,
+``private_metadata`` ``"f"``: the question count. Answers: ``{question id: {"selected": [labels],
+"text": str | None}}``, checked by :func:`bot.domain.forms.check_answers`.
 """
 
 from __future__ import annotations
@@ -60,9 +48,8 @@ def text_block(number: int) -> str:
 
 
 def summary(e: Elicitation) -> str:
-    """The request's own words before its questions (the questions are the inputs): the text
-    up to where its first question starts, as the source wrote it; the whole text when it does
-    not start its questions that way."""
+    """The request's text up to where its first question starts (the questions are the
+    inputs); the whole text when it does not start them that way."""
     first = e.form[0]
     start = (f"1. **{first.header}** — " if first.header else "1. ") + first.question
     text = e.question.strip()
@@ -298,8 +285,8 @@ def _form_block_ids(view: Mapping[str, Any], values: Mapping[str, Any]) -> dict[
 
 
 def form_errors(view: Mapping[str, Any], limit: Any) -> dict[str, str]:
-    """The checks a form submission gets before its ack (pure), on the input they concern:
-    every question answered (an option or non-blank text), no text over ``limit``."""
+    """Checks before the ack, on their input: every question answered, no text over ``limit``."""
+
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     values = values if isinstance(values, Mapping) else {}

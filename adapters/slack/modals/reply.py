@@ -1,12 +1,8 @@
-"""The "Reply…" modal: a text box, the options when the answer mode takes them, the secret box,
-or a form's inputs, one per question (:mod:`adapters.slack.modals.form`).
+"""The "Reply…" modal: a text box, the options, the secret box, or a form's inputs. Pure.
 
-Pure: no I/O. Its ``private_metadata`` carries the elicitation key, where the message is, a fixed
-option, the subject revision, the text limit and a form's question count, so a submission can be
-checked before its ack and found again without the message.
-
-A secret box takes at most 3,000 characters (Slack's limit); when the source takes more (a
-Pinework secret: 10,000) the modal says so and links the web inbox's private form.
+``private_metadata`` carries what a submission needs to be checked before its ack and found again
+without the message. A secret box takes 3,000 characters (Slack's limit); past that the modal
+links the web inbox's private form.
 """
 
 from __future__ import annotations
@@ -130,18 +126,12 @@ def reply_modal(
     pushed: bool = False,
     digest: str | None = None,
 ) -> dict[str, Any]:
-    """The "Reply…" modal: a text box (``max_length`` set), the options when the answer mode
-    takes them, or the secret box; ``option_id`` fixes a chosen option that needs a comment.
+    """The "Reply…" modal; ``option_id`` fixes a chosen option that needs a comment.
 
-    ``shown``: what the surface it was opened from showed (the message, or a review that showed
-    everything): its select offers approving options only when that was the whole request
-    (answer rule 2). ``reviewed``: opened from such a review, that review's content hash
-    (:func:`adapters.slack.review.modal.content_hash`), kept as ``"w"`` so the submission is
-    judged as shown whole while the request is unchanged. ``pushed``: on top of a review (kept
-    as ``"v"``: sending it closes the review too, see :func:`closes_all`).
-
-    ``private_metadata`` carries the elicitation key, where the message is, the fixed option,
-    the subject revision and the text limit, so a submission can be checked before its ack."""
+    ``shown``: of the surface it opened from; approving options only when whole (rule 2).
+    ``reviewed``: that review's :func:`~adapters.slack.review.modal.content_hash`, kept as
+    ``"w"`` so the submission counts as shown whole while the request is unchanged.
+    ``pushed``: on top of a review (``"v"``: sending closes both, :func:`closes_all`)."""
     e = view.elicitation
     mode = e.answer_mode
     limit = input_limit(e)
@@ -239,6 +229,6 @@ def reply_modal(
 
 
 def closes_all(meta: dict[str, Any]) -> bool:
-    """A reply modal pushed on top of a review: its submission closes both (the review's
-    decision is made)."""
+    """Pushed on a review: its submission closes both."""
+
     return meta.get("v") == 1

@@ -1,25 +1,11 @@
-"""The Review flow (answer rule 2 on Slack): open the review modal, page through it, decide in it,
-and share a request too long for a modal as a file in the message's thread.
+"""The Review flow (rule 2): open the review modal, page through it, decide in it, and share a
+request too long for a modal as a file in the message's thread.
 
-- **Review…** on a message (:data:`~adapters.slack.render.REVIEW_ACTION`) opens the modal with
-  ``views.open`` on the click's trigger id (:func:`~adapters.slack.review.modal.review_modal`).
-- **Paging** rewrites that one modal in place (``views.update`` by its id, with the hash the
-  click saw, so two quick clicks cannot both move it; a conflict is simply dropped). Not
-  ``views.push``: Slack keeps at most three views on a modal's stack, and a long request has more
-  pages than that; *← Previous* / *Next page →* move one page at a time (a page number that is
-  not next to the current one is ignored), so reaching the last page means every page was shown.
-- **A decision** in the modal is a :class:`~bot.domain.actions.Choose` whose ``shown`` is
-  decided by :func:`~adapters.slack.review.modal.review_shown` from the metadata we wrote and a
-  fresh rendering; then the modal says what happened (answered, or the refusal and its reason,
-  with the page as it was), and the outbox rewrites every copy as for any answer. *Reply…* and
-  an option that needs a comment push the reply modal on top of the review
-  (:func:`~adapters.slack.modals.reply.reply_modal`, told whether the review had shown everything).
-- **Beyond a modal** (:func:`~adapters.slack.review.pages.review_fits` is False): the modal opens at
-  once (the trigger id lasts 3 seconds) saying the request is being attached, the whole request
-  goes to the message's thread as a text file (once per message and revision: looked for in the
-  thread first, one upload at a time in this process; two replicas racing on the same message's
-  first Review… can still both upload), and the modal is updated to name the file, with the
-  decision.
+Paging rewrites one modal with ``views.update`` and the hash the click saw (a conflict is dropped),
+not ``views.push``: Slack keeps at most three views on a stack. Pages move one at a time, so the
+last page reached means every page was shown. Beyond a modal, the modal opens at once (the
+trigger id lasts 3 s) and the file is uploaded once per message and revision (looked for first;
+two replicas racing on a first Review… can still both upload).
 """
 
 from __future__ import annotations
@@ -31,14 +17,13 @@ from typing import Any
 
 import structlog
 
-from adapters.slack import render
 from adapters.slack.chat import SlackChat, view_conflict
 from adapters.slack.markup.blocks import escape
 from adapters.slack.modals.reply import reply_modal
 from adapters.slack.review import modal as rm
 from adapters.slack.review import pages as review
 from adapters.slack.translate import Click, Where, chosen_id
-from adapters.slack.wording import just_answered
+from adapters.slack.wording import just_answered, result_line
 from bot.domain.actions import NOT_FOUND_TEXT, Choose, Open, Outcome, OutcomeKind
 from bot.domain.errors import DeliveryError
 from bot.domain.model import Identity, Status
@@ -54,10 +39,8 @@ ANSWERED = "✅ Done: your answer is recorded."
 
 
 class ReviewFlow:
-    """The review modal's I/O; the app hands it Review… clicks and clicks inside the modal.
-
-    ``act`` hands a choice to the core and returns its outcome without telling the person (the
-    modal says it); ``tell`` is the app's ephemeral, used when the modal cannot say it."""
+    """The review modal's I/O. ``act`` returns the core's outcome untold (the modal says it);
+    ``tell`` is the app's ephemeral, for when the modal cannot."""
 
     def __init__(
         self, chat: SlackChat, elicitations: Elicitations, *, act: Act, tell: Tell
@@ -233,7 +216,7 @@ class ReviewFlow:
             text = ANSWERED
             if outcome.answer is not None:
                 # Its write-back is on its way: "Sending…", not "Answered", until accepted.
-                text = render.result_text(just_answered(view, outcome.answer))
+                text = result_line(just_answered(view, outcome.answer))
             await self._say(click, where, text, fallback=None)
             return outcome
         reason = (

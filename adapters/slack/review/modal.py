@@ -1,16 +1,8 @@
-"""The Review modal: the whole request, paged, with the decision inside it (answer rule 2). Pure.
+"""The Review modal: the whole request, paged, approving options on the last page only. Pure.
 
-The message offers **Review…** when it cannot hold the whole decisive content
-(:func:`adapters.slack.render.shown`). The modal holds all of it as pages of blocks
-(:func:`adapters.slack.review.pages.review_blocks`, nothing cut), one page at a time (*← Previous*
-/ *Next page →* rewrite the view in place with ``views.update``), with the approving options on
-the **last** page only and rejecting ones on every page. Beyond what a modal can hold the whole
-request goes to the message's thread as a text file (:func:`file_text`) and the modal says where.
-
-Whether a decision taken in the modal showed everything is decided here, from the modal's
-``private_metadata`` (only elicitbot writes it; Slack hands it back untouched in the signed
-payload) checked against a fresh rendering: the same elicitation, revision and content
-(:func:`content_hash`), the same number of pages, and the last of them (or the file shared).
+Whether a decision in it showed everything is decided from its ``private_metadata`` (only we write
+it; Slack returns it untouched in the signed payload) against a fresh rendering: same elicitation,
+revision, :func:`content_hash` and page count, and the last page (or the file shared).
 """
 
 from __future__ import annotations
@@ -39,6 +31,7 @@ from adapters.slack.markup.blocks import (
 from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.review import pages as review
 from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
+from adapters.slack.wording import result_line
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity, Status
 from bot.domain.ports import PromptView
@@ -73,8 +66,8 @@ CHANGED = "The request changed since this review was opened: here it is again, f
 
 
 def content_hash(e: Elicitation) -> str:
-    """A short digest of the decisive content (every string a surface must show) and the
-    subject revision: what a review's metadata pins, so a changed request is noticed."""
+    """A short digest of the decisive content and revision, pinned in a review's metadata so a
+    changed request is noticed."""
     revision = e.subject.revision if e.subject is not None else None
     pieces = [[p.where, *p.texts] for p in decisive(e)]
     payload = json.dumps([e.key, revision, pieces], ensure_ascii=False, separators=(",", ":"))
@@ -146,9 +139,7 @@ def _count(value: Any) -> TypeGuard[int]:
 
 
 def pages_of(view: PromptView) -> list[list[Block]]:
-    """The review's pages, each small enough to leave room for the page's own rows (a page from
-    :func:`~adapters.slack.review.pages.review_blocks` that is too long is split; nothing is
-    cut)."""
+    """The review's pages, split (never cut) to leave room for each page's own rows."""
     pages: list[list[Block]] = []
     for page in review.review_blocks(view):
         blocks = list(page)
@@ -185,10 +176,8 @@ def current(meta: ReviewMeta, view: PromptView) -> bool:
 
 
 def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
-    """What the review modal a decision came from showed: the whole request only on its last
-    page (every page before it shown in turn), or with the file shared beyond a modal; and only
-    while the request is the one it was built from. Decided from our own metadata and a fresh
-    rendering, never from what the payload says it showed."""
+    """Whole only on the last page (or with the file shared), and only while the request is the
+    one the modal was built from; from our metadata and a fresh rendering, never the payload."""
     if not current(meta, view):
         return Disclosure(whole=False, review=REVIEW_HINT)
     if review.review_fits(view):
@@ -202,8 +191,7 @@ def review_shown(meta: ReviewMeta, view: PromptView) -> Disclosure:
 
 
 def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
-    """What a reply modal showed: a review's whole content when it was opened from a review that
-    had shown everything (its metadata carries that review's :func:`content_hash`, still
+    """Whole when opened from a review that showed everything (its :func:`content_hash` still
     current), else what the message it was opened from shows."""
     e = view.elicitation
     revision = e.subject.revision if e.subject is not None else None
@@ -222,9 +210,7 @@ def _value(option_id: str, index: int, revision: int | None) -> str:
 
 
 def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
-    """The decision as the review offers it with ``shown``: buttons (a select beyond
-    :data:`MAX_BUTTONS`, a multi-select with Submit), *Reply…* for the modes that take text,
-    *Acknowledge*; withheld approvals are left out."""
+    """The decision as the review offers it with ``shown``; withheld approvals left out."""
     e = view.elicitation
     mode = e.answer_mode
     revision = e.subject.revision if e.subject is not None else None
@@ -329,8 +315,7 @@ def _notice(text: str | None) -> list[Block]:
 def review_modal(
     view: PromptView, meta: ReviewMeta, *, notice: str | None = None
 ) -> dict[str, Any]:
-    """Page ``meta.page`` of the review: its part of the request, where it is in the whole,
-    *← Previous* / *Next page →*, and the decision (approving only on the last page).
+    """Page ``meta.page``, paging and the decision (approving only on the last page).
     ``notice``: mrkdwn said first (a refusal, the request having changed)."""
     pages = pages_of(view)
     page = min(max(meta.page, 0), len(pages) - 1)
@@ -355,7 +340,7 @@ def review_modal(
 
 def _decision(view: PromptView, shown: Disclosure, wait: str = LAST_PAGE) -> list[Block]:
     if view.status is not Status.PENDING:
-        return [section_block(render.result_text(view))]
+        return [section_block(result_line(view))]
     blocks: list[Block] = [{"type": "divider"}]
     line = _withheld_line(view, shown, wait)
     if line is not None:
@@ -371,9 +356,8 @@ NOT_ATTACHED = "not attached"
 def file_modal(
     view: PromptView, meta: ReviewMeta, *, state: str, notice: str | None = None
 ) -> dict[str, Any]:
-    """The review of a request too long for a modal: where the whole request is (the file in the
-    message's thread) and the decision. While the file is being attached, or when it could not
-    be, approving is not offered."""
+    """A request too long for a modal: where the file is, and the decision (no approving until
+    the file is shared)."""
     e = view.elicitation
     name = file_name(e)
     title = f"*{clip(escape(title_of(e)), 200)}*"
@@ -414,9 +398,8 @@ def file_name(e: Elicitation) -> str:
 
 
 def file_text(view: PromptView) -> str:
-    """The whole request as plain text, nothing cut (:func:`~adapters.slack.review.pages.full_text`:
-    title, question, every preview item, the subject), then where it comes from and the options.
-    Only what the request says: no answer, and so no secret, is ever part of it."""
+    """The whole request as plain text, then its source and options: no answer, so no secret."""
+
     e = view.elicitation
     lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]

@@ -1,19 +1,5 @@
-"""The whole content of an elicitation for the **Review…** modal, in pages. Pure.
-
-Interfaces (the modal's builder, :mod:`adapters.slack.modals.reply`, adds title, buttons and
-paging):
-
-- :func:`review_blocks` ``(view) -> list[list[Block]]``: pages of blocks. The first opens with
-  the title as a header; then the question, every preview item and the metadata (where it comes
-  from, the subject's id, revision and digest), exactly as the message lays them out but
-  *whole*: long text goes over several sections (3,000 code points each) and pages, never cut,
-  so every string :func:`bot.domain.disclosure.decisive` names is in the pages; last, the
-  options' descriptions. Each page holds at most :data:`PAGE_BLOCKS` blocks (a modal takes 100:
-  the rest is room for the decision buttons) and :data:`PAGE_TEXT` code points of text.
-- :func:`review_fits` ``(view) -> bool``: the pages are at most :data:`MAX_PAGES`; beyond that,
-  attach :func:`full_text` to the thread as a file snippet and say so in the modal.
-- :func:`full_text` ``(view) -> str``: the decisive content as plain text (question, then each
-  preview item's label, text, value and URL), for that file.
+"""The whole content of an elicitation for the **Review…** modal, in pages, nothing cut: every
+string :func:`bot.domain.disclosure.decisive` names is in them. Pure.
 """
 
 from __future__ import annotations

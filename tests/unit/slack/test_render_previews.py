@@ -26,7 +26,6 @@ from adapters.slack.render import (
     REVIEW_ACTION,
     REVIEW_HINT,
     render,
-    result_text,
     shown,
 )
 from adapters.slack.review.pages import (
@@ -36,6 +35,7 @@ from adapters.slack.review.pages import (
     review_blocks,
     review_fits,
 )
+from adapters.slack.wording import result_line
 from bot.domain.disclosure import decisive
 from bot.domain.model import Answer, ApprovalSubject, Elicitation, PreviewItem, Status
 from bot.domain.ports import PromptView
@@ -467,7 +467,7 @@ def test_a_system_close_shows_its_reason() -> None:
         respondent="system", via="pinework", at=NOW, text="[system:card_archived] <!here> gone"
     )
 
-    line = result_text(view_of(deploy_elicitation(), Status.CANCELLED, closed))
+    line = result_line(view_of(deploy_elicitation(), Status.CANCELLED, closed))
 
     assert "[system:card_archived]" in line
     assert "<!here>" not in line
@@ -486,7 +486,7 @@ def test_the_answer_names_the_person(respondent: str, name: str | None, expected
         option_ids=("deny",), respondent=respondent, display_name=name, via="slack:C1", at=NOW
     )
 
-    assert expected in result_text(view_of(deploy_elicitation(), Status.ANSWERED, answer))
+    assert expected in result_line(view_of(deploy_elicitation(), Status.ANSWERED, answer))
 
 
 # --------------------------------------------------------------------------- the rule, generated

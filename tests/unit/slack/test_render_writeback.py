@@ -11,8 +11,8 @@ import pytest
 
 from adapters.slack.markup.blocks import escape
 from adapters.slack.modals.reply import reply_modal
-from adapters.slack.render import render, result_text
-from adapters.slack.wording import NOTE_TEXT, just_answered, thread_note
+from adapters.slack.render import render
+from adapters.slack.wording import NOTE_TEXT, just_answered, result_line, thread_note
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.model import Answer, AnswerMode, Elicitation, Status
 from bot.domain.ports import PromptView
@@ -79,7 +79,7 @@ def test_the_timeout_outcome_is_sending_too() -> None:
     decided = Answer(option_ids=("deny",), respondent="system", via="system", at=NOW)
     sending = Writeback(WritebackState.SENDING)
 
-    line = result_text(view_of(sp_options(), Status.ANSWERED, decided, sending))
+    line = result_line(view_of(sp_options(), Status.ANSWERED, decided, sending))
 
     assert line == "⏳ Sending the timeout outcome — Deny — to SuperPipeline…"
 
@@ -130,7 +130,7 @@ def test_a_refused_answer_on_a_question_closed_upstream_says_not_accepted() -> N
     assert not any("Answered" in t for t in [text, *mrkdwn(blocks)])
 
     never = Writeback(WritebackState.REFUSED, error="HTTP 503", gave_up=True, refused=alice("deny"))
-    line = result_text(view_of(sp_options(), Status.ANSWERED, alice("deny"), never))
+    line = result_line(view_of(sp_options(), Status.ANSWERED, alice("deny"), never))
     assert line.startswith("❔ Not confirmed by SuperPipeline: Alice’s answer — Deny — ")  # noqa: RUF001
 
 
@@ -147,7 +147,7 @@ def test_the_thread_note_claims_no_acceptance_whatever_was_read_before() -> None
     )
     now = just_answered(before, alice("deny"))
     assert now.writeback == Writeback(WritebackState.SENDING, 2)
-    assert result_text(now).startswith("⏳ Sending Alice’s answer — Deny")  # noqa: RUF001
+    assert result_line(now).startswith("⏳ Sending Alice’s answer — Deny")  # noqa: RUF001
 
 
 @pytest.mark.parametrize(("limit", "says"), [(10_000, True), (3000, False), (200, False)])
