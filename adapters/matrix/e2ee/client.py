@@ -1,30 +1,9 @@
 """matrix-nio's end-to-end encryption made safe for elicitbot's own sync loop and concurrent sends.
 
-nio (``matrix-nio[e2e]``, vodozemac) does Olm/Megolm itself: ``room_send`` to an encrypted room
-fetches the members' device lists, claims one-time keys, shares a Megolm session over Olm and
-encrypts; ``sync`` decrypts what it can. Three things it leaves to the caller:
-
-- **A lock between handling a sync and sharing/encrypting** (:class:`EncryptingClient`). A
-  membership change handled in a sync drops the room's outbound Megolm session. Sends running at
-  that moment fail: one waiting for another's share then encrypts with a fresh, unshared session
-  (``GroupEncryptionError``), the sharer itself finds its session gone (``KeyError``). Reproduced
-  on Synapse: 15 of 90 concurrent sends failed across 6 joins; with the lock, none of 180.
-  Handling a sync response and the share-and-encrypt step therefore take one lock; the HTTP of
-  the long poll and of the event PUT stay outside it, so sends still go out concurrently.
-- **The chores after each sync** (:func:`housekeeping`): upload one-time keys when the server
-  runs low, query changed device lists, claim keys for wedged Olm sessions, send queued to-device
-  messages (key requests, dummies). nio's ``sync_forever`` does them; a loop of one's own must, or a
-  late joiner's devices are never fetched and never get the room key.
-- **Write-ahead key upload** (:func:`upload_keys`): nio makes new one-time keys and uploads them in
-  one call, saving the account after the server answered. A snapshot restored from before that
-  makes the same key ids again with other keys, and the server refuses every later upload ("One
-  time key … already exists", reproduced on Synapse): the device can no longer be reached by new
-  Olm sessions. Here the account with the new keys is saved and persisted (the caller's
-  ``persist``, e.g. a crypto snapshot into the store) before the upload is sent, so a restored
-  state re-sends the very same keys, which the server accepts.
-
-:func:`send_event` sends any event: encrypted in an encrypted room (reactions too, which
-``room_send`` never encrypts), plaintext elsewhere.
+What nio leaves to the caller (docs/matrix-e2ee.md §6, §8): a lock between handling a sync and
+sharing/encrypting (:class:`EncryptingClient`), the chores after each sync (:func:`housekeeping`)
+and write-ahead key upload (:func:`upload_keys`). :func:`send_event` encrypts in encrypted rooms
+(reactions too, which ``room_send`` never encrypts).
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
-"""Cross-signing of the bot's own device, which matrix-nio does not do.
+"""Cross-signing of the bot's own device, which matrix-nio does not do (docs/matrix-e2ee.md §7).
 
-A device is "verified by its owner" when its device keys carry a signature by the owner's
-self-signing key, itself signed by the owner's master key. Clients that hold room keys back from,
-or flag messages of, devices their owner has not verified (Element's red shield "Encrypted by a
-device not verified by its owner"; MSC4153's "exclude insecure devices") then treat the bot's
-device like any person's cross-signed device.
-
-What the libraries give: vodozemac's Python bindings sign only with an Olm account's own identity
-key (no free-standing Ed25519 key pair, no cross-signing helpers), so the three cross-signing
-keys are Ed25519 keys from pycryptodome (already a dependency of matrix-nio); signatures follow
-the spec's signed JSON (canonical JSON without ``signatures`` and ``unsigned``) and vodozemac
-verifies them like any other. The client-server API does the rest:
-
-- ``POST /keys/device_signing/upload`` with the master, self-signing and user-signing keys. The
-  endpoint is behind user-interactive auth, except for the *first* upload on an account (MSC3967,
-  in Synapse since 1.9x): an access token alone sets cross-signing up once; replacing the keys
-  later needs the account's password (or, with MAS, an approval in the account page).
-  Re-sending the very same keys is a no-op without auth.
-- ``POST /keys/signatures/upload``: the device keys signed by the self-signing key (and the
-  master key signed by the device, as Element does), no user-interactive auth.
-
-The private keys are needed again only to sign another device of the bot (a new device id):
-:meth:`CrossSigningKeys.seal` encrypts them with the pickle key (AES-256-GCM, key derived by
-HKDF-SHA256) for the store, under :func:`owner_key` (per user, so they outlive a device).
+Ed25519 keys from pycryptodome (vodozemac signs only with an Olm account's identity key); the first
+upload on an account needs no user-interactive auth (MSC3967). :meth:`CrossSigningKeys.seal` keeps
+the private keys for the store, under :func:`owner_key` (per user, so they outlive a device).
 """
 
 from __future__ import annotations

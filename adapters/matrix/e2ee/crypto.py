@@ -1,38 +1,9 @@
-"""The bot device's end-to-end encryption as the Matrix adapter runs it (docs/matrix-e2ee.md).
+"""The bot device's end-to-end encryption as the Matrix adapter runs it (docs/matrix-e2ee.md §11).
 
-One :class:`MatrixCrypto` per bot account, beside the nio client (an
-:class:`~adapters.matrix.e2ee.client.EncryptingClient`). Its crypto store is live on one replica at
-a time, the holder of the Matrix lease (the listener's work runs under it):
-
-- :meth:`MatrixCrypto.open` (the listener, on taking the lease): the device's last snapshot is
-  read from the database (``load_crypto``) and restored into a fresh local directory, nio loads
-  it (the same Olm account, sessions and Megolm keys: the same device); the device keys or new
-  one-time keys are uploaded write-ahead (:func:`~adapters.matrix.e2ee.client.upload_keys`), the
-device
-  is cross-signed with the account's keys (sealed with the pickle key in the database, made the
-  first time) and a snapshot is saved, always: the store accepting it proves the lease is ours
-  before anything is encrypted with the state;
-- :meth:`MatrixCrypto.handled` (after each sync batch is handled, before the next long poll):
-  the batch's token is written into nio's store, so the blob carries exactly the token its keys
-  match, then a snapshot is saved if anything changed (``crypto_state.changes``); a send that
-  shared a room key saves too (:meth:`send`);
-- :meth:`MatrixCrypto.close` (the lease lost or the process stopping): a last snapshot, unless
-  ``fence()`` says the lease is no longer ours, then the store is unloaded and its directory
-  removed.
-
-Every snapshot is fenced in the store (``save_crypto(…, lease=(name, holder))``, issue 14): it is
-written only while this process still holds the Matrix lease, checked in the same statement as
-the write, so a replica that lost the lease (paused, cut off) cannot roll its successor's state
-back and lose Megolm sessions. A refused save stops the state here (:class:`CryptoFencedError`,
-``active`` false): sends to encrypted rooms become transient errors, the sync loop fails until
-the lease keeper cancels it, and the next holder carries on from its own snapshot. The
-cross-signing keys (made once, when none are stored) are saved under the same fence.
-
-:meth:`send` encrypts an event for an encrypted room, or refuses (a TransientDeliveryError, so
-the outbox retries) when this process does not hold the crypto state: nothing is ever sent in
-plaintext to a room the homeserver says is encrypted. A room nio has not synced (after a restart
-an incremental sync names only rooms with news) is read from its full state first, invited
-members included, so they get the room key too.
+The crypto store is live only on the Matrix lease holder: :meth:`MatrixCrypto.open` restores it,
+:meth:`~MatrixCrypto.handled` snapshots after each batch, :meth:`~MatrixCrypto.close` unloads it.
+Every snapshot is fenced on the lease (issue 14); a refused one stops the state here
+(:class:`CryptoFencedError`). Nothing is ever sent in plaintext to an encrypted room.
 """
 
 from __future__ import annotations

@@ -1,28 +1,7 @@
-"""The bot device's end-to-end crypto state as bytes, so it survives restarts and moves between
-replicas with the lease on the Matrix connection.
+"""The bot device's nio crypto store as one blob, so it survives restarts and moves between
+replicas with the Matrix lease (docs/matrix-e2ee.md §6).
 
-matrix-nio keeps a device's crypto state (the Olm account, Olm sessions, Megolm inbound sessions,
-known devices, encrypted rooms, key requests, optionally the sync token) in one SQLite file per
-user and device (``<user id>_<device id>.db`` in the client's ``store_path``; nio's
-``DefaultStore`` adds three trust files beside it, ``SqliteStore`` keeps trust in the database).
-The secrets in it (account, sessions) are pickled by vodozemac, encrypted with the ``pickle_key``;
-the rest (device ids and public keys, room ids, the sync token) is plain.
-
-That file stays nio's. The database keeps a copy:
-
-- :func:`snapshot` reads it through SQLite's online backup API (a consistent image even while nio
-  writes; never a copy of a file being written) and returns one blob: a ZIP holding the database
-  image, any trust files, and a manifest naming the user and device;
-- :func:`restore` writes a blob back into a store directory *before* the nio client loads its
-  store (``restore_login`` / ``load_store``), replacing what was there: the database is the copy
-  of record; a stale journal left by a killed process is removed first (SQLite would otherwise
-  "roll it back" into the restored file);
-- :func:`changes` tells whether nio wrote anything since the last snapshot (SQLite's change
-  counter on nio's own connection), so a caller snapshots only when something changed.
-
-The blob holds the device's keys (encrypted with the pickle key, which is never stored): never log
-it. The pickle key comes from the environment variable ``matrix.pickle_key_env`` names
-(:func:`pickle_key_from_env`).
+The blob holds the device's keys (encrypted with the pickle key, never stored): never log it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
-"""Answers the bot could not decrypt: never silently dropped.
-
-An event nio could not decrypt stays a ``MegolmEvent`` in the timeline (its sender, device,
-session and the cleartext ``m.relates_to`` are readable; its type and content are not). For
-each one :class:`Undecryptable`:
-
-- logs it (``matrix.undecryptable``, with the sender, their device, the room and the session);
-- asks the sender's device for the key (:meth:`MatrixCrypto.request_key
-  <adapters.matrix.e2ee.crypto.MatrixCrypto.request_key>`);
-- tries again after every sync batch (:meth:`Undecryptable.retry`): a room key that came late,
-  by to-device, makes the event readable and it is handled as if it had just arrived;
-- if the key has not come after ``key_wait`` seconds, hands it to ``report`` (:func:`report`:
-  the prompt's thread hears that the bot could not read the answer, asked to send it again).
-
-nio accepts a *forwarded* key only from the bot's own verified devices, so what usually makes an
-answer readable later is the sender's client sharing the session itself (a delayed to-device
-message, or a client that re-shares on request); the usual causes of a key that never comes are
-in docs/matrix-e2ee.md §5.
+"""Answers the bot could not decrypt: logged, their key asked for, retried after each batch and,
+after ``key_wait`` seconds, reported in the prompt's thread; never silently dropped
+(docs/matrix-e2ee.md §5).
 """
 
 from __future__ import annotations
