@@ -1,24 +1,17 @@
 """One set of bounds at intake, for every source: what an identifier or a text may hold.
 
-Every source maps its document to an :class:`~bot.domain.model.Elicitation`;
-:func:`check_elicitation` then checks that value, field by field, against one table
-(:data:`BOUNDS`), before any store sees it. A problem names the field as the source's document
-calls it (:data:`FIELD_NAMES`), else by its normalised name. Nothing is trimmed or cut: a value
-out of bounds is refused (400), so what is accepted is exactly what can be read back.
+:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` field by field against
+:data:`BOUNDS` before any store sees it, naming the field as the source calls it
+(:data:`FIELD_NAMES`). Nothing is trimmed: out of bounds is refused (400), so what is accepted is
+exactly what can be read back.
 
-Two character rules:
+- identifier (``Rule.ID``): no NUL, control character (C0, DEL, C1), line or paragraph separator,
+  lone surrogate or whitespace at either end; at most its maximum.
+- text (``Rule.TEXT``): no NUL or lone surrogate; at most its maximum.
 
-- **identifier** (``Rule.ID``): no NUL, no control character (C0, DEL, C1), no line or paragraph
-  separator, no lone surrogate, no whitespace at either end; at most its maximum.
-- **text** (``Rule.TEXT``): no NUL, no lone surrogate; at most its maximum (newlines, tabs and any
-  other character are fine).
-
-Lengths are counted in characters (Unicode code points). The identifier maxima fit the store's
-columns on SQLite and PostgreSQL alike: the narrowest id columns (workspace, board) hold 200
-characters, and a CloudEvent's source is stored as ``ce:<source>`` in a 300-character column. Free
-text has no maximum of ours: it is bounded by the request's body (:data:`TEXT_MAX`), and stored in
-the elicitation's JSON document.
-Pure: standard library and the domain only.
+Lengths are in code points. Identifier maxima fit the narrowest columns on SQLite and PostgreSQL
+(workspace, board: 200; a CloudEvent source is stored as ``ce:<source>`` in 300). Free text is
+bounded only by the request body (:data:`TEXT_MAX`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """One judgement per action: the stored state and what a person did in, what to show them and
 what to write out. Pure: no store, no clock (``now`` is passed in), no surface.
 
-:func:`judge` takes the elicitation as the store read it and an action (a choice, a reply, a
-form, a claim, Reply…/Review…) and returns a :class:`Judgement`: the :class:`Outcome` the
-surface shows and the one write that makes it true. Who is answering, what is offered on the
-surface the action came from (its ``shown``), what a reply means and why a question is closed
-are all decided here, by the answer rules (:mod:`bot.domain.rules`; who may decide is the one
-rule :func:`~bot.domain.rules.who_may_decide`). Surfaces translate and show; they never judge.
+:func:`judge` returns a :class:`Judgement`: the :class:`Outcome` the surface shows and the one
+write that makes it true. Who is answering, what the surface offered (its ``shown``), what a
+reply means and why a question is closed are decided here by :mod:`bot.domain.rules` (who may
+decide: :func:`~bot.domain.rules.who_may_decide`); surfaces never judge.
 
-The writes are conditional where the outcome depends on the state: an answer or a vote is
-recorded only while the elicitation is still pending, not expired and at the version this
-judgement read (first valid answer wins; a new revision or digest in between is judged again,
-and rule 2 then refuses approving the one the person saw), a claim only while it is pending.
-When such a write loses, the shell judges again on the state the store returned
-(:func:`after_lost`) rather than making up a refusal.
+An answer or vote is written only while the elicitation is pending, not expired and at the
+version judged (first valid answer wins; a revision in between is judged again), a claim only
+while pending. A lost write is judged again on the state the store returned (:func:`after_lost`).
 """
 
 from __future__ import annotations

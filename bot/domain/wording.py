@@ -1,20 +1,14 @@
-"""What every copy says about an elicitation in words of its own (not the agent's), said once:
-its title, who answered and where, the system that asked, and the result line of a closed copy.
+"""What every copy says in words of its own (not the agent's), said once: its title, who answered
+and where, the system that asked, and the result line of a closed copy.
 
-Pure: no I/O, no markup. A surface reads the :class:`Result` of a view
-(:attr:`bot.domain.ports.PromptView.result`, from :func:`result_of`) and writes its sentence with
-:func:`result_sentence`; it only adds its markup: Slack escapes each value for mrkdwn (and
-mentions a person it has no name for), Matrix escapes the line for HTML and puts it in bold, the
-web inbox lets its templates escape it. The sentences themselves live in :data:`RESULT_LINES`,
-:data:`PARTS`, :data:`NOTES` (what a copy says about a refused write-back) and
-:data:`QUORUM_LINES` (a quorum being counted) and nowhere else.
+Pure, no markup: a surface reads a view's :class:`Result` (:func:`result_of`), writes it with
+:func:`result_sentence` and adds only its markup. The sentences live in :data:`RESULT_LINES`,
+:data:`PARTS`, :data:`NOTES` (a refused write-back) and :data:`QUORUM_LINES` and nowhere else.
 
-Where the surfaces had drifted apart, this is the wording kept: a timeout's decision is "the
-timeout outcome" (as the write-back note calls it); an answer the system that asked refused for
-good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny — <time> via Slack`` (the shape of
-the "Sending" line it replaces, still saying where it was given); one it never confirmed is
-``❔ Not confirmed by …`` (the ⚠️ belongs to the note under it that says why); an expired
-outcome on its way says ``— sending it to …`` without a second emoji.
+Where the surfaces had drifted, this wording is kept: a timeout's decision is "the timeout
+outcome"; an answer refused for good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny —
+<time> via Slack``; one never confirmed is ``❔ Not confirmed by …`` (the ⚠️ is the note's); an
+expired outcome on its way says ``— sending it to …`` without a second emoji.
 """  # noqa: RUF002 - the typographic apostrophe the messages show
 
 from __future__ import annotations
