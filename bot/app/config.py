@@ -1,10 +1,8 @@
 """The TOML config: pydantic models, unknown keys refused, secrets from the environment.
 
-The root's own sections (server, store, people, routes, deadlines) live here; each surface's and
-each source's section lives in its adapter package, composed here into ``AppConfig``.
-
-``load_config(None)`` looks for ``./elicitbot.toml``; with no file it returns the embedded
-default: SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787.
+The root's sections live here; each surface's and source's lives in its adapter package, composed
+into ``AppConfig``. ``load_config(None)`` reads ``./elicitbot.toml``, else the embedded default
+(SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""The one HTTP server's shell: read-back, health, metrics, the body limit and the error handlers
-(FastAPI; OpenAPI at /docs). The edges' routes (each source's intake, Slack events, the web inbox)
-come in as routers from the composition root.
+"""The one HTTP server's shell (FastAPI; OpenAPI at /docs): read-back, health, metrics, the body
+limit and the error handlers; the edges' routers come from the composition root.
 
-The shell reads through the store port (``bot.domain.store.Store``) only. Errors are
-``application/problem+json`` with an ``errors`` list naming each bad field; an error nobody
-expected is a 500 of the same shape carrying a correlation id that is also in the log (never a
-traceback, never a plain-text body).
+It reads through the store port only. Errors are ``application/problem+json`` with an ``errors``
+list; an unexpected one is a 500 of that shape with a correlation id also in the log (never a
+traceback or a plain-text body).
 """
 
 from __future__ import annotations

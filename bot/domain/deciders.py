@@ -1,15 +1,10 @@
-"""Answer rule 9 for one route: may this person decide, and does an approving choice count
-on this surface. Pure: :func:`bot.domain.rules.who_may_decide` asks it after rules 1-3.
+"""Answer rule 9 for one route: may this person decide, and does an approving choice count on
+this surface. Asked by :func:`bot.domain.rules.who_may_decide` after rules 1-3.
 
-- With ``approvers``, only an eligible person (:func:`bot.domain.quorum.eligible`) decides:
-  others are refused and told who may, except that ``anyone_may_reject`` lets anyone choose a
-  rejecting option.
-- With ``approve_on``, an approving option counts only on the surfaces it names.
-
-The refusal says who may decide by name (what the surface put in ``Standing.names``, else the
-entry) and is told once per question and person (``Refusal.once``): the shell asks the store
-whether it was told before and, if so, says only :data:`TOLD_BEFORE`
-(:func:`bot.domain.judge.told_before`).
+With ``approvers`` only an eligible person (:func:`bot.domain.quorum.eligible`) decides, except
+that ``anyone_may_reject`` lets anyone reject; with ``approve_on`` approving counts only on the
+surfaces named. A refusal names who may decide and is told once per question and person
+(``Refusal.once``); after that only :data:`TOLD_BEFORE` (:func:`bot.domain.judge.told_before`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What each write of the store does, decided here: intake, revision, a post accepted or failed for
-good, a waiting copy's turn, a claim, and what a fired deadline writes.
-
-Pure: each function gets the state the store read in its transaction (the elicitation, its route,
-its copies, its status) and returns a :class:`~bot.domain.writes.WriteSet`, which the store applies
-in that transaction (see :mod:`bot.domain.writes` for the order and the fences).
+"""What each write of the store does: intake, revision, a post accepted or failed for good, a
+waiting copy's turn, a claim, a fired deadline. Pure: from the state the store read in its
+transaction to a :class:`~bot.domain.writes.WriteSet` it applies there.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""The answer rules (DESIGN.md "Answer rules" 1-5 and 7), as pure functions.
+"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC).
 
-Rule 2 has two halves: the elicitation's own (preview complete, subject not expired) and the
-surface's (it showed the whole decisive content, :mod:`bot.domain.disclosure`); an approving
-option is offered and accepted only where both hold.
-
-Every outcome is a value: an :class:`~bot.domain.model.Answer` to record or a
-:class:`~bot.domain.model.Refusal` to tell the one refused. Nothing here raises on an attempt,
-reads a clock or touches a store; ``now`` is passed in (aware UTC, server time).
+Rule 2 has two halves: the elicitation's (preview complete, subject not expired) and the
+surface's (:mod:`bot.domain.disclosure`); approving is offered and accepted only where both
+hold. Every outcome is a value (an :class:`~bot.domain.model.Answer` or a
+:class:`~bot.domain.model.Refusal`); nothing raises on an attempt.
 """
 
 from __future__ import annotations
