@@ -223,7 +223,6 @@ def text_problem(value: str, *, max_length: int = TEXT_MAX, required: bool = Fal
 
 
 def _problem(value: str, max_length: int, required: bool, bad: re.Pattern[str]) -> str | None:
-    """The checks every bound makes: present when required, not too long, no bad character."""
     if not value:
         return "must not be empty" if required else None
     if len(value) > max_length:
@@ -237,26 +236,9 @@ def problem(value: str, bound: Bound) -> str | None:
     return check(value, max_length=bound.max_length, required=bound.required)
 
 
-def check_id(
-    loc: str, value: str | None, *, max_length: int = ID_MAX, required: bool = False
-) -> list[FieldProblem]:
-    """``[]`` when ``value`` is None or an acceptable identifier, else its problem at ``loc``."""
-    found = None if value is None else id_problem(value, max_length=max_length, required=required)
-    return [] if found is None else [FieldProblem(loc, found)]
-
-
-def check_text(loc: str, value: str | None, *, max_length: int = TEXT_MAX) -> list[FieldProblem]:
-    """``[]`` when ``value`` is None or an acceptable text, else its problem at ``loc``."""
-    found = None if value is None else text_problem(value, max_length=max_length)
-    return [] if found is None else [FieldProblem(loc, found)]
-
-
 def lookup_problem(value: str) -> str | None:
-    """Why ``value`` can name no elicitation (a source id or ``<source>:<source id>``), or None.
-
-    For read routes: an id that could never have been accepted is refused (400 naming ``id``)
-    without asking any store.
-    """
+    """Why ``value`` can name no elicitation (a source id or ``<source>:<source id>``), or None:
+    read routes refuse an id never acceptable (400) without asking a store."""
     return id_problem(value, max_length=KEY_MAX, required=True)
 
 
@@ -439,8 +421,3 @@ def _rename(loc: str, message: str, names: Mapping[str, Name]) -> FieldProblem:
     indexes = iter(_INDEX.findall(loc))
     renamed = _HOLE.sub(lambda _: f"[{next(indexes, '')}]", renamed)
     return FieldProblem(renamed or loc, f"{what} {message}" if what else message)
-
-
-def source_loc(source: str, loc: str) -> str:
-    """A normalised location (``options[2].id``) as ``source``'s document names it."""
-    return _rename(loc, "", FIELD_NAMES.get(source, {})).loc
