@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from bot.domain.described import SURFACE_NAMES
 from bot.domain.model import Elicitation, Identity, Option, People, Refusal, RefusalCode, Route
 from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approver
 from bot.domain.quorum import approvers_of, eligible
-
-SURFACE_NAMES = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
 
 
 def surface_of(via: str) -> str:

@@ -121,46 +121,34 @@ def judge(
         return judge_attempt(stored, attempt, people, now, route=route)
     if isinstance(action, Reply):
         return _reply(stored, action, people, now, route)
-    if isinstance(action, Choose):
-        attempt = Attempt(
-            respondent=action.who,
-            option_ids=action.option_ids,
-            via=action.via,
-            revision=action.revision,
-            digest=action.digest,
-            shown=action.shown,
-            standing=action.standing,
-        )
+    seen: dict[str, Any] = {
+        "respondent": action.who,
+        "option_ids": action.option_ids,
+        "via": action.via,
+        "revision": action.revision,
+        "digest": action.digest,
+        "shown": action.shown,
+        "standing": action.standing,
+    }
+    if isinstance(action, Submit):
+        attempt = Attempt(**seen, text=action.text, secret=action.secret, fields=action.fields)
+    else:
+        attempt = Attempt(**seen)
         if action.form and stored.status is Status.PENDING:
             option = _needs_comment(stored, attempt, people, now, route)
             if option is not None:
                 return Judgement(Outcome(OutcomeKind.FORM, action.key, option_id=option))
-        return judge_attempt(stored, attempt, people, now, route=route)
-    attempt = Attempt(
-        respondent=action.who,
-        option_ids=action.option_ids,
-        text=action.text,
-        secret=action.secret,
-        via=action.via,
-        fields=action.fields,
-        revision=action.revision,
-        digest=action.digest,
-        shown=action.shown,
-        standing=action.standing,
-    )
     return judge_attempt(stored, attempt, people, now, route=route)
 
 
 def not_found(key: str) -> Outcome:
-    """What an action on an elicitation elicitbot does not know says."""
     return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 
 
 def judge_command(command: Command, people: People, *, web_groups: bool = True) -> CommandResult:
-    """A chat command read (:func:`~bot.domain.actions.parse_command`) and checked against who
-    may run it: final when it is help, unreadable or ``refused``; otherwise the verb the shell
-    carries out (its routes are the shell's to change). ``web_groups``: the web inbox reads
-    groups (``[web] groups_header``), so ``web-group:`` approvers can be met."""
+    """A chat command read and checked against who may run it: final when help, unreadable or
+    ``refused``, else the verb the shell carries out. ``web_groups``: the web inbox reads groups
+    (``[web] groups_header``), so ``web-group:`` approvers can be met."""
     parsed = parse_command(command.text)
     if parsed.problem is not None or parsed.verb == "help":
         return parsed
@@ -228,10 +216,8 @@ def refused(
 
 
 def told_before(judgement: Judgement) -> Judgement:
-    """A refusal told once per question (:attr:`RecordRefusal.once`) that the store says this
-    person was already told: the outcome is marked ``repeated`` and says only
-    :data:`~bot.domain.deciders.TOLD_BEFORE` (a surface that need not answer says nothing); the
-    audit row is still written. Any other judgement is returned as it is."""
+    """A ``once`` refusal the store says this person was already told: marked ``repeated``,
+    saying only :data:`~bot.domain.deciders.TOLD_BEFORE`; the audit row is still written."""
     write, outcome = judgement.write, judgement.outcome
     if not isinstance(write, RecordRefusal) or not write.once or outcome.refusal is None:
         return judgement
@@ -285,8 +271,7 @@ def attempt_audit(attempt: Attempt) -> dict[str, Any]:
 def _needs_comment(
     stored: StoredElicitation, attempt: Attempt, people: People, now: datetime, route: Route | None
 ) -> str | None:
-    """The one option picked, when it needs a comment and this person may pick it on the
-    surface that showed ``attempt.shown`` (:func:`~bot.domain.rules.who_may_decide`): the form
+    """The one option picked, when it needs a comment and this person may pick it here: the form
     opens for it. Otherwise the choice is judged as it is (and refused)."""
     if len(attempt.option_ids) != 1:
         return None
@@ -346,10 +331,9 @@ def _claim(
     else:
         e, standing = stored.elicitation, action.standing
         refusal = rules.who_may_decide(e, who, people, route=route, standing=standing)
+        # Only an approver claims: rejecting by anyone does not pause the escalation.
         if refusal is None and route is not None and not is_approver(route, who, standing, people):
-            refusal = not_approver(
-                route, standing
-            )  # rejecting by anyone does not pause the escalation
+            refusal = not_approver(route, standing)
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}

@@ -29,6 +29,7 @@ from bot.domain.records import (
 )
 from bot.domain.refs import InboxRef
 from bot.domain.views import source_name
+from bot.domain.wording import one_line, sentence
 from bot.domain.writes import (
     SYSTEM,
     Activation,
@@ -475,7 +476,7 @@ def refused_notice(e: Elicitation, wb: Writeback) -> str:
     """The private message to the person whose answer the upstream refused."""
     upstream = source_name(e)
     what = "" if wb.refused is None else f" ({describe_answer(e, wb.refused)})"
-    error = " ".join((wb.error or "no reason given").split())
+    error = one_line(wb.error or "no reason given")
     if wb.gave_up:
         return (
             f"{upstream[:1].upper()}{upstream[1:]} could not be reached to deliver your "
@@ -487,5 +488,4 @@ def refused_notice(e: Elicitation, wb: Writeback) -> str:
         if wb.reopened
         else "The question is closed there, so it cannot be answered again here."
     )
-    error = error if error.endswith((".", "!", "?")) else f"{error}."
-    return f"Your answer{what} was not accepted by {upstream}: {error} {then}"
+    return f"Your answer{what} was not accepted by {upstream}: {sentence(error)} {then}"
