@@ -1,11 +1,8 @@
-"""Carrying out one outbox row through the ports: a post, an update, seeded reactions, a
-notice or a write-back (:class:`Effects`, used by :class:`bot.outbox.Dispatcher`).
+"""Carrying out one outbox row through the ports (:class:`Effects`, for the dispatcher).
 
-Each row's id is the idempotency key handed to the adapter (Matrix txn id, Slack metadata,
-webhook header). Views carry the schedule (what happens if nobody answers), the claim, and on an
-escalation copy whom it mentions and where the original is. A reminder or escalation whose
-elicitation closed before it went out (fired, queued, then answered) raises :class:`Stale`: it
-is dropped and audited, not sent.
+The row's id is the idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook
+header). A reminder or escalation whose elicitation closed before it went out raises
+:class:`Stale`: dropped and audited, not sent.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""Single-owner work under a lease: one replica runs the Matrix sync, a Pinework poller or the
-Slack Socket Mode connection; the others stand by and take over when its holder dies.
+"""Single-owner work under a lease (the Matrix sync, a Pinework poller, Slack Socket Mode): one
+replica runs it, the others stand by and take over when its holder dies.
 
-A :class:`LeaseKeeper` asks the store for lease ``name`` (``acquire_lease``: take it if free or
-run out, renew it if ours), renews it every ``ttl / 3`` and runs its work only while it holds the
-lease. The work is cancelled the moment the lease is seen lost:
-
-- another holder has it (our renewals stopped long enough for it to run out — a paused process,
-  a partition): cancelled at once;
-- the store does not answer: the work is cancelled before our lease can run out, when the next
-  renewal would come too late (two failed renewals), so no other replica takes over while ours
-  still runs — unless the replicas' clocks are more than ``ttl / 3`` apart.
-
-A killed holder renews nothing: its lease runs out after at most ``ttl`` and a standby, retrying
-every ``retry`` seconds, takes it within ``ttl + retry`` (10 + 2 s by default, inside the 15 s
-promised). An orderly stop releases the lease, so a rolling restart moves it at once.
-
-Leases do not make the work idempotent: a holder cut off mid-step may have done part of it, so
-the work still resumes from durable state (the sync token, the poller's cursor) and dedupes.
+:class:`LeaseKeeper` takes or renews lease ``name`` every ``ttl / 3`` and runs the work only while
+it holds it. The work is cancelled at once when another holder has it, and, when the store does
+not answer, after two failed renewals: before our lease can run out, so no other replica takes
+over while ours still runs (unless clocks differ by more than ``ttl / 3``). A standby retrying
+every ``retry`` takes a dead holder's lease within ``ttl + retry`` (10 + 2 s by default, inside
+the 15 s promised); an orderly stop releases it. Leases do not make work idempotent: it resumes
+from durable state (sync token, cursor) and dedupes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The dispatcher: claims outbox rows and carries them out through the ports
-(:mod:`bot.effects`: what each row does).
+"""The dispatcher: claims outbox rows and carries them out (:mod:`bot.effects`).
 
-Transient failures are retried with capped exponential backoff (or the peer's ``Retry-After``);
-permanent ones are recorded on the row and, for a post, on its delivery. A reminder or
-escalation whose elicitation closed before it went out (fired, queued, then answered) is dropped
-and audited, not sent.
+Transient failures retry with capped exponential backoff (or the peer's ``Retry-After``);
+permanent ones are recorded on the row and, for a post, on its delivery.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Wakes the timekeeper: APScheduler 3.x as an alarm clock, never as the source of truth.
 
-The ``deadline`` table holds every due time; this module only decides *when to look*:
-
-- a sweep every ``sweep_seconds`` (and once at start, so whatever fell due while the process was
-  down fires at once: late, once), which also catches deadlines other replicas planned;
-- a one-off wake-up at the next due time, re-armed after every run and whenever a write of ours
-  plans an earlier deadline (``Store.watch_deadlines``).
-
-No APScheduler job store is used (its jobs are not shared safely between processes, and its default
-``misfire_grace_time`` of 1 s drops a job missed during a restart). Jobs run with
-``misfire_grace_time=None`` and ``coalesce=True`` on an ``AsyncIOScheduler`` in UTC. Runs never
-overlap: a wake-up during a run makes that run look again when it ends.
+It looks on a sweep every ``sweep_seconds`` (and at start, so what fell due while down fires
+once, late; it also catches other replicas' deadlines) and at the next due time, re-armed after
+every run and when a write of ours plans an earlier one (``Store.watch_deadlines``). No job store
+(not safely shared between processes, and a ``misfire_grace_time`` of 1 s drops jobs missed in a
+restart): ``misfire_grace_time=None``, ``coalesce=True``, UTC. A wake-up during a run makes that
+run look again when it ends, so runs never overlap.
 """
 
 from __future__ import annotations

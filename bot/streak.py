@@ -1,8 +1,5 @@
-"""A loop step that keeps failing (the database out of reach, say) logged once, not every turn.
-
-The first failure of a streak is logged with its traceback; the repeats are counted and said
-again (without one) every ``every`` failures; the first success after it logs how many there
-were. So an outage of a minute leaves a few lines, not a traceback per turn of each loop.
+"""A loop step that keeps failing logged once, not every turn: the first failure with its
+traceback, then a count every ``every`` failures, and how many when it succeeds again.
 """
 
 from __future__ import annotations

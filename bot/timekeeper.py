@@ -1,17 +1,10 @@
 """The timekeeper: claims due deadlines from the store and fires each once.
 
-The store is the source of truth for every due time. A tick claims what is due (atomically: with
-several processes on one PostgreSQL each row goes to one of them), then fires the claimed rows in
-one transaction that also writes their effects (reminder notices, escalation posts, the next
-destination, an expiry) — decided by :func:`bot.domain.deadlines.fire` on the elicitation as it
-stands in that transaction, so nothing is sent for an elicitation answered in between.
-
-A reminder or escalation due while its copy is still on its way is not fired into nothing: it is
-due again a few seconds later (``waiting``) until the copy is posted, or is ``skipped`` (audited,
-and logged here) when no copy in a chat was posted and none is on its way.
-
-Nothing here sleeps or keeps time: :class:`bot.scheduler.Scheduler` wakes it, and tests call
-:meth:`Timekeeper.tick` with a fake clock.
+A tick claims what is due (atomically, so each row goes to one process), then fires the rows in
+one transaction that writes their effects as :func:`bot.domain.deadlines.fire` decides on the
+elicitation as it stands then: nothing is sent for one answered in between. A deadline whose
+copy is on its way is ``waiting``, or ``skipped`` (audited, logged here) with no copy to go to.
+Nothing here keeps time: :class:`bot.scheduler.Scheduler` wakes it; tests call ``tick``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
 """The TOML config: pydantic models, unknown keys refused, secrets from the environment.
 
-The root's own sections (server, store, people, routes, deadlines) live here; each surface's and
-each source's section lives in its adapter package, composed here into ``AppConfig``.
-
-``load_config(None)`` looks for ``./elicitbot.toml``; with no file it returns the embedded
-default: SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787.
+The root's sections live here; each surface's and source's lives in its adapter package, composed
+into ``AppConfig``. ``load_config(None)`` reads ``./elicitbot.toml``, else the embedded default
+(SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -134,18 +132,11 @@ class PeopleConfig(Section):
     agents: tuple[str, ...] = ()
     principals: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("admins", "agents")
+    @field_validator("admins", "agents", "principals")
     @classmethod
-    def _identities(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        for value in values:
+    def _identities(cls, values: Collection[str]) -> Collection[str]:
+        for value in values:  # principals: its keys
             _check_identity(value)
-        return values
-
-    @field_validator("principals")
-    @classmethod
-    def _principal_keys(cls, values: dict[str, str]) -> dict[str, str]:
-        for key in values:
-            _check_identity(key)
         return values
 
 
@@ -285,10 +276,8 @@ def check_environment(config: AppConfig, environ: Mapping[str, str]) -> list[str
 
 
 def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
-    """Every check ``serve`` makes before it listens, as ``key: problem`` lines (``[]``: ok).
-
-    ``check-config`` prints the same list, so the two can never disagree.
-    """
+    """Every check ``serve`` makes before it listens, as ``key: problem`` lines (``[]``: ok);
+    ``check-config`` prints the same list, so the two can never disagree."""
     problems = check_environment(config, environ)
     if config.server.intake_token_env is None and not is_loopback(config.server.host):
         problems.append(

@@ -1,11 +1,9 @@
-"""The one HTTP server's shell: read-back, health, metrics, the body limit and the error handlers
-(FastAPI; OpenAPI at /docs). The edges' routes (each source's intake, Slack events, the web inbox)
-come in as routers from the composition root.
+"""The one HTTP server's shell (FastAPI; OpenAPI at /docs): read-back, health, metrics, the body
+limit and the error handlers; the edges' routers come from the composition root.
 
-The shell reads through the store port (``bot.domain.store.Store``) only. Errors are
-``application/problem+json`` with an ``errors`` list naming each bad field; an error nobody
-expected is a 500 of the same shape carrying a correlation id that is also in the log (never a
-traceback, never a plain-text body).
+It reads through the store port only. Errors are ``application/problem+json`` with an ``errors``
+list; an unexpected one is a 500 of that shape with a correlation id also in the log (never a
+traceback or a plain-text body).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 import hmac
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import structlog
@@ -53,14 +51,7 @@ class Runtime:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     """What ``/metrics`` serves; routers register their metrics on it."""
     routers: list[APIRouter] = field(default_factory=list)
-    """Routes of the edges (each source's intake, Slack events, the web inbox), included as
-    they are."""
-    service: InitVar[Elicitations | None] = None
-    """The former name of ``elicitations``, accepted until every caller says ``elicitations``."""
-
-    def __post_init__(self, service: Elicitations | None) -> None:
-        if self.elicitations is None:
-            self.elicitations = service
+    """The edges' routes (each source's intake, Slack events, the web inbox), included as is."""
 
 
 def problem(
@@ -113,13 +104,10 @@ class _TooLargeError(Exception):
 
 
 class LastResort:
-    """Any exception no handler took becomes a 500 ``application/problem+json`` with a correlation
-    id, logged (with the traceback) under that id: the body says what to quote, never what broke.
-
-    Outermost of our middleware, inside Starlette's own error middleware, which would otherwise
-    answer in plain text. Once a response has started it can only be cut short: re-raised.
-    A store out of reach is no bug: a 503 with ``Retry-After`` (:mod:`bot.app.outage`).
-    """
+    """An exception no handler took: a 500 problem+json with a correlation id, logged with the
+    traceback under it (the body says what to quote, never what broke). Outermost of ours,
+    inside Starlette's error middleware (which answers in plain text); once a response started,
+    re-raised. A store out of reach is a 503 instead (:mod:`bot.app.outage`)."""
 
     def __init__(self, app: ASGIApp, outage: StoreOutage | None = None) -> None:
         self.app = app
@@ -180,13 +168,9 @@ def create_app(rt: Runtime) -> FastAPI:
 
 
 def plain_routes(routers: list[APIRouter]) -> list[Route]:
-    """The edges' plain Starlette routes (an endpoint that takes the Request and returns a
-    Response), to serve ahead of every other route.
-
-    Matched first, a request for one of them never reaches FastAPI's routing, which on every
-    request walks each included router's routes (``_get_routes_version``) before matching, and
-    solves the endpoint's dependencies; such an endpoint has none. Their routers are included as
-    well: the same request through them gets the same answer, only slower."""
+    """The edges' plain Starlette routes, served ahead of every other route: matched first, they
+    skip FastAPI's routing, which walks every included router's routes per request and solves
+    dependencies they have none of. Their routers are included too (same answer, slower)."""
     return [
         Route(
             router.prefix + route.path,

@@ -1,9 +1,8 @@
 """Logs on stderr that never carry a secret: readable lines for a person, JSON lines otherwise.
 
-Every secret the process reads (tokens, signing secrets) is registered here; a processor replaces
-any occurrence of one in any log field with ``[redacted]``, as a last line of defence, before
-either renderer sees the event. ``[server] log_format``: ``auto`` (readable on a terminal, JSON
-when stderr is not one), ``json`` or ``console``; colours only on a terminal.
+Every secret the process reads is registered here and replaced by ``[redacted]`` in any field
+before a renderer sees the event. ``[server] log_format``: ``auto`` (readable on a terminal, else
+JSON), ``json`` or ``console``; colours only on a terminal.
 """
 
 from __future__ import annotations

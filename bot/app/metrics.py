@@ -1,21 +1,14 @@
-"""What ``/metrics`` says about the work waiting in the database: each lane's backlog and the age of
-its oldest row, the oldest write-back not yet delivered, and who holds each single-owner lease.
+"""``/metrics`` on the work waiting in the database: each lane's backlog and oldest row, the oldest
+write-back not delivered, and who holds each single-owner lease.
 
-prometheus_client collects synchronously and the store is async, so collecting never reads the
-store. ``/metrics`` awaits :meth:`StoreMetrics.refresh` (one ``lanes()`` and one ``leases()``),
-which keeps a snapshot, and only then renders; ``collect()`` turns that snapshot into samples.
-A scrape therefore shows what the database held a moment before it, never a figure left from an
-earlier scrape: when the read fails the snapshot is dropped and ``elicitbot_store_up`` is 0, so
-a dead database cannot look like an empty backlog.
+prometheus_client collects synchronously and the store is async: ``/metrics`` awaits
+:meth:`StoreMetrics.refresh` (one ``lanes()``, one ``leases()``) and ``collect()`` renders that
+snapshot. A failed read drops it and sets ``elicitbot_store_up`` 0, so a dead database never
+looks like an empty backlog. Figures are the deployment's: aggregate replicas with ``max``.
 
-The figures are the deployment's, not the replica's: every replica reads the same tables, so
-aggregate them across replicas with ``max``, never ``sum``.
-
-Lane labels grow with the channels. The ``MAX_CHAT_LANES`` deepest chat lanes get their own
-series; the rest fold into ``lane="other"`` (their rows summed, their oldest row kept, so an
-alert on the oldest age still fires). Sink lanes (one per upstream system: a handful) always
-have their own. ``elicitbot_lanes`` counts the lanes before folding. A lane with nothing waiting
-or in flight has no series (``lanes()`` returns only lanes with rows).
+The ``MAX_CHAT_LANES`` deepest chat lanes get their own series; the rest fold into
+``lane="other"`` (rows summed, oldest kept, so an age alert still fires). Sink lanes are always
+their own. ``elicitbot_lanes`` counts lanes before folding; an empty lane has no series.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The database out of reach, as HTTP clients and the log see it.
 
-A request that fails because the store cannot be reached (connection refused, the server gone,
-a connection killed under it) is answered ``503`` with ``Retry-After`` and a problem+json body
-naming the cause, and counted (``elicitbot_store_unavailable_total``); nothing was accepted, so
-the client sends it again. The log says once that the outage started and once that it ended
-(how long, how many requests were refused), never a traceback per request. Any other error
-stays a 500 with its correlation id (:class:`bot.app.http.LastResort`).
-
-The end is noticed by a request that went through: the store is pinged then (at most once per
-``PROBE_SECONDS``, in the background), so a request that never touches it cannot end it.
+A request failing because the store is unreachable gets ``503`` with ``Retry-After`` and a
+problem+json body, and is counted (``elicitbot_store_unavailable_total``); nothing was accepted,
+so the client retries. The log says once when the outage starts and once when it ends, never a
+traceback per request; other errors stay 500s (:class:`bot.app.http.LastResort`). Only a request
+that went through ends it (then the store is pinged, at most once per ``PROBE_SECONDS``).
 """
 
 from __future__ import annotations

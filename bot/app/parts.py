@@ -1,8 +1,5 @@
-"""What a part of the running service is, and what every part's factory may use.
-
-A factory (``bot.app.sources``, ``bot.app.surfaces``) builds one part from the config: a chat
-adapter, answer sinks, HTTP routers, background tasks, readiness; ``bot.app.wiring`` builds every
-part before the dispatcher that carries their effects.
+"""What a part of the running service is (chat adapter, sinks, routers, tasks, readiness), and
+what every part's factory may use.
 """
 
 from __future__ import annotations

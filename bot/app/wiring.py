@@ -1,13 +1,9 @@
 """The composition root's assembly: ``Elicitbot`` builds every part, then what carries them out.
 
-The core is the store, the service and the timekeeper; one small factory per optional part
-(``bot.app.sources``: the sources' routes and sinks, NATS, each Pinework poller;
-``bot.app.surfaces``: the web inbox, Slack, Matrix) returns what it adds — a chat adapter, answer
-sinks, HTTP routers, background tasks, readiness — so the constructor reads as a list, not a tree
-of conditionals. The dispatcher is built last, from the final chats and sinks: it decides from
-the chats which lanes' posts go out as a chain. What a part does at start and stop lives with the
-part, e.g. the Slack Socket Mode connection's token check and lease in
-adapters/slack/intake/socket.py.
+The core is the store, the service and the timekeeper; each optional part comes from a small
+factory (``bot.app.sources``, ``bot.app.surfaces``) returning what it adds, so the constructor
+reads as a list. The dispatcher is built last, from the final chats and sinks: it decides from
+the chats which lanes' posts go out as a chain. A part's start and stop live with the part.
 """
 
 from __future__ import annotations

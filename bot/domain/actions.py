@@ -1,9 +1,8 @@
 """What people do, as the core's events, and what the core says back.
 
-Every surface (Slack, Matrix, the web inbox) translates its platform payloads into one of these
-and calls :meth:`bot.domain.ports.Elicitations.act`; the core applies the answer rules (reply
-parsing, who may answer, admin-only options, claims, chat commands) and returns an
-:class:`Outcome` the surface shows. No surface judges, parses a reply or checks an admin itself.
+Every surface translates its payloads into one of these and calls
+:meth:`bot.domain.ports.Elicitations.act`; the core judges and returns an :class:`Outcome` to
+show. No surface judges, parses a reply or checks an admin itself.
 """
 
 from __future__ import annotations

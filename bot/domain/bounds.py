@@ -1,24 +1,17 @@
 """One set of bounds at intake, for every source: what an identifier or a text may hold.
 
-Every source maps its document to an :class:`~bot.domain.model.Elicitation`;
-:func:`check_elicitation` then checks that value, field by field, against one table
-(:data:`BOUNDS`), before any store sees it. A problem names the field as the source's document
-calls it (:data:`FIELD_NAMES`), else by its normalised name. Nothing is trimmed or cut: a value
-out of bounds is refused (400), so what is accepted is exactly what can be read back.
+:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` field by field against
+:data:`BOUNDS` before any store sees it, naming the field as the source calls it
+(:data:`FIELD_NAMES`). Nothing is trimmed: out of bounds is refused (400), so what is accepted is
+exactly what can be read back.
 
-Two character rules:
+- identifier (``Rule.ID``): no NUL, control character (C0, DEL, C1), line or paragraph separator,
+  lone surrogate or whitespace at either end; at most its maximum.
+- text (``Rule.TEXT``): no NUL or lone surrogate; at most its maximum.
 
-- **identifier** (``Rule.ID``): no NUL, no control character (C0, DEL, C1), no line or paragraph
-  separator, no lone surrogate, no whitespace at either end; at most its maximum.
-- **text** (``Rule.TEXT``): no NUL, no lone surrogate; at most its maximum (newlines, tabs and any
-  other character are fine).
-
-Lengths are counted in characters (Unicode code points). The identifier maxima fit the store's
-columns on SQLite and PostgreSQL alike: the narrowest id columns (workspace, board) hold 200
-characters, and a CloudEvent's source is stored as ``ce:<source>`` in a 300-character column. Free
-text has no maximum of ours: it is bounded by the request's body (:data:`TEXT_MAX`), and stored in
-the elicitation's JSON document.
-Pure: standard library and the domain only.
+Lengths are in code points. Identifier maxima fit the narrowest columns on SQLite and PostgreSQL
+(workspace, board: 200; a CloudEvent source is stored as ``ce:<source>`` in 300). Free text is
+bounded only by the request body (:data:`TEXT_MAX`).
 """
 
 from __future__ import annotations
@@ -230,7 +223,6 @@ def text_problem(value: str, *, max_length: int = TEXT_MAX, required: bool = Fal
 
 
 def _problem(value: str, max_length: int, required: bool, bad: re.Pattern[str]) -> str | None:
-    """The checks every bound makes: present when required, not too long, no bad character."""
     if not value:
         return "must not be empty" if required else None
     if len(value) > max_length:
@@ -244,26 +236,9 @@ def problem(value: str, bound: Bound) -> str | None:
     return check(value, max_length=bound.max_length, required=bound.required)
 
 
-def check_id(
-    loc: str, value: str | None, *, max_length: int = ID_MAX, required: bool = False
-) -> list[FieldProblem]:
-    """``[]`` when ``value`` is None or an acceptable identifier, else its problem at ``loc``."""
-    found = None if value is None else id_problem(value, max_length=max_length, required=required)
-    return [] if found is None else [FieldProblem(loc, found)]
-
-
-def check_text(loc: str, value: str | None, *, max_length: int = TEXT_MAX) -> list[FieldProblem]:
-    """``[]`` when ``value`` is None or an acceptable text, else its problem at ``loc``."""
-    found = None if value is None else text_problem(value, max_length=max_length)
-    return [] if found is None else [FieldProblem(loc, found)]
-
-
 def lookup_problem(value: str) -> str | None:
-    """Why ``value`` can name no elicitation (a source id or ``<source>:<source id>``), or None.
-
-    For read routes: an id that could never have been accepted is refused (400 naming ``id``)
-    without asking any store.
-    """
+    """Why ``value`` can name no elicitation (a source id or ``<source>:<source id>``), or None:
+    read routes refuse an id never acceptable (400) without asking a store."""
     return id_problem(value, max_length=KEY_MAX, required=True)
 
 
@@ -446,8 +421,3 @@ def _rename(loc: str, message: str, names: Mapping[str, Name]) -> FieldProblem:
     indexes = iter(_INDEX.findall(loc))
     renamed = _HOLE.sub(lambda _: f"[{next(indexes, '')}]", renamed)
     return FieldProblem(renamed or loc, f"{what} {message}" if what else message)
-
-
-def source_loc(source: str, loc: str) -> str:
-    """A normalised location (``options[2].id``) as ``source``'s document names it."""
-    return _rename(loc, "", FIELD_NAMES.get(source, {})).loc

@@ -1,13 +1,10 @@
-"""The words of a chat command after its verb, read the same for Slack (``/elicitbot``) and
-Matrix (``!elicitbot``): ``subscribe``'s route and who-may-decide words, and the lines
-``policy`` lists. Pure: no I/O.
+"""The words of a chat command after its verb, the same for Slack (``/elicitbot``) and Matrix
+(``!elicitbot``): ``subscribe``'s route and who-may-decide words, and the lines ``policy`` lists.
 
-``subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>] [approve_on <surfaces>]
-[anyone_may_reject]``: the policy words are read by the config's own checks
-(:mod:`bot.domain.policy`), so a chat-made route takes exactly what a ``[[routes]]`` block
-takes, refused with the same messages, prefixed with the word that is wrong. Lists are
-comma-separated (spaces around the commas are allowed). ``approve-on`` and
-``anyone-may-reject`` are read as the underscored words.
+The policy words go through the config's own checks (:mod:`bot.domain.policy`), so a chat-made
+route takes exactly what a ``[[routes]]`` block takes, refused with the same messages prefixed
+with the wrong word. Lists are comma-separated; ``approve-on`` and ``anyone-may-reject`` are read
+as the underscored words.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The values deadlines are decided with and decide (:mod:`bot.domain.deadlines` holds the rules):
-the kinds of due time, what a firing reads (:class:`FireContext`) and writes (:class:`Firing`),
-and a step of the schedule a message shows. Pure: values only. A copy, a pending timer, the
-"I'm on it" claim and an escalation are records (:mod:`bot.domain.records`: the store hands them
-back).
-
-Import them from :mod:`bot.domain.deadlines`, which re-exports every one.
+"""The values deadlines are decided with (:mod:`bot.domain.deadlines`, which re-exports them and
+holds the rules): kinds of due time, what a firing reads and writes, a schedule step.
 """
 
 from __future__ import annotations

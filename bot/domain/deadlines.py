@@ -1,38 +1,15 @@
 """Deadlines: what each due time does, the schedule a message shows, and the "I'm on it" claim.
 
-Pure: aware UTC datetimes in, values out; nothing here reads a clock or touches a store.
+Pure (aware UTC in, values out). The store fires each ``deadline`` row once, in the transaction
+that reads the elicitation as it stands, so a closed elicitation never reminds. ``subject_expired``
+and ``claim_lapse`` only refresh every copy; ``followup`` is planned when a copy is accepted.
 
-The store holds every due time (one ``deadline`` row each) and fires it once: it claims the row,
-builds a :class:`FireContext` from the elicitation *as it stands in the firing transaction*, asks
-:func:`fire` what to do and writes that (outbox rows, deliveries, a close) in the same transaction
-that marks the row fired. So a closed elicitation never reminds, whatever was planned.
-
-Kinds: ``remind``, ``escalate`` and ``expire`` come from the elicitation's deadlines at intake;
-``subject_expired`` (the approval subject's ``expiresAt``) only refreshes every copy so approving
-buttons disappear; ``followup`` is planned when a delivery is accepted by its platform;
-``claim_lapse`` refreshes every copy when an "I'm on it" claim runs out.
-
-A reminder or an escalation due while a copy is still on its way (``planned`` or ``posting``: queued
-behind a backlog, or before the first post) waits for it rather than going to no copy: the row is
-due again :data:`COPY_RETRY` later, further apart as the wait goes on (at most
-:data:`COPY_RETRY_MAX`), so a copy that never posts does not spin. The row itself moves (rather than
-a new one taking its place): a revision that plans the same due time again replaces it as it
-replaces any pending deadline. What it waits for is bounded by what it is for:
-
-- a reminder with no copy posted yet waits as long as a copy is on its way (that copy is either
-  posted, then reminded, or fails for good, then falls back to the next destination, which is on its
-  way in turn); with every copy failed for good (or only the web inbox, which has no thread) it is
-  *skipped*, with an audit entry saying why, never "fired" with nothing sent;
-- a reminder some copies can already get, and an escalation (it links the originals), wait at most
-  :data:`COPY_WAIT_CAP` for the rest, then go without them: an escalation is driven by "not answered
-  by T", never by a delivery, and a copy posted that late is itself news.
-
-A follow-up needs no wait: it is planned only when its copy was accepted by the platform.
-
-Every due-time rule — reminders, escalations, follow-ups, expiry, the claim, waiting for copies —
-and the schedule a message shows stay here, one decision table tested together; the values they
-read and write are :mod:`bot.domain.deadline_values`' and :mod:`bot.domain.records`'
-(re-exported here).
+A reminder or escalation due while a copy is still on its way (``planned``/``posting``) moves its
+row :data:`COPY_RETRY` later, backing off to :data:`COPY_RETRY_MAX`, so a copy that never posts
+does not spin. A reminder with no copy posted waits while one is on its way; with none left (or
+only the web inbox, which has no thread) it is skipped and audited, never "fired" with nothing
+sent. A reminder some copies can get, and an escalation, wait at most :data:`COPY_WAIT_CAP`:
+an escalation is driven by "not answered by T", and a copy posted that late is itself news.
 """
 
 from __future__ import annotations
@@ -75,8 +52,7 @@ from bot.domain.records import WEB, Claim, Copy, DeliveryState, Escalation, Orig
 from bot.domain.wording import named
 from bot.domain.writes import PlannedDeadline
 
-# Callers import the values from here; the functions below are public too (``__all__`` only
-# names what is re-exported).
+# ``__all__`` names only what is re-exported; the functions below are public too.
 __all__ = [
     "CLAIM_LAPSE",
     "ESCALATE",
@@ -135,14 +111,13 @@ def expired_at_intake(e: Elicitation, now: datetime) -> bool:
 def followup_due(
     route: Route, accepted: Copy, copies: Sequence[Copy], accepted_at: datetime
 ) -> datetime | None:
-    """When the next destination gets it if nobody has answered; None: no follow-up.
-
-    Only a primary copy has one, only when the route sets ``followup_seconds``, and only while a
-    later destination still waits (the last destination has none).
-    """
-    if route.followup_seconds == 0 or accepted.purpose != PRIMARY:
-        return None
-    if next_waiting(copies, after=accepted.position) is None:
+    """When the next destination gets it if nobody has answered; None: no follow-up (not a
+    primary copy, no ``followup_seconds``, or no later destination waiting)."""
+    if (
+        route.followup_seconds == 0
+        or accepted.purpose != PRIMARY
+        or next_waiting(copies, after=accepted.position) is None
+    ):
         return None
     return accepted_at + timedelta(seconds=route.followup_seconds)
 
@@ -176,11 +151,9 @@ def timeout_option(e: Elicitation) -> Option | None:
     wanted = (e.deadlines.on_timeout or "").strip().lower()
     if wanted not in ("approve", "deny"):
         return None
-    by_outcome = next((o for o in e.options if (o.outcome or "").lower() == wanted), None)
-    if by_outcome is not None:
-        return by_outcome
     meaning = Meaning.APPROVE if wanted == "approve" else Meaning.REJECT
-    return next((o for o in e.options if o.meaning is meaning), None)
+    by_outcome = next((o for o in e.options if (o.outcome or "").lower() == wanted), None)
+    return by_outcome or next((o for o in e.options if o.meaning is meaning), None)
 
 
 def timeout_closing(e: Elicitation, now: datetime) -> Closing:
@@ -203,18 +176,14 @@ def timeout_closing(e: Elicitation, now: datetime) -> Closing:
 
 
 def reminder_text(e: Elicitation) -> str:
-    """The reminder said in a copy's thread, naming the request as :func:`~bot.domain.wording.
-    named` does."""
     return f"⏰ Reminder: “{named(e)}” is still waiting for an answer."
 
 
 def reminders(
     e: Elicitation, route: Route, copies: Sequence[Copy], votes: Sequence[Vote] = ()
 ) -> tuple[ThreadNotice, ...]:
-    """One notice in the thread of every live copy, mentioning the people there who are still
-    wanted (:func:`still_wanted`)."""
-    text = reminder_text(e)
-    wanted = still_wanted(e, route, votes)
+    """One notice in the thread of every live copy, mentioning who is :func:`still_wanted`."""
+    text, wanted = reminder_text(e), still_wanted(e, route, votes)
     return tuple(
         ThreadNotice(
             delivery_id=c.id,
@@ -229,13 +198,12 @@ def reminders(
 
 
 def still_wanted(e: Elicitation, route: Route, votes: Sequence[Vote] = ()) -> tuple[str, ...]:
-    """Whom a reminder mentions: with ``approvers``, the approvers named as people who have not
-    voted on the subject as it stands (rule 9: "may approve" is who is wanted, not "gets
-    pinged"); without any named person among them, the route's ``mention`` people who have not
-    voted; without approvers, ``mention``."""
-    voted = {v.respondent for v in current(e, votes)}
+    """Whom a reminder mentions: with ``approvers``, the approvers named as people (else the
+    route's ``mention``) who have not voted on the subject as it stands ("may approve" is who is
+    wanted, not who gets pinged); without approvers, ``mention``."""
     if route.approvers is None:
         return route.mention
+    voted = {v.respondent for v in current(e, votes)}
     people = [a.value for a in approvers_of(route.approvers) or () if a.kind is ApproverKind.PERSON]
     return tuple(p for p in (people or route.mention) if p not in voted)
 
@@ -266,22 +234,16 @@ def escalation_posts(
 def waiting_since(ctx: FireContext) -> datetime:
     """When this deadline first came due and found a copy on its way (else: its due time)."""
     raw = (ctx.detail or {}).get(WAITING_SINCE)
-    if isinstance(raw, str):
-        try:
-            since = datetime.fromisoformat(raw)
-        except ValueError:
-            return ctx.due_at
-        return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
-    return ctx.due_at
+    try:
+        since = datetime.fromisoformat(raw) if isinstance(raw, str) else ctx.due_at
+    except ValueError:
+        return ctx.due_at
+    return since if since.tzinfo is not None else since.replace(tzinfo=UTC)
 
 
 def wait_for_copies(ctx: FireContext, coming: Sequence[Copy], *, capped: bool) -> Firing | None:
-    """Wait for ``coming`` (copies on their way), or None: go now.
-
-    The next look is :data:`COPY_RETRY` away, then as far as it has waited so far, at most
-    :data:`COPY_RETRY_MAX`; ``capped``: never past :data:`COPY_WAIT_CAP` after it first came due
-    (then it goes without them). Only the first wait is audited, so a long wait is one entry.
-    """
+    """Wait for ``coming`` (copies on their way), or None: go now. ``capped``: never past
+    :data:`COPY_WAIT_CAP` after it first came due. Only the first wait is audited."""
     if not coming:
         return None
     since = waiting_since(ctx)
@@ -359,7 +321,7 @@ def fire(ctx: FireContext, *, admins: Collection[str] = frozenset()) -> Firing:
     if ctx.status is not Status.PENDING:
         return Firing()
     e, now, kind = ctx.elicitation, ctx.now, ctx.kind
-    held = ctx.claim if ctx.claim is not None and ctx.claim.active(now) else None
+    held = active_claim(ctx.claim, now)
     if kind in PAUSED_BY_CLAIM and held is not None:
         return Firing(
             defer_to=held.until, audit="deferred", detail={"kind": kind, "claimed_by": held.by}
@@ -409,12 +371,9 @@ def schedule(
     now: datetime,
     claim: Claim | None = None,
 ) -> tuple[ScheduleStep, ...]:
-    """What will happen if nobody answers: reminder · next channel · escalation · expiry.
-
-    Built from the pending deadlines (so it is the same after a restart) and shortened as steps
-    fire. Escalation and follow-up held by an active claim show the time the claim lapses.
-    """
-    held = claim if claim is not None and claim.active(now) else None
+    """What will happen if nobody answers, from the pending deadlines (so the same after a
+    restart); steps held by an active claim show when it lapses."""
+    held = active_claim(claim, now)
     steps: list[ScheduleStep] = []
     for timer in timers:
         at, held_by = timer.due_at, None

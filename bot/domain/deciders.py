@@ -1,26 +1,20 @@
-"""Answer rule 9 for one route: may this person decide, and does an approving choice count
-on this surface. Pure: :func:`bot.domain.rules.who_may_decide` asks it after rules 1-3.
+"""Answer rule 9 for one route: may this person decide, and does an approving choice count on
+this surface. Asked by :func:`bot.domain.rules.who_may_decide` after rules 1-3.
 
-- With ``approvers``, only an eligible person (:func:`bot.domain.quorum.eligible`) decides:
-  others are refused and told who may, except that ``anyone_may_reject`` lets anyone choose a
-  rejecting option.
-- With ``approve_on``, an approving option counts only on the surfaces it names.
-
-The refusal says who may decide by name (what the surface put in ``Standing.names``, else the
-entry) and is told once per question and person (``Refusal.once``): the shell asks the store
-whether it was told before and, if so, says only :data:`TOLD_BEFORE`
-(:func:`bot.domain.judge.told_before`).
+With ``approvers`` only an eligible person (:func:`bot.domain.quorum.eligible`) decides, except
+that ``anyone_may_reject`` lets anyone reject; with ``approve_on`` approving counts only on the
+surfaces named. A refusal names who may decide and is told once per question and person
+(``Refusal.once``); after that only :data:`TOLD_BEFORE` (:func:`bot.domain.judge.told_before`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from bot.domain.described import SURFACE_NAMES
 from bot.domain.model import Elicitation, Identity, Option, People, Refusal, RefusalCode, Route
 from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approver
 from bot.domain.quorum import approvers_of, eligible
-
-SURFACE_NAMES = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
 
 
 def surface_of(via: str) -> str:
@@ -29,8 +23,8 @@ def surface_of(via: str) -> str:
 
 
 def _readable(entry: str, names: Mapping[str, str]) -> str:
-    """One entry by name: the name the surface found (a person's, a Slack group's handle), a
-    web user's name after ``web:``, a power level or the admins in words; else as written."""
+    """One entry by name: the surface's name for it, a web user's name, a power level or the
+    admins in words; else as written."""
     if entry == "admins":
         return "the workspace admins"
     if (a := parse_approver(entry)).kind is ApproverKind.MATRIX_POWER:
@@ -60,8 +54,7 @@ def is_approver(route: Route, who: Identity, standing: Standing, people: People)
 
 
 def _power_unknown(route: Route, who: Identity, standing: Standing) -> bool:
-    """A Matrix person refused only because their power level was not known: the route names
-    a power level and the surface could not read theirs."""
+    """The route names a power level and the surface could not read this Matrix person's."""
     return (
         who.platform == "matrix"
         and standing.power is None
@@ -72,13 +65,9 @@ def _power_unknown(route: Route, who: Identity, standing: Standing) -> bool:
 def not_approver(
     route: Route, standing: Standing = NO_STANDING, *, power_unknown: bool = False
 ) -> Refusal:
-    """Who may decide, by name (:attr:`Standing.names`, else the entry); and, when the surface
-    could not read whether the person is in one of the route's approver groups (a failed
-    lookup, which counts as not in it) or their power level, that too.
-
-    The plain refusal is told ``once`` per question and person (a repeat attempt hears
-    :data:`TOLD_BEFORE`); one that says a lookup failed asks them to try again, so it is told
-    every time."""
+    """Who may decide, by name; and which group or power-level lookup failed (counting as not
+    in it). Told ``once`` per question and person, unless a lookup failed: that asks them to
+    try again, so it is told every time."""
     entries = route.approvers or ()
     names = standing.names
     message = f"Only the approvers of this route can decide: {readable(entries, names)}."
@@ -99,8 +88,8 @@ TOLD_BEFORE = (
     "Not counted: you are not one of this route's approvers (you were told who may decide at "
     "your first try on this request)."
 )
-"""What a person refused as no approver hears on a later attempt on the same question, where the
-surface must say something (a Slack click, the web inbox); Matrix says nothing more."""
+"""A later refusal as no approver, where the surface must say something (a Slack click, the web
+inbox); Matrix says nothing more."""
 
 
 def may_take_part(
@@ -132,8 +121,8 @@ def may_choose(
 
 
 def counts_only_in(surfaces: Sequence[str]) -> str:
-    """``Approving this request counts only in the web inbox``: what a copy on another surface
-    says instead of offering an approving option, and what refuses one chosen there."""
+    """``Approving this request counts only in the web inbox``: said instead of an approving
+    option elsewhere, and when refusing one chosen there."""
     where = " or ".join(SURFACE_NAMES.get(s, s) for s in surfaces)
     return f"Approving this request counts only in {where}"
 
@@ -162,8 +151,8 @@ def approve_here(route: Route, option: Option, via: str | None) -> Refusal | Non
 
 
 APPROVE_IN_WEB = "Approve in the web inbox"
-"""What a chat copy puts where an approving option was when only the web inbox counts it: a
-Slack link button's label, the start of a Matrix line with the link."""
+"""Where a chat copy's approving option was when only the web inbox counts it (a Slack link
+button's label, a Matrix line's start)."""
 
 
 def links_to_web(approve_on: Sequence[str] | None) -> bool:
@@ -172,11 +161,12 @@ def links_to_web(approve_on: Sequence[str] | None) -> bool:
 
 
 def linked_refusal(refusal: Refusal, route: Route, link: str) -> Refusal:
-    """An approve refused because it counts only elsewhere (:func:`approve_here`), with the
-    inbox page when the web inbox is where it counts: ``… is not taken here. Approve in the web
-    inbox: <link>``. Any other refusal unchanged."""
-    if refusal.code is not RefusalCode.APPROVE_ELSEWHERE or not links_to_web(route.approve_on):
-        return refusal
-    if not link:
+    """An :func:`approve_here` refusal with the inbox page when the web inbox is where approving
+    counts (``… Approve in the web inbox: <link>``); any other refusal unchanged."""
+    if (
+        refusal.code is not RefusalCode.APPROVE_ELSEWHERE
+        or not links_to_web(route.approve_on)
+        or not link
+    ):
         return refusal
     return Refusal(code=refusal.code, message=f"{refusal.message} {APPROVE_IN_WEB}: {link}")

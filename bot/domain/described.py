@@ -9,6 +9,7 @@ from bot.domain.model import Answer, Elicitation
 
 DESCRIBE_TEXT_LIMIT = 200
 """Code points of an answer's text shown in "already answered" and result messages."""
+SURFACE_NAMES = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}
 
 
 def describe_answer(e: Elicitation, answer: Answer) -> str:
@@ -23,20 +24,19 @@ def describe_answer(e: Elicitation, answer: Answer) -> str:
         option = e.option(option_id)
         parts.append(option.label if option is not None else option_id)
     labels = ", ".join(parts)
-    quoted = ""
-    if answer.text is not None and answer.text.strip():
-        flat = " ".join(answer.text.split())
-        if len(flat) > DESCRIBE_TEXT_LIMIT:
-            flat = flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
-        quoted = f"“{flat}”"
+    quoted = f"“{_flat(answer.text)}”" if answer.text is not None and answer.text.strip() else ""
     if labels and quoted:
         return f"{labels}: {quoted}"
     return labels or quoted or "Acknowledged"
 
 
+def clip(text: str) -> str:
+    """At most :data:`DESCRIBE_TEXT_LIMIT` code points, ``…`` marking a cut."""
+    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+
+
 def _flat(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= DESCRIBE_TEXT_LIMIT else flat[: DESCRIBE_TEXT_LIMIT - 1] + "…"
+    return clip(" ".join(text.split()))
 
 
 def _describe_form(e: Elicitation, answers: dict[str, Any], comment: str | None) -> str:
@@ -59,4 +59,4 @@ def _describe_form(e: Elicitation, answers: dict[str, Any], comment: str | None)
 
 def platform_name(via: str) -> str:
     platform = via.split(":", 1)[0]
-    return {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox"}.get(platform, platform)
+    return SURFACE_NAMES.get(platform, platform)

@@ -1,17 +1,11 @@
 """Answer rule 2's surface half: what you see is what you approve.
 
-An approving option is offered, and accepted, on a surface only where that surface showed the
-person the whole decisive content the decision's digest / ``content_hash`` covers: the question,
-every preview item (which carries the tool and its arguments, the command, the SQL, the diff, the
-email's recipients and subject). Where a message cannot hold it, the message says so and offers a
-review that holds everything (a Slack modal, the Matrix thread, the web inbox) with the decision
-inside it; rejecting options stay available everywhere.
-
-A surface says what it showed with a :class:`~bot.domain.model.Disclosure`: the renderer that
-built the message decides ``whole`` (it knows what it cut), and the surface the person acted on
-passes that disclosure with the action. Nothing here renders: :func:`decisive` names the strings
-a surface must show whole, so a test can check a renderer that claims ``whole`` against its
-output.
+An approving option is offered and accepted on a surface only where it showed the whole
+decisive content its digest / ``content_hash`` covers (the question and every preview item).
+Where a message cannot hold it, it says so and offers a review that does (a Slack modal, the
+Matrix thread, the web inbox); rejecting options stay available everywhere. The renderer decides
+:class:`~bot.domain.model.Disclosure` ``whole`` (it knows what it cut) and the action carries it;
+:func:`decisive` names the strings to show whole, so a test can check that claim.
 """
 
 from __future__ import annotations

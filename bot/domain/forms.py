@@ -1,13 +1,9 @@
 """Forms: several questions answered at once (handup ``input.questions``), as pure functions.
 
-An answer to a form is ``{question id: {"selected": [option labels], "text": str | None}}``,
-the shape of handup's ``Answer`` definition, carried in ``Attempt.fields["answers"]`` and sent
-as ``decision.fields.answers``. :func:`check_answers` applies the spec's rules to it: every
-question answered; ``selected`` only offered labels, distinct, at most one unless the question is
-``multi``; ``text`` only where the question takes a typed answer (``allow_free_text``, or no
-options), within the text bound. :func:`parse_form_reply` reads the thread-reply form of it,
-``1: a; 2: b, c; 3: some words`` (one answer per line works too), so Slack and Matrix threads
-answer a form in one message.
+An answer is ``{question id: {"selected": [option labels], "text": str | None}}`` (handup's
+``Answer``), carried in ``Attempt.fields["answers"]`` and sent as ``decision.fields.answers``.
+:func:`check_answers` applies the spec's rules; :func:`parse_form_reply` reads a thread reply
+``1: a; 2: b, c; 3: some words`` (or one answer per line), so a thread answers a form at once.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """One judgement per action: the stored state and what a person did in, what to show them and
 what to write out. Pure: no store, no clock (``now`` is passed in), no surface.
 
-:func:`judge` takes the elicitation as the store read it and an action (a choice, a reply, a
-form, a claim, Reply…/Review…) and returns a :class:`Judgement`: the :class:`Outcome` the
-surface shows and the one write that makes it true. Who is answering, what is offered on the
-surface the action came from (its ``shown``), what a reply means and why a question is closed
-are all decided here, by the answer rules (:mod:`bot.domain.rules`; who may decide is the one
-rule :func:`~bot.domain.rules.who_may_decide`). Surfaces translate and show; they never judge.
+:func:`judge` returns a :class:`Judgement`: the :class:`Outcome` the surface shows and the one
+write that makes it true. Who is answering, what the surface offered (its ``shown``), what a
+reply means and why a question is closed are decided here by :mod:`bot.domain.rules` (who may
+decide: :func:`~bot.domain.rules.who_may_decide`); surfaces never judge.
 
-The writes are conditional where the outcome depends on the state: an answer or a vote is
-recorded only while the elicitation is still pending, not expired and at the version this
-judgement read (first valid answer wins; a new revision or digest in between is judged again,
-and rule 2 then refuses approving the one the person saw), a claim only while it is pending.
-When such a write loses, the shell judges again on the state the store returned
-(:func:`after_lost`) rather than making up a refusal.
+An answer or vote is written only while the elicitation is pending, not expired and at the
+version judged (first valid answer wins; a revision in between is judged again), a claim only
+while pending. A lost write is judged again on the state the store returned (:func:`after_lost`).
 """
 
 from __future__ import annotations
@@ -135,46 +130,34 @@ def judge(
         return judge_attempt(stored, attempt, people, now, route=route)
     if isinstance(action, Reply):
         return _reply(stored, action, people, now, route)
-    if isinstance(action, Choose):
-        attempt = Attempt(
-            respondent=action.who,
-            option_ids=action.option_ids,
-            via=action.via,
-            revision=action.revision,
-            digest=action.digest,
-            shown=action.shown,
-            standing=action.standing,
-        )
+    seen: dict[str, Any] = {
+        "respondent": action.who,
+        "option_ids": action.option_ids,
+        "via": action.via,
+        "revision": action.revision,
+        "digest": action.digest,
+        "shown": action.shown,
+        "standing": action.standing,
+    }
+    if isinstance(action, Submit):
+        attempt = Attempt(**seen, text=action.text, secret=action.secret, fields=action.fields)
+    else:
+        attempt = Attempt(**seen)
         if action.form and stored.status is Status.PENDING:
             option = _needs_comment(stored, attempt, people, now, route)
             if option is not None:
                 return Judgement(Outcome(OutcomeKind.FORM, action.key, option_id=option))
-        return judge_attempt(stored, attempt, people, now, route=route)
-    attempt = Attempt(
-        respondent=action.who,
-        option_ids=action.option_ids,
-        text=action.text,
-        secret=action.secret,
-        via=action.via,
-        fields=action.fields,
-        revision=action.revision,
-        digest=action.digest,
-        shown=action.shown,
-        standing=action.standing,
-    )
     return judge_attempt(stored, attempt, people, now, route=route)
 
 
 def not_found(key: ElicitationKey) -> Outcome:
-    """What an action on an elicitation elicitbot does not know says."""
     return Outcome(OutcomeKind.NOT_FOUND, key, NOT_FOUND_TEXT)
 
 
 def judge_command(command: Command, people: People, *, web_groups: bool = True) -> CommandResult:
-    """A chat command read (:func:`~bot.domain.actions.parse_command`) and checked against who
-    may run it: final when it is help, unreadable or ``refused``; otherwise the verb the shell
-    carries out (its routes are the shell's to change). ``web_groups``: the web inbox reads
-    groups (``[web] groups_header``), so ``web-group:`` approvers can be met."""
+    """A chat command read and checked against who may run it: final when help, unreadable or
+    ``refused``, else the verb the shell carries out. ``web_groups``: the web inbox reads groups
+    (``[web] groups_header``), so ``web-group:`` approvers can be met."""
     parsed = parse_command(command.text)
     if parsed.problem is not None or parsed.verb == "help":
         return parsed
@@ -242,10 +225,8 @@ def refused(
 
 
 def told_before(judgement: Judgement) -> Judgement:
-    """A refusal told once per question (:attr:`RecordRefusal.once`) that the store says this
-    person was already told: the outcome is marked ``repeated`` and says only
-    :data:`~bot.domain.deciders.TOLD_BEFORE` (a surface that need not answer says nothing); the
-    audit row is still written. Any other judgement is returned as it is."""
+    """A ``once`` refusal the store says this person was already told: marked ``repeated``,
+    saying only :data:`~bot.domain.deciders.TOLD_BEFORE`; the audit row is still written."""
     write, outcome = judgement.write, judgement.outcome
     if not isinstance(write, RecordRefusal) or not write.once or outcome.refusal is None:
         return judgement
@@ -299,8 +280,7 @@ def attempt_audit(attempt: Attempt) -> dict[str, Any]:
 def _needs_comment(
     stored: StoredElicitation, attempt: Attempt, people: People, now: datetime, route: Route | None
 ) -> str | None:
-    """The one option picked, when it needs a comment and this person may pick it on the
-    surface that showed ``attempt.shown`` (:func:`~bot.domain.rules.who_may_decide`): the form
+    """The one option picked, when it needs a comment and this person may pick it here: the form
     opens for it. Otherwise the choice is judged as it is (and refused)."""
     if len(attempt.option_ids) != 1:
         return None
@@ -360,10 +340,9 @@ def _claim(
     else:
         e, standing = stored.elicitation, action.standing
         refusal = rules.who_may_decide(e, who, people, route=route, standing=standing)
+        # Only an approver claims: rejecting by anyone does not pause the escalation.
         if refusal is None and route is not None and not is_approver(route, who, standing, people):
-            refusal = not_approver(
-                route, standing
-            )  # rejecting by anyone does not pause the escalation
+            refusal = not_approver(route, standing)
     if refusal is not None:
         outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
         detail = {"claim": True, "message": refusal.message}

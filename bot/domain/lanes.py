@@ -1,29 +1,18 @@
 """Lanes: effects are dispatched per lane, so a backlog in one never delays another.
 
-- ``chat:<destination>``: the posts, updates, seeded reactions and notices of one channel or
-  room. Messages first: while a lane has a post it could make now, nothing else of that lane is
-  claimed (a burst of 50 questions shows all 50 before the first one's reactions, edits and
-  notices). A post the platform paces (Slack: one a second per channel) is claimed as soon as the
-  post before it is done, ahead of its lane's pace, and waits for its slot in the adapter: the
-  claim, its reads and the shared slot's reservation overlap the platform's interval, so the
-  only wait between two posts of a busy channel is that interval. Until the pace comes it is not
-  "a post it could make now", so the channel's updates and notices go out between its posts.
-- ``sink:<source>``: the write-backs to one upstream system; each is independent of the others,
-  so several go at once.
+- ``chat:<destination>``: one channel's or room's posts, updates, seeds and notices. Posts first
+  (a burst of 50 shows all 50 before any reaction or edit). A paced post (Slack: one a second per
+  channel) is claimed once the post before it is done and waits for its slot in the adapter, so
+  the only wait between two posts is the platform's interval; until then the channel's updates
+  and notices go out between posts. At most one post and one update are in flight per lane.
+  An unpaced lane (``chained``: Matrix, the web inbox) claims its due posts as one chain of up to
+  ``POST_CHAIN``, sent by one task.
+- ``sink:<source>``: write-backs to one upstream; independent, so several go at once.
 
-Within a chat lane at most one post and one update are in flight, so a rewrite waiting on the
-platform's update budget never holds back the channel's reminders. A lane of a platform that
-sets no pace (Matrix, the web inbox: ``chained``) has its due posts claimed as one chain of up to
-``POST_CHAIN``, sent together by one task: a burst is posted as fast as the homeserver takes
-events.
-
-After a failure the lane is probed, not flooded: a chat lane's later posts wait behind the post
-that failed (questions appear in the order they came, outage or not), and a sink whose
-write-back failed is ``down`` (:func:`down_key`): one write-back at a time is tried, at most
-``PROBE_CEILING`` apart, until one goes through; then every waiting one is due at once.
-
-Every replica claims from the same table: a lane's bound counts every live claim on it, whoever
-holds it, so a channel has at most ``CHAT_LANE_SLOTS`` effects in flight in the whole deployment.
+After a failure a lane is probed, not flooded: a chat lane's later posts wait behind the failed
+one (questions keep their order), and a failed sink is ``down`` (:func:`down_key`): one write-back
+at a time, at most ``PROBE_CEILING`` apart, until one goes through. A lane's bound counts every
+replica's live claims (``CHAT_LANE_SLOTS`` per channel in the whole deployment).
 """
 
 from __future__ import annotations

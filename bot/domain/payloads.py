@@ -1,9 +1,7 @@
 """An outbox row's payload: one frozen type per effect kind, and the JSON the row stores.
 
-The JSON is what rows have always held, so rows written before these types read the same: a
-post's ``{"purpose": "escalation"}`` on an escalation copy (nothing on a primary one), a notice's
-fields, a write-back's ``{"round": n}``; an update and a seed store nothing. A field missing or
-not understood takes its default, as the dispatcher always read it.
+The JSON is what rows have always held, so older rows read the same; a field missing or not
+understood takes its default.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What each write of the store does, decided here: intake, revision, a post accepted or failed for
-good, a waiting copy's turn, a claim, and what a fired deadline writes.
-
-Pure: each function gets the state the store read in its transaction (the elicitation, its route,
-its copies, its status) and returns a :class:`~bot.domain.writes.WriteSet`, which the store applies
-in that transaction (see :mod:`bot.domain.writes` for the order and the fences).
+"""What each write of the store does: intake, revision, a post accepted or failed for good, a
+waiting copy's turn, a claim, a fired deadline. Pure: from the state the store read in its
+transaction to a :class:`~bot.domain.writes.WriteSet` it applies there.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from bot.domain.records import (
 )
 from bot.domain.refs import InboxRef
 from bot.domain.views import source_name
+from bot.domain.wording import one_line, sentence
 from bot.domain.writes import (
     SYSTEM,
     Activation,
@@ -478,7 +476,7 @@ def refused_notice(e: Elicitation, wb: Writeback) -> str:
     """The private message to the person whose answer the upstream refused."""
     upstream = source_name(e)
     what = "" if wb.refused is None else f" ({describe_answer(e, wb.refused)})"
-    error = " ".join((wb.error or "no reason given").split())
+    error = one_line(wb.error or "no reason given")
     if wb.gave_up:
         return (
             f"{upstream[:1].upper()}{upstream[1:]} could not be reached to deliver your "
@@ -490,5 +488,4 @@ def refused_notice(e: Elicitation, wb: Writeback) -> str:
         if wb.reopened
         else "The question is closed there, so it cannot be answered again here."
     )
-    error = error if error.endswith((".", "!", "?")) else f"{error}."
-    return f"Your answer{what} was not accepted by {upstream}: {error} {then}"
+    return f"Your answer{what} was not accepted by {upstream}: {sentence(error)} {then}"

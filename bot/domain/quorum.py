@@ -1,14 +1,9 @@
 """Answer rule 9 — who may decide, and how many must agree. Pure: no I/O, no clock.
 
-- :func:`eligible`: whether a person may decide a route's question, from the route's approver
-  entries (:mod:`bot.domain.policy`) and what the surface knows of them (:class:`Standing`: their
-  Slack user groups, their power level in the Matrix room, their web groups).
-- :func:`tally`: the approving votes that count toward a quorum: one per person (the same person
-  on two surfaces, linked by ``[people.principals]``, is one), only for the approval subject's
-  current revision and digest (a new one clears the votes).
-- :func:`decided_option`: which approving option a reached quorum decides.
-
-The asker never counts: rule 1 refuses them before a vote is taken.
+:func:`eligible` decides from the route's approver entries and what the surface knows
+(:class:`Standing`); :func:`tally` counts one approving vote per person (linked by
+``[people.principals]`` across surfaces) on the subject's current revision and digest;
+:func:`decided_option` is what a reached quorum decides. The asker never counts (rule 1).
 """
 
 from __future__ import annotations

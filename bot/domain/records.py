@@ -22,9 +22,8 @@ if TYPE_CHECKING:
 
 
 class DeliveryState(StrEnum):
-    """One copy's life: ``waiting`` for its turn (a follow-up), ``planned`` (a post is queued),
-    ``posting`` (claimed by a dispatcher), ``posted`` (the platform accepted it), ``failed`` (for
-    good), ``skipped`` (closed before its turn)."""
+    """``waiting`` for its turn (a follow-up), ``planned`` (post queued), ``posting`` (claimed),
+    ``posted`` (accepted), ``failed`` (for good), ``skipped`` (closed before its turn)."""
 
     WAITING = "waiting"
     PLANNED = "planned"
@@ -40,16 +39,13 @@ class Purpose(StrEnum):
 
 
 class EffectKind(StrEnum):
-    """What an outbox row does."""
-
     POST = "post"
     UPDATE = "update"
     NOTIFY = "notify"
     WRITEBACK = "writeback"
     SEED = "seed"
-    """What a posted copy needs after its post, on platforms that answer by reaction (Matrix:
-    one keycap per option): queued when the post completes, behind every post its lane still
-    has to make, so a burst shows every question before the first one's reactions."""
+    """Reactions to answer by (Matrix keycaps), queued when the post completes behind the lane's
+    remaining posts, so a burst shows every question before any reactions."""
 
 
 class EffectState(StrEnum):
@@ -77,7 +73,6 @@ class DeadlineState(StrEnum):
 
 class IntakeResult(StrEnum):
     ACCEPTED = "accepted"
-    """New."""
     UPDATED = "updated"
     """The same elicitation, and what people see changed."""
     UNCHANGED = "unchanged"
@@ -88,7 +83,6 @@ class IntakeResult(StrEnum):
 
 class FireOutcome(StrEnum):
     FIRED = "fired"
-    """It acted."""
     DEFERRED = "deferred"
     """Held by a claim: a new row at the claim's lapse takes its place."""
     IDLE = "idle"
@@ -97,8 +91,7 @@ class FireOutcome(StrEnum):
     """A copy it needs is still on its way (``planned`` / ``posting``): nothing was sent, and the
     row itself is pending again, due a few seconds later."""
     SKIPPED = "skipped"
-    """Nothing to send it to (no copy in a chat was posted, and none is on its way): its audit
-    entry says why, and the row is cancelled."""
+    """No copy in a chat posted or on its way: audited, and the row is cancelled."""
     LOST = "lost"
     """Not ours to fire any more: another claimer took it after our lease ran out, or an answer,
     expiry, cancellation or revision removed it."""
@@ -112,8 +105,6 @@ class NoticeKind(StrEnum):
 
 @dataclass(frozen=True)
 class IntakeItem:
-    """One accepted inbound elicitation, ready to store."""
-
     channel: str
     """Dedupe namespace of the inbound id, e.g. ``ce:<cloudevents source>``."""
     inbound_id: str

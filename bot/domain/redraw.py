@@ -1,13 +1,10 @@
 """Which waiting questions' copies are drawn again when who may decide changes. Pure.
 
-A copy shows what its policy route says at render time (where approving counts, rule 9), so a
-copy already in a channel is stale once that route's policy changes: an admin re-subscribing a
-channel with ``approve_on web`` expects the Approve buttons there to become the inbox link.
-:func:`redrawn` compares each pending elicitation's policy route (first match wins,
-:func:`bot.domain.routing.resolve_route`) before and after the change and names those whose
-policy differs; the store then queues one coalesced ``update`` per posted chat copy
-(:func:`redraw_writes`). An elicitation an earlier route (a config route listed first) matches
-is not touched by a chat route's change.
+A copy shows its policy route at render time (rule 9), so a route's policy change (say
+``approve_on web``: Approve buttons become the inbox link) makes it stale. :func:`redrawn`
+names the pending elicitations whose first-matching route's policy differs before and after;
+:func:`redraw_writes` queues one coalesced ``update`` per posted chat copy. One an earlier
+(config) route matches is not touched by a chat route's change.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Where a posted copy lives on its platform: typed message refs.
 
-Each platform has its own ref type; the store keeps a ref as the JSON :meth:`to_json` writes
-(``{"channel", "ts", "key"}`` for Slack, ``{"room_id", "event_id", "key"}`` for Matrix (plus
-``"full_in_thread": true`` when the whole request went into the message's thread),
-``{"inbox": <elicitation key>}`` for the web inbox) and reads it back with :func:`ref_from_json`.
-A ref's :attr:`key` is indexed: it finds the elicitation of a message people react to or reply
-under (Slack ``<channel>/<ts>``, Matrix ``<event_id>``).
+The store keeps a ref as :meth:`to_json` writes it (Slack ``{"channel", "ts", "key"}``, Matrix
+``{"room_id", "event_id", "key"}`` plus ``"full_in_thread": true`` when the whole request went
+into the thread, the web ``{"inbox": <key>}``) and reads it with :func:`ref_from_json`. The
+indexed :attr:`key` finds the elicitation of a message reacted or replied to.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Thread replies as answers (answer rule 6; the rules are :mod:`bot.domain.rules`).
 
-A reply on an options question answers when it names one option: by its 1-based number
-(``2``, ``#2``, ``2.``), its id or its label, compared case-insensitively with whitespace
-collapsed. On a free-text question the reply is the answer. Otherwise the bot explains how to
-answer. Parsing never raises and never judges: an over-long text is returned whole for the
-rules to refuse with the limit stated.
+A reply names one option by 1-based number (``2``, ``#2``, ``2.``), id or label (case and
+whitespace ignored); on a free-text question it is the answer. Parsing never raises or judges:
+an over-long text is returned whole for the rules to refuse.
 """
 
 from __future__ import annotations

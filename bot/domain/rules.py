@@ -1,12 +1,9 @@
-"""The answer rules (DESIGN.md "Answer rules" 1-5 and 7), as pure functions.
+"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC).
 
-Rule 2 has two halves: the elicitation's own (preview complete, subject not expired) and the
-surface's (it showed the whole decisive content, :mod:`bot.domain.disclosure`); an approving
-option is offered and accepted only where both hold.
-
-Every outcome is a value: an :class:`~bot.domain.model.Answer` to record or a
-:class:`~bot.domain.model.Refusal` to tell the one refused. Nothing here raises on an attempt,
-reads a clock or touches a store; ``now`` is passed in (aware UTC, server time).
+Rule 2 has two halves: the elicitation's (preview complete, subject not expired) and the
+surface's (:mod:`bot.domain.disclosure`); approving is offered and accepted only where both
+hold. Every outcome is a value (an :class:`~bot.domain.model.Answer` or a
+:class:`~bot.domain.model.Refusal`); nothing raises on an attempt.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from bot.domain import deciders, forms
 from bot.domain.described import describe_answer, platform_name
@@ -39,6 +37,7 @@ MAX_FREE_TEXT = 32_768
 
 _TEXT_ONLY_MODES = frozenset({AnswerMode.FREE_TEXT, AnswerMode.SECRET})
 
+_WRITE_AN_ANSWER = "Write an answer; it cannot be empty."
 USE_PRIVATE_FORM = (
     "This answer is a secret: use the private form (Reply… button or web inbox), "
     "not a chat message."
@@ -98,13 +97,10 @@ def offered_options(
     approve_on: Sequence[str] | None = None,
 ) -> tuple[OfferedOption, ...]:
     """Every option in order, as the surface that ``shown`` describes offers them: approving ones
-    are ``offered=False`` while withheld (preview incomplete, subject expired), on a ``surface``
-    the route's ``approve_on`` does not name (``elsewhere``, rule 9), or where that surface did
-    not show the whole decisive content (rule 2); their ``withheld_reason`` says why, in that
-    order (approving elsewhere is said before a cut: reviewing here would not make it count).
-
-    Admin-only options are offered (to everyone, DESIGN "Options shown") and marked.
-    """
+    are withheld while the subject is (:func:`approving_withheld`), on a ``surface`` the route's
+    ``approve_on`` does not name (rule 9), or where the surface cut the decisive content (rule
+    2), ``withheld_reason`` saying why in that order (elsewhere before a cut: reviewing here
+    would not make it count). Admin-only options are offered to everyone, and marked."""
     reason = approving_withheld(e, now)
     elsewhere = None if reason is not None else deciders.approve_elsewhere(approve_on, surface)
     if elsewhere is not None:
@@ -201,8 +197,7 @@ def who_may_decide(
         withheld = _withheld(e, pick.now)
         if withheld is not None:
             code, reason = withheld
-            because = reason[:1].lower() + reason[1:]
-            return _refuse(code, f"You cannot choose “{option.label}” now: {because}")
+            return _refuse(code, f"You cannot choose “{option.label}” now: {_lower(reason)}")
         subject = e.subject
         if subject is not None and subject.changed_since(pick.revision, pick.digest):
             return _refuse(
@@ -210,11 +205,9 @@ def who_may_decide(
                 "The request changed since this message was shown; answer on the updated message.",
             )
         if not shows_everything(pick.shown):
-            review = pick.shown.review if pick.shown is not None else None
+            because = _lower(not_shown(pick.shown.review if pick.shown is not None else None))
             return _refuse(
-                RefusalCode.NOT_SHOWN,
-                f"You cannot choose “{option.label}” here: {not_shown(review)[:1].lower()}"
-                f"{not_shown(review)[1:]}",
+                RefusalCode.NOT_SHOWN, f"You cannot choose “{option.label}” here: {because}"
             )
         elsewhere = None if route is None else deciders.approve_here(route, option, pick.via)
         if elsewhere is not None:
@@ -225,16 +218,18 @@ def who_may_decide(
     return None
 
 
+def _lower(sentence: str) -> str:
+    return sentence[:1].lower() + sentence[1:]
+
+
 def _count(n: int) -> str:
     return f"{n:,}"
 
 
-def _check_text(
-    text: str | None, limit: int, *, required: bool, empty_message: str
-) -> Refusal | None:
+def _check_text(text: str | None, limit: int, *, required: bool = False) -> Refusal | None:
     """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points."""
     if text is None or not text.strip():
-        return _refuse(RefusalCode.EMPTY, empty_message) if required else None
+        return _refuse(RefusalCode.EMPTY, _WRITE_AN_ANSWER) if required else None
     length = len(text)
     if length > limit:
         return _refuse(
@@ -299,7 +294,7 @@ def _check_count(e: Elicitation, chosen: tuple[Option, ...], has_text: bool) -> 
         return _refuse(RefusalCode.EMPTY, "Choose one of the options.")
     if mode is AnswerMode.CHOICE_OR_TEXT and not chosen and not has_text:
         if not e.options:
-            return _refuse(RefusalCode.EMPTY, "Write an answer; it cannot be empty.")
+            return _refuse(RefusalCode.EMPTY, _WRITE_AN_ANSWER)
         return _refuse(RefusalCode.EMPTY, "Choose one of the options or write an answer.")
     return None
 
@@ -384,28 +379,34 @@ def judge(
     limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     refusal = (
         _check_text_bytes(text, byte_limit) if byte_limit is not None else None
-    ) or _check_text(
-        text,
-        limit,
-        required=e.answer_mode in _TEXT_ONLY_MODES,
-        empty_message="Write an answer; it cannot be empty.",
-    )
+    ) or _check_text(text, limit, required=e.answer_mode in _TEXT_ONLY_MODES)
     if refusal is not None:
         return refusal
 
     subject = e.subject
-    return Answer(
+    return _answer(
+        attempt,
+        people,
+        now,
         option_ids=tuple(o.id for o in chosen),
         text=None if secret_mode or not has_text else text,
         secret=secret_mode,
-        respondent=attempt.respondent.key,
-        principal=people.principal_of(attempt.respondent.key),
-        display_name=attempt.respondent.display_name,
-        via=attempt.via,
-        at=now,
         subject_digest=None if subject is None else subject.digest,
         subject_revision=None if subject is None else subject.revision,
         fields={} if secret_mode else dict(attempt.fields),
+    )
+
+
+def _answer(attempt: Attempt, people: People, now: datetime, **given: Any) -> Answer:
+    """The answer ``attempt`` gives, with who gave it, where and when."""
+    key = attempt.respondent.key
+    return Answer(
+        respondent=key,
+        principal=people.principal_of(key),
+        display_name=attempt.respondent.display_name,
+        via=attempt.via,
+        at=now,
+        **given,
     )
 
 
@@ -426,21 +427,11 @@ def _judge_form(
         return _refuse(
             RefusalCode.EMPTY if checked.empty else RefusalCode.NOT_OFFERED, checked.message
         )
-    refusal = _check_text(
-        attempt.text, limit, required=False, empty_message="Write an answer; it cannot be empty."
-    )
+    refusal = _check_text(attempt.text, limit)
     if refusal is not None:
         return refusal
     text = attempt.text if attempt.text is not None and attempt.text.strip() else None
-    return Answer(
-        text=text,
-        respondent=attempt.respondent.key,
-        principal=people.principal_of(attempt.respondent.key),
-        display_name=attempt.respondent.display_name,
-        via=attempt.via,
-        at=now,
-        fields={**attempt.fields, "answers": checked},
-    )
+    return _answer(attempt, people, now, text=text, fields={**attempt.fields, "answers": checked})
 
 
 # --------------------------------------------------------------------------- first answer wins
@@ -470,12 +461,9 @@ def decide(
     *,
     route: Route | None = None,
 ) -> Decision:
-    """The pure model of the store's first-answer-wins update (rule 5).
-
-    Not pending: refused (already answered / expired / cancelled) and the state is unchanged.
-    Pending but past ``deadlines.expires_at``: refused as expired, state unchanged (the scheduler
-    records the expiry). Otherwise :func:`judge`; an answer moves the state to ANSWERED.
-    """
+    """The pure model of the store's first-answer-wins update (rule 5): not pending, or past
+    ``expires_at`` (the scheduler records the expiry), refused with the state unchanged; else
+    :func:`judge`, an answer moving the state to ANSWERED."""
     if state.status is Status.ANSWERED:
         return Decision(state, _already_answered(e, state, attempt))
     if state.status is Status.CANCELLED:

@@ -1,10 +1,6 @@
 """A route's quorum in the one judgement (answer rule 9): an approving answer from an eligible
 person is a vote until ``quorum`` distinct people approved; the last vote is the answer. Pure.
-
-- :func:`by_quorum`: what an accepted answer becomes: the answer itself (quorum 1, or not
-  approving: one eligible reject decides at once), a :class:`Voted` to store, the decided answer
-  carrying every approval (the N-th vote), or a refusal (the person already approved).
-- The words (what the voter is told, the copies' tally line) are :mod:`bot.domain.wording`'s.
+The words are :mod:`bot.domain.wording`'s.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
-"""What every copy says about an elicitation in words of its own (not the agent's), said once:
-its title, who answered and where, the system that asked, and the result line of a closed copy.
+"""What every copy says in words of its own (not the agent's), said once: its title, who answered
+and where, the system that asked, and the result line of a closed copy.
 
-Pure: no I/O, no markup. A surface reads the :class:`Result` of a view
-(:attr:`bot.domain.ports.PromptView.result`, from :func:`result_of`) and writes its sentence with
-:func:`result_sentence`; it only adds its markup: Slack escapes each value for mrkdwn (and
-mentions a person it has no name for), Matrix escapes the line for HTML and puts it in bold, the
-web inbox lets its templates escape it. The sentences themselves live in :data:`RESULT_LINES`,
-:data:`PARTS`, :data:`NOTES` (what a copy says about a refused write-back) and
-:data:`QUORUM_LINES` (a quorum being counted) and nowhere else.
+Pure, no markup: a surface reads a view's :class:`Result` (:func:`result_of`), writes it with
+:func:`result_sentence` and adds only its markup. The sentences live in :data:`RESULT_LINES`,
+:data:`PARTS`, :data:`NOTES` (a refused write-back) and :data:`QUORUM_LINES` and nowhere else.
 
-Where the surfaces had drifted apart, this is the wording kept: a timeout's decision is "the
-timeout outcome" (as the write-back note calls it); an answer the system that asked refused for
-good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny — <time> via Slack`` (the shape of
-the "Sending" line it replaces, still saying where it was given); one it never confirmed is
-``❔ Not confirmed by …`` (the ⚠️ belongs to the note under it that says why); an expired
-outcome on its way says ``— sending it to …`` without a second emoji.
+Where the surfaces had drifted, this wording is kept: a timeout's decision is "the timeout
+outcome"; an answer refused for good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny —
+<time> via Slack``; one never confirmed is ``❔ Not confirmed by …`` (the ⚠️ is the note's); an
+expired outcome on its way says ``— sending it to …`` without a second emoji.
 """  # noqa: RUF002 - the typographic apostrophe the messages show
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from bot.domain.deciders import readable
-from bot.domain.described import DESCRIBE_TEXT_LIMIT, describe_answer
+from bot.domain.described import SURFACE_NAMES, clip, describe_answer
 from bot.domain.model import Answer, Elicitation, Kind, Status
 from bot.domain.policy import ApproverKind, parse_approver
 from bot.domain.quorum import Tally, Vote, tally
@@ -34,7 +28,7 @@ from bot.domain.rules import format_time
 
 # --------------------------------------------------------------------------- names
 
-PLATFORMS = {"slack": "Slack", "matrix": "Matrix", "web": "the web inbox", "system": "elicitbot"}
+PLATFORMS = {**SURFACE_NAMES, "system": "elicitbot"}
 """Where an answer was given, as people call it (by the platform of its ``via``)."""
 
 SOURCE_NAMES = {
@@ -66,6 +60,11 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def sentence(text: str) -> str:
+    """``text`` ending as a sentence does."""
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def source_name(e: Elicitation) -> str:
     """The system that asked, as people call it."""
     return SOURCE_NAMES.get(e.source, e.source)
@@ -78,9 +77,8 @@ def platform_name(via: str) -> str:
 
 
 def who(respondent: str, display_name: str | None) -> str:
-    """How a respondent is named: by name where there is one (a Matrix person's display name as
-    the room showed it, a Slack person's name), else a Matrix person by their Matrix ID and anyone
-    else by their identity key; the timeout rule as such."""
+    """How a respondent is named: by display name, else a Matrix person by Matrix ID and anyone
+    else by identity key; the timeout rule as such."""
     if respondent == SYSTEM:
         return TIMEOUT_RULE
     name = one_line(display_name or "")
@@ -110,9 +108,8 @@ def title_of(e: Elicitation) -> str:
 
 def named(e: Elicitation) -> str:
     """How a notice standing on its own (a reminder) names the request: its own title, else its
-    question, else its key; cut to :data:`NAME_LIMIT`. Not :func:`title_of`: a card's or board's
-    title names the message above its question, but many questions share a card, so a notice names
-    what is asked."""
+    question, else its key, cut to :data:`NAME_LIMIT`. Not :func:`title_of`: many questions
+    share a card, so a notice names what is asked."""
     return cut(one_line(e.title) or one_line(e.question) or e.key, NAME_LIMIT)
 
 
@@ -328,7 +325,7 @@ def writeback_sentence(e: Elicitation, status: Status, writeback: Writeback | No
     }
     if wb.gave_up:
         return NOTES["gave_up"].format(**values)
-    values["error"] = error if error.endswith((".", "!", "?")) else f"{error}."
+    values["error"] = sentence(error)
     if wb.reopened and status is Status.PENDING:
         whose = "The outcome"
         if person and refused is not None:
@@ -353,13 +350,9 @@ QUORUM_LINES = {
 """What the copies, the voter and a second vote by the same person are told (answer rule 9)."""
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= DESCRIBE_TEXT_LIMIT else text[: DESCRIBE_TEXT_LIMIT - 1] + "…"
-
-
 def _names(votes: tuple[Vote, ...]) -> str:
     names = [v.display_name or v.respondent for v in votes]
-    return _clip(names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
+    return clip(names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
 
 
 def _more(missing: int) -> str:
@@ -391,10 +384,9 @@ def waiting_line(
     principals: Mapping[str, str] | None = None,
 ) -> str | None:
     """What the copies of a pending question say while a quorum is counted: ``Approved by
-    Alice (1 of 2) — waiting for one more approver: Bob, @deploy-team`` (who may still
-    approve, :func:`still_approve`, when the route names ``approvers``; the readable ids: no
-    names are known at render time, never a mention); once a new revision or digest of the
-    subject cleared every vote, that they no longer count; None before any vote."""
+    Alice (1 of 2) — waiting for one more approver: Bob, @deploy-team`` (:func:`still_approve`
+    by readable id: no names are known at render time, never a mention); that the votes no
+    longer count once a new revision or digest cleared them; None before any vote."""
     counted = tally(e, votes, votes[-1].needed if votes else 1)
     if not counted.approvals and votes:  # a new revision or digest cleared every vote: say so
         cleared = tally(e.model_copy(update={"subject": None}), votes, counted.needed)
@@ -412,7 +404,7 @@ def waiting_line(
     still = still_approve(approvers or (), counted.approvals, principals or {})
     if not still:  # no approvers on the route (anyone may approve): the line as before
         return line
-    return QUORUM_LINES["who"].format(line=line, who=_clip(readable(still)))
+    return QUORUM_LINES["who"].format(line=line, who=clip(readable(still)))
 
 
 def voted_message(counted: Tally) -> str:

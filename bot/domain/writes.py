@@ -1,28 +1,20 @@
-"""What to write: the values the domain's decisions return and every store applies.
+"""What to write: the values :mod:`bot.domain.planning` returns and every store applies.
 
-The decision functions (:mod:`bot.domain.planning`) read nothing: they get the state the store read
-in its transaction (the elicitation, its route, its copies, its status) and return a
-:class:`WriteSet`. A store applies a write-set generically, in that same transaction, in this
-order:
+A store applies a :class:`WriteSet` in the transaction it read the state in, in this order:
 
 1. ``audits``;
-2. ``copies`` (new deliveries; an escalation copy is inserted once per destination and purpose:
-   a second one writes nothing, and neither does anything that hangs on it);
-3. ``activations`` (each fenced on the delivery still ``waiting``: a close in between skipped it,
-   and then the activation, with its post, follow-up and audit, writes nothing);
-4. ``replace`` (pending deadlines of those kinds are deleted), then ``deadlines`` (added once:
-   a deadline of the same kind and due time is not added twice);
+2. ``copies`` (an escalation copy is inserted once per destination and purpose; a duplicate
+   writes nothing, nor does anything hanging on it);
+3. ``activations`` (fenced on the delivery still ``waiting``, else nothing is written);
+4. ``replace`` (pending deadlines of those kinds deleted), then ``deadlines`` (same kind and due
+   time added once);
 5. ``effects`` (outbox rows);
-6. ``updates`` and ``refresh`` (one coalesced ``update`` row per posted chat copy: none is added
-   while an unclaimed one is already waiting; ``new_version`` bumps the elicitation's version
-   first, for a change of what copies show that changed no stored field);
-7. ``close`` (fenced on the elicitation still ``pending``: it then cancels every pending deadline,
-   skips the waiting copies, updates every posted copy, queues one writeback to the source and
-   audits the decision as the system);
-8. ``settle`` (the write-back's outcome, planned on the state read in the same transaction:
-   stores the new :class:`~bot.domain.records.Writeback`, bumps the version; ``reopen`` puts an
-   answered elicitation back to ``pending`` without its answer, revives the deadlines and the
-   waiting copies its close cancelled and skipped).
+6. ``updates`` and ``refresh`` (one coalesced ``update`` row per posted chat copy; ``new_version``
+   first bumps the version for a change no stored field shows);
+7. ``close`` (fenced on ``pending``: cancels pending deadlines, skips waiting copies, updates
+   posted ones, queues one writeback and audits as the system);
+8. ``settle`` (stores the new :class:`~bot.domain.records.Writeback`, bumps the version;
+   ``reopen`` puts an answered elicitation back to ``pending``, reviving what its close put aside).
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ async def test_before_auth_test_the_app_refuses_instead_of_calling_it(
         rig.chat, rig.service, signing_secret=SIGNING_SECRET, raw=rig.store, clock=rig.clock
     )
     app = create_app(
-        Runtime(store=store, service=rig.service, routers=[slack_router(rig.slack.app)])
+        Runtime(store=store, elicitations=rig.service, routers=[slack_router(rig.slack.app)])
     )
     rig.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
     try:

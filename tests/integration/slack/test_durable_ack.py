@@ -54,7 +54,9 @@ class DurableRig(Rig):
             self.chat, self.service, signing_secret=SIGNING_SECRET, raw=self.store, clock=self.clock
         )
         app = create_app(
-            Runtime(store=self.store, service=self.service, routers=[slack_router(self.slack.app)])
+            Runtime(
+                store=self.store, elicitations=self.service, routers=[slack_router(self.slack.app)]
+            )
         )
         self.http = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://elicitbot.test"

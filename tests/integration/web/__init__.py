@@ -76,7 +76,7 @@ def make_rig(
     service = Service(store, clock, PEOPLE, routes, on_change=dispatcher.wake, secret_sinks=sinks)
     dispatcher.effects.policy = service.copy_policy  # the root passes it
     router = inbox_router(service, store, identity or IdentityPolicy(), clock=clock)
-    runtime = Runtime(store=store, service=service)
+    runtime = Runtime(store=store, elicitations=service)
     runtime.routers += [router, superpipeline_router(service, lambda request: None)]
     app = create_app(runtime)
     return Rig(store, clock, chat, service, dispatcher, app, secrets)
