@@ -12,7 +12,6 @@ import copy
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -33,6 +32,7 @@ from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
 from adapters.sources.engine.route import DESTINATION_MAX
+from bot.clock import SystemClock
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.ports import Clock, Elicitations, Inbound
@@ -183,11 +183,6 @@ _EXAMPLE: dict[str, Any] = {
 """tests/fixtures/sources/engine.json's "a question with choices", to the web inbox."""
 
 
-class _UtcClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 @dataclass(frozen=True)
 class Acceptance:
     state: str  # accepted, failed (every destination failed permanently) or waiting
@@ -233,7 +228,7 @@ def engine_router(
     """``platforms``: the chat platforms run here (``web`` always runs); a new ask naming another
     is a 422 before anything is stored. None: the outbox finds out."""
     router = APIRouter(tags=["engine"])
-    time_source = clock or _UtcClock()
+    time_source = clock or SystemClock()
 
     async def settle(key: str, followup_seconds: int) -> Acceptance:
         deadline = time.monotonic() + wait_seconds

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import httpx
@@ -44,6 +43,7 @@ from adapters.sources.pinework.parse import (
     upstream_close,
 )
 from adapters.sources.pinework.sink import reply_code
+from bot.clock import SystemClock
 from bot.domain.bounds import ID_MAX, check_elicitation
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import Answer, Status
@@ -77,11 +77,6 @@ class PollError(Exception):
         super().__init__(message)
 
 
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 class PineworkPoller:
     def __init__(
         self,
@@ -102,7 +97,7 @@ class PineworkPoller:
         self.elicitations = elicitations
         self._token = token
         self.state = state
-        self.clock: Clock = clock or _SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.channel = channel_of(self.base_url)
         self.account = account_key(self.base_url, workspace)
         self._state_key = f"pinework:tracked:{self.account}"

@@ -18,7 +18,6 @@ rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolv
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -28,6 +27,7 @@ from adapters.shared.jsonbody import read_json, rejected
 from adapters.shared.openapi import SECURED, id_schema, problems, request_body, text_schema
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
+from bot.clock import SystemClock
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.disclosure import UPSTREAM_DECIDED
 from bot.domain.errors import FieldProblem, PayloadRejected
@@ -73,11 +73,6 @@ _RESOLVE_SCHEMA: dict[str, Any] = {
 }
 
 
-class _UtcClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 def toolshed_router(
     elicitations: Elicitations,
     authorise: Callable[[Request], Response | None],
@@ -87,7 +82,7 @@ def toolshed_router(
     """The routes, to include in the app (``Runtime.routers``). ``authorise`` returns None when the
     request may go on, else the response to send (401)."""
     router = APIRouter(tags=["toolshed"])
-    clock_ = clock or _UtcClock()
+    clock_ = clock or SystemClock()
 
     @router.post(
         "/api/elicitation",
