@@ -1,18 +1,7 @@
-"""The three Toolshed elicitation routes (spec 002), served by elicitbot with the spec's shapes.
+"""The three Toolshed elicitation routes (spec 002), with exactly the spec's shapes.
 
-- ``POST /api/elicitation`` stores a pending elicitation (201 ``{"stored": true, "executionId"}``);
-  it is posted to the route the config gives ``source = "toolshed"``.
-- ``GET /api/elicitation/{id}`` is what the runtime polls: ``{executionId, status: "pending"}``,
-  then ``{executionId, approved[, data]}`` once resolved (in chat, the web inbox or the route).
-- ``POST /api/elicitation/{id}/resolve`` answers through ``Elicitations.answer`` like any chat
-  answer, as the identity ``toolshed:api`` (the answer rules apply: the first answer wins, every
-  copy is rewritten). 200 ``{executionId, approved, resolved: true}``; the same decision again is
-  200 too, a different one after the first is 409.
-
-Errors are ``application/problem+json``: 400 names each bad field (an ``executionId`` out of the
-intake bounds of ``bot.domain.bounds`` too, in the body or the path), 401 (``authorise``), 403 (the
-rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolved or closed),
-415 (a non-JSON body).
+A resolve answers through ``Elicitations.answer`` as ``toolshed:api``, under the answer rules
+(first answer wins, every copy rewritten): the same decision again is 200, another one 409.
 """
 
 from __future__ import annotations
@@ -54,7 +43,6 @@ _EXAMPLE: dict[str, Any] = {
     "args": {"owner": "my-org", "repo": "my-repo", "title": "Fix login bug"},
     "type": "approval",
 }
-"""tests/fixtures/sources/toolshed.json's "the spec's approval"."""
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
@@ -79,8 +67,6 @@ def toolshed_router(
     *,
     clock: Clock | None = None,
 ) -> APIRouter:
-    """The routes, to include in the app (``Runtime.routers``). ``authorise`` returns None when the
-    request may go on, else the response to send (401)."""
     router = APIRouter(tags=["toolshed"])
     clock_ = clock or SystemClock()
 
