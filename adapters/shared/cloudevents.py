@@ -39,8 +39,7 @@ __all__ = [
 ]
 
 SPECVERSION = "1.0"
-MAX_BODY_BYTES = 1024 * 1024
-"""The intake limit: a body over 1 MiB is refused (413)."""
+MAX_BODY_BYTES = 1024 * 1024  # a body over 1 MiB is refused (413)
 
 STRUCTURED = "application/cloudevents"
 BATCH = "application/cloudevents-batch"
@@ -108,10 +107,8 @@ def parse_nats(
 def event_from_attributes(
     attributes: Mapping[str, Any], data: Any, problems: list[FieldProblem] | None = None
 ) -> CloudEvent:
-    """Validate context attributes (JSON values; null = absent) and build the event.
-
-    ``problems`` already found (e.g. in the data) are reported together with the attributes'.
-    """
+    """Validate context attributes (JSON values; null = absent) and build the event, reporting
+    ``problems`` already found (e.g. in the data) together with the attributes'."""
     found = list(problems or [])
     values = {name: value for name, value in attributes.items() if value is not None}
     strings: dict[str, str | None] = {}

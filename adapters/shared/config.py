@@ -1,7 +1,4 @@
-"""What every config section shares: unknown keys refused, frozen; environment variable names.
-
-The root (``bot.app.config``) composes the sections; each surface and source keeps its own.
-"""
+"""What every config section shares: unknown keys refused, frozen; environment variable names."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """A package's names, each imported from its module on first use (PEP 562).
 
-A surface's package re-exports its parts (``from adapters.matrix import MatrixChat``) without
-importing them all when only one small module of it is wanted: its config model, which the root
-reads for ``check-config`` long before (or without ever) starting the surface.
-
-The package names each export once, in an ``if TYPE_CHECKING:`` block of imports from its own
-modules: the type checker reads them there (the package is ``implicit_reexport`` in mypy's
-config), and :func:`lazy_exports` reads the same block from the package's source for
-``__all__`` and the module ``__getattr__``.
+A package re-exports its parts without importing them all, e.g. when only its config model is
+wanted (``check-config``). It names each export once, in an ``if TYPE_CHECKING:`` block: mypy
+reads them there, and :func:`lazy_exports` reads the same block from the package's source.
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from typing import Any
 
 
 def lazy_exports(package: str, init: str) -> tuple[list[str], Callable[[str], Any]]:
-    """``(__all__, __getattr__)`` for ``package``, whose ``__init__`` is at ``init``: every
-    name its ``if TYPE_CHECKING:`` block imports from one of its modules."""
+    """``(__all__, __getattr__)`` for ``package``, whose ``__init__`` is at ``init``."""
     where = exported(package, Path(init).read_text(encoding="utf-8"))
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the module hook's own name

@@ -1,8 +1,5 @@
-"""Request bodies as strict JSON: the reader every JSON intake uses, and the route helper.
-
-Strict means: UTF-8 only, no ``NaN``/``Infinity``, a bounded nesting depth, and no lone UTF-16
-surrogate escape (``"\\ud800"`` is valid JSON but no Unicode text: nothing downstream could
-encode it). Each refusal is a ``PayloadRejected`` naming where the body went wrong.
+"""Request bodies as strict JSON: UTF-8 only, no ``NaN``/``Infinity``, bounded nesting, and no
+lone UTF-16 surrogate escape (valid JSON, but no Unicode text: nothing downstream could encode it).
 """
 
 from __future__ import annotations
@@ -21,21 +18,18 @@ from bot.domain.errors import FieldProblem, PayloadRejected
 T = TypeVar("T")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-"""Where a surrogate can come from: valid UTF-8 holds none, so only a ``\\uD800``-``\\uDFFF``
-escape makes one. A text without such an escape needs no walk of the parsed document."""
+"""Valid UTF-8 holds no surrogate, so only such an escape makes one: without it, no walk."""
 
 
-def load_json(raw: bytes, loc: str = "body") -> Any:
-    """A request body as strict JSON, or PayloadRejected naming ``loc``: not UTF-8, not JSON,
-    NaN/Infinity, nested too deeply, or a lone UTF-16 surrogate escape."""
-    document, found = read_strict(raw, loc)
+def load_json(raw: bytes) -> Any:
+    document, found = read_strict(raw, "body")
     if found is not None:
         raise PayloadRejected([found])
     return document
 
 
 def read_strict(raw: bytes, loc: str) -> tuple[Any, FieldProblem | None]:
-    """:func:`load_json` returning the problem instead of raising it (to report it with others)."""
+    """The document, or the problem (to report it with others)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -52,9 +46,8 @@ def read_strict(raw: bytes, loc: str) -> tuple[Any, FieldProblem | None]:
 
 
 async def read_json(request: Request, parser: Callable[[Any], T]) -> T | JSONResponse:
-    """``parser`` applied to the JSON body, or the problem to send: 415 for a declared non-JSON
-    content type, 400 (each bad field named) for a body that is not JSON or that ``parser``
-    rejects."""
+    """``parser`` applied to the JSON body, or the problem to send (415, or 400 naming each
+    bad field)."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type and content_type != "application/json" and not content_type.endswith("+json"):
         return problem(
@@ -67,7 +60,6 @@ async def read_json(request: Request, parser: Callable[[Any], T]) -> T | JSONRes
 
 
 def rejected(exc: PayloadRejected) -> JSONResponse:
-    """The 400 for a body that broke the rules, naming each field."""
     return problem(400, "Invalid request", str(exc), exc.problems)
 
 

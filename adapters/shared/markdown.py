@@ -1,13 +1,10 @@
 """Markdown (CommonMark) from an agent as safe HTML: parsed by ``markdown-it-py``, sanitised by
-``nh3`` (the Rust ``ammonia`` sanitiser), never by hand.
+``nh3`` (Rust's ``ammonia``), never by hand.
 
-What an agent cannot do with it: raw HTML is off in the parser and anything the sanitiser does
-not allow is dropped (scripts, event handlers, styles, ``javascript:`` links); images are not
-rendered (no remote fetch, no tracking pixel: the Markdown stays as text); character
-references (``&lt;``, ``&#x202E;``) are not decoded, so none becomes a control character that
-disguises the text around it; and a link shows
-where it points: when its text is not its address, the address follows in brackets, so
-``[https://good.example](https://evil.example)`` cannot pass for the good one.
+No raw HTML, scripts, handlers, styles or ``javascript:`` links; no images (no remote fetch); no
+decoded character references (``&#x202E;`` cannot disguise the text); and a link whose text is not
+its address shows the address after it, so ``[https://good.example](https://evil.example)`` cannot
+pass for the good one.
 """
 
 from __future__ import annotations
@@ -31,10 +28,9 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
 
 def commonmark(*, breaks: bool = True, images: bool = True) -> MarkdownIt:
-    """The one Markdown parser configuration every surface renders from: CommonMark with
-    tables and strikethrough; raw HTML and character references off (see above); ``breaks``:
-    a single newline is a line break, as agents write it; ``images`` off: ``![alt](url)``
-    stays text (for a renderer that does not turn image tokens into visible links itself)."""
+    """The parser every surface renders from (CommonMark, tables, strikethrough). ``breaks``: a
+    single newline is a line break, as agents write it; ``images`` off: ``![alt](url)`` stays
+    text (for a renderer that does not turn image tokens into visible links itself)."""
     md = MarkdownIt("commonmark", {"html": False, "breaks": breaks}).enable(
         ["table", "strikethrough"]
     )
@@ -80,19 +76,12 @@ def _visible_links(state: object) -> None:
         block.children = out
 
 
-def to_html(
-    text: str,
-    *,
-    tags: Set[str] = BASE_TAGS,
-    attributes: Mapping[str, Set[str]] = BASE_ATTRIBUTES,
-) -> str:
-    """``text`` as sanitised HTML with only ``tags`` and ``attributes`` (plus ``class`` on
-    ``code`` for the language), links only to http, https and mailto."""
+def to_html(text: str) -> str:
     html = _parser().render(text)
     return nh3.clean(
         html,
-        tags=set(tags),
-        attributes={tag: set(names) for tag, names in attributes.items()},
+        tags=set(BASE_TAGS),
+        attributes={tag: set(names) for tag, names in BASE_ATTRIBUTES.items()},
         url_schemes=set(URL_SCHEMES),
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,

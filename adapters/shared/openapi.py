@@ -1,18 +1,8 @@
 """What the OpenAPI document says about every route, declared with FastAPI's own ``responses=``,
 ``openapi_extra=`` and security dependencies (never by rewriting the generated document).
 
-- :data:`PROBLEM_SCHEMA`: the one ``application/problem+json`` shape every refusal has (RFC 9457's
-  members plus ``errors: [{field, message}]``, and whatever a route adds beside them: ``id``,
-  ``elicitation``, ``correlationId``), built from the :class:`Problem` model;
-- :func:`problems`: the ``responses=`` entries for the statuses a route answers besides its
-  success, each with that schema, and ``default`` (an unexpected 500 has the same shape). A
-  ``default`` also stops FastAPI from inventing its 422 "validation error" answer, which this app
-  never gives for a bad parameter (that is a 400, see ``bot.app.http``);
-- :data:`BEARER`: the intake bearer token as an HTTP ``bearer`` security scheme, for the routes
-  that check it (when ``server.intake_token_env`` is set);
-- :func:`request_body`: a body's schema under each media type the route takes, with examples;
-- :data:`COMPONENTS`: the schemas routes name by ``$ref`` (a recursive one cannot be inlined),
-  put in the document's ``components`` by :func:`with_components`.
+Every refusal has :data:`PROBLEM_SCHEMA`; :func:`problems` adds ``default`` too, which also stops
+FastAPI inventing its 422 answer (a bad parameter is a 400 here).
 """
 
 from __future__ import annotations
@@ -106,9 +96,8 @@ ID_TAIL = rf"[^{_NOT_IN_ID}]*[^\s{_NOT_IN_ID}]"
 def id_schema(
     max_length: int = ID_MAX, *, pattern: str = _ID_PATTERN, required: bool = True
 ) -> dict[str, Any]:
-    """An identifier as ``bot.domain.bounds.id_problem`` takes it: 1 to ``max_length``
-    characters, no control character, no whitespace at either end (``pattern`` may narrow it,
-    e.g. with :data:`ID_TAIL` after a prefix). ``required=False``: the empty string too."""
+    """An identifier as ``bot.domain.bounds.id_problem`` takes it (``pattern`` may narrow it,
+    e.g. with :data:`ID_TAIL` after a prefix); ``required=False``: the empty string too."""
     if not required:
         inner = pattern.removeprefix("^").removesuffix("$")
         return {"type": "string", "maxLength": max_length, "pattern": f"^(?:{inner})?$"}
@@ -116,9 +105,8 @@ def id_schema(
 
 
 def bounded(schema: dict[str, Any], ids: Mapping[str, int]) -> dict[str, Any]:
-    """``schema`` (a source's body, as its model writes it) with the intake bounds of
-    ``bot.domain.bounds``: each property named in ``ids`` an optional identifier of at most that
-    many characters, every other string a free text. Changed in place; returned."""
+    """``schema`` with the intake bounds: each property in ``ids`` an optional identifier of at
+    most that many characters, every other string a free text. Changed in place; returned."""
 
     def bound(name: str, node: Any) -> None:
         if not isinstance(node, dict):
@@ -165,8 +153,7 @@ COMPONENTS: Mapping[str, dict[str, Any]] = {
 
 
 def with_components(app: FastAPI) -> FastAPI:
-    """``app`` whose OpenAPI document also has :data:`COMPONENTS` (FastAPI lists only the
-    models its routes declare). Returned."""
+    """FastAPI lists only the models its routes declare: add :data:`COMPONENTS`."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -203,8 +190,6 @@ def json_response(description: str) -> dict[str, Any]:
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for the refusals a route can answer, each an ``application/problem+json``
-    document, and ``default``."""
     keys: list[int | str] = [*statuses, "default"]
     return {
         key: {"description": DESCRIPTIONS[key], "content": {PROBLEM: {"schema": PROBLEM_SCHEMA}}}
@@ -227,7 +212,6 @@ def request_body(
     media_types: Iterable[str] = ("application/json",),
     *,
     examples: Mapping[str, Any] | None = None,
-    required: bool = True,
 ) -> dict[str, Any]:
     """``openapi_extra`` declaring the body the route reads itself (from ``Request``)."""
     content: dict[str, Any] = {}
@@ -236,4 +220,4 @@ def request_body(
         if examples:
             entry["examples"] = {name: {"value": value} for name, value in examples.items()}
         content[media] = entry
-    return {"requestBody": {"required": required, "content": content}}
+    return {"requestBody": {"required": True, "content": content}}

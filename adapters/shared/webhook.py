@@ -1,15 +1,8 @@
-"""The one webhook client: a JSON document POSTed with an ``Idempotency-Key``, the reply mapped.
+"""The one webhook client every answer sink posts through: JSON with an ``Idempotency-Key``.
 
-Every answer sink that calls a receiver over HTTP posts through :func:`post_json`:
-
-- 2xx: done (the response comes back, for a caller that reads its body);
-- 409 when the caller says so (``conflict_is_done``): the receiver already has it, done;
-- 429, 5xx and connection errors: ``TransientDeliveryError``, retried by the outbox with the same
-  idempotency key (``Retry-After`` in seconds honoured);
-- any other status: ``PermanentDeliveryError`` naming the status and the start of the body, or,
-  with ``read_refusals``, the response itself for a caller that maps the receiver's error codes.
-
-The receiver dedupes by the ``Idempotency-Key``, so a retry after a lost reply changes nothing.
+2xx (and 409 with ``conflict_is_done``: the receiver has it) is done; 429, 5xx and connection
+errors are transient (``Retry-After`` honoured), retried with the same key, which the receiver
+dedupes by; any other status is permanent, or comes back with ``read_refusals`` for the caller.
 """
 
 from __future__ import annotations
@@ -32,15 +25,14 @@ BODY_EXCERPT = 200
 
 @dataclass(frozen=True)
 class Receiver:
-    """How errors name the receiver: ``unreachable`` takes ``{error}`` (the exception's class),
-    ``answered`` takes ``{status}``."""
+    """Error wordings: ``unreachable`` takes ``{error}`` (the exception's class), ``answered``
+    ``{status}``."""
 
     unreachable: str
     answered: str
 
     @classmethod
     def named(cls, name: str) -> Receiver:
-        """``<name> unreachable: <error>`` and ``<name> answered HTTP <status>``."""
         return cls(f"{name} unreachable: {{error}}", f"{name} answered HTTP {{status}}")
 
 
@@ -55,16 +47,12 @@ async def post_json(
     conflict_is_done: bool = False,
     read_refusals: bool = False,
     confidential: bool = False,
-    timeout_seconds: float = TIMEOUT_SECONDS,
 ) -> httpx.Response:
-    """POST ``document`` as JSON to ``url`` and map the reply (see the module docstring).
-
-    ``confidential``: the document holds a secret, so no error carries the request (a connection
-    error is raised without its cause) and no refusal quotes the reply.
-    """
+    """``confidential``: the document holds a secret, so no error carries the request (a
+    connection error is raised without its cause) and no refusal quotes the reply."""
     sent = {**(headers or {}), "Idempotency-Key": idempotency_key}
     try:
-        response = await client.post(url, json=document, headers=sent, timeout=timeout_seconds)
+        response = await client.post(url, json=document, headers=sent, timeout=TIMEOUT_SECONDS)
     except httpx.HTTPError as exc:
         error = TransientDeliveryError(receiver.unreachable.format(error=type(exc).__name__))
         if confidential:
@@ -84,7 +72,6 @@ async def post_json(
 
 
 def retry_after(response: httpx.Response) -> float | None:
-    """The reply's ``Retry-After`` in seconds, if it gave one."""
     value = response.headers.get("Retry-After")
     try:
         return float(value) if value is not None else None

@@ -1,25 +1,7 @@
 """The engine ask as it stands (spec 001): the read-back, and the answer webhook's body.
 
-Spec 001 defines no webhook document, so the answer webhook posts exactly what
-``GET /v1/deliveries/{id}`` reads back (as handup's callback posts its read-back Request). Pure.
-
-The ask's fields come back as the SDK declares them, among them ``expires_at`` as the spec
-writes it: ``9999-01-01T00:00:00Z`` for an ask with no deadline ("ordinary communication has no
-implicit deadline"), else the deadline in RFC 3339 UTC (a bound action approval's default seven
-days included). Beside them: ``elicitation`` (elicitbot's key), ``status`` (``pending``,
-``answered``, ``expired`` or ``cancelled``), ``destinations`` and ``followup_seconds`` as given.
-
-``decision`` is the recorded final typed decision, absent while pending (and absent when the ask
-closed unanswered)::
-
-    {"type": "choice" | "approval" | "text",
-     "answer": "<the exact offered string>" | "approve" | "deny" | "<the written answer>",
-     "approved": true | false,           # type approval only
-     "comment": "<text given with a choice>" | null,   # choice and approval only
-     "responder_id": "<principal, else the chat identity key>",
-     "responder_name": "<display name>" | null,
-     "via": "<destination it was answered on>",
-     "decided_at": "<RFC 3339 UTC>"}
+Spec 001 defines no webhook document, so the webhook posts exactly what ``GET /v1/deliveries/{id}``
+reads back (as handup's callback does); ``decision`` is absent while pending or closed unanswered.
 """
 
 from __future__ import annotations
@@ -43,7 +25,7 @@ ASK_FIELDS = (
     "mentions",
     "sender_id",
 )
-"""Kept in ``extra`` at intake (``parse._elicitation``), read back when they were given."""
+"""Kept in ``extra`` at intake, read back when they were given."""
 
 
 def rfc3339(when: datetime) -> str:
@@ -100,8 +82,6 @@ def decision(e: Elicitation, answer: Answer) -> dict[str, Any]:
 
 
 def ask_document(view: PromptView) -> dict[str, Any]:
-    """The ask as it stands: its fields as given, ``expires_at`` as the spec writes it, the
-    status, and the ``decision`` once there is one."""
     e = view.elicitation
     extra = e.extra
     document: dict[str, Any] = {

@@ -1,33 +1,9 @@
 """The engine's ask delivery (spec 001, DESIGN "Engine deliveries"): request in, Elicitation out.
 
-Pure: no I/O; ``now`` is passed in. ``POST /v1/deliveries`` takes::
-
-    {"id": "<delivery id>", "ask": {…}, "destinations": ["slack:…", "matrix:…", "web"],
-     "followup_seconds": N}
-
-``id``, ``ask``, ``destinations`` and ``followup_seconds`` are required (the SDK declares the last
-two without "optional"). The ask's fields, all optional, as the SDK declares them:
-
-- ``title`` string; ``body`` string of at most 32 KiB of UTF-8 *bytes*; one of them, or an
-  ``action``, must be there (there is nothing to show otherwise);
-- ``kind`` ``question`` | ``approval`` | ``task`` (default ``approval`` with an ``action``, else
-  ``question``); an ``action`` binds an approval, so it is refused on a question or a task;
-- ``choices`` the exact answer strings: non-empty, distinct; each becomes an option whose id *is*
-  the string, so the recorded answer is exactly one of them and nothing else is accepted;
-- ``action`` object: the exact bound action, shown as JSON and digested (the approval subject);
-- ``expires_at`` RFC 3339. Absent: 9999-01-01T00:00:00Z ("no deadline") for an ordinary ask,
-  ``now`` + 7 days for a bound action approval. Given: at most 90 days ahead, except the
-  9999-01-01T00:00:00Z "no deadline" value itself on an ordinary ask. No deadline is stored as no
-  ``expires_at``; ``extra["expires_at"]`` keeps the engine's own representation;
-- ``shared_key``, ``conversation_id``, ``preview_token`` strings; ``blocking``, ``reuse_direct``
-  booleans; ``attachment_ids`` at most five strings; ``target`` an object; ``mentions`` a list of
-  identities (``"slack:U…"``) or objects with an ``id``. Mentions address people in reminders;
-  they never grant anything (not an admin, not a destination, not the asker's authority);
-- ``sender_id`` (also accepted beside ``ask``): the identity that asked; it may never answer.
-
-A shared_key is kept, not acted on: an earlier answer is never reused automatically (reuse needs
-"current authority", which elicitbot cannot vouch for). Without choices, an approval offers
-Approve / Deny and a question or task takes a written answer.
+Pure (``now`` is passed in); every bad field is named in one 400. Each choice becomes an option
+whose id *is* the string, so the recorded answer is exactly one of them. Mentions address people
+in reminders and never grant anything. A ``shared_key`` is kept, not acted on: reuse needs
+"current authority", which elicitbot cannot vouch for. No deadline is stored as no ``expires_at``.
 """
 
 from __future__ import annotations
@@ -36,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
 from adapters.sources.engine.route import (
@@ -63,11 +39,11 @@ from bot.domain.model import (
 )
 
 SOURCE = "engine"
-DEFAULT_ASKER = "engine"
-"""The asker when the delivery names no ``sender_id``."""
+DEFAULT_ASKER = "engine"  # when the delivery names no ``sender_id``
 MAX_BODY_BYTES = 32 * 1024
 NO_DEADLINE = datetime(9999, 1, 1, tzinfo=UTC)
 NO_DEADLINE_TEXT = "9999-01-01T00:00:00Z"
+_T = TypeVar("_T")
 BOUND_ACTION_TTL = timedelta(days=7)
 MAX_EXPIRY = timedelta(days=90)
 MAX_ATTACHMENTS = 5
@@ -82,16 +58,12 @@ class DeliveryRequest:
     id: str
     elicitation: Elicitation
     route: Route
-    destinations: tuple[Destination, ...]
-    """As given (before ``[]`` became the web inbox)."""
+    destinations: tuple[Destination, ...]  # as given (before ``[]`` became the web inbox)
     followup_seconds: int
 
 
 def key_of(delivery_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{delivery_id}")
-
-
-# --- small checks ------------------------------------------------------------------------------
 
 
 class _Checker:
@@ -125,32 +97,23 @@ class _Checker:
             self.fail(name, "must not be empty")
         return value
 
-    def flag(self, name: str) -> bool | None:
+    def _typed(self, name: str, kind: type[_T], what: str) -> _T | None:
         if not self.present(name):
             return None
         value: object = self.data[name]
-        if not isinstance(value, bool):
-            self.fail(name, "must be a boolean")
+        if not isinstance(value, kind):
+            self.fail(name, f"must be {what}")
             return None
         return value
+
+    def flag(self, name: str) -> bool | None:
+        return self._typed(name, bool, "a boolean")
 
     def obj(self, name: str) -> dict[str, Any] | None:
-        if not self.present(name):
-            return None
-        value: object = self.data[name]
-        if not isinstance(value, dict):
-            self.fail(name, "must be an object")
-            return None
-        return value
+        return self._typed(name, dict, "an object")
 
     def array(self, name: str) -> list[Any] | None:
-        if not self.present(name):
-            return None
-        value: object = self.data[name]
-        if not isinstance(value, list):
-            self.fail(name, "must be an array")
-            return None
-        return value
+        return self._typed(name, list, "an array")
 
     def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
         items = self.array(name)
@@ -165,9 +128,6 @@ class _Checker:
             else:
                 good.append(item)
         return good
-
-
-# --- the request -------------------------------------------------------------------------------
 
 
 def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
@@ -247,8 +207,7 @@ class _Ask:
     kind: Kind
     choices: tuple[str, ...]
     action: dict[str, Any] | None
-    expires_at: datetime | None
-    """None: no deadline (the engine's 9999-01-01T00:00:00Z)."""
+    expires_at: datetime | None  # None: no deadline (the engine's 9999-01-01T00:00:00Z)
     conversation_id: str | None
     mentions: tuple[Any, ...]
     metadata: dict[str, Any]
@@ -356,9 +315,6 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
             where = f"mentions[{index}]" if isinstance(item, str) else f"mentions[{index}].id"
             ask.fail(where, bad)
     return tuple(items)
-
-
-# --- mapping -----------------------------------------------------------------------------------
 
 
 def action_digest(action: dict[str, Any]) -> str:

@@ -1,10 +1,6 @@
 """Where an engine ask goes: the request's own destinations, not the config's routes.
 
-``Service.intake`` takes ``Inbound.route`` when it is set (instead of resolving the config's
-routes), so the route built here is the one the ask is posted by: the destinations in preference
-order (an empty list keeps the ask in the web inbox only), the follow-up delay (0 = none, else
-5 to 900 seconds) and the chat identities the ask mentions (reminders address them; a mention
-grants nothing).
+``Service.intake`` takes ``Inbound.route`` when set, so this route is the one the ask is posted by.
 """
 
 from __future__ import annotations
@@ -23,10 +19,8 @@ DESTINATION_MAX = 300
 
 
 def destination_problem(destination: str) -> str | None:
-    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` (None: it is).
-
-    It must also be an identifier (no control character, no whitespace at either end) of at most
-    :data:`DESTINATION_MAX` characters: the intake bounds of ``bot.domain.bounds``."""
+    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` within the intake
+    bounds (None: it is)."""
     bad = id_problem(destination, max_length=DESTINATION_MAX, required=True)
     if bad is not None:
         return bad
@@ -38,8 +32,7 @@ def destination_problem(destination: str) -> str | None:
 
 
 def mention_identity(mention: Any) -> str | None:
-    """The chat identity a mention names (``"slack:U…"``, or an object's ``id``), else None:
-    other mentions stay addressing metadata only."""
+    """The chat identity a mention names (``"slack:U…"``, or an object's ``id``), else None."""
     value = mention.get("id") if isinstance(mention, dict) else mention
     if isinstance(value, str) and value.startswith(CHAT_PREFIXES) and value.split(":", 1)[1]:
         return value

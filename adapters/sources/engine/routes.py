@@ -1,35 +1,8 @@
-"""``POST /v1/deliveries``: the engine hands over an ask; the reply comes after native acceptance.
+"""``POST /v1/deliveries``: the engine hands over an ask; the reply waits for native acceptance.
 
-The ask is stored (one transaction, deduplicated by the delivery ``id``) with the request's own
-route, then the route waits, bounded by ``wait_seconds``, for the chat platform to accept the
-post of the first destination (the outbox posts it; this route only watches the deliveries):
-
-- **200** ``{"id", "elicitation": "engine:<id>", "deliveries": [{"destination", "ref"}]}`` once
-  accepted. ``ref`` is the platform's message id (Slack ``channel`` + ``ts``, Matrix ``room_id`` +
-  ``event_id``, the web inbox ``inbox`` + ``url``). With a follow-up delay the list holds the one
-  delivery accepted first in preference order (a destination that failed permanently is passed
-  over); with ``followup_seconds: 0`` every destination is posted at once and the list holds each
-  that was accepted. The same ``id`` again posts nothing and returns the same body.
-- **202**, same shape with ``"deliveries": []``, when no platform accepted within the wait
-  (e.g. Slack is rate-limiting): the ask is checkpointed and will be posted; send the same ``id``
-  again to wait again.
-- **502** problem+json when the platforms themselves refused every destination (``errors``
-  names each ``destinations[i]`` with the platform's error). The ask stays stored and in the web
-  inbox. Sending it again cannot succeed by itself; the same ``id`` answers the same 502.
-- **422** problem+json naming each ``destinations[i]`` on a platform this deployment does not
-  run (``slack is not configured``): a request that cannot succeed here, so no retry. Checked
-  before anything is stored when the router knows the platforms (``platforms``); otherwise the
-  outbox finds it, the ask stays stored, and the same ``id`` answers the same 422.
-- 400 (each bad field named), 401 (``authorise``), 415 (a non-JSON body).
-
-``"destinations": []`` keeps the ask "in the workspace only" (spec 001): it takes the route the
-config gives it (the first matching route's destinations, else the web inbox), and the 200 lists
-the refs of that route's accepted posts.
-
-``GET /v1/deliveries/{id}`` reads the ask back (:func:`~adapters.sources.engine.document.
-ask_document`): its fields, ``status``, ``expires_at`` as spec 001 writes it (9999-01-01T00:00:00Z
-for no deadline) and the ``decision`` once answered; 404 for an unknown id. The answer webhook
-(``sources.engine.answer_webhook``) posts the same document.
+The ask is stored (deduplicated by ``id``), then the route watches its deliveries (the outbox
+posts them) for up to ``wait_seconds``: 200 with the refs once accepted, 202 while none is, 502
+when the platforms refused every destination, 422 for a platform not run here (README's table).
 """
 
 from __future__ import annotations
@@ -39,7 +12,6 @@ import copy
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -60,6 +32,7 @@ from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
 from adapters.sources.engine.route import DESTINATION_MAX
+from bot.clock import SystemClock
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
 from bot.domain.model import Destination, ElicitationKey
@@ -69,8 +42,7 @@ from bot.domain.records import DeliveryState, DeliveryView, Purpose
 WEB = "web"
 IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
 PASSED_OVER = frozenset({DeliveryState.FAILED, DeliveryState.SKIPPED})
-NOT_CONFIGURED = "is not configured"
-"""How the outbox words a post to a platform this deployment does not run."""
+NOT_CONFIGURED = "is not configured"  # the outbox's words for a platform not run here
 _FIRST_POLL_S = 0.02
 _MAX_POLL_S = 0.25
 
@@ -78,7 +50,6 @@ CHAT_PLATFORMS = ("slack", "matrix")
 
 
 def _destination(platforms: Collection[str]) -> dict[str, Any]:
-    """A destination on a platform this deployment runs: ``web``, and each of ``platforms``."""
     chats = [p for p in CHAT_PLATFORMS if p in platforms]
     pattern = rf"^(?:web|(?:{'|'.join(chats)}):{ID_TAIL})$" if chats else "^web$"
     named = {"slack": "`slack:<channel or user>`", "matrix": "`matrix:<room or @user>`"}
@@ -175,8 +146,7 @@ _SCHEMA: dict[str, Any] = {
 
 
 def _null_is_absent(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with each optional property of it and of its ``ask`` also taking null: the
-    parser counts an optional field sent as null as absent. Changed in place; returned."""
+    """Each optional property (also of ``ask``) takes null too, as the parser counts it absent."""
     for node in (schema, schema["properties"]["ask"]):
         required = set(node.get("required", ()))
         for name, child in node["properties"].items():
@@ -189,8 +159,7 @@ _null_is_absent(_SCHEMA)
 
 
 def _schema_for(platforms: Collection[str] | None) -> dict[str, Any]:
-    """The body as this deployment takes it: a destination on a platform it does not run is a
-    422, so only those it runs are named (every one when the router is not told)."""
+    """Only the platforms this deployment runs are named (every one when not told)."""
     if platforms is None:
         return _SCHEMA
     schema = copy.deepcopy(_SCHEMA)
@@ -215,26 +184,15 @@ _EXAMPLE: dict[str, Any] = {
 """tests/fixtures/sources/engine.json's "a question with choices", to the web inbox."""
 
 
-class _UtcClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 @dataclass(frozen=True)
 class Acceptance:
-    state: str
-    """``accepted``, ``failed`` (every destination failed permanently) or ``waiting``."""
-    deliveries: tuple[DeliveryView, ...] = ()
-    """The accepted deliveries, or the failed ones."""
+    state: str  # accepted, failed (every destination failed permanently) or waiting
+    deliveries: tuple[DeliveryView, ...] = ()  # the accepted ones, or the failed ones
 
 
 def acceptance(rows: Sequence[DeliveryView], followup_seconds: int) -> Acceptance:
-    """Has the first destination's platform accepted the post? Pure, over the deliveries.
-
-    With a follow-up delay the first destination in preference order that has not failed decides
-    (its later fallbacks are not waited for); without one every destination is posted at once
-    and all of them are waited for, so that the body lists each accepted copy.
-    """
+    """With a follow-up delay the first destination in preference order not failed decides;
+    without one every destination is posted at once and all are waited for."""
     primary = sorted((r for r in rows if r.purpose == Purpose.PRIMARY), key=lambda r: r.position)
     posted = tuple(r for r in primary if r.state == DeliveryState.POSTED)
     failed = tuple(r for r in primary if r.state == DeliveryState.FAILED)
@@ -252,7 +210,7 @@ def acceptance(rows: Sequence[DeliveryView], followup_seconds: int) -> Acceptanc
 
 
 def delivery_body(row: DeliveryView, link: str) -> dict[str, Any]:
-    """``{"destination", "ref"}``: the platform's message id (the store's lookup key left out)."""
+    """The platform's message id, without the store's lookup key."""
     stored = row.ref.to_json() if row.ref is not None else {}
     ref = {k: v for k, v in stored.items() if k != "key"}
     if row.destination == WEB:
@@ -268,12 +226,10 @@ def engine_router(
     clock: Clock | None = None,
     platforms: Collection[str] | None = None,
 ) -> APIRouter:
-    """``POST /v1/deliveries``, to include in the app (``Runtime.routers``). ``authorise`` returns
-    None when the request may go on, else the response to send (401). ``platforms`` names the
-    chat platforms this deployment runs (``slack``, ``matrix``; ``web`` always runs): a new ask
-    naming another is a 422 before anything is stored. None: the outbox finds out."""
+    """``platforms``: the chat platforms run here (``web`` always runs); a new ask naming another
+    is a 422 before anything is stored. None: the outbox finds out."""
     router = APIRouter(tags=["engine"])
-    time_source = clock or _UtcClock()
+    time_source = clock or SystemClock()
 
     async def settle(key: ElicitationKey, followup_seconds: int) -> Acceptance:
         deadline = time.monotonic() + wait_seconds

@@ -1,12 +1,5 @@
-"""The engine answer webhook (``sources.engine.answer_webhook``): the closed ask POSTed once.
-
-Spec 001 defines no webhook document, so the body is the read-back
-(:func:`~adapters.sources.engine.document.ask_document`, what ``GET /v1/deliveries/{id}``
-returns): the ask, its ``status``, ``expires_at`` as the spec writes it and the ``decision``.
-The same rules as the other write-backs (:mod:`adapters.shared.webhook`): the header
-``Idempotency-Key`` is stable per answer; 2xx and 409 (the receiver has it) are done; 5xx, 429
-and connection errors are retried; any other 4xx fails for good. Without a webhook nothing is
-posted: the outcome is only read back.
+"""The engine answer webhook: the closed ask's read-back (``ask_document``) POSTed once, with
+the rules of :mod:`adapters.shared.webhook`; without a webhook the outcome is only read back.
 """
 
 from __future__ import annotations

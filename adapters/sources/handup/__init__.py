@@ -1,11 +1,5 @@
-"""handup approval requests: ``POST /v1/handup/requests`` in, the terminal Request
-POSTed to its allowlisted ``callback_url`` out.
-
-- :mod:`.validation`: the Request checked against the schema and the spec's rules;
-- :mod:`.duration`: ``timeout`` as handup (Rust's humantime) reads it;
-- :mod:`.elicitation` (with :mod:`.previews`): a checked Request in, an Elicitation out;
-- :mod:`.document`: the Request as it stands (status and decision), out;
-- :mod:`.routes` and :mod:`.sink`: the HTTP edges.
+"""handup approval requests: ``POST /v1/handup/requests`` in, the terminal Request POSTed to
+its allowlisted ``callback_url`` out.
 """
 
 from typing import TYPE_CHECKING

@@ -11,9 +11,8 @@ from adapters.sources.handup.duration import parse_timeout
 class HandupConfig(Section):
     callback_allowlist: tuple[AnyHttpUrl, ...] = ()
     default_timeout: str | None = None
-    """The expiry of a Request with no ``timeout`` (handup: "absent uses config"), in the
-    ``timeout`` grammar (``"15m"``, ``"1h 30m"``, ``"1w"``; at most one year); None or
-    ``"none"``: such a Request never expires."""
+    """The expiry of a Request with no ``timeout``, in its grammar (``"1h 30m"``; at most a year);
+    None or ``"none"``: it never expires."""
 
     @field_validator("default_timeout")
     @classmethod

@@ -1,8 +1,4 @@
-"""The handup Request as it stands: its terminal ``status`` and ``decision``. Pure.
-
-:func:`request_document` is what the intake response, ``GET /v1/handup/requests/{id}`` and the
-callback send: the stored Request with the decision a person (or the timeout) made.
-"""
+"""The handup Request as it stands (the intake response, the read-back and the callback). Pure."""
 
 from __future__ import annotations
 

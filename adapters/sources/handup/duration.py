@@ -1,22 +1,8 @@
-"""handup durations (a Request's ``timeout``): the grammar of Rust's ``humantime``. Pure.
+"""handup durations (a Request's ``timeout``): exactly the grammar of Rust's ``humantime``. Pure.
 
-handup's schema is generated from Rust types and its daemon reads ``timeout`` the way
-``humantime::parse_duration`` does, so elicitbot takes exactly what handup takes: one or more
-spans, each a whole number and a unit, with spaces optional between spans and between a number
-and its unit (``90s``, ``15m``, ``1h 30m``, ``1h30m``, ``2days``, ``15 minutes``, ``1w``,
-``1y``). Units are case-sensitive (``m`` is minutes, ``M`` months)::
-
-    nanos nsec ns | usec us | millis msec ms | seconds second secs sec s
-    minutes minute mins min m | hours hour hrs hr h | days day d | weeks week w
-    months month M (30.44 days) | years year y (365.25 days)
-
-No fractions (``1.5h``), signs, ``:`` clocks or commas. A ``timeout`` is a positive duration of at
-most one year (``1y``, 365.25 days); ``none`` (any case, spaces around it allowed) or JSON null
-disables expiry.
-
-No maintained Python library reads this grammar exactly (pytimeparse2 takes fractions, ``4:13``
-and case-insensitive units with a 365-day year; humanfriendly and durations differ likewise),
-hence this small port, tested against humantime's own cases.
+handup's daemon reads ``timeout`` with ``humantime::parse_duration``. No maintained Python library
+reads that grammar exactly (pytimeparse2 takes fractions, ``4:13`` and case-insensitive units with
+a 365-day year; humanfriendly and durations differ likewise), hence this port of humantime's cases.
 """
 
 from __future__ import annotations
@@ -24,10 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 NANOS_PER_SECOND = 1_000_000_000
-YEAR_SECONDS = 31_557_600
-"""humantime's year: 365.25 days."""
-MAX_TIMEOUT = timedelta(seconds=YEAR_SECONDS)
-"""The spec's "at most one year", as ``1y`` reads."""
+YEAR_SECONDS = 31_557_600  # humantime's year: 365.25 days
+MAX_TIMEOUT = timedelta(seconds=YEAR_SECONDS)  # the spec's "at most one year", as ``1y`` reads
 _MAX_NANOS = YEAR_SECONDS * NANOS_PER_SECOND
 _U64_MAX = 2**64 - 1
 
@@ -53,10 +37,8 @@ _WHITESPACE = frozenset(
 
 
 def _timeout_pattern() -> str:
-    """:func:`parse_timeout`'s grammar as a regular expression (ECMA 262, for a JSON Schema):
-    ``none``, or spans of a number (spaces may run inside it) and a unit, the next span right
-    after the unit or after spaces. Not its bounds: not zero, at most a year, no number past a
-    Rust ``u64``."""
+    """:func:`parse_timeout`'s grammar as an ECMA 262 regular expression (for a JSON Schema),
+    without its bounds (not zero, at most a year, no number past a Rust ``u64``)."""
     space = "[" + "".join(f"\\u{ord(c):04x}" for c in sorted(_WHITESPACE)) + "]"
     units = "|".join(sorted(_UNIT_NANOS, key=lambda u: (-len(u), u)))
     span = f"[0-9](?:[0-9]|{space})*(?:{units})"
@@ -65,7 +47,6 @@ def _timeout_pattern() -> str:
 
 
 TIMEOUT_PATTERN = _timeout_pattern()
-"""The ``timeout`` grammar (its bounds aside), for the OpenAPI document."""
 
 DURATION_HELP = (
     'must be a positive duration such as "90s", "15m", "1h 30m", "2days", "1w" or "1y" '
@@ -74,18 +55,16 @@ DURATION_HELP = (
 
 
 _NOT_ALLOWED = "which is not allowed (whole numbers and units only)"
-_SHOWN = 20
-"""At most this many characters of the text are echoed in a reason."""
+_SHOWN = 20  # at most this many characters of the text are echoed in a reason
 
 
 class DurationError(ValueError):
-    """The text is not a humantime duration; the message says why, in words."""
+    """The text is not a humantime duration; the message says why."""
 
 
 def parse_nanos(text: str) -> int:
-    """The duration ``text`` names, in nanoseconds, read as ``humantime::parse_duration`` reads
-    it (a sum of spans). DurationError says what is wrong; a number or sum past what a Rust
-    ``u64`` holds is refused as humantime refuses it."""
+    """``text`` in nanoseconds, as ``humantime::parse_duration`` reads it (a sum of spans; past
+    a Rust ``u64`` is refused as humantime refuses it)."""
     length = len(text)
     at = _skip_space(text, 0)
     if at == length:
@@ -152,8 +131,8 @@ def _shown(text: str, at: int) -> str:
 
 
 def parse_timeout(text: str) -> timedelta | None:
-    """A handup ``timeout``: ``"none"``: None (no expiry); else the positive duration, at most
-    one year. ValueError (a DurationError) with :data:`DURATION_HELP` and the reason."""
+    """None for ``"none"`` (no expiry), else the positive duration of at most one year;
+    a DurationError (a ValueError) gives :data:`DURATION_HELP` and the reason."""
     if text.strip(" \t\n\r").lower() == "none":
         return None
     try:

@@ -1,8 +1,8 @@
-"""A checked handup Request in, a normalised Elicitation out (as handup's API defines it). Pure.
+"""A checked handup Request in, a normalised Elicitation out. Pure.
 
-Times in a Request are Unix milliseconds. elicitbot stands in for the handup daemon: it assigns
-``id`` (when absent), ``created_at``, ``expires_at`` (from ``timeout``), ``content_hash`` and
-``status``; ``source.integration`` is server-verified, so a caller's value is dropped.
+elicitbot stands in for the handup daemon: it assigns ``id`` (when absent), ``created_at``,
+``expires_at``, ``content_hash`` and ``status``; ``source.integration`` is server-verified, so a
+caller's value is dropped. Times in a Request are Unix milliseconds.
 """
 
 from __future__ import annotations
@@ -46,25 +46,19 @@ CONTENT_FIELDS = (
 """What a person decides on: ``content_hash`` is the SHA-256 of these, canonical JSON."""
 
 
-# --- ids --------------------------------------------------------------------------------------
-
-
 def new_request_id() -> str:
     return f"hr_{uuid.uuid4().hex}"
 
 
 def dedupe_request_id(dedupe_key: str, generation: int) -> str:
-    """The id of the ``generation``-th request of a ``dedupe_key`` sent without an id: retries
-    of a pending request land on its id; once it is decided, the next generation is new."""
+    """Retries of a pending id-less request land on its id; once decided, the next generation
+    is new."""
     digest = hashlib.sha256(f"{generation}:{dedupe_key}".encode()).hexdigest()
     return f"hr_{digest[:32]}"
 
 
 def key_of(request_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{request_id}")
-
-
-# --- mapping ----------------------------------------------------------------------------------
 
 
 def to_elicitation(
@@ -74,9 +68,7 @@ def to_elicitation(
     now: datetime,
     default_timeout: timedelta | None = None,
 ) -> Elicitation:
-    """The elicitation of a checked Request under ``request_id``, taken in at ``now``.
-
-    Expiry: ``timeout`` when present (``none``/null: never); else ``expires_at`` as given; else
+    """Expiry: ``timeout`` when present (``none``/null: never); else ``expires_at`` as given; else
     ``default_timeout`` (the config's, "absent uses config"), if any."""
     document = dict(checked.document)
     source = dict(document["source"] or {})

@@ -1,18 +1,14 @@
-"""``POST /v1/handup/requests`` (and ``GET /v1/handup/requests/{id}``): handup Request intake.
+"""``POST /v1/handup/requests`` and ``GET /v1/handup/requests/{id}``: handup Request intake.
 
-The response is the stored Request (its ``id``, ``status``, ``content_hash``…): 202 when it is
-new, 200 when it was already there (same ``id``, or a pending request with the same
-``dedupe_key``). A bad Request is a 400 naming each field (the intake bounds of
-``bot.domain.bounds`` included, and an ``id`` in the path out of them); a ``callback_url`` off
-the allowlist is refused so. Mounted through ``Runtime.routers``; ``authorise`` is the app's
-bearer check.
+The stored Request comes back: 202 when new, 200 when already there (same ``id``, or a pending
+request with the same ``dedupe_key``); a bad Request is a 400 naming each field.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Request
@@ -45,19 +41,14 @@ from adapters.sources.handup.validation import (
     check,
     schema,
 )
+from bot.clock import SystemClock
 from bot.domain.bounds import ID_MAX, check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected, UnsupportedMediaType
 from bot.domain.model import Status
 from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
 from bot.domain.records import IntakeResult
 
-Authorise = Callable[[Request], Response | None]
-"""None when the request may go on, else the response to send (401)."""
-
-
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
+Authorise = Callable[[Request], Response | None]  # None, or the response to send (401)
 
 
 def handup_router(
@@ -69,15 +60,14 @@ def handup_router(
     new_id: Callable[[], str] = new_request_id,
     default_timeout: timedelta | str | None = None,
 ) -> APIRouter:
-    """The handup routes. ``default_timeout``: the expiry of a Request that names neither
-    ``timeout`` nor ``expires_at`` ("absent uses config": ``sources.handup.default_timeout``, in
-    the ``timeout`` grammar, e.g. ``"1h 30m"``); None or ``"none"``: it never expires."""
+    """``default_timeout``: the expiry of a Request naming neither ``timeout`` nor ``expires_at``
+    (``sources.handup.default_timeout``); None or ``"none"``: it never expires."""
     router = APIRouter(tags=["handup"])
     fallback = (
         parse_timeout(default_timeout) if isinstance(default_timeout, str) else default_timeout
     )
     allowed = tuple(str(entry) for entry in allowlist)
-    time: Clock = clock or _SystemClock()
+    time: Clock = clock or SystemClock()
 
     @router.post(
         "/v1/handup/requests",
@@ -140,9 +130,7 @@ def handup_router(
 
 
 def _request_schema() -> dict[str, Any]:
-    """The spec's Request schema, with the rules ``validation`` adds that a schema can say: the
-    id's characters, a new Request's status, the daemon-managed fields, the latest expiry, the
-    timeout's grammar, the feedback values, what the kind asks for."""
+    """The spec's Request schema, plus the rules of ``validation`` that a schema can say."""
     document = inline(schema())
     properties = document["properties"]
     properties["id"] = {**properties["id"], "pattern": f"^(?:{ID_RE.pattern})?$"}
@@ -249,10 +237,8 @@ def _json_body(request: Request, raw: bytes) -> object:
 async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptView | None, str]:
     """The pending request of ``dedupe_key`` (if any) and the id a new id-less one takes.
 
-    Id-less requests of one key take generations 0, 1, 2… in turn, each only once the one
-    before is decided, so the generations that exist are a prefix: a galloping then binary
-    search finds the last in O(log n) reads.
-    """
+    Generations 0, 1, 2… are taken in turn, each once the one before is decided, so those that
+    exist are a prefix: a galloping then binary search finds the last in O(log n) reads."""
 
     async def at(generation: int) -> PromptView | None:
         return await elicitations.view(key_of(dedupe_request_id(dedupe_key, generation)))
@@ -279,8 +265,7 @@ _REQUEST_SCHEMA = _request_schema()
 
 
 def _without_callbacks(document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` for a deployment with no callback allowlist: every ``callback_url`` but null
-    is refused there, so the document says null."""
+    """With no callback allowlist every ``callback_url`` but null is refused, so it says null."""
     callback = {
         "type": "null",
         "description": "null: this deployment has no callback allowlist "

@@ -1,14 +1,7 @@
-"""The handup write-back: the terminal Request POSTed to its ``callback_url``.
+"""The handup write-back: the terminal Request (``request_document``) POSTed to ``callback_url``.
 
-The body is the whole Request (:func:`~adapters.sources.handup.document.request_document`): its
-terminal ``status`` and the ``decision`` with the option, outcome, the ``content_hash`` it was
-decided on, feedback, ``fields.answers``, ``decided_by`` and ``decided_at``. The header
-``Idempotency-Key`` is stable per answer. 2xx and 409 (the receiver has it) are done; 5xx, 429 and
-connection errors are retried; another 4xx, or a URL no longer on the allowlist, fails for good
-(the webhook client, :mod:`adapters.shared.webhook`, maps the reply). The document is checked
-against the spec's JSON Schema before it is sent: one the schema refuses is never sent, and the
-answer is refused (the question reopens) with the fields named.
-A Request without ``callback_url`` is only read back (``GET /v1/handup/requests/{id}``).
+Rules of :mod:`adapters.shared.webhook`, plus: a URL no longer allowlisted fails for good, and a
+document the spec's schema refuses is never sent (the answer is refused and the question reopens).
 """
 
 from __future__ import annotations

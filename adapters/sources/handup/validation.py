@@ -1,9 +1,5 @@
-"""handup Request validation: handup's JSON Schema and the rules it cannot say. Pure.
-
-:func:`check` validates a Request against handup's JSON Schema (shipped as
-``schema/request.schema.json``, checked with ``jsonschema``) and the rules the schema cannot say
-(daemon-managed fields, ids, options, questions, the timeout, the feedback mode and the callback
-allowlist), reporting every problem at once, each naming its field.
+"""handup Request validation: handup's JSON Schema (``schema/request.schema.json``) and the rules
+it cannot say, every problem reported at once, each naming its field. Pure.
 """
 
 from __future__ import annotations
@@ -53,8 +49,7 @@ class CheckedRequest:
     """A valid Request with every default filled in; ``id`` may still be empty."""
 
     document: dict[str, Any]
-    has_timeout: bool
-    """``timeout`` was present (a string or null); absent, ``expires_at`` is used as given."""
+    has_timeout: bool  # present (even null); absent, ``expires_at`` is used as given
 
     @property
     def id(self) -> str:
@@ -67,8 +62,6 @@ class CheckedRequest:
 
 
 def check(data: Any, allowlist: Sequence[str]) -> CheckedRequest:
-    """The Request, validated against the schema and the spec's rules; PayloadRejected names
-    every bad field (``options[1].outcome``, ``input.questions[0].recommended``…)."""
     problems = schema_problems(data)
     if problems:
         raise PayloadRejected(problems)
@@ -160,8 +153,6 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[FieldProblem]:
-    """What the schema cannot say: daemon-managed fields, ids, options, questions, the timeout,
-    the feedback mode and the callback allowlist."""
     problems: list[FieldProblem] = []
     request_id = document["id"]
     if request_id and not ID_RE.fullmatch(request_id):

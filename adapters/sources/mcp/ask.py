@@ -1,16 +1,8 @@
 """The ``ask`` tool's arguments as an elicitation, and an elicitation's state as the tools' result.
 
-Pure: no I/O. The arguments arrive already typed by the tool's input schema (:class:`AskOption`,
-:class:`AskPreview`, :class:`FreeText`); :func:`to_elicitation` checks what a schema cannot say
-(an answer to offer, distinct option ids, ``on_timeout`` naming an option, the form's schema, the
-destinations the agent may use, the intake bounds of ``bot.domain.bounds``) and raises
-:class:`AskError` naming each bad field as the tool's arguments name it.
-
-Mapping: source ``mcp``, source id a fresh id, asker ``mcp:<agent name>`` (rule 1 refuses that
-identity as a respondent). Options with ``meaning: approve`` make it an approval; previews (and
-any approval) make an approval subject whose digest covers the question, the options, the form
-and every preview, so an approval is given on exactly what was shown. ``timeout_seconds`` is the
-expiry; ``on_timeout`` an option that expiry then chooses as the system's answer.
+Pure. :func:`to_elicitation` checks what the input schema cannot say and names each bad argument.
+The approval subject's digest covers question, options, form and every preview, so an approval is
+given on exactly what was shown; the asker ``mcp:<agent>`` may never answer.
 """
 
 from __future__ import annotations
@@ -48,8 +40,7 @@ from bot.domain.ports import PromptView
 
 SOURCE = "mcp"
 SUBJECT_SCHEMA = "mcp.ask"
-TIMEOUT_MAX = 90 * 24 * 3600
-"""The longest ``timeout_seconds``: 90 days, the engine's longest expiry."""
+TIMEOUT_MAX = 90 * 24 * 3600  # 90 days, the engine's longest expiry
 FREE_TEXT_MAX = 1_048_576
 PREVIEW_TYPES = ("text", "markdown", "code", "diff", "command", "link")
 
@@ -64,7 +55,7 @@ NAMES: dict[str, str] = {
     "subject.preview": "previews",
     "deadlines.on_timeout": "on_timeout",
 }
-"""Normalised fields by the tool's argument names (``bot.domain.bounds.check_elicitation``)."""
+"""The tool's argument names of the normalised fields, for ``check_elicitation``."""
 
 
 class _Args(BaseModel):
@@ -94,15 +85,12 @@ class AskPreview(_Args):
 
 
 class AskError(ValueError):
-    """The arguments cannot make an elicitation; ``problems`` name each field."""
-
     def __init__(self, problems: Sequence[FieldProblem]) -> None:
         self.problems = list(problems)
         super().__init__("; ".join(str(p) for p in self.problems))
 
 
 def asker_of(agent: str) -> str:
-    """The agent's identity key: the asker of its questions, refused as a respondent."""
     return f"{SOURCE}:{agent}"
 
 
@@ -113,8 +101,7 @@ def key_of(question_id: str) -> ElicitationKey:
 
 
 def keyed_id(agent: str, idempotency_key: str) -> str:
-    """The question id of an ``ask`` with an idempotency key: the same for the same agent and
-    key, never the same as another agent's."""
+    """The same for the same agent and key, never the same as another agent's."""
     return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
 
 
@@ -151,7 +138,7 @@ def _shape_problems(
     form: Any,
     timeout_seconds: int | None,
     on_timeout: str | None,
-    url: str | None = None,
+    url: str | None,
 ) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
     if form is not None and (options or free_text is not None):
@@ -205,9 +192,8 @@ def route_for(
     destinations: Sequence[str] | None,
     allowed: Sequence[str],
 ) -> Route | None:
-    """Where the question goes: the named ``destinations`` (each one the agent's config lists),
-    else None (the config's routes, by workspace and board) when it names a workspace or board,
-    else the agent's own destinations (None when it has none: the config's routes)."""
+    """The named ``destinations`` (each one the agent's config lists); else the config's routes
+    (None) for a workspace or board; else the agent's own destinations, if any."""
     if destinations:
         problems = [
             FieldProblem(f"destinations[{i}]", f"{d!r} is not one of this agent's destinations")
@@ -227,14 +213,12 @@ def route_for(
 
 
 _PERSON = re.compile(r"^(slack:[UW][A-Z0-9]+|matrix:@[^:\s]+:\S+)$")
-URL_MAX = 8_192
-"""An address a person is asked to open (MCP URL mode): longer is no address anyone types."""
+URL_MAX = 8_192  # longer is no address anyone types
 
 
 def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[str]) -> Route:
-    """MCP URL mode: the address goes to one person only, as a direct message: the one person
-    (``slack:U…``, ``matrix:@…``) among the destinations the ask would use (its own, else the
-    agent's). A link to sign in or to pay is never posted to a channel."""
+    """MCP URL mode: a direct message to the one person among the destinations the ask would
+    use. A link to sign in or to pay is never posted to a channel."""
     problems: list[FieldProblem] = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > URL_MAX:
@@ -255,7 +239,6 @@ def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[st
 
 
 def url_question(message: str, url: str) -> str:
-    """The direct message of a URL elicitation: the whole address, as text (never previewed)."""
     return (
         f"{message}\n\nThe tool asks you to open this address yourself (elicitbot has not "
         f"opened it and shows no preview of it):\n\n{url}"
@@ -278,7 +261,6 @@ def to_elicitation(
     url: str | None = None,
     now: datetime,
 ) -> Elicitation:
-    """The elicitation the ``ask`` arguments describe, or AskError naming each bad field."""
     problems = _shape_problems(options, free_text, form, timeout_seconds, on_timeout, url)
     if url is not None and (options or free_text is not None or form is not None or previews):
         problems.append(FieldProblem("url", "takes no options, free_text, form or previews"))
@@ -361,15 +343,9 @@ def to_elicitation(
     return e
 
 
-# --- the tools' result ---------------------------------------------------------------------------
-
-
 def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]:
-    """``{"id", "status", "answer": {"option_ids", "text", "fields", "by", "at"} | null}``.
-
-    ``fields`` holds a form's content as the schema types it (a value the schema refuses is left
-    out and named in ``problems``); ``answer`` is null while pending, and after an expiry or a
-    cancel that chose nothing."""
+    """``answer.fields`` is a form's content as the schema types it (a value it refuses is left
+    out and named in ``problems``); ``answer`` is null while pending or closed unanswered."""
     e = view.elicitation
     status = view.status
     answer = view.answer

@@ -1,17 +1,6 @@
-"""``[mcp]`` in the config: the MCP server at ``/mcp`` and the agents that may use it.
+"""``[mcp]``: the MCP server at ``/mcp`` and the agents that may use it.
 
-```toml
-[mcp]
-wait_seconds = 45
-[mcp.agents.ci-agent]
-token_env = "ELICITBOT_MCP_TOKEN_CI"
-destinations = ["slack:C0APPROVALS", "web"]
-```
-
-Unknown keys are refused and the models are frozen, as every section of the config is
-(:class:`adapters.shared.config.Section`).
-Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env``
-names, in an environment mapping the caller passes (tests pass a dict).
+Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env`` names.
 """
 
 from __future__ import annotations
@@ -26,17 +15,14 @@ from bot.domain.errors import ConfigError
 from bot.domain.model import check_destinations
 
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-WAIT_MAX = 600
-"""The longest ``wait_seconds`` (a client that waits longer times out first)."""
+WAIT_MAX = 600  # the longest ``wait_seconds``: a client that waits longer times out first
 
 
 class McpAgentConfig(Section):
-    """One agent identity: its bearer token's variable and where its questions go by default."""
-
     token_env: EnvName
     destinations: tuple[str, ...] = ()
-    """Where its questions go when it names no route (no workspace, board or destinations);
-    also the only destinations its ``ask`` may name. Empty: the config's routes decide."""
+    """Where its questions go when it names no route, and the only ones its ``ask`` may name.
+    Empty: the config's routes decide."""
 
     @field_validator("destinations")
     @classmethod
@@ -45,8 +31,6 @@ class McpAgentConfig(Section):
 
 
 class McpConfig(Section):
-    """``[mcp]``: absent means no MCP server."""
-
     wait_seconds: float = Field(default=45, gt=0, le=WAIT_MAX)
     """How long ``ask`` (and ``get_answer`` at most) holds the call before returning pending."""
     agents: dict[AgentName, McpAgentConfig] = Field(default_factory=dict)

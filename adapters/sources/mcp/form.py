@@ -1,25 +1,9 @@
-"""An MCP ``requestedSchema`` as a form people answer, and their answers back as its content.
+"""An MCP ``requestedSchema`` (form mode's flat subset) as a form people answer, and back.
 
-Pure. The schema is the flat subset MCP allows (2025-11-25 ``elicitation/create``, form mode):
-an object whose properties are
-
-- ``string`` (``title``, ``description``, ``minLength``, ``maxLength``, ``pattern``, ``format``
-  email | uri | date | date-time, ``default``): a typed answer;
-- ``number`` / ``integer`` (``minimum``, ``maximum``): a typed answer, read as a number;
-- ``boolean``: the options Yes / No;
-- a single-select enum (``enum`` [+ legacy ``enumNames``], or ``oneOf`` of ``{const, title}``):
-  its titles as options;
-- a multi-select enum (``type: array`` with ``items.enum`` or ``items.anyOf`` of
-  ``{const, title}``, ``minItems``, ``maxItems``): its titles as options, several may be chosen.
-
-Each property becomes one :class:`~bot.domain.model.FormQuestion` (id = the property name), so
-every surface renders and checks it as it does a handup form. A property the schema does not
-require gets one more option, :data:`LEAVE_EMPTY`, so it can be skipped (the domain's forms need
-every question answered). :func:`content_of` turns the answers back into the content an MCP client
-returns (``{name: value}``) and checks it against the whole schema (types, bounds, ``pattern``,
-``format``) as the last line. Each typed property's rules travel with its question
-(:class:`~bot.domain.model.TypedAnswer`), so the answer rules refuse, to the person, a typed answer
-the schema would refuse: what comes back fits it.
+Each property is one ``FormQuestion``, rendered and checked as a handup form's; a property not
+required gets :data:`LEAVE_EMPTY` (the domain's forms need every question answered). Typed rules
+travel with the question, so a person is refused what the schema would refuse; :func:`content_of`
+checks the whole schema as the last line.
 """
 
 from __future__ import annotations
@@ -35,8 +19,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from bot.domain.errors import FieldProblem
 from bot.domain.model import FormQuestion, Option, TypedAnswer
 
-LEAVE_EMPTY = "(leave empty)"
-"""The extra option of a property the schema does not require."""
+LEAVE_EMPTY = "(leave empty)"  # the extra option of a property the schema does not require
 YES = "Yes"
 NO = "No"
 FORMATS = ("email", "uri", "date", "date-time")
@@ -50,27 +33,20 @@ MAX_PROPERTIES = 50
 
 @dataclass(frozen=True)
 class Field:
-    """One property: how its answer is read back (``choices``: option label -> value)."""
-
     name: str
-    type: str
-    """string, number, integer, boolean, enum or multi (a multi-select array)."""
+    type: str  # string, number, integer, boolean, enum or multi (a multi-select array)
     required: bool
-    choices: tuple[tuple[str, Any], ...] = ()
+    choices: tuple[tuple[str, Any], ...] = ()  # option label -> value
 
 
 @dataclass(frozen=True)
 class Form:
-    """A checked ``requestedSchema``: the questions people see and how to read their answers."""
-
     schema: dict[str, Any]
     fields: tuple[Field, ...]
     questions: tuple[FormQuestion, ...]
 
 
 class SchemaError(ValueError):
-    """The schema is not MCP's flat form subset; ``problems`` name each property."""
-
     def __init__(self, problems: list[FieldProblem]) -> None:
         super().__init__("; ".join(str(p) for p in problems))
         self.problems = problems
@@ -181,8 +157,6 @@ def _field(
 
 
 def _typed(kind: str, prop: Mapping[str, Any]) -> TypedAnswer:
-    """The property's rules for a typed answer, checked when the person answers (so a refusal
-    reaches them, and what comes back always fits the schema)."""
 
     def number(key: str) -> float | None:
         value = prop.get(key)
@@ -205,7 +179,6 @@ def _typed(kind: str, prop: Mapping[str, Any]) -> TypedAnswer:
 
 
 def parse_form(schema: Any) -> Form:
-    """The form a ``requestedSchema`` describes, or SchemaError naming each bad property."""
     problems: list[FieldProblem] = []
     if not isinstance(schema, Mapping):
         raise SchemaError([FieldProblem("form", "must be an object (a requestedSchema)")])
@@ -237,8 +210,8 @@ def parse_form(schema: Any) -> Form:
 
 
 def _value(f: Field, answer: Mapping[str, Any]) -> tuple[bool, Any]:
-    """``(present, value)`` of one answer; a value that cannot be read is returned as typed, for
-    the schema check to name."""
+    """``(present, value)``; a value that cannot be read is returned as typed, for the schema
+    check to name."""
     selected = [s for s in answer.get("selected") or [] if isinstance(s, str)]
     text = answer.get("text")
     if LEAVE_EMPTY in selected:
@@ -268,8 +241,8 @@ def _number(text: str, *, integer: bool) -> Any:
 
 
 def content_of(form: Form, answers: Mapping[str, Any]) -> dict[str, Any] | list[FieldProblem]:
-    """The content an MCP client returns for the form's answers (``Answer.fields["answers"]``),
-    or the problems the schema finds in it, each naming the property."""
+    """The content an MCP client returns for ``Answer.fields["answers"]``, or the schema's
+    problems with it."""
     content: dict[str, Any] = {}
     for f in form.fields:
         given = answers.get(f.name)

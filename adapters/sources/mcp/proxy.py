@@ -1,27 +1,10 @@
-"""``elicitbot mcp-proxy``: a stdio MCP server in front of another MCP server, whose elicitations
-people answer through elicitbot.
+"""``elicitbot mcp-proxy``: a stdio MCP server in front of another, whose elicitations people
+answer through elicitbot's ``/mcp`` tools (everything else passes through unchanged).
 
-The agent's MCP client starts the proxy (stdio) instead of the server; the proxy starts that
-server (a command) or connects to it (a URL) and passes its tools, resources and prompts through
-unchanged. When the server elicits (``elicitation/create``, or a 2026-07-28 ``input_required``
-round, which the SDK turns into the same callback), the proxy asks elicitbot with the ``ask`` tool
-at ``/mcp`` under the agent's token, waits with ``get_answer`` until a person answers or the
-question closes, and answers the server:
-
-- form mode: ``ask`` with the ``requestedSchema`` as ``form``; an answer whose content the schema
-  accepts is ``accept`` with that content; one it refuses is ``cancel`` (the reason on stderr);
-- a form with no properties (a confirmation): the options Accept / Decline → ``accept`` (empty
-  content) / ``decline``;
-- URL mode: ``ask`` with ``url``: a direct message to the one person among the agent's
-  destinations, the whole address shown as text, never previewed or fetched; ``accept`` as soon
-  as it is delivered (that is all it means), ``cancel`` if it could not be;
-- expired or cancelled (in elicitbot, or by the agent's ``cancel`` at ``/mcp``) → ``cancel``.
-
-When the server gives up on its elicitation (the tool call is cancelled), the question is
-cancelled in elicitbot too. While a person answers, elicitbot's progress is relayed to the
-agent's tool calls in flight (:class:`Calls`). The proxy talks to elicitbot at protocol 2026-07-28
-(no session), so an elicitbot restart mid-question costs one retried ``get_answer``, not the
-question.
+Form mode is ``ask`` with the schema as ``form``; an empty form is Accept / Decline; URL mode is
+a direct message, ``accept`` once delivered (that is all it means); closed unanswered is ``cancel``.
+The server giving up cancels the question. Elicitbot is spoken to at 2026-07-28 (no session), so
+its restart mid-question costs one retried ``get_answer``, not the question.
 """
 
 from __future__ import annotations
@@ -29,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 import httpx2
@@ -49,8 +32,7 @@ from bot.domain.errors import ConfigError
 ACCEPT = "accept"
 DECLINE = "decline"
 MODERN = "2026-07-28"
-RETRIES = 5
-"""``get_answer`` calls that may fail in a row (elicitbot restarting) before the proxy cancels."""
+RETRIES = 5  # get_answer calls that may fail in a row (elicitbot restarting) before cancelling
 _CONFIRM = [
     {"id": ACCEPT, "label": "Accept", "meaning": "approve"},
     {"id": DECLINE, "label": "Decline", "meaning": "reject"},
@@ -60,8 +42,7 @@ _CONFIRM = [
 def proxy_agent(
     config: McpConfig, environ: Mapping[str, str], agent: str | None
 ) -> tuple[str, str]:
-    """``(agent name, token)`` for ``--agent NAME`` (which may be left out when the config names
-    one agent); ConfigError naming what is missing."""
+    """``(agent name, token)`` for ``--agent NAME`` (optional when the config names one agent)."""
     if agent is None:
         if len(config.agents) != 1:
             msg = "mcp.agents: name the agent with --agent (the config names " + (
@@ -80,11 +61,7 @@ def proxy_agent(
     return agent, token
 
 
-# --- the mapping (pure) ---------------------------------------------------------------------------
-
-
 def ask_arguments(params: types.ElicitRequestParams) -> dict[str, Any]:
-    """The ``ask`` arguments for one elicitation."""
     if isinstance(params, types.ElicitRequestURLParams):
         return {"question": params.message, "url": params.url}
     schema = params.model_dump(mode="json", by_alias=True, exclude_none=True)["requestedSchema"]
@@ -94,7 +71,7 @@ def ask_arguments(params: types.ElicitRequestParams) -> dict[str, Any]:
 
 
 def elicit_result(params: types.ElicitRequestParams, body: Mapping[str, Any]) -> types.ElicitResult:
-    """What to answer the server, from the question's final state (``ask``'s result shape)."""
+    """What to answer the server, from the question's final state."""
     if isinstance(params, types.ElicitRequestURLParams):
         # Accept says only that the address reached the person (their direct message).
         reached = body.get("delivered") or body.get("status") == "answered"
@@ -113,20 +90,17 @@ def elicit_result(params: types.ElicitRequestParams, body: Mapping[str, Any]) ->
     return types.ElicitResult(action="accept", content=dict(answer.get("fields") or {}))
 
 
-def _say(text: str, stream: TextIO | None = None) -> None:
-    print(text, file=stream or sys.stderr, flush=True)  # stdout is the MCP wire
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # stdout is the MCP wire
 
 
 class Call:
-    """One tool call of the agent's, in flight through the proxy."""
-
     def __init__(self, ctx: ServerRequestContext[Any]) -> None:
         self.ctx = ctx
         self.last = 0.0
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        """Progress must increase per call: a value not above the last one sent is sent as one
-        step above it (without a total)."""
+        """Progress must increase per call: a value not above the last goes one step above it."""
         if progress <= self.last:
             progress, total = self.last + 1, None
         self.last = progress
@@ -134,9 +108,8 @@ class Call:
 
 
 class Calls:
-    """The agent's tool calls in flight, told how a question stands: while a person answers,
-    elicitbot's progress is relayed to every call in flight (most clients make one at a time),
-    so a client that resets its timeout on progress keeps waiting."""
+    """The agent's tool calls in flight: elicitbot's progress is relayed to each (most clients
+    make one at a time), so a client that resets its timeout on progress keeps waiting."""
 
     def __init__(self) -> None:
         self.open: set[Call] = set()
@@ -147,12 +120,7 @@ class Calls:
                 await call.progress(0.0, None, f"elicitbot: {message}" if message else None)
 
 
-# --- elicitbot's side -----------------------------------------------------------------------------
-
-
 class Elicitbot:
-    """Asks elicitbot's ``/mcp`` tools under one agent's token."""
-
     def __init__(self, url: str, token: str) -> None:
         self.url = url
         self.token = token
@@ -180,8 +148,7 @@ class Elicitbot:
     async def answer(
         self, params: types.ElicitRequestParams, progress: ProgressFnT | None = None
     ) -> types.ElicitResult:
-        """Ask, then wait until the question is answered or closed (elicitbot's progress to
-        ``progress``); cancel it if the server stops waiting first."""
+        """Ask, then wait until answered or closed; cancel it if the server stops waiting first."""
         async with self.client() as client:
             try:
                 body = await self._call(client, "ask", ask_arguments(params), progress)
@@ -210,9 +177,6 @@ class Elicitbot:
         return elicit_result(params, body)
 
 
-# --- the proxy ------------------------------------------------------------------------------------
-
-
 def _upstream(command: Sequence[str] | None, url: str | None) -> StdioServerParameters | str:
     if (command is None) == (url is None):
         msg = "mcp-proxy: give either a command (after --) or --url"
@@ -226,10 +190,8 @@ def _upstream(command: Sequence[str] | None, url: str | None) -> StdioServerPara
     return StdioServerParameters(command=command[0], args=list(command[1:]))
 
 
-def passthrough(upstream: Client, name: str, calls: Calls | None = None) -> Server[Any]:
-    """A server whose tools, resources and prompts are the upstream's (tool calls in flight
-    kept in ``calls``, with the upstream's progress passed on)."""
-    in_flight = calls or Calls()
+def passthrough(upstream: Client, name: str, in_flight: Calls) -> Server[Any]:
+    """The upstream's tools, resources and prompts, with its progress passed on."""
 
     async def list_tools(
         _: Any, params: types.PaginatedRequestParams | None
@@ -298,13 +260,10 @@ async def run_proxy(
     url: str | None = None,
     upstream_mode: str = "legacy",
 ) -> None:
-    """Serve MCP on stdin/stdout in front of ``command`` (argv) or ``url``, asking every
-    elicitation of it at ``elicitbot_url`` (the ``/mcp`` endpoint) with the agent's ``token``.
-    Returns when stdin closes. ConfigError when neither or both of command and url are given.
+    """Serve MCP on stdio in front of ``command`` (argv) or ``url`` until stdin closes.
 
-    ``upstream_mode``: how the upstream is spoken to, as ``mcp.Client``'s ``mode`` (``legacy``:
-    the 2025-11-25 handshake, where servers elicit with ``elicitation/create``; ``auto`` or
-    ``2026-07-28`` for a server that answers ``input_required``)."""
+    ``upstream_mode`` is ``mcp.Client``'s ``mode``: ``legacy`` (2025-11-25, ``elicitation/create``),
+    or ``auto`` / ``2026-07-28`` for a server that answers ``input_required``."""
     target = _upstream(command, url)
     elicitbot = Elicitbot(elicitbot_url, token)
     calls = Calls()

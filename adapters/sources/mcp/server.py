@@ -1,21 +1,9 @@
-"""The MCP server at ``/mcp``: the tools ``ask``, ``get_answer`` and ``cancel`` on the ``mcp`` SDK's
-``MCPServer``, over Streamable HTTP, behind a bearer token per agent.
+"""The MCP server at ``/mcp``: ``ask``, ``get_answer`` and ``cancel`` over Streamable HTTP.
 
-Who is asking: every request carries ``Authorization: Bearer <token>``; the token names an agent of
-``[mcp.agents]`` (compared in constant time against every configured token) and anything else is
-answered 401 before the MCP layer reads it. The agent is the asker of its questions
-(``mcp:<name>``), so the answer rules refuse it as a respondent, and it sees only its own
-questions: another agent's id reads as unknown.
-
-Waiting: ``ask`` stores the question, then holds the call up to ``[mcp] wait_seconds`` reading the
-question's state every :data:`POLL_SECONDS` (one short read each, no connection held in between),
-with a progress notification every :data:`PROGRESS_SECONDS` when the client asked for progress
-(clients that reset their timeout on progress then wait as long as a person takes); it returns
-``pending`` with the id when nobody has answered yet, and ``get_answer`` waits again. On shutdown
-every wait returns at once (still ``pending``), so the client asks again after the restart.
-
-Both protocol versions the SDK serves: 2025-11-25 (initialize handshake, a session per client,
-bound to the token that opened it) and 2026-07-28 (no session; each request stands alone).
+A bearer token names an agent of ``[mcp.agents]`` (anything else is a 401 before the MCP layer);
+the agent (``mcp:<name>``) is the asker, so it may never answer, and sees only its own questions.
+A call waits up to ``wait_seconds`` with progress notifications (clients that reset their timeout
+on progress then wait as long as a person takes); on shutdown every wait returns ``pending`` now.
 """
 
 from __future__ import annotations
@@ -50,10 +38,8 @@ from bot.domain.ports import Clock, Elicitations, Inbound, PromptView
 
 log = structlog.get_logger("elicitbot.mcp")
 
-POLL_SECONDS = 0.5
-"""How often a waiting call reads its question's state."""
-PROGRESS_SECONDS = 5.0
-"""How often a waiting call sends a progress notification (when the client asked for them)."""
+POLL_SECONDS = 0.5  # how often a waiting call reads its question's state
+PROGRESS_SECONDS = 5.0  # how often it notifies progress (when the client asked for it)
 NAME = "elicitbot"
 INSTRUCTIONS = (
     "Ask people a question and get their answer: `ask` posts it where the people who answer "
@@ -65,23 +51,13 @@ INSTRUCTIONS = (
 
 @dataclass
 class McpPart:
-    """What the composition root mounts and runs.
+    """``lifespan()`` runs the session manager (inside the HTTP app's); ``ready()`` is None or what
+    is not ready; ``shutdown()`` (on SIGTERM) makes waiting calls return ``pending`` at once."""
 
-    - ``route``: ``starlette.routing.Route("/mcp", app)``, to add to the HTTP app's routes.
-    - ``app``: the ASGI app itself (bearer check, then the MCP Streamable HTTP transport).
-    - ``lifespan()``: an async context manager to enter in the HTTP app's lifespan; the MCP
-      session manager runs inside it.
-    - ``ready()``: None when serving, else what is not ready (for ``/readyz``).
-    - ``shutdown()``: waiting calls return ``pending`` at once (call on SIGTERM, before the
-      lifespan exits).
-    """
-
-    app: Callable[[Scope, Receive, Send], Awaitable[None]]
     route: Route
     lifespan: Callable[[], AbstractAsyncContextManager[None]]
     ready: Callable[[], str | None]
     shutdown: Callable[[], None]
-    server: MCPServer
 
 
 def _bearer(headers: Mapping[str, str] | None) -> str:
@@ -93,8 +69,8 @@ def _bearer(headers: Mapping[str, str] | None) -> str:
 
 
 def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
-    """The agent whose token this is: compared with every token, in constant time, as SHA-256
-    digests (so neither a token's content nor its length shows in the time taken)."""
+    """Compared with every token in constant time, as SHA-256 digests (so neither a token's
+    content nor its length shows in the time taken)."""
     given = hashlib.sha256(token.encode()).digest()
     found = None
     for known, agent in tokens.items():
@@ -103,17 +79,9 @@ def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
     return found if token else None
 
 
-class _Waits:
-    """Waiting calls, told to stop at shutdown."""
-
-    def __init__(self) -> None:
-        self.stopping = anyio.Event()
-        self.running = False
-
-
 class _AgentGate:
-    """The ASGI app at ``/mcp``: 401 without an agent's bearer token, else the MCP transport,
-    with the agent as the request's user (a 2025-11-25 session stays bound to its token)."""
+    """401 without an agent's bearer token, else the MCP transport with the agent as the user
+    (a 2025-11-25 session stays bound to its token)."""
 
     def __init__(
         self, tokens: Mapping[str, str], inner: Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -143,8 +111,6 @@ def _not_found(question_id: str) -> ToolError:
 
 
 class McpTools:
-    """The three tools, for the agent a request's bearer token names."""
-
     def __init__(
         self,
         config: McpConfig,
@@ -161,7 +127,8 @@ class McpTools:
         self.clock = clock
         self.new_id = new_id
         self.poll_seconds = poll_seconds
-        self.waits = _Waits()
+        self.stopping = anyio.Event()  # set at shutdown: waiting calls return
+        self.running = False
 
     def agent_of(self, ctx: Context) -> str:
         agent = agent_for(_bearer(ctx.headers), self.tokens)
@@ -203,7 +170,7 @@ class McpTools:
         key = view.elicitation.key
         started = time.monotonic()
         told = -PROGRESS_SECONDS  # the first read is told at once
-        stopping = self.waits.stopping
+        stopping = self.stopping
         while view.status is Status.PENDING and not stopping.is_set():
             left = seconds - (time.monotonic() - started)
             if left <= 0:
@@ -341,9 +308,8 @@ class McpTools:
 
 
 def _server() -> MCPServer:
-    """The SDK's server, without the root logging handler its constructor installs
-    (``logging.basicConfig``, a no-op while the root logger has a handler): the process's
-    logging is configured by elicitbot alone."""
+    """Without the root handler its constructor installs (``logging.basicConfig`` is a no-op
+    while the root logger has one): elicitbot alone configures the process's logging."""
     root = logging.getLogger()
     guard = logging.NullHandler()
     root.addHandler(guard)
@@ -362,8 +328,7 @@ def mcp_part(
     new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     poll_seconds: float = POLL_SECONDS,
 ) -> McpPart:
-    """The MCP server for ``[mcp]``: its ASGI app (mount at ``/mcp``), lifespan, readiness and
-    shutdown. ConfigError when an agent's token variable is unset or two agents share a token."""
+    """ConfigError when an agent's token variable is unset or two agents share a token."""
     tokens = agent_tokens(config, environ)
     tools = McpTools(config, tokens, elicitations, clock, new_id=new_id, poll_seconds=poll_seconds)
     server = _server()
@@ -376,27 +341,24 @@ def mcp_part(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     manager = server.session_manager
-    waits = tools.waits
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         async with manager.run():
-            waits.running = True
+            tools.running = True
             try:
                 yield
             finally:
-                waits.running = False
-                waits.stopping.set()
+                tools.running = False
+                tools.stopping.set()
 
     def ready() -> str | None:
-        return None if waits.running else "mcp: the session manager is not running"
+        return None if tools.running else "mcp: the session manager is not running"
 
     app = _AgentGate(tokens, manager.handle_request)
     return McpPart(
-        app=app,
         route=Route("/mcp", app, methods=["GET", "POST", "DELETE"]),
         lifespan=lifespan,
         ready=ready,
-        shutdown=waits.stopping.set,
-        server=server,
+        shutdown=tools.stopping.set,
     )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
         to_elicitation,
         upstream_close,
     )
-    from adapters.sources.pinework.poller import ClosingElicitations, PineworkPoller, PollError
+    from adapters.sources.pinework.poller import PineworkPoller, PollError
     from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
 
 __all__, __getattr__ = lazy_exports(__name__, __file__)

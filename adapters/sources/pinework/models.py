@@ -1,9 +1,7 @@
-"""Pinework's question document, read liberally.
+"""Pinework's question document, read liberally (what we send back is exact: see ``sink``).
 
-Pinework's field table lost its names; these are the camelCase names its prose and API filters
-use. Unknown properties are ignored, absent optional ones are None, and a
-few near-misses are accepted (an option's ``id`` or ``value`` for ``key``; ``items`` for ``data``).
-What we send back is exact: see :mod:`adapters.sources.pinework.sink`.
+Its field table lost its names: these are the camelCase names its prose and API filters use; a few
+near-misses are accepted (an option's ``id`` or ``value`` for ``key``; ``items`` for ``data``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""Pinework questions in and answers out, as pure functions (no I/O).
-
-- :func:`parse_question` reads one question liberally; :func:`to_elicitation` maps it.
-- :func:`read_page` reads a list page (``data`` or ``items``) and the cursor it carries.
-- :func:`upstream_close` says how a question resolved in Pinework closes our copy.
-- :func:`answer_body` is the exact body of ``POST /api/v1/questions/{id}/answer``.
-"""
+"""Pinework questions in and answers out, as pure functions."""
 
 from __future__ import annotations
 
@@ -33,22 +27,16 @@ from bot.domain.model import (
 from bot.domain.ports import PromptView
 
 SOURCE = "pinework"
-UPSTREAM_VIA = "pinework"
-"""``Answer.via`` of an answer given in Pinework itself (never written back)."""
-SYSTEM_CLOSE = "[system]"
-"""Shown for a system close that carries no ``[system:<reason>]`` text (secret_input)."""
+UPSTREAM_VIA = "pinework"  # ``Answer.via`` of an answer given in Pinework (never written back)
+SYSTEM_CLOSE = "[system]"  # shown for a system close without ``[system:<reason>]`` text
 QUESTIONS_PATH = "/api/v1/questions"
-PAGE_LIMIT = 100
-"""The most a list page holds (spec: 25 by default, 100 at most)."""
-SECRET_MAX = 10_000
-"""A secret value holds 1 to 10,000 characters."""
+PAGE_LIMIT = 100  # the most a list page holds (spec: 25 by default, 100 at most)
+SECRET_MAX = 10_000  # characters of a secret value
 
 _MODES = {
-    # Pinework's answer modes, as the answer route we call takes them (a thread reply answers
-    # by naming an option, :mod:`bot.domain.replies`): in
-    # Pinework's own threads a reply is answer.text with selected null, but the answer route
-    # requires exactly one key for single_select and one or more (plus an optional note) for
-    # multi_select, so a reply in our threads must name its options.
+    # In Pinework's own threads a reply is answer.text with selected null, but the answer route
+    # requires one key for single_select and one or more for multi_select, so a reply in our
+    # threads must name its options (:mod:`bot.domain.replies`).
     "free_text": AnswerMode.FREE_TEXT,
     "single_select": AnswerMode.SINGLE_CHOICE,
     "multi_select": AnswerMode.MULTI_CHOICE,
@@ -57,17 +45,15 @@ _MODES = {
 
 
 def base_of(base_url: str) -> str:
-    """The base URL as keys and paths use it: without a trailing slash."""
     return base_url.rstrip("/")
 
 
 def channel_of(base_url: str) -> str:
-    """The intake dedupe namespace of one Pinework: ``pinework:<base_url>``."""
     return f"{SOURCE}:{base_of(base_url)}"
 
 
 def question_url(base_url: str, question_id: str) -> str:
-    """``<base>/api/v1/questions/<id>`` (the id path-escaped: it comes from upstream)."""
+    """The id is path-escaped: it comes from upstream."""
     return f"{base_of(base_url)}{QUESTIONS_PATH}/{quote(question_id, safe='')}"
 
 
@@ -244,11 +230,8 @@ def read_page(body: Any, *, limit: int = PAGE_LIMIT) -> Page:
 def upstream_close(
     question: upstream.Question, e: Elicitation, now: datetime
 ) -> tuple[Status, Answer] | None:
-    """How a question no longer open in Pinework closes our copy; None while it is open.
-
-    Answered by a person there: ANSWERED with their answer (``via`` pinework, never written
-    back). Closed by the system: CANCELLED, the answer carrying ``[system:<reason>]`` to show.
-    """
+    """How a question no longer open in Pinework closes our copy (None while open): answered by
+    a person there (never written back), or cancelled carrying ``[system:<reason>]`` to show."""
     if question.status == upstream.OPEN:
         return None
     given = question.answer or upstream.UpstreamAnswer()
@@ -275,12 +258,8 @@ def upstream_close(
 
 
 def answer_body(view: PromptView) -> dict[str, Any] | None:
-    """The answer route's body, or None when there is nothing to write: not answered, answered
-    in Pinework itself, or a secret (it went through the secret route already).
-
-    Options chosen: ``selected`` holds their keys and ``text`` the note (or null). A written
-    answer alone (free_text, or a thread reply): ``text`` with ``selected`` null.
-    """
+    """The answer route's body; None when not answered, answered in Pinework itself, or a
+    secret (it went through the secret route already)."""
     answer = view.answer
     if view.status is not Status.ANSWERED or answer is None:
         return None

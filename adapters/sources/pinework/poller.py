@@ -1,18 +1,9 @@
-"""The Pinework poller: one per ``[[sources.pinework]]`` entry (a base URL and a workspace).
+"""The Pinework poller, one per ``[[sources.pinework]]`` entry: open questions in, closes mirrored.
 
-Every ``poll_seconds`` it lists the open questions (``GET /api/v1/questions?status=open``, 100 a
-page, following the cursor each page carries) and
-
-- takes each new or changed question in (``Elicitations.intake`` on channel
-  ``pinework:<base_url>``; the inbound id is ``<question id>:<digest of what we took from it>``, so
-  a question is posted once and its copies are updated only when it changes upstream);
-- keeps our copies in step with Pinework: a question it was tracking that left the open list is
-  read (``GET /api/v1/questions/{id}``) and, resolved there, closes ours: answered by a person
-  (shown as such) or closed by the system (cancelled, its ``[system:<reason>]`` shown).
-
-Which questions it tracks is kept in the store (``Values``), so a question resolved upstream
-while elicitbot was down is still closed after the restart. A failed or partial listing changes
-nothing: only a complete one tells which questions are gone.
+Each new or changed question is taken in (the inbound id digests what we took, so a copy is only
+updated when it changes upstream); a tracked question gone from the open list is read and, resolved
+there, closes ours. What is tracked is stored (``Values``), so a question resolved while elicitbot
+was down is still closed; only a complete listing tells which questions are gone.
 """
 
 from __future__ import annotations
@@ -20,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import structlog
@@ -44,6 +34,7 @@ from adapters.sources.pinework.parse import (
     upstream_close,
 )
 from adapters.sources.pinework.sink import reply_code
+from bot.clock import SystemClock
 from bot.domain.bounds import ID_MAX, check_elicitation
 from bot.domain.errors import PayloadRejected
 from bot.domain.model import Answer, ElicitationKey, Status
@@ -60,28 +51,12 @@ HTTP_NOT_FOUND = 404
 NOT_FOUND_TEXT = "[system:question_not_found] The question is gone from Pinework."
 
 
-class ClosingElicitations(Elicitations, Protocol):
-    """The Elicitations port plus closing from the source's side (``Service.close``)."""
-
-    async def close(
-        self, key: ElicitationKey, status: Status, *, answer: Answer | None, reason: str
-    ) -> bool:
-        """Close a pending elicitation (answered or withdrawn upstream); every copy is updated.
-        False when it was not pending."""
-        ...
-
-
 class PollError(Exception):
     """A listing failed or was incomplete: nothing is concluded from it."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(message)
-
-
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
 
 
 class PineworkPoller:
@@ -92,7 +67,7 @@ class PineworkPoller:
         workspace: str,
         poll_seconds: float,
         client: httpx.AsyncClient,
-        elicitations: ClosingElicitations,
+        elicitations: Elicitations,
         token: str,
         state: Values,
         clock: Clock | None = None,
@@ -104,16 +79,13 @@ class PineworkPoller:
         self.elicitations = elicitations
         self._token = token
         self.state = state
-        self.clock: Clock = clock or _SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self.channel = channel_of(self.base_url)
         self.account = account_key(self.base_url, workspace)
         self._state_key = f"pinework:tracked:{self.account}"
-        self._sent: dict[str, str] = {}
-        """Question id -> the inbound id last taken in (skips re-sending what is unchanged)."""
-        self._refused: dict[str, str] = {}
-        """Question id -> the problems last logged for it (logged once, not every poll)."""
-        self.connected = False
-        """For /readyz: the last listing succeeded."""
+        self._sent: dict[str, str] = {}  # question id -> the inbound id last taken in
+        self._refused: dict[str, str] = {}  # question id -> the problems last logged for it
+        self.connected = False  # for /readyz: the last listing succeeded
         self._log = log.bind(pinework=self.base_url, workspace=workspace)
 
     def __repr__(self) -> str:  # never the token
@@ -145,11 +117,7 @@ class PineworkPoller:
                 await asyncio.wait_for(stop.wait(), timeout=wait)
 
     async def poll_once(self) -> dict[str, int]:
-        """One round: list, take in what is new or changed, close what was resolved upstream.
-
-        Returns counts (``listed``, ``taken_in``, ``closed``). Raises PollError when the listing
-        failed; then nothing was closed.
-        """
+        """One round; counts ``listed``, ``taken_in``, ``closed``. PollError: nothing was closed."""
         try:
             questions = await self._list_open()
         except PollError:
@@ -200,8 +168,6 @@ class PineworkPoller:
             self._refused[str(shown)] = problems
             self._log.warning("pinework.question_refused", question=shown, problems=problems)
 
-    # -- listing ---------------------------------------------------------------------------------
-
     async def _list_open(self) -> list[Any]:
         """Every open question, page by page; PollError unless the listing is complete."""
         found: list[Any] = []
@@ -242,8 +208,6 @@ class PineworkPoller:
             return response.json()
         except ValueError:
             raise PollError("Pinework answered with a body that is not JSON") from None
-
-    # -- keeping in step ---------------------------------------------------------------------------
 
     async def _keep_in_step(self, open_ids: list[str]) -> int:
         """Close ours for tracked questions no longer open upstream; save what stays tracked."""

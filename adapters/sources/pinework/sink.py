@@ -1,18 +1,7 @@
 """Answers back to Pinework: the answer route (outbox write-back) and the secret route.
 
-``PineworkSink`` (an AnswerSink) posts ``{"answer": {"text", "selected"}}`` to
-``POST /api/v1/questions/{id}/answer`` with the ``Idempotency-Key`` the dispatcher gives (stable
-per answer). ``PineworkSecretSink`` (a SecretSink) posts ``{"value"}`` to ``…/secret`` for a
-``secret_input`` question; the value is never stored, logged or put in an error message.
-
-Each error code of the spec is handled:
-
-- 5xx, 429 and connection errors: transient (retried; ``Retry-After`` honoured);
-- ``question_resolved``: the question is answered upstream already. The upstream answer is read:
-  the same as ours (an earlier attempt landed), done; another, a permanent error naming it;
-- ``invalid_option_key``, ``answer_mode_mismatch``, ``invalid_answer``, ``question_needs_secret``,
-  ``question_not_secret_input``, ``agent_cannot_answer_question``, ``question_not_found`` and the
-  secret route's codes: permanent, with a sentence for the person reading it.
+A secret's value is never stored, logged or put in an error message. ``question_resolved`` reads
+the upstream answer: ours (an earlier attempt landed) is done, another is a permanent error.
 """
 
 from __future__ import annotations
@@ -71,11 +60,7 @@ MESSAGES = {
 
 
 class _Client:
-    """What both sinks share: which account a question belongs to, and how to read a reply.
-
-    ``tokens`` maps an account key (:func:`~adapters.sources.pinework.parse.account_key` of a
-    ``[[sources.pinework]]`` entry) to its bearer token.
-    """
+    """What both sinks share; ``tokens`` maps an ``account_key`` to its bearer token."""
 
     def __init__(self, client: httpx.AsyncClient, tokens: Mapping[str, str]) -> None:
         self.client = client
@@ -85,7 +70,6 @@ class _Client:
         return f"{type(self).__name__}(accounts={sorted(self._tokens)})"
 
     def _target(self, view: PromptView) -> tuple[str, dict[str, str]]:
-        """The question's URL and the headers with the token of the account it came from."""
         extra = view.elicitation.extra
         token = self._tokens.get(str(extra.get("account")))
         if token is None:
@@ -96,7 +80,6 @@ class _Client:
         return url, {"Authorization": f"Bearer {token}"}
 
     async def _get_question(self, view: PromptView) -> upstream.Question | None:
-        """The question as Pinework has it now; None when it cannot be read."""
         url, headers = self._target(view)
         try:
             response = await self.client.get(url, headers=headers, timeout=TIMEOUT_SECONDS)
@@ -108,7 +91,6 @@ class _Client:
 
 
 def reply_code(response: httpx.Response) -> str | None:
-    """The error code a Pinework reply carries, if any."""
     try:
         return error_code(response.json())
     except ValueError:

@@ -21,11 +21,8 @@ _NOT_A_TOKEN = frozenset(".*> \t\r\n")
 
 
 class NatsAnswerPublisher:
-    """An ``AnswerSink`` publishing the ``elicitation.answered`` document on NATS.
-
-    Through JetStream when a stream covers the subject (``Nats-Msg-Id`` = idempotency key, so the
-    stream dedupes a retry), else a core NATS publish (flushed). Connects lazily on first use.
-    """
+    """Through JetStream when a stream covers the subject (``Nats-Msg-Id`` = idempotency key, so
+    the stream dedupes a retry), else a flushed core publish. Connects on first use."""
 
     def __init__(self, url: str, answer_subject: str, *, timeout: float = 5.0) -> None:
         self.url = url
@@ -35,21 +32,12 @@ class NatsAnswerPublisher:
         self._lock = asyncio.Lock()
         self._log = structlog.get_logger("elicitbot.nats")
 
-    @property
-    def connected(self) -> bool:
-        """Connected now (it connects on first use, so False before the first answer)."""
-        return self._nc is not None and bool(self._nc.is_connected)
-
     def subject_for(self, view: PromptView) -> str:
         """``answer_subject`` for the elicitation's workspace (``_`` when it has none)."""
         workspace = view.elicitation.workspace or "_"
         if any(c in _NOT_A_TOKEN for c in workspace):
             raise PermanentDeliveryError(f"workspace {workspace!r} is not one NATS subject token")
         return self.answer_subject.format(workspace=workspace)
-
-    async def start(self) -> None:
-        """Connect now rather than on the first answer (optional)."""
-        await self._connection()
 
     async def deliver(self, view: PromptView, *, idempotency_key: str) -> None:
         subject = self.subject_for(view)
@@ -113,11 +101,8 @@ class NatsAnswerPublisher:
 
 
 class CompositeSink:
-    """Delivers to several sinks in order (webhook, then NATS); the first to raise stops it.
-
-    The outbox then retries the whole write-back with the same idempotency key, and every receiver
-    dedupes by that key.
-    """
+    """Delivers to sinks in order; the first to raise stops it, and the outbox retries them all
+    with the same idempotency key (every receiver dedupes by it)."""
 
     def __init__(self, sinks: Sequence[AnswerSink]) -> None:
         self.sinks = tuple(sinks)

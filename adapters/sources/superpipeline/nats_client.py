@@ -40,11 +40,8 @@ async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def stream_of(js: Any, subject: str) -> str | None:
-    """The stream that stores ``subject``, or None (none does, or JetStream is not enabled).
-
-    Asked of the JetStream API: a JetStream publish cannot tell, because a core subscriber on the
-    subject takes the request (no "no responders"), never replies, and the publish times out.
-    """
+    """The stream that stores ``subject``, or None. Asked of the JetStream API: a publish cannot
+    tell, as a core subscriber takes the request, never replies, and the publish times out."""
     try:
         return str(await js.find_stream_name_by_subject(subject))
     except (nats.js.errors.NotFoundError, nats.js.errors.ServiceUnavailableError):

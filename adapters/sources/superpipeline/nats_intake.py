@@ -1,21 +1,8 @@
-"""SuperPipeline over NATS, in: a JetStream pull consumer of ``elicitation.pending``.
+"""SuperPipeline over NATS, in: one durable JetStream pull consumer of ``elicitation.pending``.
 
-One durable pull consumer, shared by every replica, explicit acks.
-Each fetched batch is parsed strictly (``cloudevents.parse_nats`` + ``to_elicitation``):
-
-- a malformed message is ``term()``-ed and logged with the fields at fault (never nak-looped);
-- the valid ones go to ``handle`` in one call, which commits them to the database; only then is
-  each one ``ack_sync()``-ed (commit first, ack after: a crash in between means a redelivery, never
-  a loss). A redelivery of something already committed comes back from the handler as
-  ``duplicate`` and is acked like any other;
-- if the handler raises (database down), the batch is retried message by message, so one poison
-  message cannot hold its neighbours hostage; each one that still fails is ``nak``-ed with a delay.
-
-The dedupe key is the one HTTP intake uses (channel ``ce:<source>``, inbound id = CloudEvents id),
-so an event that arrives over both HTTP and NATS is one elicitation.
-
-This module sees only the domain: the composition root passes ``handle`` (``Service.intake``,
-through the ``Elicitations`` port's types ``Inbound`` and ``IntakeOutcome``).
+Commit first, ack after (a crash between means a redelivery, never a loss); a malformed message is
+``term()``-ed, never nak-looped; a failed batch is retried one by one so one poison message cannot
+sink its neighbours. Dedupe key as over HTTP (``ce:<source>`` + CloudEvents id).
 """
 
 from __future__ import annotations
@@ -47,29 +34,24 @@ from bot.domain.errors import IntakeError, PayloadRejected
 from bot.domain.ports import Inbound, IntakeOutcome
 
 DEFAULT_STREAM = "ELICITBOT_SUPERPIPELINE"
-DUPLICATE_WINDOW_SECONDS = 600.0
-"""The ``Nats-Msg-Id`` dedupe window of the stream we create; our database dedupes anyway."""
-STREAM_MAX_AGE_SECONDS = 7 * 24 * 3600.0
-"""Our stream keeps events a week (for replay and debugging), far beyond the last redelivery."""
+DUPLICATE_WINDOW_SECONDS = 600.0  # ``Nats-Msg-Id`` window; our database dedupes anyway
+STREAM_MAX_AGE_SECONDS = 7 * 24 * 3600.0  # a week for replay, far beyond the last redelivery
 MAX_BACKOFF_SECONDS = 600.0
-ERR_STREAM_NAME_IN_USE = 10058
-"""``stream name already in use with a different configuration``."""
-ERR_SUBJECTS_OVERLAP = 10065
-"""``subjects overlap with an existing stream``."""
+ERR_STREAM_NAME_IN_USE = 10058  # "stream name already in use with a different configuration"
+ERR_SUBJECTS_OVERLAP = 10065  # "subjects overlap with an existing stream"
 MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
 _BACKOFF_STEPS = (1, 2, 4, 10, 20)
 _RETRY_CAP_SECONDS = 30.0
 
 
 Handler = Callable[[list[Inbound]], Awaitable[Sequence[IntakeOutcome]]]
-"""``Elicitations.intake`` (``Service.intake``): stores the batch and commits before returning."""
+"""``Service.intake``: stores the batch and commits before returning."""
 
 
 def inbound_from_message(subject: str, headers: Mapping[str, str] | None, body: bytes) -> Inbound:
-    """Parse one NATS message; raises ``IntakeError`` (``PayloadRejected`` names the fields).
+    """Parse one NATS message; raises ``IntakeError``.
 
-    The workspace comes from the event's ``subject`` attribute, as over HTTP. An event without
-    one takes the NATS subject it was filed under when that has the
+    An event without a ``subject`` attribute takes the NATS subject when that has the
     ``evt.<workspace>.superpipeline.elicitation.pending`` shape.
     """
     event = cloudevents.parse_nats(headers, body)
@@ -87,10 +69,8 @@ def inbound_from_message(subject: str, headers: Mapping[str, str] | None, body: 
 
 
 def default_backoff(ack_wait: float, max_deliver: int) -> tuple[float, ...]:
-    """Redelivery waits starting at ``ack_wait`` (the server makes ``backoff[0]`` the ack wait).
-
-    ``ack_wait`` 30 gives 30, 60, 120, 300, 600 s. JetStream wants fewer steps than deliveries.
-    """
+    """Redelivery waits from ``ack_wait`` (30 gives 30, 60, 120, 300, 600 s); the server makes
+    ``backoff[0]`` the ack wait and wants fewer steps than deliveries."""
     steps = len(_BACKOFF_STEPS) if max_deliver < 0 else min(len(_BACKOFF_STEPS), max_deliver - 1)
     cap = max(MAX_BACKOFF_SECONDS, ack_wait)
     return tuple(min(ack_wait * factor, cap) for factor in _BACKOFF_STEPS[:steps])
@@ -104,8 +84,6 @@ class _Binding:
 
 
 class NatsIntake:
-    """The JetStream consumer of ``elicitation.pending``: ``start``, ``run(stop)``, ``close``."""
-
     def __init__(
         self,
         url: str,
@@ -146,16 +124,11 @@ class NatsIntake:
         self.connect_timeout = connect_timeout
         self.max_ack_pending = max_ack_pending
         self.duplicate_window = duplicate_window
-        self.bindings: tuple[_Binding, ...] = ()
-        """Where the consumer(s) live, after ``start()``: our stream, or one that already covers
-        the subjects (``(stream, durable, filter_subject)``)."""
-        self.max_deliveries_seen = 0
-        """MAX_DELIVERIES advisories received: messages JetStream gave up on (they stay stored)."""
+        self.bindings: tuple[_Binding, ...] = ()  # after start(): ours, or streams covering ours
+        self.max_deliveries_seen = 0  # messages JetStream gave up on (they stay stored)
         self._nc: Any = None
         self._subs: list[tuple[_Binding, Any]] = []
         self._log = structlog.get_logger("elicitbot.nats")
-
-    # --- lifecycle ------------------------------------------------------------------------------
 
     @property
     def connected(self) -> bool:
@@ -163,11 +136,8 @@ class NatsIntake:
         return self._nc is not None and bool(self._nc.is_connected) and bool(self._subs)
 
     async def start(self) -> None:
-        """Connect, provision the stream, bind the consumer; raises if NATS is unreachable.
-
-        Once connected, the client reconnects forever on its own. ``run`` calls this (retrying)
-        when it was not called first, so the process can start while NATS is down.
-        """
+        """Connect, provision, bind; raises if NATS is unreachable (``run`` retries it, so the
+        process can start while NATS is down). Once connected, the client reconnects forever."""
         if self._subs:
             return
         try:
@@ -235,8 +205,6 @@ class NatsIntake:
             self._log.warning("nats.intake.drain_failed", error=type(exc).__name__)
             with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
                 await nc.close()
-
-    # --- provisioning ---------------------------------------------------------------------------
 
     async def _provision(self, js: Any) -> list[_Binding]:
         """Our stream for subjects no other stream covers; bind where another stream does."""
@@ -324,8 +292,6 @@ class NatsIntake:
                 durable=binding.durable,
                 error=exc.description,
             )
-
-    # --- the loop -------------------------------------------------------------------------------
 
     async def _consume(self, binding: _Binding, sub: Any, stop: asyncio.Event) -> None:
         failures = 0
@@ -455,8 +421,6 @@ class NatsIntake:
                 stream_seq=_position(msg)[0],
                 error=f"{type(exc).__name__}: {exc}",
             )
-
-    # --- callbacks ------------------------------------------------------------------------------
 
     async def _on_max_deliveries(self, msg: Any) -> None:
         self.max_deliveries_seen += 1

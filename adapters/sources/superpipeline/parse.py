@@ -63,10 +63,8 @@ def workspace_from_subject(subject: str | None) -> str | None:
 
 
 def to_elicitation(event: CloudEvent) -> Elicitation:
-    """Check the event's envelope (its type, subject and the intake bounds of ``id``, ``source``
-    and ``subject``), then its body and the bounds of what it maps to; every problem is reported
-    at once. HTTP (every mode) and NATS both come through here, so both refuse the same events.
-    """
+    """Check envelope, body and intake bounds, reporting every problem at once. HTTP and NATS
+    both come through here, so both refuse the same events."""
     problems = check_cloudevent(event.id, event.source, None, event.subject)
     if event.type != CE_TYPE:
         problems.append(FieldProblem("type", f'must be "{CE_TYPE}"'))
@@ -88,9 +86,7 @@ def to_elicitation(event: CloudEvent) -> Elicitation:
 
 
 def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
-    """The strict body parser; problem locations are relative to the body (``options[2].scope``).
-
-    The intake bounds apply as well (``workspace`` is named as such)."""
+    """The strict body parser, with problems named relative to the body (``options[2].scope``)."""
     body, problems = _validate(data, prefix="")
     if body is None or problems:
         raise PayloadRejected(problems)
@@ -99,9 +95,6 @@ def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
     if problems:
         raise PayloadRejected(problems)
     return e
-
-
-# --- validation --------------------------------------------------------------------------------
 
 
 def _validate(
@@ -197,9 +190,6 @@ def _join(prefix: str, loc: str) -> str:
     if not loc:
         return prefix
     return f"{prefix}{loc}" if loc.startswith("[") else f"{prefix}.{loc}"
-
-
-# --- mapping -----------------------------------------------------------------------------------
 
 
 def _elicitation(body: upstream.ElicitationPending, workspace: str | None) -> Elicitation:

@@ -1,17 +1,7 @@
-"""``POST /v1/events``: SuperPipeline's ``elicitation.pending`` CloudEvents over HTTP.
+"""``POST /v1/events``: ``elicitation.pending`` CloudEvents over HTTP (structured, binary, batch).
 
-Structured, binary and batch mode (the mode comes from ``Content-Type``). A batch is all or
-nothing: one bad event refuses the lot, and the 400 names each bad field with its index
-(``[1].data.options``). Accepted events are stored in one call, deduplicated by the CloudEvents
-``source`` and ``id`` (the same key NATS intake uses, so an event sent both ways is one
-elicitation):
-
-- one event: 202 ``{"id", "elicitation", "result": "accepted"}``, 200 with ``"duplicate"`` when
-  it was seen before;
-- a batch: 202 ``{"results": [...]}``, one result per event in order.
-
-Refusals are problem+json: 400 (each bad attribute or field), 401 (``authorise``), 413 (over
-1 MiB), 415 (not a CloudEvent). Mounted through ``Runtime.routers``.
+A batch is all or nothing (the 400 names each bad field with its index, ``[1].data.options``);
+events dedupe by CloudEvents ``source`` and ``id``, the key NATS intake uses.
 """
 
 from __future__ import annotations
@@ -174,19 +164,13 @@ _OPENAPI: dict[str, Any] = {
 }
 
 
-def channel_of(event: cloudevents.CloudEvent) -> str:
-    """The dedupe namespace of an event's id: its CloudEvents ``source``."""
-    return f"ce:{event.source}"
-
-
 def superpipeline_router(
     elicitations: Elicitations,
     authorise: Authorise,
     *,
     registry: CollectorRegistry | None = None,
 ) -> APIRouter:
-    """``POST /v1/events``, to include in the app. Its intake counter and latency histogram are
-    registered on ``registry`` (the one ``/metrics`` serves)."""
+    """Its intake counter and latency histogram go on ``registry`` (the one ``/metrics`` serves)."""
     router = APIRouter(tags=["superpipeline"])
     metrics = registry if registry is not None else CollectorRegistry()
     intake_counter = Counter(
@@ -214,7 +198,7 @@ def superpipeline_router(
                 problems += exc.prefixed(f"[{index}]." if is_batch else "").problems
                 continue
             audit = {"ce_source": event.source, "ce_id": event.id, "ce_type": event.type}
-            batch.append(Inbound(channel_of(event), event.id, e, audit))
+            batch.append(Inbound(f"ce:{event.source}", event.id, e, audit))
         if problems:
             raise PayloadRejected(problems)
         outcomes = await elicitations.intake(batch)
@@ -231,10 +215,8 @@ def superpipeline_router(
         body = {"results": results} if is_batch else results[0]
         return JSONResponse(body, status_code=200 if all_duplicates else 202)
 
-    # Served by a plain Starlette route (first, so it is the one that matches): the endpoint takes
-    # the Request and answers with a Response, so FastAPI's dependency solving has nothing to do,
-    # and the app serves plain routes ahead of its routers (``bot.app.http.create_app``), skipping
-    # their per-request walk. The FastAPI route, never reached, documents it in OpenAPI.
+    # A plain Starlette route first (the app serves those ahead of its routers, skipping
+    # FastAPI's dependency solving); the FastAPI route, never reached, documents it in OpenAPI.
     router.add_route("/v1/events", post_events, methods=["POST"], include_in_schema=False)
     router.add_api_route(
         "/v1/events",

@@ -69,7 +69,7 @@ def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
             "displayName": answer.display_name,
         },
         "answeredVia": answer.via if answer else None,
-        "answeredAt": answer.at.isoformat().replace("+00:00", "Z") if answer else None,
+        "answeredAt": _utc(answer.at) if answer else None,
         "approvals": [
             {"by": a.by, "at": _utc(a.at), "via": a.via, "option": a.option}
             for a in (answer.approvals if answer else ())

@@ -1,27 +1,15 @@
-"""Toolshed elicitation routes: requests in, the runtime's poll and resolve shapes out.
+"""Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
 
-Pure: no I/O. Toolshed's two schemas are checked field by field so that every problem is named at
-once (``executionId``, ``args``, ``approved``…); unknown properties are ignored, as zod's default
-object parsing does.
-
-- ``ElicitationRequestSchema`` (``POST /api/elicitation``): ``executionId``, ``toolPath`` and
-  ``message`` are required strings, ``args`` an optional object, ``type`` ``"approval"`` (default)
-  or ``"form"``. An empty ``executionId`` or ``toolPath`` is refused: it could not be polled or
-  shown; so is an ``executionId`` ending in ``/resolve`` (its poll URL would be another
-  elicitation's resolve URL).
-- ``ElicitationResponseSchema`` (``POST /api/elicitation/:id/resolve`` and the resolved poll):
-  ``approved`` a required boolean, ``data`` an optional object.
-
-Mapping: ``type: approval`` offers Approve / Deny; ``type: form`` offers Submit / Decline and also
-takes a written answer (a thread reply), which resolves it as approved with ``data.text``. The tool
-path and the arguments are the approval subject's preview, its digest covers exactly them.
+Pure. Every problem is named at once; unknown properties are ignored, as zod's default object
+parsing does. A form also takes a written answer (approved, with ``data.text``). The approval
+subject's digest covers exactly the tool path and the arguments.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -42,18 +30,16 @@ from bot.domain.model import (
 from bot.domain.ports import PromptView
 
 SOURCE = "toolshed"
-ASKER = "toolshed:runtime"
-"""The asking side: the Toolshed runtime has no agent id of its own in the request."""
+ASKER = "toolshed:runtime"  # the runtime has no agent id of its own in the request
 RESOLVER = Identity(platform="toolshed", user="api", display_name="Toolshed API")
-"""Who answers through ``POST /api/elicitation/:id/resolve``: the holder of the intake token.
-Listing ``toolshed:api`` in ``people.agents`` turns that route's answers off (refused, 403)."""
+"""Who answers through the resolve route (the intake token's holder); ``toolshed:api`` in
+``people.agents`` turns that route's answers off (refused, 403)."""
 VIA = "toolshed"
 APPROVE = "approve"
 DENY = "deny"
 TYPES = ("approval", "form")
 SUBJECT_SCHEMA = "toolshed.tool-call"
-TEXT_KEY = "text"
-"""A form answered with a written reply carries it as ``data.text``."""
+TEXT_KEY = "text"  # a form answered in writing carries it as ``data.text``
 
 _OPTIONS = {
     "approval": (
@@ -83,11 +69,10 @@ class Resolution:
     """A valid ``ElicitationResponseSchema`` body."""
 
     approved: bool
-    data: dict[str, Any] | None = field(default=None)
+    data: dict[str, Any] | None = None
 
 
-RESOLVE_SUFFIX = "/resolve"
-"""``GET /api/elicitation/<id>/resolve`` is the resolve route's, not a poll of ``<id>/resolve``."""
+RESOLVE_SUFFIX = "/resolve"  # ``<id>/resolve`` is the resolve route's, never polled as an id
 
 
 def key_of(execution_id: str) -> ElicitationKey:
@@ -131,11 +116,10 @@ def _body_object(data: Any) -> dict[str, Any]:
 
 
 def parse_request(data: Any) -> ElicitationRequest:
-    """``POST /api/elicitation``'s body, or PayloadRejected naming each bad field."""
     body = _body_object(data)
     problems: list[FieldProblem] = []
     execution_id = _required_text(body, "executionId", problems, non_empty=True)
-    if execution_id is not None and execution_id.endswith(RESOLVE_SUFFIX):
+    if execution_id.endswith(RESOLVE_SUFFIX):
         problems.append(FieldProblem("executionId", f"must not end in {RESOLVE_SUFFIX}"))
     tool_path = _required_text(body, "toolPath", problems, non_empty=True)
     message = _required_text(body, "message", problems, non_empty=False)
@@ -149,7 +133,6 @@ def parse_request(data: Any) -> ElicitationRequest:
 
 
 def parse_resolution(data: Any) -> Resolution:
-    """``POST /api/elicitation/:id/resolve``'s body, or PayloadRejected naming each bad field."""
     body = _body_object(data)
     problems: list[FieldProblem] = []
     approved = body.get("approved")
@@ -188,7 +171,6 @@ def inbound_id(request: ElicitationRequest) -> str:
 
 
 def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation:
-    """The normalised elicitation; ``now`` (aware UTC) is its creation time."""
     preview = [PreviewItem(type="field", label="Tool", value=request.tool_path)]
     if request.args is not None:
         preview.append(
@@ -233,8 +215,7 @@ def approved(answer: Answer | None) -> bool:
 
 
 def result_data(view: PromptView) -> dict[str, Any] | None:
-    """``data`` of the resolved shape: a form's answer (always an object), or data given with an
-    approval. A written reply is ``{"text": …}`` next to any data given."""
+    """``data`` of the resolved shape: always an object for a form, else only when given."""
     answer = view.answer
     form = view.elicitation.extra.get("type") == "form"
     data: dict[str, Any] = dict(answer.fields) if answer is not None else {}
@@ -246,9 +227,7 @@ def result_data(view: PromptView) -> dict[str, Any] | None:
 
 
 def poll_body(view: PromptView) -> dict[str, Any]:
-    """``GET /api/elicitation/:id``: ``{executionId, status: "pending"}`` while open, then the
-    ``ElicitationResponseSchema`` shape: ``{executionId, approved[, data]}``. An elicitation that
-    expired or was cancelled without an answer reads as not approved."""
+    """``GET /api/elicitation/:id``; closed without an answer reads as not approved."""
     execution_id = view.elicitation.source_id
     if view.status is Status.PENDING:
         return {"executionId": execution_id, "status": "pending"}
@@ -260,5 +239,4 @@ def poll_body(view: PromptView) -> dict[str, Any]:
 
 
 def resolve_body(execution_id: str, is_approved: bool) -> dict[str, Any]:
-    """``POST /api/elicitation/:id/resolve``'s 200 body."""
     return {"executionId": execution_id, "approved": is_approved, "resolved": True}

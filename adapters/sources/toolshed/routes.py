@@ -1,24 +1,12 @@
-"""The three Toolshed elicitation routes (spec 002), served by elicitbot with the spec's shapes.
+"""The three Toolshed elicitation routes (spec 002), with exactly the spec's shapes.
 
-- ``POST /api/elicitation`` stores a pending elicitation (201 ``{"stored": true, "executionId"}``);
-  it is posted to the route the config gives ``source = "toolshed"``.
-- ``GET /api/elicitation/{id}`` is what the runtime polls: ``{executionId, status: "pending"}``,
-  then ``{executionId, approved[, data]}`` once resolved (in chat, the web inbox or the route).
-- ``POST /api/elicitation/{id}/resolve`` answers through ``Elicitations.answer`` like any chat
-  answer, as the identity ``toolshed:api`` (the answer rules apply: the first answer wins, every
-  copy is rewritten). 200 ``{executionId, approved, resolved: true}``; the same decision again is
-  200 too, a different one after the first is 409.
-
-Errors are ``application/problem+json``: 400 names each bad field (an ``executionId`` out of the
-intake bounds of ``bot.domain.bounds`` too, in the body or the path), 401 (``authorise``), 403 (the
-rules refused ``toolshed:api``), 404 (no such execution id), 409 (already resolved or closed),
-415 (a non-JSON body).
+A resolve answers through ``Elicitations.answer`` as ``toolshed:api``, under the answer rules
+(first answer wins, every copy rewritten): the same decision again is 200, another one 409.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
@@ -28,6 +16,7 @@ from adapters.shared.jsonbody import read_json, rejected
 from adapters.shared.openapi import SECURED, id_schema, problems, request_body, text_schema
 from adapters.shared.problem import problem
 from adapters.sources.toolshed import parse
+from bot.clock import SystemClock
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.disclosure import UPSTREAM_DECIDED
 from bot.domain.errors import FieldProblem, PayloadRejected
@@ -54,7 +43,6 @@ _EXAMPLE: dict[str, Any] = {
     "args": {"owner": "my-org", "repo": "my-repo", "title": "Fix login bug"},
     "type": "approval",
 }
-"""tests/fixtures/sources/toolshed.json's "the spec's approval"."""
 _REQUEST_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["executionId", "toolPath", "message"],
@@ -73,21 +61,14 @@ _RESOLVE_SCHEMA: dict[str, Any] = {
 }
 
 
-class _UtcClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 def toolshed_router(
     elicitations: Elicitations,
     authorise: Callable[[Request], Response | None],
     *,
     clock: Clock | None = None,
 ) -> APIRouter:
-    """The routes, to include in the app (``Runtime.routers``). ``authorise`` returns None when the
-    request may go on, else the response to send (401)."""
     router = APIRouter(tags=["toolshed"])
-    clock_ = clock or _UtcClock()
+    clock_ = clock or SystemClock()
 
     @router.post(
         "/api/elicitation",
