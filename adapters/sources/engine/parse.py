@@ -131,7 +131,6 @@ class _Checker:
 
 
 def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
-    """The delivery request, or PayloadRejected naming every bad field (``ask.body``…)."""
     if not isinstance(data, dict):
         raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
     top = _Checker(data, "")

@@ -14,7 +14,6 @@ TIMEOUT_ACTOR = "timeout"
 
 
 def request_document(view: PromptView) -> dict[str, Any]:
-    """The stored Request with its current ``status`` and ``decision``."""
     document = dict(view.elicitation.extra["request"])
     status, decision = _decision(view, document)
     document["status"] = status

@@ -134,7 +134,6 @@ def parse_time(value: str | None) -> datetime | None:
 def to_elicitation(
     question: upstream.Question, *, base_url: str, workspace: str, now: datetime
 ) -> Elicitation:
-    """The normalised elicitation of an open question asked in ``workspace`` of ``base_url``."""
     mode = _MODES[question.answer_mode]
     asked_by = question.asked_by or upstream.Principal()
     options: tuple[Option, ...] = ()
@@ -199,9 +198,7 @@ def inbound_id(e: Elicitation) -> str:
 @dataclass(frozen=True)
 class Page:
     questions: list[Any]
-    """The raw question documents, each to be read with :func:`parse_question`."""
     starting_after: str | None
-    """The cursor for the next page; None on the last page."""
 
 
 def read_page(body: Any, *, limit: int = PAGE_LIMIT) -> Page:

@@ -448,7 +448,6 @@ class NatsIntake:
 
 
 def _position(msg: Any) -> tuple[int | None, int]:
-    """(stream sequence, delivery count) of a JetStream message."""
     try:
         meta = msg.metadata
     except (nats.errors.Error, ValueError, IndexError, AttributeError):
