@@ -204,7 +204,7 @@ class Deadlines(Frozen):
 
 
 class Elicitation(Frozen):
-    """The normalised elicitation (DESIGN.md). ``asker`` is the principal that may never answer."""
+    """The normalised elicitation. ``asker`` is the principal that may never answer."""
 
     source: str
     source_id: str
