@@ -572,6 +572,7 @@ def on_time(row: DeadlineView, *, slack: float = 3.0) -> None:
     assert 0 <= late < slack, f"{row.kind} fired {late:.3f} s after its due time"
 
 
+@pytest.mark.slow
 async def test_live_reminders_escalation_and_an_answer_a_tick_before_its_reminder(
     store: SqlStore,
 ) -> None:
@@ -647,6 +648,7 @@ async def test_live_follow_up_reaches_the_second_destination_after_five_seconds(
     assert len(lv.rig.slack.posted) == 2, "the first copy stays; nothing is posted twice"
 
 
+@pytest.mark.slow
 async def test_live_expiry_with_each_on_timeout(store: SqlStore) -> None:
     async with live(store) as lv:
         t0 = now()
@@ -689,6 +691,7 @@ async def test_live_expiry_with_each_on_timeout(store: SqlStore) -> None:
         assert all(u.view.status is Status.EXPIRED for u in updated)
 
 
+@pytest.mark.slow
 async def test_live_stopped_across_a_deadline_fires_once_late_after_restart(
     store: SqlStore,
 ) -> None:

@@ -323,6 +323,7 @@ async def test_the_same_event_stored_three_times_is_one_elicitation_and_all_acke
     assert info.delivered.stream_seq == 3
 
 
+@pytest.mark.slow
 async def test_a_crash_between_commit_and_ack_is_redelivered_and_deduplicated(
     bus: Nats, rig: Rig
 ) -> None:
@@ -349,6 +350,7 @@ async def test_a_crash_between_commit_and_ack_is_redelivered_and_deduplicated(
     assert info.num_ack_pending == 0
 
 
+@pytest.mark.slow
 async def test_a_process_killed_after_commit_is_redelivered_to_the_next_one(
     bus: Nats, rig: Rig
 ) -> None:
@@ -491,6 +493,7 @@ async def test_a_failing_batch_is_retried_one_by_one_so_a_poison_message_sinks_a
     assert failed["retry_in"] == 30
 
 
+@pytest.mark.slow
 async def test_a_message_the_database_never_takes_stops_at_max_deliver_with_an_alert(
     bus: Nats, rig: Rig
 ) -> None:
@@ -573,6 +576,7 @@ async def test_subjects_another_stream_covers_are_consumed_from_that_stream(
         await bus.js.stream_info(bus.stream)  # we made none of our own
 
 
+@pytest.mark.slow
 async def test_run_waits_for_nats_and_start_gives_up_in_time() -> None:
     intake = NatsIntake(
         "nats://127.0.0.1:1", ["x.>"], "d", never_called, connect_timeout=1, fetch_timeout=0.5

@@ -232,6 +232,7 @@ async def every_copy_shows(
 
 
 @pytest.mark.parametrize("backend", ["sqlite_url", "pg_url"])
+@pytest.mark.slow
 async def test_two_approvers_across_slack_an_encrypted_room_and_the_web(
     across: Start, backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

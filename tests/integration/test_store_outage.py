@@ -105,6 +105,7 @@ def has_traceback(entry: MutableMapping[str, Any]) -> bool:
     return bool(entry.get("exc_info")) or entry.get("log_level") in ("error", "critical")
 
 
+@pytest.mark.slow
 async def test_intake_and_reads_answer_503_while_the_store_is_out_then_202(
     bot: Elicitbot, proxy: Proxy
 ) -> None:

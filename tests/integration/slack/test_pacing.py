@@ -98,6 +98,7 @@ async def test_posts_are_paced_per_channel_not_across_channels(fake: FakeSlack) 
     assert 0.55 <= elapsed < 1.2, "channels do not wait for each other"
 
 
+@pytest.mark.slow
 async def test_a_429_storm_sends_one_request_per_window_per_key_and_loses_nothing(
     fake: FakeSlack,
 ) -> None:
@@ -175,6 +176,7 @@ async def test_pending_updates_of_one_message_are_coalesced(fake: FakeSlack, sha
     assert final["blocks"][0]["text"]["text"] == "Revision 5"
 
 
+@pytest.mark.slow
 async def test_clicks_are_acked_fast_during_a_429_storm_and_the_answer_goes_through(
     rig: Rig,
 ) -> None:
@@ -225,6 +227,7 @@ async def post_all(chats: list[SlackChat], per_chat: int) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_two_replicas_sharing_slots_keep_to_one_channels_rate(fake: FakeSlack) -> None:
     fake.limit("chat.postMessage", per_second=5.0, burst=1)
     slots = MemorySlots()
@@ -241,6 +244,7 @@ async def test_two_replicas_sharing_slots_keep_to_one_channels_rate(fake: FakeSl
     assert all(chat.pacer is not None and chat.pacer.stats.rate_limited == 0 for chat in chats)
 
 
+@pytest.mark.slow
 async def test_two_replicas_alone_go_over_the_channels_rate(fake: FakeSlack) -> None:
     """The same two replicas without shared slots: each keeps its own pace, together they are
     twice as fast, and the fake answers 429 (why the slots are there)."""

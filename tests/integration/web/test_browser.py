@@ -325,6 +325,7 @@ def proxied_server(sqlite_url: str, webhook: FakeWebhook) -> Iterator[LiveServer
         live.stop()
 
 
+@pytest.mark.slow
 def test_the_four_examples_are_answered_in_a_real_browser(
     browser: WebDriver, server: LiveServer, webhook: FakeWebhook
 ) -> None:
