@@ -45,19 +45,59 @@ def _pg_schema_url(schema: str) -> str:
     return f"{PG_URL}?options=-csearch_path%3D{schema}"
 
 
+_PG_READY: list[str] = []
+"""Migrated schemas a finished test emptied, for the next test: a migration costs 0.2-0.4 s of
+PostgreSQL DDL, emptying its tables a few ms (380 tests take a PostgreSQL store)."""
+
+
+def _pg_empty(schema: str) -> bool:
+    """Empty every table of ``schema`` but Alembic's, as a fresh migration leaves it; False when a
+    connection the test left behind still holds a lock."""
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename <> %s",
+                (schema, "alembic_version"),
+            )
+        ]
+        names = ", ".join(f'"{schema}"."{t}"' for t in tables)
+        try:
+            conn.execute("SET lock_timeout = '2s'")
+            conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+        except psycopg.errors.LockNotAvailable:
+            return False
+    return True
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    """A fresh schema in the machine's PostgreSQL, migrated; dropped afterwards."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = _pg_schema_url(schema)
-    upgrade(url)
-    try:
-        yield url
-    finally:
+    """A migrated schema of its own in the machine's PostgreSQL, empty (fresh, or one an earlier
+    test emptied); dropped at the end of the session, or at once if it cannot be emptied."""
+    if _PG_READY:
+        schema = _PG_READY.pop()
+    else:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        upgrade(_pg_schema_url(schema))
+    try:
+        yield _pg_schema_url(schema)
+    finally:
+        if _pg_empty(schema):
+            _PG_READY.append(schema)
+        else:
+            _pg_drop(schema)
+
+
+def _pg_drop(schema: str) -> None:
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    while _PG_READY:
+        _pg_drop(_PG_READY.pop())
 
 
 @pytest.fixture(scope="session")

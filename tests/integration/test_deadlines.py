@@ -136,6 +136,11 @@ async def until(check: Callable[[], Any], what: str, within: float = WAIT_S) -> 
         await asyncio.sleep(0.05)
 
 
+async def _all_posted(store: SqlStore, key: ElicitationKey) -> bool:
+    copies = await store.deliveries(key)
+    return len(copies) == 2 and all(c.state == "posted" for c in copies)
+
+
 async def rows(store: SqlStore, key: ElicitationKey, kind: str) -> list[EffectView]:
     return [o for o in await store.outbox(key) if o.kind == kind]
 
@@ -631,7 +636,12 @@ async def test_live_follow_up_reaches_the_second_destination_after_five_seconds(
             return [p for p in lv.rig.slack.posted if p.destination == SLACK_2]
 
         [post] = await until(second, "the follow-up post")
-        await asyncio.sleep(0.3)
+        # Slack has the post; wait for the store to record it, not a fixed pause.
+        await until(
+            lambda: _all_posted(store, key),
+            "both copies recorded as posted",
+        )
+        await asyncio.sleep(0.3)  # nothing more comes
 
     assert first.destination == SLACK
     assert post.view.status is Status.PENDING
@@ -664,7 +674,12 @@ async def test_live_expiry_with_each_on_timeout(store: SqlStore) -> None:
             for outcome in ("deny", "approve", "expire")
         }
         await until(lambda: len(lv.rig.sink.delivered) == 3 or None, "three write-backs")
-        await asyncio.sleep(0.3)
+        # Every copy is rewritten after its write-back; wait for the six edits, not a fixed pause.
+        await until(
+            lambda: len(lv.rig.slack.updated) + len(lv.rig.matrix.updated) >= 6 or None,
+            "six edits",
+        )
+        await asyncio.sleep(0.3)  # nothing more comes
 
     written = {str(d.view.elicitation.key): d.view for d in lv.rig.sink.delivered}
     assert len(lv.rig.sink.delivered) == 3
