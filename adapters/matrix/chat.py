@@ -65,7 +65,7 @@ from adapters.matrix.e2ee.crypto import MatrixCrypto
 from adapters.matrix.errors import DUPLICATE_ANNOTATION
 from adapters.matrix.intake.notices import notice_content
 from adapters.matrix.intake.reactions import reaction_content, reaction_keys
-from adapters.matrix.markup.html import matrix_users, txn_digest
+from adapters.matrix.markup.html import matrix_users, remember, txn_digest
 from adapters.matrix.markup.thread import part_contents, part_txn
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
 from bot.domain.errors import PermanentDeliveryError
@@ -73,18 +73,9 @@ from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
 
-__all__ = ["MatrixChat", "call", "make_client", "post_txn", "room_of"]
+__all__ = ["MatrixChat", "call", "make_client", "post_txn"]
 
 log = structlog.get_logger("elicitbot.matrix")
-
-REMEMBERED = 4096
-
-
-def room_of(destination: Destination) -> str:
-    room_id = destination.target
-    if destination.platform != "matrix" or not room_id.startswith("!"):
-        raise PermanentDeliveryError(f"{destination!r} is not a Matrix room (matrix:!room:server)")
-    return room_id
 
 
 def target_of(destination: Destination) -> str:
@@ -115,9 +106,9 @@ class MatrixChat(RoomReads):
 
     platform = "matrix"
     post_interval = 0.0
+    """The homeserver paces us with 429s, per user, not per room."""
     seeds = True
     """A prompt is answered by keycap reactions: the outbox seeds them after the lane's posts."""
-    """The homeserver paces us with 429s, per user, not per room."""
 
     def __init__(
         self,
@@ -156,7 +147,7 @@ class MatrixChat(RoomReads):
             await self._refuse_encrypted(room_id)
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
-        self._remember(event_id, view.elicitation.key)
+        remember(self._posted, event_id, view.elicitation.key)
         self._sent_subject(event_id, view)
         if needs_thread(view):
             ref = await self._thread(room_id, event_id, view)
@@ -307,9 +298,7 @@ class MatrixChat(RoomReads):
                 room_id, "m.room.message", content, part_txn(event_id, content), "thread part"
             )
         await self._edit(room_id, event_id, view, full_in_thread=True)
-        self._threaded[event_id] = None
-        while len(self._threaded) > REMEMBERED:
-            self._threaded.popitem(last=False)
+        remember(self._threaded, event_id, None)
         log.info("matrix.full_in_thread", room_id=room_id, event_id=event_id)
         return MatrixRef(room_id, event_id, full_in_thread=True)
 
@@ -347,13 +336,6 @@ class MatrixChat(RoomReads):
 
     def _sent_subject(self, event_id: str, view: PromptView) -> None:
         s = view.elicitation.subject
-        self._subjects[event_id] = (s.revision, s.digest) if s is not None else (None, None)
-        self._subjects.move_to_end(event_id)
-        while len(self._subjects) > REMEMBERED:
-            self._subjects.popitem(last=False)
-
-    def _remember(self, event_id: str, key: ElicitationKey) -> None:
-        self._posted[event_id] = key
-        self._posted.move_to_end(event_id)
-        while len(self._posted) > REMEMBERED:
-            self._posted.popitem(last=False)
+        remember(
+            self._subjects, event_id, (s.revision, s.digest) if s is not None else (None, None)
+        )

@@ -111,9 +111,6 @@ class DirectRooms:
         self._locks: dict[str, asyncio.Lock] = {}
         self._writing = asyncio.Lock()
 
-    def known(self, user_id: str) -> str | None:
-        return self._rooms.get(user_id)
-
     def person_of(self, room_id: str) -> str | None:
         """The person whose direct room ``room_id`` is, if this process knows it."""
         return next((u for u, r in self._rooms.items() if r == room_id), None)

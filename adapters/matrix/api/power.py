@@ -148,13 +148,9 @@ class RoomPowers:
                 log.warning("matrix.power_unknown", room_id=room_id, error=str(exc))
                 return None
             self.reads += 1
-            room = _Room(read=True)
+            room = self._rooms[room_id] = _Room(read=True)
             for event in events:
-                if _state(event, POWER_LEVELS):
-                    room.levels = _mapping(event.get("content"))
-                elif _state(event, CREATE):
-                    room.create = event
-            self._rooms[room_id] = room
+                self.saw(room_id, event)
         return level_of(user_id, room.levels, room.create)
 
     async def standing(self, room_id: str, user_id: str) -> Standing:

@@ -30,7 +30,7 @@ from nio.api import Api, RelationshipType
 from nio.responses import RoomEventRelationsResponse
 
 from adapters.matrix.api.client import MAX_INLINE_WAIT, MAX_RETRIES, call
-from adapters.matrix.markup.html import txn_digest
+from adapters.matrix.markup.html import remember, txn_digest
 from bot.domain.errors import DeliveryError
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("elicitbot.matrix")
 
-REMEMBERED = 4096
 PAGE = 100
 MAX_PAGES = 10
 """Pages of ``/relations`` read at most (a prompt has a handful of reactions)."""
@@ -95,9 +94,7 @@ class RoomReads:
             return None
         raw = state.content.get("displayname") if state is not None else None
         found = raw if isinstance(raw, str) and raw.strip() else None
-        self._names[(room_id, user_id)] = found
-        while len(self._names) > REMEMBERED:
-            self._names.popitem(last=False)
+        remember(self._names, (room_id, user_id), found)
         return found
 
     def mark_encrypted(self, room_id: str) -> None:
@@ -284,9 +281,7 @@ class RoomReads:
         event in this process."""
         if event.event_id in self._asked:
             return
-        self._asked[event.event_id] = None
-        while len(self._asked) > REMEMBERED:
-            self._asked.popitem(last=False)
+        remember(self._asked, event.event_id, None)
         log.warning(
             "matrix.undecryptable",
             room_id=room_id,

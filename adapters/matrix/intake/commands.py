@@ -24,7 +24,6 @@ from adapters.matrix.translate import COMMAND_PREFIX
 from bot.domain.actions import MODERATOR_LEVEL, CommandResult
 from bot.domain.commands import policy_lines
 
-PREFIX = COMMAND_PREFIX
 USAGE = (
     "elicitbot commands:\n"
     "!elicitbot subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>] "
@@ -50,7 +49,7 @@ def problem_text(result: CommandResult) -> str | None:
     """Why a command could not be read, naming the room's ``!elicitbot`` prefix in its usage."""
     problem = result.problem
     if problem is not None and problem.startswith(_USAGE_PREFIX):
-        return f"{_USAGE_PREFIX}{PREFIX} {problem.removeprefix(_USAGE_PREFIX)}"
+        return f"{_USAGE_PREFIX}{COMMAND_PREFIX} {problem.removeprefix(_USAGE_PREFIX)}"
     return problem
 
 

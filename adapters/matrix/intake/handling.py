@@ -45,15 +45,20 @@ from adapters.matrix.intake.notices import (
 )
 from adapters.matrix.intake.prompts import Prompts
 from adapters.matrix.intake.reactions import key_index
-from adapters.matrix.intake.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, Toggle, toggles
+from adapters.matrix.intake.selection import (
+    NOTHING_CHOSEN,
+    SUBMIT_KEY,
+    Selections,
+    Toggle,
+    cannot_read,
+    toggles,
+)
 from adapters.matrix.markup.html import txn_digest
 from bot.domain.actions import (
     MODERATOR_LEVEL,
-    Action,
     Choose,
     ClaimIt,
     OnView,
-    Outcome,
     OutcomeKind,
     Reply,
     Translated,
@@ -237,7 +242,7 @@ class RoomEvents:
         self.handled += 1
         now = await self.selections.read(room_id, r.target, e, r.sender)
         if now.unreadable or not now.chosen:  # a keycap not decrypted yet is unknown, not absent
-            text = now.unreadable_notice() if now.unreadable else NOTHING_CHOSEN
+            text = cannot_read(now.unreadable) if now.unreadable else NOTHING_CHOSEN
             nothing = Said(text, mention=True, kind=NoticeKind.REFUSAL)
             self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
             return None
@@ -272,7 +277,6 @@ class RoomEvents:
         key = await self.prompts.key_for(room_id, reply.root)
         if key is None or not await self._first_time(reply.event_id):
             return
-        self.handled += 1
         await self._text(
             room_id,
             key,
@@ -298,7 +302,6 @@ class RoomEvents:
             return
         if not await self._first_time(edit.event_id):
             return
-        self.handled += 1
         await self._text(
             room_id,
             key,
@@ -320,7 +323,9 @@ class RoomEvents:
         trigger: str,
         reply_to: str,
     ) -> None:
-        """A thread reply or its edit: a claim, or a reply the core reads."""
+        """A thread reply or its edit: a claim, or a reply the core reads. The thread hears the
+        outcome, naming (and for a refusal or how to answer, mentioning) the person."""
+        self.handled += 1
         view = await self.elicitations.view(key)
         if view is None:
             return
@@ -343,34 +348,9 @@ class RoomEvents:
                 )
         if isinstance(action, ClaimIt):
             reply_to = trigger
-        await self._act(
-            action,
-            view.elicitation,
-            room_id=room_id,
-            root=root,
-            sender=sender,
-            trigger=trigger,
-            reply_to=reply_to,
-        )
-
-    async def _act(
-        self,
-        action: Action,
-        e: Elicitation,
-        *,
-        room_id: str,
-        root: str,
-        sender: str,
-        trigger: str,
-        reply_to: str,
-    ) -> Outcome:
-        """The core decides; the thread hears the outcome, naming (and for a refusal or how to
-        answer, mentioning) the person."""
-        outcome = await self.elicitations.act(action)
-        words = said(outcome, e, sender)
+        words = said(await self.elicitations.act(action), view.elicitation, sender)
         if words is not None:
             self.tell(room_id, root, sender, words, trigger=trigger, reply_to=reply_to)
-        return outcome
 
     def tell(
         self, room_id: str, root: str, sender: str, words: Said, *, trigger: str, reply_to: str

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.matrix.markup.form import describe
 from adapters.matrix.markup.html import clip, esc_lines, neutralise, pill
 from bot.domain.actions import Outcome, OutcomeKind
+from bot.domain.described import describe_answer
 from bot.domain.model import Elicitation
 from bot.domain.records import NoticeKind
 from bot.domain.rules import format_time
@@ -49,7 +49,7 @@ def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
     was told before on this question)."""
     kind = outcome.kind
     if kind is OutcomeKind.ANSWERED:
-        what = f": {describe(e, outcome.answer)}" if outcome.answer is not None else ""
+        what = f": {describe_answer(e, outcome.answer)}" if outcome.answer is not None else ""
         return Said(f"✅ Recorded{what}. Thank you.", mention=False, kind=NoticeKind.NOTE)
     if kind is OutcomeKind.CLAIMED and outcome.claim is not None:
         text = (

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from adapters.matrix.markup.html import remember
 from adapters.matrix.render import MARKER, shown
 from bot.domain.model import Disclosure, ElicitationKey
 from bot.domain.ports import Elicitations, PromptView
@@ -23,23 +24,7 @@ from bot.domain.refs import MatrixRef
 if TYPE_CHECKING:
     from adapters.matrix.chat import MatrixChat
 
-REMEMBERED = 4096
 _IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
-
-
-class _Lru:
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self._items: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, item: str) -> bool:
-        return item in self._items
-
-    def add(self, item: str) -> None:
-        self._items[item] = None
-        self._items.move_to_end(item)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 class Prompts:
@@ -49,7 +34,7 @@ class Prompts:
         self.chat = chat
         self.elicitations = elicitations
         self.user_id = chat.user_id
-        self._not_ours = _Lru()
+        self._not_ours: OrderedDict[str, None] = OrderedDict()
 
     async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
         """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
@@ -84,7 +69,7 @@ class Prompts:
             and await self._in_flight(ElicitationKey(claimed), room_id)
         ):
             return ElicitationKey(claimed)
-        self._not_ours.add(event_id)
+        remember(self._not_ours, event_id, None)
         return None
 
     async def _in_flight(self, key: ElicitationKey, room_id: str) -> bool:

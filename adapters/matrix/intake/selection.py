@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.matrix.intake.notices import notice_content, notice_edit_content
 from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, key_index
-from adapters.matrix.markup.html import clip, txn_digest
+from adapters.matrix.markup.html import clip, remember, txn_digest
 from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Status
 from bot.domain.ports import PromptView
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 
 SUBMIT_KEY = ACK_KEY
 """The reaction that submits a selection."""
-REMEMBERED = 4096
 
 NOTHING_CHOSEN = (
     "Nothing is chosen yet: react with the number of each option you choose, then with "
@@ -135,10 +134,6 @@ class Read:
     unreadable: int = 0
     """Their keycaps that could not be decrypted (yet): while any, nothing is submitted."""
 
-    def unreadable_notice(self) -> str:
-        """What a ✅ is told while some of the person's keycaps cannot be decrypted."""
-        return cannot_read(self.unreadable)
-
 
 def selection_read(
     e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
@@ -216,7 +211,7 @@ class Selections:
 
     def saw(self, reaction: str, toggle: Toggle) -> None:
         """Keycap reaction ``reaction`` toggled: its redaction refreshes the notice too."""
-        _remember(self._toggles, reaction, toggle)
+        remember(self._toggles, reaction, toggle)
 
     def toggled_by(self, reaction: str) -> Toggle | None:
         """The toggle a redacted event made, when this process saw it."""
@@ -263,7 +258,7 @@ class Selections:
             notice = await self.chat.send(
                 room_id, "m.room.message", content, first_txn(prompt, sender), "selection"
             )
-            _remember(self._notices, (prompt, sender), notice)
+            remember(self._notices, (prompt, sender), notice)
         await self.chat.send(
             room_id,
             "m.room.message",
@@ -271,10 +266,3 @@ class Selections:
             edit_txn(trigger),
             "selection edit",
         )
-
-
-def _remember(items: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    items[key] = value
-    items.move_to_end(key)
-    while len(items) > REMEMBERED:
-        items.popitem(last=False)

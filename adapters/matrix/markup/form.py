@@ -22,9 +22,8 @@ from collections.abc import Sequence
 
 from adapters.matrix.markup.html import clip, esc, neutralise
 from adapters.matrix.markup.previews import Block
-from bot.domain.described import describe_answer
 from bot.domain.forms import is_form
-from bot.domain.model import Answer, Elicitation, FormQuestion
+from bot.domain.model import Elicitation, FormQuestion
 from bot.domain.wording import one_line
 
 NOTE_LIMIT = 80
@@ -135,10 +134,3 @@ def how_to_answer(form: Sequence[FormQuestion]) -> str:
         "separated by commas where several may be chosen), or your own words where a typed "
         f"answer works. For example: {clip(example(form), 300)}"
     )
-
-
-def describe(e: Elicitation, answer: Answer) -> str:
-    """What was answered, for people: :func:`bot.domain.described.describe_answer` (a form's answers
-    question by question, ``Channel: beta · Which targets?: linux, macos``), as every surface
-    says it."""
-    return describe_answer(e, answer)
