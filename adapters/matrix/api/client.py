@@ -1,17 +1,10 @@
 """The nio client the Matrix adapter shares, and :func:`call`, the one way a request is made.
 
-:func:`make_client` builds it on the configured access token and fixed device (never a login,
-so the device, and with it the homeserver's transaction-id dedupe and the device's keys, survive
-restarts). nio's defaults retry a 429 forever, sleeping 5 s whatever ``Retry-After`` says, and
-retry connection failures forever; here nio gives every failure back at once, :func:`call`
-retries a 429 a bounded number of times honouring ``Retry-After`` (or ``retry_after_ms``), and
-everything else is a Transient/PermanentDeliveryError for the outbox. Requests time out after
-``request_timeout``, so nothing here can hang a shutdown.
-
-With a ``pickle_key`` the client is an :class:`~adapters.matrix.e2ee.client.EncryptingClient` whose
-crypto store (nio's ``SqliteStore``) lives in ``store_dir``; it is *not loaded* here: the holder
-of the Matrix lease restores it from the database and loads it (:mod:`adapters.matrix.e2ee.crypto`).
-Until then, and on a replica that does not hold the lease, ``client.olm`` is None.
+nio's defaults retry a 429 forever (5 s whatever ``Retry-After`` says) and connection failures
+forever; here nio gives every failure back at once and :func:`call` retries a 429 a bounded
+number of times honouring ``Retry-After``. With a pickle key the crypto store is *not loaded*
+here: the Matrix lease holder restores it (:mod:`adapters.matrix.e2ee.crypto`); until then
+``client.olm`` is None. Requests time out (``request_timeout``), so none can hang a shutdown.
 """
 
 from __future__ import annotations

@@ -169,10 +169,7 @@ def master_of(query: Mapping[str, Any], user_id: str) -> str | None:
 
 
 async def cross_sign_device(client: Any, keys: CrossSigningKeys) -> Outcome:
-    """Make ``client``'s device verified by its owner with ``keys`` (see :class:`Outcome`).
-
-    ``client`` is a logged-in nio ``AsyncClient`` with encryption on whose device keys are on
-    the server already (``keys_upload`` done)."""
+    """Make ``client``'s device (its keys uploaded already) verified by its owner with ``keys``."""
     user_id, device_id = client.user_id, client.device_id
     query = await _call(client, "POST", "/keys/query", {"device_keys": {user_id: [device_id]}})
     device_keys = query.get("device_keys", {}).get(user_id, {}).get(device_id)

@@ -1,10 +1,6 @@
-"""What elicitbot says back in a room, in Matrix's words: threaded notices and rich replies, and
-the text of an :class:`~bot.domain.actions.Outcome` (a confirmation, a refusal, how to answer,
-a claim). Pure: no I/O.
-
-Every notice carries ``m.mentions`` (empty, or naming the one person it is for), so the legacy
-body-matching push rules stay off; a refusal or how-to-answer mentions the person, a
-confirmation only names them.
+"""What elicitbot says back in a room: threaded notices, rich replies and an
+:class:`~bot.domain.actions.Outcome`'s words. Pure. Every notice carries ``m.mentions`` (empty, or
+the person it is for), so the legacy body-matching push rules stay off.
 """
 
 from __future__ import annotations

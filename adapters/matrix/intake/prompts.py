@@ -1,11 +1,5 @@
-"""Which prompt a room event is under, and what that copy shows: the listener's lookups.
-
-:meth:`Prompts.key_for` finds the elicitation a message belongs to: the store's delivery refs, a
-prompt this process just posted, or our own prompt whose post is still in flight on another
-replica (known by its content marker, and only while a post of that key to this room is under
-way). :meth:`Prompts.shown_on` says what a copy shows (answer rule 2): the current view rendered,
-with the whole request in its thread only when the copy's stored ref (or this process, having
-just posted it) says so, never from anything in an event.
+"""Which prompt a room event is under, and what that copy shows (answer rule 2): the listener's
+lookups.
 """
 
 from __future__ import annotations
@@ -37,11 +31,8 @@ class Prompts:
         self._not_ours: OrderedDict[str, None] = OrderedDict()
 
     async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
-        """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
-        view rendered, with the whole request in its thread only when its stored ref (or this
-        process, having just posted it) says so. A copy whose thread is not known to be
-        complete (a post in flight on another replica, a crash before the parts) offers and
-        accepts no approving option."""
+        """What copy ``prompt`` shows of ``view`` now: the whole request in its thread only when
+        its stored ref (or this process, having just posted it) says so; never from an event."""
         disclosure = shown(view)
         if disclosure.whole:
             return disclosure
@@ -52,9 +43,8 @@ class Prompts:
         return shown(view, full_in_thread=True) if complete else disclosure
 
     async def key_for(self, room_id: str, event_id: str) -> ElicitationKey | None:
-        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
-        just posted, or our own prompt whose post is still in flight elsewhere (another replica
-        posted it and has not stored its ref yet), known by its content marker."""
+        """The elicitation a message belongs to: the store's refs, a prompt this process just
+        posted, or our own prompt whose post is in flight elsewhere (by its content marker)."""
         key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
         if key is not None or event_id in self._not_ours:
             return key

@@ -1,11 +1,5 @@
-"""Pure pieces of every Matrix event elicitbot sends: safe text and HTML, mentions, sizes and the
-digests in transaction ids. No I/O.
-
-- Agent text is HTML-escaped (:func:`esc`), so it cannot add tags, attributes or links; the only
-  links are built here (:func:`anchor` shows its own address as its text, :func:`pill` names a
-  Matrix ID).
-- ``@room`` is broken with a word joiner (:func:`neutralise`) for clients that still match text.
-- :func:`content_bytes` is the size the homeserver counts against its 65,536-byte event limit.
+"""Pure pieces of every Matrix event elicitbot sends: safe text and HTML (the only links are built
+here, and show their own address), mentions, sizes and the digests in transaction ids.
 """
 
 from __future__ import annotations
