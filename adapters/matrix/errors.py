@@ -53,9 +53,7 @@ def http_status(response: Any) -> int | None:
 
 
 def _header_seconds(headers: Mapping[str, Any] | None) -> float | None:
-    if not headers:
-        return None
-    value = headers.get("Retry-After")
+    value = (headers or {}).get("Retry-After")
     if value is None:
         return None
     try:

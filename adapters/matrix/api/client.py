@@ -10,6 +10,7 @@ here: the Matrix lease holder restores it (:mod:`adapters.matrix.e2ee.crypto`); 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -42,13 +43,10 @@ def make_client(
     pickle_key: str | None = None,
     store_dir: str | None = None,
 ) -> AsyncClient:
-    """An ``AsyncClient`` on the configured access token and fixed device (no login).
-
-    ``pickle_key`` (``matrix.pickle_key_env``): end-to-end encryption on, the store in
-    ``store_dir`` (a scratch directory: the database holds the copy of record). The sync token
-    is not written by nio (``store_sync_tokens`` off): the listener writes the token of each
-    batch it has *handled* into the store before the snapshot
-    (:mod:`adapters.matrix.e2ee.crypto`)."""
+    """An ``AsyncClient`` on the configured access token and fixed device: never a login, so the
+    device, its keys and the homeserver's transaction-id dedupe survive restarts. ``pickle_key``:
+    encryption on, the store in scratch ``store_dir``; nio writes no sync token (the listener
+    writes each *handled* batch's)."""
     encrypted = pickle_key is not None
     config = AsyncClientConfig(
         max_limit_exceeded=0,
@@ -106,3 +104,24 @@ async def call(
         log.info("matrix.rate_limited", call=what, wait=round(wait, 3), attempt=attempt + 1)
         await asyncio.sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def send_json(
+    client: AsyncClient, method: str, path: str, body: Any
+) -> tuple[int, dict[str, Any]]:
+    """A client-server request nio has no method for (``path`` under ``/_matrix/client/v3``):
+    the HTTP status and the JSON reply ({} when it is not an object)."""
+    response = await client.send(
+        method,
+        f"/_matrix/client/v3{path}",
+        json.dumps(body),
+        headers={
+            "Authorization": f"Bearer {client.access_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        reply = await response.json(content_type=None)
+    finally:
+        response.release()
+    return int(response.status), reply if isinstance(reply, dict) else {}

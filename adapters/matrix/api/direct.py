@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -35,7 +34,7 @@ from nio import (
     RoomResolveAliasResponse,
 )
 
-from adapters.matrix.api.client import call
+from adapters.matrix.api.client import call, send_json
 from adapters.matrix.errors import from_exception, from_response, http_status
 
 log = structlog.get_logger("elicitbot.matrix")
@@ -263,24 +262,11 @@ class DirectRooms:
 
     async def _put_direct(self, direct: Mapping[str, Any]) -> None:
         user = urllib.parse.quote(str(self.client.user_id), safe="")
-        path = f"/_matrix/client/v3/user/{user}/account_data/m.direct"
         try:
-            response = await self.client.send(
-                "PUT",
-                path,
-                json.dumps(direct),
-                headers={
-                    "Authorization": f"Bearer {self.client.access_token}",
-                    "Content-Type": "application/json",
-                },
+            status, reply = await send_json(
+                self.client, "PUT", f"/user/{user}/account_data/m.direct", direct
             )
-            try:
-                status = int(response.status)
-                reply = await response.json(content_type=None) if status != HTTP_OK else {}
-            finally:
-                response.release()
         except Exception as exc:  # nio raises aiohttp/timeout errors: mapped, never leaked
             raise from_exception("set m.direct", exc) from exc
         if status != HTTP_OK:
-            error = ErrorResponse.from_dict(reply if isinstance(reply, dict) else {})
-            raise from_response(f"set m.direct (HTTP {status})", error)
+            raise from_response(f"set m.direct (HTTP {status})", ErrorResponse.from_dict(reply))

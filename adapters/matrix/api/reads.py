@@ -1,12 +1,5 @@
 """What the Matrix adapter reads from rooms (and the one moderation write, a redaction): the
-read half of :class:`~adapters.matrix.chat.MatrixChat`, every request through
-:func:`~adapters.matrix.api.client.call`.
-
-A name, a power level, a room's state, a membership, an event (decrypted by nio where it
-can), the events a limited sync left out (``/messages``), a prompt's reactions now
-(``/relations``, decrypted where they are encrypted: :meth:`RoomReads.annotations`), whether a
-room is end-to-end encrypted.
-"""
+read half of :class:`~adapters.matrix.chat.MatrixChat`."""
 
 from __future__ import annotations
 

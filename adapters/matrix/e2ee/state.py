@@ -12,6 +12,7 @@ import os
 import sqlite3
 import zipfile
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -123,16 +124,12 @@ def changes(client: Any) -> int:
 
 def _backup(path: Path) -> bytes:
     """A consistent image of the database at ``path`` through SQLite's backup API."""
-    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
-    try:
-        copy = sqlite3.connect(":memory:")
-        try:
-            source.backup(copy)
-            return copy.serialize()
-        finally:
-            copy.close()
-    finally:
-        source.close()
+    with (
+        closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)) as source,
+        closing(sqlite3.connect(":memory:")) as copy,
+    ):
+        source.backup(copy)
+        return copy.serialize()
 
 
 def _check_database(image: bytes) -> None:

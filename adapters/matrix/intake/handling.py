@@ -277,9 +277,8 @@ class RoomEvents:
         if key is None or root is None:
             return
         view = await self.elicitations.view(key)
-        if view is None or view.status is not Status.PENDING:
-            return
-        if not await self._first_time(edit.event_id):
+        pending = view is not None and view.status is Status.PENDING
+        if not pending or not await self._first_time(edit.event_id):
             return
         await self._text(
             room_id,

@@ -93,10 +93,8 @@ def selection(
 def unreadable(
     e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
 ) -> int:
-    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted (the read
-    could not decrypt them) and may be keycaps: unknown choices. The key Element copies into
-    the clear narrows them (a 👍 is no choice, as it would not be decrypted); the choice itself
-    is only ever taken from a decrypted one."""
+    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted and may be
+    keycaps (by the key Element copies into the clear): unknown choices, never taken as ones."""
     count = 0
     for event in annotations:
         relates = _relation(event, prompt, sender)
