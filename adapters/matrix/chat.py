@@ -1,46 +1,21 @@
 """The Matrix :class:`~bot.domain.ports.ChatAdapter`: post, edit and threaded notices (matrix-nio).
 
 Destinations are ``matrix:<room id>`` or, for a direct message, ``matrix:<user id>``
-(:mod:`adapters.matrix.api.direct` finds or makes the room). Every send carries a deterministic
-transaction id, so a retry (by the outbox after a crash, a dropped connection or a homeserver
-outage) gets the event the first attempt made instead of a second one; the homeserver keeps that
-mapping per device for 24 hours, which is why the bot always reuses its access token and device
-(never a new login):
-
-- a post: ``<idempotency key>.<digest of the elicitation key>`` (the outbox row id alone could
-  repeat after a database reset and map to an old message of the same room);
-- the parts of a long copy's thread: ``elicitbot-part-<digest of event id and content>``
-  (:mod:`adapters.matrix.markup.thread`);
-- the reactions seeded on it: ``elicitbot-seed-<digest of event id and key>``;
-- an edit: ``elicitbot-edit-<digest of event id>-v<version>``, one per version of the prompt;
-- a notice: the idempotency key it is given (a selection notice: one per prompt and person,
-  each edit per triggering event, :mod:`adapters.matrix.intake.selection`).
-
-The client comes from :func:`~adapters.matrix.api.client.make_client`, every request goes through
-:func:`~adapters.matrix.api.client.call` (bounded 429 retries, errors mapped for the outbox).
+(:mod:`adapters.matrix.api.direct`). Every send carries a deterministic transaction id, so a retry
+gets the event the first attempt made instead of a second one; the homeserver keeps that mapping
+per device for 24 hours, which is why the bot always reuses its access token and device. A post's
+id also digests the elicitation key: the outbox row id alone could repeat after a database reset.
 
 A prompt too long to hold the whole request (answer rule 2) is posted in steps, each safe to
-repeat: (1) the message, cut and offering no approving option (nor its reaction); (2) the whole
-request in its thread, part by part, in order; (3) an edit of the message (transaction id per
-version) that offers approving and says the thread holds everything. Only then is the ref,
-with ``full_in_thread``, returned for the store. A crash or an uncertain send
-anywhere in between leaves a message that offers no approve (a crafted approving reaction on it
-is refused: the listener finds no ref saying the thread is complete), and the outbox's retry
-walks the same steps with the same transaction ids, so it gets back the message, the parts and
-the edit it already made instead of making them twice.
+repeat: the cut message offering no approving option, the whole request in its thread, then an
+edit that offers approving. A crash in between leaves a copy that offers no approve, and the
+retry walks the same steps with the same transaction ids. Keycap reactions are the outbox's
+``seed`` effect, claimed once the room's lane has no post left, so a burst of questions is all
+visible before the first one's reactions go out.
 
-Messages first: a post sends the prompt (and a long one's thread) only; its keycap reactions are
-the outbox's ``seed`` effect (:meth:`MatrixChat.seed`), queued when the post completes and
-claimed only once the room's lane has no post left to make, so a burst of questions is all
-visible before the first one's reactions go out. An edit seeds again (a revision may offer new
-options; reactions already made are kept by their transaction ids).
-
-End-to-end encryption (``crypto``, when ``matrix.pickle_key_env`` is set): every event to a room
-the homeserver says is encrypted (prompts, thread parts, edits, seeded reactions, notices) is
-encrypted by :class:`~adapters.matrix.e2ee.crypto.MatrixCrypto`, or not sent at all (a transient
-error while this process does not hold the crypto state); other rooms get plaintext, as before.
-Without ``crypto``, posts to an encrypted room are refused: a plaintext prompt there is neither
-private nor answerable by clients that only read encrypted events.
+With ``crypto`` every event to an encrypted room is encrypted, or not sent at all; without it,
+posts to an encrypted room are refused (a plaintext prompt there is neither private nor
+answerable by clients that only read encrypted events).
 """
 
 from __future__ import annotations
@@ -65,7 +40,7 @@ from adapters.matrix.e2ee.crypto import MatrixCrypto
 from adapters.matrix.errors import DUPLICATE_ANNOTATION
 from adapters.matrix.intake.notices import notice_content
 from adapters.matrix.intake.reactions import reaction_content, reaction_keys
-from adapters.matrix.markup.html import matrix_users, txn_digest
+from adapters.matrix.markup.html import matrix_users, remember, txn_digest
 from adapters.matrix.markup.thread import part_contents, part_txn
 from adapters.matrix.render import MARKER, edit_content, message_content, needs_thread, shown
 from bot.domain.errors import PermanentDeliveryError
@@ -73,18 +48,9 @@ from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import MessageRef, Notice, PromptView
 from bot.domain.refs import MatrixRef
 
-__all__ = ["MatrixChat", "call", "make_client", "post_txn", "room_of"]
+__all__ = ["MatrixChat", "call", "make_client", "post_txn"]
 
 log = structlog.get_logger("elicitbot.matrix")
-
-REMEMBERED = 4096
-
-
-def room_of(destination: Destination) -> str:
-    room_id = destination.target
-    if destination.platform != "matrix" or not room_id.startswith("!"):
-        raise PermanentDeliveryError(f"{destination!r} is not a Matrix room (matrix:!room:server)")
-    return room_id
 
 
 def target_of(destination: Destination) -> str:
@@ -115,9 +81,9 @@ class MatrixChat(RoomReads):
 
     platform = "matrix"
     post_interval = 0.0
+    """The homeserver paces us with 429s, per user, not per room."""
     seeds = True
     """A prompt is answered by keycap reactions: the outbox seeds them after the lane's posts."""
-    """The homeserver paces us with 429s, per user, not per room."""
 
     def __init__(
         self,
@@ -156,7 +122,7 @@ class MatrixChat(RoomReads):
             await self._refuse_encrypted(room_id)
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
-        self._remember(event_id, view.elicitation.key)
+        remember(self._posted, event_id, view.elicitation.key)
         self._sent_subject(event_id, view)
         if needs_thread(view):
             ref = await self._thread(room_id, event_id, view)
@@ -178,8 +144,7 @@ class MatrixChat(RoomReads):
     async def seed(
         self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
-        """The keycaps of a posted prompt (the outbox's ``seed`` effect, queued when the post
-        completed): each with a transaction id of its own, so a repeat makes nothing twice."""
+        """The keycaps of a posted prompt (the outbox's ``seed`` effect)."""
         if not isinstance(ref, MatrixRef):
             raise PermanentDeliveryError(f"matrix seed: {ref!r} is not a Matrix message ref")
         await self._seed(ref, view)
@@ -192,10 +157,8 @@ class MatrixChat(RoomReads):
         idempotency_key: str,
         uncertain: datetime | None = None,
     ) -> None:
-        """A threaded ``m.notice`` in the thread of ``notice.thread`` naming (and, unless
-        ``notice.mention`` is False, mentioning) ``notice.user`` and the identities in
-        ``notice.mentions`` (a reminder's people); other platforms' are left out. Without a
-        Matrix thread it goes to the destination room unthreaded."""
+        """A threaded ``m.notice`` naming (and, unless ``notice.mention`` is False, mentioning)
+        the Matrix people of ``notice``; without a Matrix thread, unthreaded in the room."""
         thread = notice.thread if isinstance(notice.thread, MatrixRef) else None
         room_id = (
             thread.room_id
@@ -223,9 +186,8 @@ class MatrixChat(RoomReads):
         return self._posted.get(event_id)
 
     def shown_subject(self, event_id: str) -> tuple[int | None, str | None]:
-        """The approval subject (revision, digest) prompt ``event_id`` was last sent with by
-        this process; (None, None) when unknown (another replica posted or edited it, a restart):
-        the core then does not check what it cannot know."""
+        """The approval subject (revision, digest) prompt ``event_id`` was last sent with here;
+        (None, None) when unknown (another replica, a restart): the core then does not check."""
         return self._subjects.get(event_id, (None, None))
 
     def full_in_thread(self, event_id: str) -> bool:
@@ -236,17 +198,15 @@ class MatrixChat(RoomReads):
     async def send(
         self, room_id: str, event_type: str, content: dict[str, Any], txn: str, what: str
     ) -> str:
-        """Send one event with transaction id ``txn`` (encrypted in an encrypted room when
-        encryption is on); returns its event id."""
+        """Send one event with transaction id ``txn``; returns its event id."""
         response = await self._deliver(room_id, event_type, content, txn, what)
         assert response is not None  # noqa: S101 - no errcode is accepted here
         return str(response.event_id)
 
     async def encrypted(self, room_id: str) -> bool:
-        """With encryption on: whether events to the room must be encrypted. The holder of the
-        crypto state syncs the room (nio's room, read whole the first time, kept current by
-        the sync); any other process asks the homeserver each time, never trusting an old
-        "not encrypted" (encryption can be turned on in a room at any moment)."""
+        """With encryption on: whether events to the room must be encrypted. The crypto holder
+        reads its synced room; any other process asks the homeserver each time, never trusting
+        an old "not encrypted" (encryption can be turned on in a room at any moment)."""
         if self.crypto is not None and self.crypto.active:
             return bool((await self.crypto.room(room_id)).encrypted)
         if self._encrypted.get(room_id):
@@ -307,9 +267,7 @@ class MatrixChat(RoomReads):
                 room_id, "m.room.message", content, part_txn(event_id, content), "thread part"
             )
         await self._edit(room_id, event_id, view, full_in_thread=True)
-        self._threaded[event_id] = None
-        while len(self._threaded) > REMEMBERED:
-            self._threaded.popitem(last=False)
+        remember(self._threaded, event_id, None)
         log.info("matrix.full_in_thread", room_id=room_id, event_id=event_id)
         return MatrixRef(room_id, event_id, full_in_thread=True)
 
@@ -323,8 +281,8 @@ class MatrixChat(RoomReads):
             await self._edit(room_id, event_id, view)
 
     async def _seed(self, ref: MatrixRef, view: PromptView) -> None:
-        """One reaction per option offered on the copy, so a tap answers (an approving one only
-        where the copy shows the whole request). A reaction the bot already made is fine."""
+        """One reaction per option offered on the copy, each with its own transaction id; a
+        reaction the bot already made is fine."""
         room_id, event_id = ref.room_id, ref.event_id
         keys = reaction_keys(view, shown=shown(view, full_in_thread=ref.full_in_thread))
         if not keys:
@@ -347,13 +305,6 @@ class MatrixChat(RoomReads):
 
     def _sent_subject(self, event_id: str, view: PromptView) -> None:
         s = view.elicitation.subject
-        self._subjects[event_id] = (s.revision, s.digest) if s is not None else (None, None)
-        self._subjects.move_to_end(event_id)
-        while len(self._subjects) > REMEMBERED:
-            self._subjects.popitem(last=False)
-
-    def _remember(self, event_id: str, key: ElicitationKey) -> None:
-        self._posted[event_id] = key
-        self._posted.move_to_end(event_id)
-        while len(self._posted) > REMEMBERED:
-            self._posted.popitem(last=False)
+        remember(
+            self._subjects, event_id, (s.revision, s.digest) if s is not None else (None, None)
+        )

@@ -1,16 +1,7 @@
 """matrix-nio results and failures as elicitbot's delivery errors (the outbox retries transient
-ones).
-
-nio returns errors as values (``RoomSendError`` …, each an ``ErrorResponse`` with ``status_code`` =
-the Matrix errcode and ``retry_after_ms``) and raises on connection failures. Here:
-
-- HTTP 429 / ``M_LIMIT_EXCEEDED``: transient, ``retry_after`` from the ``Retry-After`` header
-  (the spec's preferred form since v1.10, which nio ignores) or else the body's ``retry_after_ms``;
-- connection errors, timeouts, HTTP 5xx: transient;
-- errcodes no retry can fix (forbidden, unknown room or token, too large, bad JSON): permanent;
-- anything else: transient (the outbox gives up after its attempt limit).
-
-Messages name the call and Matrix's errcode, never the request (it carries the access token).
+ones): a 429 with its delay (the ``Retry-After`` header, the spec's preferred form since v1.10
+which nio ignores, else ``retry_after_ms``), connection errors and 5xx transient, errcodes no
+retry can fix permanent, anything else transient. Messages never name the request (its token).
 """
 
 from __future__ import annotations
@@ -62,9 +53,7 @@ def http_status(response: Any) -> int | None:
 
 
 def _header_seconds(headers: Mapping[str, Any] | None) -> float | None:
-    if not headers:
-        return None
-    value = headers.get("Retry-After")
+    value = (headers or {}).get("Retry-After")
     if value is None:
         return None
     try:

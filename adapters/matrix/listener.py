@@ -1,38 +1,16 @@
 """The Matrix sync loop: reactions, thread replies, edits, commands and invites in; answers out.
 
-:class:`MatrixListener` uses the bot's access token and fixed device from the config (no login:
-a new login would make a new device and lose the homeserver's transaction-id dedupe). Each
-``/sync`` batch is handled first and its ``next_batch`` saved through the
-:class:`~bot.domain.store.Values` port afterwards, so a crash replays the batch rather than
-losing it (nio's own ``store_sync_tokens`` saves before its callbacks run, which would lose a
-batch to a crash between the save and the handling).
-Replayed events are recognised by event id in the store (``Elicitations.first_time``), which also
-keeps two replicas syncing the same account from handling one event twice.
+Each ``/sync`` batch is handled before its ``next_batch`` is saved, so a crash replays the batch
+rather than losing it (nio's ``store_sync_tokens`` saves before its callbacks run); replayed
+events, and two replicas syncing one account, are deduped by event id in the store. A ``limited``
+batch is backfilled from ``/messages`` first, oldest first, so a reply in the gap still answers.
+With no saved token the first sync's timelines are history and skipped; Synapse may answer it
+from a cache of up to two minutes, so later events are matched only to prompts this database
+posted (or is posting), never by the elicitation key alone.
 
-A ``limited`` batch (more events than the timeline limit since the last sync) is backfilled from
-``/messages`` back to the saved token before the batch's own events, oldest first, so a reply in
-the gap still answers, in order.
-
-With no saved token (a new bot, or a new database) the first sync's timelines are history and
-are skipped; only its invites are acted on. Synapse may answer that first sync from a cache of up
-to two minutes, so the next batches can still carry older events: they are matched only to
-prompts this database posted (or is posting), never by the elicitation key alone.
-
-Each event is handed to :class:`~adapters.matrix.intake.handling.RoomEvents` (reactions, replies,
-edits, commands, invites, encrypted rooms), state and timeline in order; a room's power levels
-follow the state events as they pass (:mod:`adapters.matrix.api.power`), so a change counts from the
-event after it. Stopping cancels the long poll at once.
-
-With end-to-end encryption on (``chat.crypto``), this loop is what holds the device's crypto
-state (it runs under the Matrix lease): each run restores it first
-(:meth:`~adapters.matrix.e2ee.crypto.MatrixCrypto.open`) and resumes from the token the restored
-state carries (the ``kv`` token only when it carries none); nio decrypts during ``sync``; a
-decrypted event counts only if its key came from one of its sender's devices; an event left
-undecrypted goes to :class:`~adapters.matrix.e2ee.undecryptable.Undecryptable` (logged, its key
-asked for, reported in its thread if the key never comes). After each batch: nio's chores, then the
-batch's token into the crypto state and a snapshot into the database, then the ``kv`` token, and
-only then the next long poll. Stopping takes a last snapshot (while the lease is ours) and
-unloads the state.
+With encryption on, this loop holds the device's crypto state (under the Matrix lease): each run
+restores it and resumes from the token it carries; after each batch the token goes into the state
+and a snapshot into the database before the ``kv`` token, and only then the next long poll.
 """
 
 from __future__ import annotations
@@ -77,11 +55,7 @@ def token_key(user_id: str, device_id: str) -> str:
 
 
 class MatrixListener:
-    """Syncs the bot account and turns what people do in rooms into answers.
-
-    ``start()`` checks the token (``whoami``: the configured user and device) and runs the loop
-    in a task; ``stop()`` cancels it. ``ready`` is True while the last sync succeeded.
-    """
+    """Syncs the bot account; ``ready`` is True while the last sync succeeded."""
 
     def __init__(
         self,
@@ -110,15 +84,12 @@ class MatrixListener:
         self.max_backoff = max_backoff
         self.filter: dict[str, Any] = {
             "room": {
-                # The bot's own events too (the listener drops them, ``inbound.classify``): left
-                # out by a ``not_senders`` filter, each of a burst's 200 own events woke this
-                # sync on Synapse, which computed it again from the same ``since`` over every
-                # event so far, found nothing to return and waited again: quadratic in the
-                # burst, a third of Synapse's main thread (bench/README.md, 2026-12-03).
+                # The bot's own events too (``inbound.classify`` drops them): with a
+                # ``not_senders`` filter each own event of a burst woke this sync on Synapse,
+                # which recomputed it over every event so far to find nothing: quadratic.
                 "timeline": {"limit": timeline_limit},
-                # The member event of everyone whose events a batch holds, every time (not
-                # only the first time this device saw them), so nio knows their names even
-                # after a restart (RoomEvents names people by their display name).
+                # Every sender's member event, every time, so nio knows their names after a
+                # restart too (RoomEvents names people by their display name).
                 "state": {"lazy_load_members": True, "include_redundant_members": True},
                 "ephemeral": {"not_types": ["*"]},
                 "account_data": {"not_types": ["*"]},
@@ -152,8 +123,7 @@ class MatrixListener:
 
     @property
     def handled(self) -> int:
-        """Events acted on (an answer attempt, a claim, a command, an edit), for tests and
-        metrics."""
+        """Events acted on (an answer attempt, a claim, a command, an edit)."""
         return self.events.handled
 
     # ------------------------------------------------------------------ lifecycle
@@ -216,11 +186,8 @@ class MatrixListener:
             await asyncio.gather(*list(self.events.background), return_exceptions=True)
 
     async def run(self) -> None:
-        """Sync until cancelled; failures back off (the homeserver's delay, else 0.5 s doubling
-        up to ``max_backoff``) and never end the loop.
-
-        Each run starts from the token in the store, not the one in memory: under a lease
-        (bot.lease) another replica may have synced on while this one did not hold it."""
+        """Sync until cancelled; failures back off and never end the loop. Each run starts from
+        the stored token: under a lease another replica may have synced on meanwhile."""
         self._loaded = False
         self.ready = False
         failures = 0

@@ -1,38 +1,12 @@
 """A :class:`~bot.domain.ports.PromptView` as Matrix event content: a plain ``body`` and an HTML
 ``formatted_body`` built by us, never copied from the asking agent. Pure: no I/O.
 
-A prompt reads top to bottom: the title, the question (Markdown, rendered), each preview
-(:mod:`adapters.matrix.markup.previews`), one compact metadata line (the fields that end the
-previews and the context: risk, tool, agent, host, repository, branch, board, card, asker…), the
-subject line (id, revision, short digest), then the options with their descriptions (the
-recommended one marked), how to answer, the schedule and the web inbox link. A form (several
-questions, :mod:`adapters.matrix.markup.form`) lists its questions after the question text, each
-with its options numbered within it, and says how to answer them all in one thread reply.
-
-The write-back (the answer on its way to the system that asked): until the upstream accepts it
-the result says "⏳ Sending <who>'s answer — <what> — to <source>…", never "Answered"; when the
-upstream refused it (:func:`bot.domain.views.writeback_note`) the message says so in bold: on a
-question open again, right under the title, above everything to answer; on one closed for good,
-after its result (which then says "Not accepted", not "Answered").
-
 What you see is what you approve (answer rule 2): :func:`layout` first renders the view whole,
-nothing decisive (:func:`bot.domain.disclosure.decisive`: the question, every preview item's
-label, text, value and address) cut; when that fits the event budget the message shows
-everything and offers every option. When it does not, the message is cut to fit, says so, and
-offers no approving option until the whole request has been posted in its thread
-(:mod:`adapters.matrix.markup.thread`; the copy's ref then says ``full_in_thread``).
-:func:`shown` is that decision as a :class:`~bot.domain.model.Disclosure`, which every answer
-taken from a copy carries, computed here from the current view and the copy's ref, never from
-anything in an event.
-
-What keeps agent text harmless: plain text is HTML-escaped; Markdown goes through markdown-it
-(raw HTML off) and nh3 (:mod:`adapters.matrix.markup.markdown`), and so does the finished
-``formatted_body``; links show where they go; every prompt carries ``m.mentions`` (empty, or an
-escalation's admins) and ``@room`` is broken with a word joiner, so an agent cannot ping the room.
-
-Options are numbered with keycap emoji (1️⃣ … 🔟) that double as the reactions the bot seeds;
-admin-only options are marked; approving options withheld are shown as not offered, with the
-reason. After the answer the message shows the result: who, what, when and via which platform.
+nothing decisive cut; when that does not fit the event budget the message is cut, says so, and
+offers no approving option until the whole request is in its thread (the copy's ref then says
+``full_in_thread``). :func:`shown` is that decision, from the current view and the copy's ref,
+never from anything in an event. Agent text is escaped, or sanitised Markdown; links show where
+they go; ``m.mentions`` and a broken ``@room`` keep an agent from pinging the room.
 """
 
 from __future__ import annotations
@@ -429,11 +403,8 @@ def message_content(view: PromptView, *, full_in_thread: bool = False) -> dict[s
 def edit_content(
     event_id: str, view: PromptView, *, full_in_thread: bool = False
 ) -> dict[str, Any]:
-    """An ``m.replace`` edit of ``event_id`` to the view as it stands now.
-
-    The new content is exactly what a post would be (so what an edit shows is what
-    :func:`shown` says); the ``* …`` fallback for clients without edits is short.
-    """
+    """An ``m.replace`` edit of ``event_id`` whose new content is exactly what a post would be
+    (so what it shows is what :func:`shown` says), with a short ``* …`` fallback."""
     new = message_content(view, full_in_thread=full_in_thread)
     head = new["body"].split("\n", 2)
     fallback = clip(" — ".join(head[:2]), EDIT_FALLBACK)

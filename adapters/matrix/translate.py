@@ -1,27 +1,11 @@
 """Matrix events as what people do: pure translation, no I/O.
 
-:func:`classify` reads one event's raw JSON (as ``/sync`` or ``/messages`` give it) and says what it
-is to elicitbot, or None:
-
-- :class:`Reaction`: an ``m.annotation`` (a keycap, ✅ or 🙋) on some event;
-- :class:`Reply`: an ``m.text`` in a thread (``m.thread``) or a rich reply (``m.in_reply_to``);
-  the body keeps its rich-reply fallback, which the core strips when it reads the reply;
-- :class:`Edit`: an ``m.replace`` with ``m.new_content``;
-- :class:`CommandMessage`: a top-level ``!elicitbot …``;
-- :class:`Redaction`: a redaction (of a keycap that toggled a choice, to the listener);
-- :class:`Encrypted`: an encrypted event or the state that turns encryption on.
-
-elicitbot's own events, redacted events, ``m.notice`` messages (what bots send, never answers)
-and anything malformed are None. Which elicitation an event belongs to is found by the listener
-(the store's delivery refs); whether the person may answer, and what a reply means, is the
-core's (``Elicitations.act``). Here :func:`on_reaction`, :func:`on_reply` and :func:`on_command`
-only turn an event into the core's action: keycap *n* chooses option *n* (on a multiple
-choice it toggles, and ✅ submits: :mod:`adapters.matrix.intake.selection`), 🙋 or
-``!elicitbot claim`` claims, a thread reply (or its edit) is a reply. A choice or a reply carries
-``shown``, what the copy it was made on shows (answer rule 2): the listener renders that from the
-current view and the copy's stored ref, never from anything in the event; and the sender's
-``standing``, their power level in the room (rule 9's ``matrix-power:<n>``,
-:mod:`adapters.matrix.api.power`).
+:func:`classify` says what one event's raw JSON is to elicitbot (a reaction, a thread or rich
+reply, an edit, a ``!elicitbot`` command, a redaction, something encrypted) or None: our own
+events, redacted ones, ``m.notice`` (what bots send, never answers) and anything malformed.
+:func:`on_reaction`, :func:`on_reply` and :func:`on_command` only turn an event into the core's
+action; what the copy shows (``shown``, answer rule 2) the listener renders from the current view
+and the copy's stored ref, never from anything in the event.
 """
 
 from __future__ import annotations
@@ -191,9 +175,8 @@ def reaction_choice(e: Elicitation, key: str) -> tuple[str, ...] | None:
 
 def claim_id(item: InboundEvent, *, reopened: int = 0) -> str:
     """What dedupes an event in the store: its event id, except a reaction, which counts once per
-    sender, message and key (a reaction taken back and made again is not a new attempt) while
-    the question stays as it is: each time the upstream refused an answer and the question was
-    opened again (``reopened``, :func:`reopenings`) the same reaction counts once more."""
+    sender, message and key (taken back and made again is no new attempt), and once more each
+    time a refused answer opened the question again (``reopened``)."""
     if isinstance(item, Reaction):
         parts = (item.target, item.sender, item.key, *((str(reopened),) if reopened else ()))
         return f"reaction:{txn_digest(*parts)}"
@@ -223,9 +206,8 @@ def submit(
     standing: Standing = NO_STANDING,
     subject: tuple[int | None, str | None] = (None, None),
 ) -> Choose:
-    """A ✅ on a multiple-choice prompt: the options the person's keycaps chose (read from the
-    homeserver by the listener, :mod:`adapters.matrix.intake.selection`); ``subject``: the approval
-    subject's revision and digest the prompt was sent with, when known (rule 2)."""
+    """A ✅ on a multiple-choice prompt: the options the person's keycaps chose; ``subject``: the
+    revision and digest the prompt was sent with, when known (rule 2)."""
     who = identity(r.sender, bots=bots, name=name)
     revision, digest = subject
     return Choose(
@@ -245,9 +227,7 @@ def on_reaction(
     standing: Standing = NO_STANDING,
     subject: tuple[int | None, str | None] = (None, None),
 ) -> Choose | ClaimIt | None:
-    """A reaction on a prompt of ``e`` that shows ``shown`` (and was sent with ``subject``'s
-    revision and digest, when known): 🙋 claims it, a keycap (or ✅) chooses; None: any other
-    reaction."""
+    """A reaction on a prompt of ``e``: 🙋 claims it, a keycap (or ✅) chooses; None: any other."""
     who = identity(r.sender, bots=bots, name=name)
     if r.key.startswith(CLAIM_REACTION):
         return ClaimIt(key, who, via(room_id), standing=standing)
@@ -270,8 +250,7 @@ def on_reply(
     standing: Standing = NO_STANDING,
     subject: tuple[int | None, str | None] = (None, None),
 ) -> ReplyAction | ClaimIt:
-    """A thread reply (or an edit of one) under a prompt that shows ``shown`` (sent with
-    ``subject``'s revision and digest, when known): a claim, or a reply for the core."""
+    """A thread reply (or an edit of one) under a prompt: a claim, or a reply for the core."""
     who = identity(sender, bots=bots, name=name)
     if " ".join(body.split()).casefold() in CLAIM_COMMANDS:
         return ClaimIt(key, who, via(room_id), standing=standing)

@@ -1,15 +1,6 @@
-"""The Matrix people among a route's approvers by name, for the refusal that says who may decide
-(answer rule 9): their display name in the room the answer came from, in
-:attr:`~bot.domain.policy.Standing.names`. The core judges and words the refusal; this only reads.
-
-- **Which people:** the ``matrix:@…`` entries of the question's route (today's routes, the first
-  that matches: the route the core judges by). While no route names approvers, nothing is read.
-- **Where from:** :meth:`~adapters.matrix.api.reads.RoomReads.display_name`: nio's room state, which
-  the sync keeps current; a member it does not know is read from the room's member state once
-  and remembered.
-- **Never in the way:** an action waits for the names at most :data:`NAMES_WAIT`; a name not read
-  by then (or that cannot be read, or a person who has none) is shown as the entry, and a read
-  still under way finishes in the background for the next action.
+"""The Matrix people among a route's approvers by their display name in the room, for the refusal
+that says who may decide (rule 9). An action waits for the names at most :data:`NAMES_WAIT`; a
+name not read by then shows as the entry, and its read finishes in the background for the next.
 """
 
 from __future__ import annotations

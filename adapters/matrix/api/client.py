@@ -1,22 +1,16 @@
 """The nio client the Matrix adapter shares, and :func:`call`, the one way a request is made.
 
-:func:`make_client` builds it on the configured access token and fixed device (never a login,
-so the device, and with it the homeserver's transaction-id dedupe and the device's keys, survive
-restarts). nio's defaults retry a 429 forever, sleeping 5 s whatever ``Retry-After`` says, and
-retry connection failures forever; here nio gives every failure back at once, :func:`call`
-retries a 429 a bounded number of times honouring ``Retry-After`` (or ``retry_after_ms``), and
-everything else is a Transient/PermanentDeliveryError for the outbox. Requests time out after
-``request_timeout``, so nothing here can hang a shutdown.
-
-With a ``pickle_key`` the client is an :class:`~adapters.matrix.e2ee.client.EncryptingClient` whose
-crypto store (nio's ``SqliteStore``) lives in ``store_dir``; it is *not loaded* here: the holder
-of the Matrix lease restores it from the database and loads it (:mod:`adapters.matrix.e2ee.crypto`).
-Until then, and on a replica that does not hold the lease, ``client.olm`` is None.
+nio's defaults retry a 429 forever (5 s whatever ``Retry-After`` says) and connection failures
+forever; here nio gives every failure back at once and :func:`call` retries a 429 a bounded
+number of times honouring ``Retry-After``. With a pickle key the crypto store is *not loaded*
+here: the Matrix lease holder restores it (:mod:`adapters.matrix.e2ee.crypto`); until then
+``client.olm`` is None. Requests time out (``request_timeout``), so none can hang a shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -49,13 +43,10 @@ def make_client(
     pickle_key: str | None = None,
     store_dir: str | None = None,
 ) -> AsyncClient:
-    """An ``AsyncClient`` on the configured access token and fixed device (no login).
-
-    ``pickle_key`` (``matrix.pickle_key_env``): end-to-end encryption on, the store in
-    ``store_dir`` (a scratch directory: the database holds the copy of record). The sync token
-    is not written by nio (``store_sync_tokens`` off): the listener writes the token of each
-    batch it has *handled* into the store before the snapshot
-    (:mod:`adapters.matrix.e2ee.crypto`)."""
+    """An ``AsyncClient`` on the configured access token and fixed device: never a login, so the
+    device, its keys and the homeserver's transaction-id dedupe survive restarts. ``pickle_key``:
+    encryption on, the store in scratch ``store_dir``; nio writes no sync token (the listener
+    writes each *handled* batch's)."""
     encrypted = pickle_key is not None
     config = AsyncClientConfig(
         max_limit_exceeded=0,
@@ -113,3 +104,24 @@ async def call(
         log.info("matrix.rate_limited", call=what, wait=round(wait, 3), attempt=attempt + 1)
         await asyncio.sleep(wait)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def send_json(
+    client: AsyncClient, method: str, path: str, body: Any
+) -> tuple[int, dict[str, Any]]:
+    """A client-server request nio has no method for (``path`` under ``/_matrix/client/v3``):
+    the HTTP status and the JSON reply ({} when it is not an object)."""
+    response = await client.send(
+        method,
+        f"/_matrix/client/v3{path}",
+        json.dumps(body),
+        headers={
+            "Authorization": f"Bearer {client.access_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        reply = await response.json(content_type=None)
+    finally:
+        response.release()
+    return int(response.status), reply if isinstance(reply, dict) else {}

@@ -26,10 +26,9 @@ def matrix_chat(
     lease: tuple[str, str] | None = None,
     scratch: Path | None = None,
 ) -> MatrixChat:
-    """A :class:`MatrixChat` (and, through it, what its listener needs). ``pickle_key``: None
-    for plaintext rooms only; otherwise the crypto state is kept in ``states`` (the database),
-    each snapshot written only while ``lease`` (name, holder: the Matrix lease) is still ours,
-    checked by the store in the same statement; ``fence()`` reads the lease for the hand-off."""
+    """A :class:`MatrixChat`; with a ``pickle_key``, its crypto state kept in ``states``, each
+    snapshot written only while ``lease`` (name, holder) is still ours, checked by the store in
+    the same statement; ``fence()`` reads the lease for the hand-off."""
     if pickle_key is None:
         return MatrixChat(make_client(homeserver, user_id, device_id, access_token))
     client = make_client(homeserver, user_id, device_id, access_token, pickle_key=pickle_key)

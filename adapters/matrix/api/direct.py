@@ -1,43 +1,17 @@
 """Direct messages: ``matrix:@user:server`` as a destination.
 
-A person's direct room with the bot is, in this order: the one this process found before; the
-first room listed for them in the bot's ``m.direct`` account data (the list Matrix clients keep of
-each account's direct rooms, per person) that the bot is in and the person is in or invited to;
-or the room behind the bot's *alias* for them, ``#elicitbot-dm-<digest>:<the bot's server>`` (a
-digest of bot, person and a generation number), made if need be. A made room is ``is_direct``,
-``trusted_private_chat``, the person invited, end-to-end encrypted when encryption is on
-(``m.room.encryption`` in the initial state, as Element makes them), and listed in ``m.direct``.
-One lookup per person at a time in a process (a lock); one ``m.direct`` write at a time.
+A person's direct room is: the one found before; the first room listed for them in the bot's
+``m.direct`` that the bot is in and they are in or invited to; else the room behind the bot's
+alias for them, ``#elicitbot-dm-<digest>:<the bot's server>``, made if need be.
 
-The alias is why a room is made at most once per person (generation):
-
-- Two replicas making the first room at the same moment ask ``createRoom`` for the same alias and
-  the homeserver gives it to one. Synapse (1.163.2: ``handlers/room.py``, ``storage/databases/
-  main/directory.py``) checks the alias (400 ``M_ROOM_IN_USE``), then inserts it under a unique
-  constraint (409 when the check raced) *before* it sends any event of the new room, so the
-  loser's room never gets its creator, state or invite: the person gets one invite. The loser
-  resolves the alias and waits (``settle`` s at most) for the winner's room to have the bot
-  joined and the person invited.
-- A crash (or a lost response) between making the room and listing it: the retry finds the alias
-  taken, resolves it to the room made before and lists it then. So does a process whose
-  ``m.direct`` entry was lost to another's concurrent write (account data is replaced whole).
-- A room the person left or whose invite they rejected: they are invited to it again (Synapse
-  drops a second identical invite, so two replicas send one). A room the bot was removed from:
-  the next generation's alias.
-- The alias does not name the room: its initial state has an empty ``m.room.canonical_alias``,
-  so clients show the person's name, as for any direct room.
-
-A direct room the *person* made (Element: an invite with ``is_direct``), once the bot has joined
-it (the listener joins invites from workspace admins only: ``RoomEvents.on_invite``), is listed
-for them by :meth:`DirectRooms.adopt` and found like any listed room. A room already listed
-before it stays first, so every replica picks the same one.
-
-Limits: any user of the homeserver who knows both user ids can resolve the alias (it shows that
-a direct room exists, not what is in it); one who takes the alias first makes the bot wait
-``settle`` s, then make an un-aliased room as before (logged; found through ``m.direct`` from
-then on, without the guarantees above). A person-made room listed while another replica writes
-``m.direct`` can drop off the list (the alias room is then used). The guarantees rest on the
-homeserver taking the alias before it writes the room, as Synapse does.
+The alias is why a room is made at most once per person (and generation). Synapse takes the alias
+under a unique constraint (400 ``M_ROOM_IN_USE``, or 409 when the check raced) *before* it sends
+any event of the new room, so of two replicas making it at once the loser's room never invites
+anyone; the loser resolves the alias and waits ``settle`` s for the winner's room. A retry after a
+crash, or an ``m.direct`` entry lost to a concurrent write (account data is replaced whole), finds
+the alias taken and resolves it to the room made before. A person who left is invited again; a
+room the bot was removed from moves on to the next generation's alias. Whoever takes the alias
+first only makes the bot wait ``settle`` s, then make an un-aliased room (logged).
 """
 
 from __future__ import annotations
@@ -45,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -61,7 +34,7 @@ from nio import (
     RoomResolveAliasResponse,
 )
 
-from adapters.matrix.api.client import call
+from adapters.matrix.api.client import call, send_json
 from adapters.matrix.errors import from_exception, from_response, http_status
 
 log = structlog.get_logger("elicitbot.matrix")
@@ -111,9 +84,6 @@ class DirectRooms:
         self._locks: dict[str, asyncio.Lock] = {}
         self._writing = asyncio.Lock()
 
-    def known(self, user_id: str) -> str | None:
-        return self._rooms.get(user_id)
-
     def person_of(self, room_id: str) -> str | None:
         """The person whose direct room ``room_id`` is, if this process knows it."""
         return next((u for u, r in self._rooms.items() if r == room_id), None)
@@ -138,7 +108,8 @@ class DirectRooms:
             return room_id
 
     async def adopt(self, room_id: str, user_id: str) -> None:
-        """``room_id`` is a direct room ``user_id`` made and the bot joined: list it for them."""
+        """``room_id`` is a direct room ``user_id`` made and the bot joined: list it for them
+        (after any listed before, so every replica picks the same one)."""
         if await self._list(user_id, room_id):
             log.info("matrix.direct_room_adopted", user_id=user_id, room_id=room_id)
 
@@ -291,24 +262,11 @@ class DirectRooms:
 
     async def _put_direct(self, direct: Mapping[str, Any]) -> None:
         user = urllib.parse.quote(str(self.client.user_id), safe="")
-        path = f"/_matrix/client/v3/user/{user}/account_data/m.direct"
         try:
-            response = await self.client.send(
-                "PUT",
-                path,
-                json.dumps(direct),
-                headers={
-                    "Authorization": f"Bearer {self.client.access_token}",
-                    "Content-Type": "application/json",
-                },
+            status, reply = await send_json(
+                self.client, "PUT", f"/user/{user}/account_data/m.direct", direct
             )
-            try:
-                status = int(response.status)
-                reply = await response.json(content_type=None) if status != HTTP_OK else {}
-            finally:
-                response.release()
         except Exception as exc:  # nio raises aiohttp/timeout errors: mapped, never leaked
             raise from_exception("set m.direct", exc) from exc
         if status != HTTP_OK:
-            error = ErrorResponse.from_dict(reply if isinstance(reply, dict) else {})
-            raise from_response(f"set m.direct (HTTP {status})", error)
+            raise from_response(f"set m.direct (HTTP {status})", ErrorResponse.from_dict(reply))

@@ -1,25 +1,10 @@
 """A person's power level in the room they act in, for ``matrix-power:<n>`` approvers (rule 9).
 
-The adapter translates, the core judges: every choice, reply and claim from a room carries the
-sender's :class:`~bot.domain.policy.Standing` with ``power`` their level in that room (a direct
-room like any other), and :func:`bot.domain.quorum.eligible` compares it with the route's entry.
-
-**What a level is** (:func:`level_of`, pure): the room's ``m.room.power_levels`` as the spec reads
-it: ``users[mxid]``, else ``users_default``, else 0; with no power-levels event at all, the
-room's creator has 100. From room version 12 the creators (the ``m.room.create`` sender and its
-``additional_creators``) outrank every level (:data:`CREATOR_POWER`); they are never listed in
-``users``.
-
-**Where it comes from** (:class:`RoomPowers`): the state events the sync loop walks, in timeline
-order, so a change counts from the next event after it, in the same batch too. Each event
-replaces the room's levels whole, as the spec says (nio's ``MatrixRoom.power_levels`` merges
-``users`` across events, so a member taken out of ``users``, back at ``users_default``, would keep
-their old level there; and it knows nothing of version 12's creators: it is not read for this).
-A room this process has seen no state of (after a restart, an incremental sync names only what
-changed) is read once from the homeserver (``GET /rooms/{id}/state``); afterwards the sync keeps
-it current and no call is made. When that read fails the level is unknown (None): the core
-counts the person as no approver and says their level could not be read (fail closed); the
-next action reads again.
+:class:`RoomPowers` follows the state events the sync walks, in order, so a change counts from the
+next event. Each replaces the room's levels whole, as the spec says (nio's
+``MatrixRoom.power_levels`` merges ``users`` across events and knows nothing of room version 12's
+creators). A room not seen yet is read once; when that fails the level is unknown (None) and the
+core counts the person as no approver (fail closed).
 """
 
 from __future__ import annotations
@@ -148,13 +133,9 @@ class RoomPowers:
                 log.warning("matrix.power_unknown", room_id=room_id, error=str(exc))
                 return None
             self.reads += 1
-            room = _Room(read=True)
+            room = self._rooms[room_id] = _Room(read=True)
             for event in events:
-                if _state(event, POWER_LEVELS):
-                    room.levels = _mapping(event.get("content"))
-                elif _state(event, CREATE):
-                    room.create = event
-            self._rooms[room_id] = room
+                self.saw(room_id, event)
         return level_of(user_id, room.levels, room.create)
 
     async def standing(self, room_id: str, user_id: str) -> Standing:

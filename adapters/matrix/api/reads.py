@@ -1,12 +1,5 @@
 """What the Matrix adapter reads from rooms (and the one moderation write, a redaction): the
-read half of :class:`~adapters.matrix.chat.MatrixChat`, every request through
-:func:`~adapters.matrix.api.client.call`.
-
-A name, a power level, a room's state, a membership, an event (decrypted by nio where it
-can), the events a limited sync left out (``/messages``), a prompt's reactions now
-(``/relations``, decrypted where they are encrypted: :meth:`RoomReads.annotations`), whether a
-room is end-to-end encrypted.
-"""
+read half of :class:`~adapters.matrix.chat.MatrixChat`."""
 
 from __future__ import annotations
 
@@ -30,7 +23,7 @@ from nio.api import Api, RelationshipType
 from nio.responses import RoomEventRelationsResponse
 
 from adapters.matrix.api.client import MAX_INLINE_WAIT, MAX_RETRIES, call
-from adapters.matrix.markup.html import txn_digest
+from adapters.matrix.markup.html import remember, txn_digest
 from bot.domain.errors import DeliveryError
 
 if TYPE_CHECKING:
@@ -38,7 +31,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("elicitbot.matrix")
 
-REMEMBERED = 4096
 PAGE = 100
 MAX_PAGES = 10
 """Pages of ``/relations`` read at most (a prompt has a handful of reactions)."""
@@ -66,13 +58,9 @@ class RoomReads:
         self._asked: OrderedDict[str, None] = OrderedDict()
 
     async def display_name(self, room_id: str, user_id: str) -> str | None:
-        """``user_id``'s name in the room; None when they have none (or it cannot be read now).
-
-        From nio's room state, which the sync keeps current (the listener's filter asks for
-        the member event of everyone whose events a batch holds): the display name,
-        disambiguated with the Matrix ID when another member shares it (the spec's rule,
-        ``MatrixRoom.user_name``). A member nio does not know (an event backfilled from
-        ``/messages``) is read from the room's member state once and remembered."""
+        """``user_id``'s name in the room (disambiguated as the spec says, by nio's synced room
+        state); None when they have none or it cannot be read now. A member nio does not know
+        (an event backfilled from ``/messages``) is read once and remembered."""
         room = self.client.rooms.get(room_id)
         if room is not None and user_id in room.users:
             if not room.users[user_id].display_name:
@@ -95,9 +83,7 @@ class RoomReads:
             return None
         raw = state.content.get("displayname") if state is not None else None
         found = raw if isinstance(raw, str) and raw.strip() else None
-        self._names[(room_id, user_id)] = found
-        while len(self._names) > REMEMBERED:
-            self._names.popitem(last=False)
+        remember(self._names, (room_id, user_id), found)
         return found
 
     def mark_encrypted(self, room_id: str) -> None:
@@ -186,8 +172,7 @@ class RoomReads:
 
     async def messages_between(self, room_id: str, start: str, stop: str, limit: int) -> list[Any]:
         """The room's events from pagination token ``start`` back to ``stop`` (a sync token),
-        oldest first, at most ``limit`` (``/messages``), as nio parsed them (decrypted where it
-        could: its ``source`` is then the decrypted JSON)."""
+        oldest first, at most ``limit``, as nio parsed (and where it could, decrypted) them."""
         found: list[Any] = []
         token = start
         while len(found) < limit:
@@ -212,13 +197,9 @@ class RoomReads:
         return list(reversed(found))
 
     async def annotations(self, room_id: str, event_id: str) -> list[dict[str, Any]]:
-        """The annotations on ``event_id`` as the homeserver holds them now (``/relations``: a
-        redacted one is gone), raw JSON, newest first: ``m.reaction`` events, and in an
-        encrypted room the encrypted ones (Element sends its reactions there as
-        ``m.room.encrypted``, the relation in the clear) decrypted (:meth:`_readable`). nio's
-        iterator hides error responses, so the pages are fetched here through :func:`call`;
-        no event type is asked for, since an encrypted annotation's type is not readable by
-        the homeserver."""
+        """The annotations on ``event_id`` as the homeserver holds them now, raw JSON, newest
+        first, encrypted ones decrypted (:meth:`_readable`). Pages go through :func:`call` (nio's
+        iterator hides errors), asking no event type (an encrypted one's is not readable)."""
         found: list[dict[str, Any]] = []
         token: str | None = None
         for _ in range(MAX_PAGES):
@@ -250,12 +231,9 @@ class RoomReads:
         return found
 
     async def _readable(self, room_id: str, event: Any) -> dict[str, Any] | None:
-        """One annotation as the caller reads it. An encrypted one (not the bot's own) is
-        decrypted, and kept only if its key came from one of its sender's devices (the sync's
-        rule: :meth:`MatrixCrypto.sent_by_sender
-        <adapters.matrix.e2ee.crypto.MatrixCrypto.sent_by_sender>`); one that cannot be decrypted
-        stays as it is, ``m.room.encrypted``, logged and its key asked of its sender's device
-        (:meth:`_unreadable`), for the caller to count as unknown, never as absent."""
+        """One annotation as the caller reads it: an encrypted one decrypted, and kept only if its
+        key came from one of its sender's devices (the sync's rule); one that cannot be decrypted
+        stays ``m.room.encrypted`` (:meth:`_unreadable`), for the caller to count as unknown."""
         source = getattr(event, "source", None)
         if not isinstance(source, dict):
             return None
@@ -279,14 +257,10 @@ class RoomReads:
         return readable if isinstance(readable, dict) else None
 
     async def _unreadable(self, room_id: str, event: MegolmEvent) -> None:
-        """As for an answer the sync could not decrypt (:mod:`adapters.matrix.e2ee.undecryptable`):
-        logged with its sender and room, and its key asked of the sender's device, once per
-        event in this process."""
+        """Logged, and its key asked of the sender's device, once per event in this process."""
         if event.event_id in self._asked:
             return
-        self._asked[event.event_id] = None
-        while len(self._asked) > REMEMBERED:
-            self._asked.popitem(last=False)
+        remember(self._asked, event.event_id, None)
         log.warning(
             "matrix.undecryptable",
             room_id=room_id,

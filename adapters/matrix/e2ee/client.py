@@ -1,9 +1,5 @@
-"""matrix-nio's end-to-end encryption made safe for elicitbot's own sync loop and concurrent sends.
-
-What nio leaves to the caller (docs/matrix-e2ee.md §6, §8): a lock between handling a sync and
-sharing/encrypting (:class:`EncryptingClient`), the chores after each sync (:func:`housekeeping`)
-and write-ahead key upload (:func:`upload_keys`). :func:`send_event` encrypts in encrypted rooms
-(reactions too, which ``room_send`` never encrypts).
+"""matrix-nio's end-to-end encryption made safe for elicitbot's own sync loop and concurrent sends:
+what nio leaves to the caller (docs/matrix-e2ee.md §6, §8).
 """
 
 from __future__ import annotations
@@ -50,12 +46,9 @@ async def send_event(
     *,
     ignore_unverified_devices: bool = True,
 ) -> Any:
-    """Send one event (the ``RoomSendResponse`` or nio's error value, as ``room_send``).
-
-    In an encrypted room: the members and their devices are made known, a Megolm session shared
-    if the room has none shared, and the event encrypted, under the client's lock; then it is
-    PUT (``tx_id`` keeps it idempotent). ``m.relates_to`` stays in the clear, so threads, edits
-    and reactions still relate. Elsewhere, :func:`plain_send`."""
+    """Send one event (the ``RoomSendResponse`` or nio's error value, as ``room_send``),
+    encrypted in an encrypted room under the client's lock: reactions too, which nio's
+    ``room_send`` never encrypts. ``m.relates_to`` stays in the clear, so relations still work."""
     room = client.rooms.get(room_id)
     if client.olm is None or room is None or not room.encrypted:
         return await plain_send(client, room_id, event_type, content, tx_id)
@@ -104,11 +97,8 @@ async def upload_keys(client: AsyncClient, persist: Persist | None = None) -> An
 
 async def housekeeping(client: AsyncClient, persist: Persist | None = None) -> list[Any]:
     """The crypto chores after a sync; returns every response (errors are values: check them).
-
-    The device-list query and the key claim run under the client's ``crypto_lock``: a
-    ``/keys/query`` answer naming a changed user drops the outbound Megolm session of every room
-    that user is in, and a send between sharing and encrypting would then encrypt with a new
-    session nobody received (reproduced: an invited person's first prompt unreadable)."""
+    The key query and claim run under ``crypto_lock``: a changed user drops rooms' outbound
+    sessions, and a send between sharing and encrypting would use a session nobody received."""
     results: list[Any] = []
     if client.olm is None:
         return results

@@ -21,6 +21,7 @@ from Crypto.Random import get_random_bytes
 from Crypto.Signature import eddsa
 from unpaddedbase64 import decode_base64, encode_base64
 
+from adapters.matrix.api.client import send_json
 from bot.domain.errors import ElicitBotError
 
 USAGES = ("master", "self_signing", "user_signing")
@@ -169,10 +170,7 @@ def master_of(query: Mapping[str, Any], user_id: str) -> str | None:
 
 
 async def cross_sign_device(client: Any, keys: CrossSigningKeys) -> Outcome:
-    """Make ``client``'s device verified by its owner with ``keys`` (see :class:`Outcome`).
-
-    ``client`` is a logged-in nio ``AsyncClient`` with encryption on whose device keys are on
-    the server already (``keys_upload`` done)."""
+    """Make ``client``'s device (its keys uploaded already) verified by its owner with ``keys``."""
     user_id, device_id = client.user_id, client.device_id
     query = await _call(client, "POST", "/keys/query", {"device_keys": {user_id: [device_id]}})
     device_keys = query.get("device_keys", {}).get(user_id, {}).get(device_id)
@@ -182,7 +180,7 @@ async def cross_sign_device(client: Any, keys: CrossSigningKeys) -> Outcome:
     on_server = master_of(query, user_id)
     outcome = Outcome.DEVICE_SIGNED
     if on_server is None:
-        status, reply = await _request(
+        status, reply = await send_json(
             client, "POST", "/keys/device_signing/upload", signing_keys_upload(user_id, keys)
         )
         if status == HTTP_UNAUTHORIZED:
@@ -212,27 +210,8 @@ def _derive(pickle_key: str) -> bytes:
     return key
 
 
-async def _request(
-    client: Any, method: str, path: str, body: Mapping[str, Any]
-) -> tuple[int, dict[str, Any]]:
-    response = await client.send(
-        method,
-        f"/_matrix/client/v3{path}",
-        json.dumps(body),
-        headers={
-            "Authorization": f"Bearer {client.access_token}",
-            "Content-Type": "application/json",
-        },
-    )
-    try:
-        reply = await response.json(content_type=None)
-    finally:
-        response.release()
-    return int(response.status), reply if isinstance(reply, dict) else {}
-
-
 async def _call(client: Any, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    status, reply = await _request(client, method, path, body)
+    status, reply = await send_json(client, method, path, body)
     _check(status, reply, path)
     return reply
 

@@ -1,9 +1,7 @@
 """The bot device's end-to-end encryption as the Matrix adapter runs it (docs/matrix-e2ee.md §11).
 
-The crypto store is live only on the Matrix lease holder: :meth:`MatrixCrypto.open` restores it,
-:meth:`~MatrixCrypto.handled` snapshots after each batch, :meth:`~MatrixCrypto.close` unloads it.
-Every snapshot is fenced on the lease (issue 14); a refused one stops the state here
-(:class:`CryptoFencedError`). Nothing is ever sent in plaintext to an encrypted room.
+The crypto store is live only on the Matrix lease holder; every snapshot is fenced on the lease
+and a refused one stops the state here. Nothing is ever sent in plaintext to an encrypted room.
 """
 
 from __future__ import annotations
@@ -190,9 +188,8 @@ class MatrixCrypto:
             return False
 
     async def save(self, *, force: bool = False) -> bool:
-        """Snapshot nio's store into the database if it changed since the last save; True when a
-        snapshot was written. Raises :class:`CryptoFencedError` (and stops the state here) when
-        the store refuses it: the lease it is fenced on is no longer ours."""
+        """Snapshot nio's store into the database if it changed; True when written. Raises
+        :class:`CryptoFencedError` (and stops the state here) when the lease is no longer ours."""
         async with self._lock:
             if self.client.store is None or self._dir is None:
                 return False
@@ -266,10 +263,9 @@ class MatrixCrypto:
                 await self.save()
 
     async def room(self, room_id: str) -> MatrixRoom:
-        """nio's room with every member, invited ones too, read from the room's full state the
-        first time this process sends there. (A sync shows a room's members lazily, and nio's
-        own ``joined_members`` forgets invitations: a person invited to a new direct room would
-        get no key for the first prompt. Reproduced.)"""
+        """nio's room with every member, invited ones too, read from its full state the first
+        time this process sends there (a lazy sync and nio's ``joined_members`` miss invitees,
+        who would get no key for the first prompt)."""
         known = self.client.rooms.get(room_id)
         if known is not None and known.members_synced:
             return known

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import zipfile
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,8 @@ def pickle_key_from_env(environ: Mapping[str, str], env: str) -> str:
 def snapshot(
     store_dir: Path | str, user_id: str, device_id: str, *, name: str | None = None
 ) -> bytes:
-    """nio's store for (user, device) in ``store_dir`` as one blob (see the module docstring).
-
-    Raises :class:`CryptoStateError` when there is no store file to snapshot."""
+    """nio's store for (user, device) in ``store_dir`` as one blob; :class:`CryptoStateError`
+    when there is no store file."""
     directory = Path(store_dir)
     db_name = name or database_name(user_id, device_id)
     path = directory / db_name
@@ -88,10 +88,8 @@ def snapshot(
 
 
 def restore(blob: bytes, store_dir: Path | str, user_id: str, device_id: str) -> Path:
-    """Write a :func:`snapshot` of (user, device) into ``store_dir``; returns the database path.
-
-    Call it before the nio client opens its store. What the directory held for that device is
-    replaced (trust files absent from the blob are removed), each file atomically."""
+    """Write a :func:`snapshot` of (user, device) into ``store_dir``, before nio opens its store,
+    each file atomically replacing what was there; returns the database path."""
     manifest, contents = _unpack(blob, user_id, device_id)
     directory = Path(store_dir)
     directory.mkdir(parents=True, exist_ok=True)
@@ -112,9 +110,7 @@ def restore(blob: bytes, store_dir: Path | str, user_id: str, device_id: str) ->
 
 def changes(client: Any) -> int:
     """How many rows nio's store connection has changed since it opened (0: no store loaded).
-
-    Compare with the value at the last snapshot: equal means nothing new to snapshot. Call it on
-    the thread nio uses (the event loop's): peewee keeps one connection per thread."""
+    Call it on the event loop's thread: peewee keeps one connection per thread."""
     store = getattr(client, "store", None)
     database = getattr(store, "database", None)
     if database is None:
@@ -128,16 +124,12 @@ def changes(client: Any) -> int:
 
 def _backup(path: Path) -> bytes:
     """A consistent image of the database at ``path`` through SQLite's backup API."""
-    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)
-    try:
-        copy = sqlite3.connect(":memory:")
-        try:
-            source.backup(copy)
-            return copy.serialize()
-        finally:
-            copy.close()
-    finally:
-        source.close()
+    with (
+        closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT)) as source,
+        closing(sqlite3.connect(":memory:")) as copy,
+    ):
+        source.backup(copy)
+        return copy.serialize()
 
 
 def _check_database(image: bytes) -> None:

@@ -1,21 +1,6 @@
-"""``!elicitbot`` room commands in Matrix's words: admins route workspaces (and boards) to the room
-they type in.
-
-- ``!elicitbot subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>]
-  [approve_on <surfaces>] [anyone_may_reject]``: elicitations of that workspace (board) come to
-  this room, decided by whom the policy words say (workspace admins only: a moderator's words
-  are refused);
-- ``!elicitbot unsubscribe <workspace> [board <id>]``: removes routes made that way;
-- ``!elicitbot routes``: every route, config and chat-made, first match first;
-- ``!elicitbot policy``: who may decide, for each route posting to this room;
-- ``!elicitbot`` / ``!elicitbot help``: this list.
-
-The grammar and who may run them are the core's (``bot.domain.actions.parse_command`` and
-``may_command``, run by ``Elicitations.act``): configured workspace admins (``people.admins``,
-``matrix:@…``), and room members whose power level in the room is at least ``MODERATOR_LEVEL``
-(the listener says so as ``Command.elevated``). The power level lets a moderator route their
-room; it does not make them a workspace admin (admin-only options still refuse them). Here is
-only what the room reads back.
+"""``!elicitbot`` room commands: what the room reads back. The grammar and who may run them
+(workspace admins; room moderators may route their room, never decide as admins) are the core's
+(``bot.domain.actions.parse_command``, ``may_command``).
 """
 
 from __future__ import annotations
@@ -24,7 +9,6 @@ from adapters.matrix.translate import COMMAND_PREFIX
 from bot.domain.actions import MODERATOR_LEVEL, CommandResult
 from bot.domain.commands import policy_lines
 
-PREFIX = COMMAND_PREFIX
 USAGE = (
     "elicitbot commands:\n"
     "!elicitbot subscribe <workspace> [board <id>] [approvers <a,b>] [quorum <n>] "
@@ -50,7 +34,7 @@ def problem_text(result: CommandResult) -> str | None:
     """Why a command could not be read, naming the room's ``!elicitbot`` prefix in its usage."""
     problem = result.problem
     if problem is not None and problem.startswith(_USAGE_PREFIX):
-        return f"{_USAGE_PREFIX}{PREFIX} {problem.removeprefix(_USAGE_PREFIX)}"
+        return f"{_USAGE_PREFIX}{COMMAND_PREFIX} {problem.removeprefix(_USAGE_PREFIX)}"
     return problem
 
 

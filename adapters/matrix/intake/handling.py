@@ -1,19 +1,5 @@
-"""What people do in rooms, handed to the core: one classified event at a time.
-
-:class:`RoomEvents` finds the elicitation an event is about, dedupes the event, turns it into the
-core's action (:mod:`adapters.matrix.translate`), calls ``Elicitations.act`` (the one entry for
-what people do: every answer rule, reply reading, claim and command permission is the core's)
-and shows the outcome: a threaded notice (a confirmation, a refusal mentioning the person, how
-to answer, a claim) or a rich reply to a command (:mod:`adapters.matrix.intake.commands`).
-
-What stays here is Matrix's own: which prompt an event is under and what that copy shows
-(answer rule 2, never from the event: :mod:`adapters.matrix.intake.prompts`); who the person is by
-name (their display name in nio's room state) and their power level in the room, for
-``matrix-power:<n>`` approvers (:mod:`adapters.matrix.api.power`, fed by the sync loop); an edit
-counting only while the question is open and only from the reply's sender; a secret typed in a
-room redacted again; on a multiple choice, keycaps that toggle and ✅ that submits what the
-person's keycaps choose on the homeserver now (:mod:`adapters.matrix.intake.selection`); invites
-(accepted from workspace admins only) and the notice an end-to-end encrypted room gets.
+"""What people do in rooms, handed to the core (``Elicitations.act``) one classified event at a
+time, the outcome shown as a threaded notice or a command's rich reply.
 
 Notices go out in the background, so a slow homeserver never holds up the next answer; each
 one's transaction id follows from the event that caused it, so a replayed event cannot notify
@@ -45,15 +31,20 @@ from adapters.matrix.intake.notices import (
 )
 from adapters.matrix.intake.prompts import Prompts
 from adapters.matrix.intake.reactions import key_index
-from adapters.matrix.intake.selection import NOTHING_CHOSEN, SUBMIT_KEY, Selections, Toggle, toggles
+from adapters.matrix.intake.selection import (
+    NOTHING_CHOSEN,
+    SUBMIT_KEY,
+    Selections,
+    Toggle,
+    cannot_read,
+    toggles,
+)
 from adapters.matrix.markup.html import txn_digest
 from bot.domain.actions import (
     MODERATOR_LEVEL,
-    Action,
     Choose,
     ClaimIt,
     OnView,
-    Outcome,
     OutcomeKind,
     Reply,
     Translated,
@@ -124,18 +115,15 @@ class RoomEvents:
             self._unfinished.discard(claimed)
 
     async def _standing(self, room_id: str, sender: str, e: Elicitation) -> Standing:
-        """What the core judges the sender's action with: their power level here, and the
-        route's Matrix approvers by their name in this room
-        (:mod:`adapters.matrix.api.approvers`)."""
+        """The sender's power level here, and the route's Matrix approvers by name in this room."""
         standing, names = await asyncio.gather(
             self.powers.standing(room_id, sender), self.names.names(room_id, e)
         )
         return replace(standing, names=names) if names else standing
 
     async def _first_time(self, event_id: str, claimed: str | None = None) -> bool:
-        """First sight of this event, store-deduped by ``claimed`` (a reaction's
-        :func:`inbound.claim_id`; else its event id); one whose handling failed here before is
-        ours to finish."""
+        """First sight of this event, store-deduped by ``claimed`` (else its event id); one whose
+        handling failed here before is ours to finish."""
         claimed = claimed or event_id
         if claimed not in self._unfinished:
             if not await self.elicitations.first_time("matrix", claimed):
@@ -147,9 +135,8 @@ class RoomEvents:
     # ------------------------------------------------------------------ answers
 
     async def _on_reaction(self, room_id: str, r: inbound.Reaction) -> None:
-        """One read: the core reads the elicitation once and hands :meth:`_reacted` the view to
-        translate the reaction against (what the copy shows, the dedupe claim, a multiple
-        choice's keycaps), then judges what it returns; the thread hears the outcome."""
+        """The core reads the elicitation once, :meth:`_reacted` translates the reaction against
+        that view, the core judges it; the thread hears the outcome."""
         key = await self.prompts.key_for(room_id, r.target)
         if key is None:
             return
@@ -185,8 +172,7 @@ class RoomEvents:
         view: PromptView,
     ) -> Translated:
         """The reaction ``r`` on a copy of ``view`` as the core's action (None: nothing to
-        judge): what the copy shows and the subject it was sent with (rule 2), the person's
-        standing, deduped by its :func:`inbound.claim_id` before it is judged."""
+        judge), deduped by its :func:`inbound.claim_id`."""
         e = view.elicitation
         if toggles(view) and not r.key.startswith(inbound.CLAIM_REACTION):
             return await self._on_selection(room_id, key, view, r, name, chosen)
@@ -216,10 +202,8 @@ class RoomEvents:
         name: str | None,
         chosen: list[tuple[str, ...]],
     ) -> Choose | None:
-        """A pending multiple choice: a keycap toggles (the person's notice is refreshed in
-        the background), ✅ submits what their keycaps choose now
-        (:mod:`adapters.matrix.intake.selection`): the
-        :class:`Choose` to judge (its options added to ``chosen``)."""
+        """A pending multiple choice: a keycap toggles (the notice refreshed in the background),
+        ✅ submits what the keycaps choose now (its options added to ``chosen``)."""
         e = view.elicitation
         index = key_index(r.key)
         if index is not None:
@@ -237,7 +221,7 @@ class RoomEvents:
         self.handled += 1
         now = await self.selections.read(room_id, r.target, e, r.sender)
         if now.unreadable or not now.chosen:  # a keycap not decrypted yet is unknown, not absent
-            text = now.unreadable_notice() if now.unreadable else NOTHING_CHOSEN
+            text = cannot_read(now.unreadable) if now.unreadable else NOTHING_CHOSEN
             nothing = Said(text, mention=True, kind=NoticeKind.REFUSAL)
             self.tell(room_id, r.target, r.sender, nothing, trigger=r.event_id, reply_to=r.target)
             return None
@@ -272,7 +256,6 @@ class RoomEvents:
         key = await self.prompts.key_for(room_id, reply.root)
         if key is None or not await self._first_time(reply.event_id):
             return
-        self.handled += 1
         await self._text(
             room_id,
             key,
@@ -294,11 +277,9 @@ class RoomEvents:
         if key is None or root is None:
             return
         view = await self.elicitations.view(key)
-        if view is None or view.status is not Status.PENDING:
+        pending = view is not None and view.status is Status.PENDING
+        if not pending or not await self._first_time(edit.event_id):
             return
-        if not await self._first_time(edit.event_id):
-            return
-        self.handled += 1
         await self._text(
             room_id,
             key,
@@ -320,7 +301,9 @@ class RoomEvents:
         trigger: str,
         reply_to: str,
     ) -> None:
-        """A thread reply or its edit: a claim, or a reply the core reads."""
+        """A thread reply or its edit: a claim, or a reply the core reads. The thread hears the
+        outcome, naming (and for a refusal or how to answer, mentioning) the person."""
+        self.handled += 1
         view = await self.elicitations.view(key)
         if view is None:
             return
@@ -343,34 +326,9 @@ class RoomEvents:
                 )
         if isinstance(action, ClaimIt):
             reply_to = trigger
-        await self._act(
-            action,
-            view.elicitation,
-            room_id=room_id,
-            root=root,
-            sender=sender,
-            trigger=trigger,
-            reply_to=reply_to,
-        )
-
-    async def _act(
-        self,
-        action: Action,
-        e: Elicitation,
-        *,
-        room_id: str,
-        root: str,
-        sender: str,
-        trigger: str,
-        reply_to: str,
-    ) -> Outcome:
-        """The core decides; the thread hears the outcome, naming (and for a refusal or how to
-        answer, mentioning) the person."""
-        outcome = await self.elicitations.act(action)
-        words = said(outcome, e, sender)
+        words = said(await self.elicitations.act(action), view.elicitation, sender)
         if words is not None:
             self.tell(room_id, root, sender, words, trigger=trigger, reply_to=reply_to)
-        return outcome
 
     def tell(
         self, room_id: str, root: str, sender: str, words: Said, *, trigger: str, reply_to: str

@@ -1,10 +1,6 @@
-"""What elicitbot says back in a room, in Matrix's words: threaded notices and rich replies, and
-the text of an :class:`~bot.domain.actions.Outcome` (a confirmation, a refusal, how to answer,
-a claim). Pure: no I/O.
-
-Every notice carries ``m.mentions`` (empty, or naming the one person it is for), so the legacy
-body-matching push rules stay off; a refusal or how-to-answer mentions the person, a
-confirmation only names them.
+"""What elicitbot says back in a room: threaded notices, rich replies and an
+:class:`~bot.domain.actions.Outcome`'s words. Pure. Every notice carries ``m.mentions`` (empty, or
+the person it is for), so the legacy body-matching push rules stay off.
 """
 
 from __future__ import annotations
@@ -13,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.matrix.markup.form import describe
 from adapters.matrix.markup.html import clip, esc_lines, neutralise, pill
 from bot.domain.actions import Outcome, OutcomeKind
+from bot.domain.described import describe_answer
 from bot.domain.model import Elicitation
 from bot.domain.records import NoticeKind
 from bot.domain.rules import format_time
@@ -49,7 +45,7 @@ def said(outcome: Outcome, e: Elicitation, sender: str) -> Said | None:
     was told before on this question)."""
     kind = outcome.kind
     if kind is OutcomeKind.ANSWERED:
-        what = f": {describe(e, outcome.answer)}" if outcome.answer is not None else ""
+        what = f": {describe_answer(e, outcome.answer)}" if outcome.answer is not None else ""
         return Said(f"✅ Recorded{what}. Thank you.", mention=False, kind=NoticeKind.NOTE)
     if kind is OutcomeKind.CLAIMED and outcome.claim is not None:
         text = (

@@ -1,11 +1,5 @@
-"""Which prompt a room event is under, and what that copy shows: the listener's lookups.
-
-:meth:`Prompts.key_for` finds the elicitation a message belongs to: the store's delivery refs, a
-prompt this process just posted, or our own prompt whose post is still in flight on another
-replica (known by its content marker, and only while a post of that key to this room is under
-way). :meth:`Prompts.shown_on` says what a copy shows (answer rule 2): the current view rendered,
-with the whole request in its thread only when the copy's stored ref (or this process, having
-just posted it) says so, never from anything in an event.
+"""Which prompt a room event is under, and what that copy shows (answer rule 2): the listener's
+lookups.
 """
 
 from __future__ import annotations
@@ -14,6 +8,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from adapters.matrix.markup.html import remember
 from adapters.matrix.render import MARKER, shown
 from bot.domain.model import Disclosure, ElicitationKey
 from bot.domain.ports import Elicitations, PromptView
@@ -23,23 +18,7 @@ from bot.domain.refs import MatrixRef
 if TYPE_CHECKING:
     from adapters.matrix.chat import MatrixChat
 
-REMEMBERED = 4096
 _IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
-
-
-class _Lru:
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self._items: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, item: str) -> bool:
-        return item in self._items
-
-    def add(self, item: str) -> None:
-        self._items[item] = None
-        self._items.move_to_end(item)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 class Prompts:
@@ -49,14 +28,11 @@ class Prompts:
         self.chat = chat
         self.elicitations = elicitations
         self.user_id = chat.user_id
-        self._not_ours = _Lru()
+        self._not_ours: OrderedDict[str, None] = OrderedDict()
 
     async def shown_on(self, view: PromptView, prompt: str) -> Disclosure:
-        """What the copy ``prompt`` (its event id) shows a person of ``view`` now: the current
-        view rendered, with the whole request in its thread only when its stored ref (or this
-        process, having just posted it) says so. A copy whose thread is not known to be
-        complete (a post in flight on another replica, a crash before the parts) offers and
-        accepts no approving option."""
+        """What copy ``prompt`` shows of ``view`` now: the whole request in its thread only when
+        its stored ref (or this process, having just posted it) says so; never from an event."""
         disclosure = shown(view)
         if disclosure.whole:
             return disclosure
@@ -67,9 +43,8 @@ class Prompts:
         return shown(view, full_in_thread=True) if complete else disclosure
 
     async def key_for(self, room_id: str, event_id: str) -> ElicitationKey | None:
-        """The elicitation a message belongs to: the store's delivery refs, a prompt this process
-        just posted, or our own prompt whose post is still in flight elsewhere (another replica
-        posted it and has not stored its ref yet), known by its content marker."""
+        """The elicitation a message belongs to: the store's refs, a prompt this process just
+        posted, or our own prompt whose post is in flight elsewhere (by its content marker)."""
         key = self.chat.posted_key(event_id) or await self.elicitations.key_for_message(event_id)
         if key is not None or event_id in self._not_ours:
             return key
@@ -84,7 +59,7 @@ class Prompts:
             and await self._in_flight(ElicitationKey(claimed), room_id)
         ):
             return ElicitationKey(claimed)
-        self._not_ours.add(event_id)
+        remember(self._not_ours, event_id, None)
         return None
 
     async def _in_flight(self, key: ElicitationKey, room_id: str) -> bool:

@@ -1,9 +1,4 @@
-"""Keycap reactions: the ones seeded on a prompt so a tap answers, and what a reaction names.
-
-Keycap *n* (1️⃣ … 🔟) is option *n*; ✅ acknowledges a question without options, and submits the
-options chosen on a multiple choice (where keycaps toggle: :mod:`adapters.matrix.intake.selection`).
-A form is answered in its thread: nothing is seeded on it. Pure: no I/O.
-"""
+"""Keycap reactions: the ones seeded on a prompt so a tap answers, and what one names. Pure."""
 
 from __future__ import annotations
 
@@ -35,12 +30,9 @@ def reaction_content(event_id: str, key: str) -> dict[str, Any]:
 
 
 def reaction_keys(view: PromptView, *, shown: Disclosure) -> tuple[str, ...]:
-    """The reactions to seed on a pending prompt: one keycap per option offered on a copy that
-    shows ``shown`` (the first ten; an approving option is seeded only where the copy showed
-    the whole request, and not where the route's ``approve_on`` counts approving only
-    elsewhere), then ✅ on a multiple choice (it submits); ✅ alone on a question that
-    is acknowledged without options. None on a form (several questions: keycaps cannot answer
-    them) and once it is closed."""
+    """The reactions to seed on a pending prompt: a keycap per option offered on a copy that
+    shows ``shown`` (the first ten), then ✅ on a multiple choice; ✅ alone to acknowledge a
+    question without options; none on a form or once it is closed."""
     e = view.elicitation
     if view.status is not Status.PENDING or e.answer_mode is AnswerMode.SECRET:
         return ()

@@ -1,32 +1,14 @@
-"""Several options by reaction: on a multiple-choice prompt keycaps toggle, ✅ submits.
+"""Several options by reaction: on a pending multiple-choice prompt keycap *n* toggles option *n*
+and ✅ submits the selection as one ``Choose``, in the options' order.
 
-On a pending multiple-choice prompt (answer mode ``multi_choice``; a form is answered in its
-thread instead) a keycap reaction does not answer: keycap *n* adds option *n* to the person's
-selection, and taking the reaction back (redacting it) removes it. ✅ submits the selection as
-one answer: a ``Choose`` with every chosen option, in the options' order, which the core judges
-like any other. A thread reply listing numbers (``1, 3``) answers as before (the core reads it).
+The selection is nowhere of ours: it is the person's live keycap reactions as the homeserver holds
+them at ✅ (``/relations``), so it survives restarts and replicas, a removal the bot never saw
+counts, and a crafted event cannot claim what the room does not show. In an encrypted room a
+keycap that cannot be decrypted is unknown, never absent: ✅ submits nothing while any is.
 
-**Where the selection lives: nowhere of ours.** It is the person's own keycap reactions on the
-prompt as the homeserver holds them when they react ✅ (``GET /relations/<prompt>/m.annotation``
-filtered by sender; a redacted reaction is no longer there). So it survives restarts and
-replicas with no state, a removal the bot never saw (made while it was down) still counts, and a
-crafted event cannot claim a selection the room does not show.
-
-**In an encrypted room** Element's reactions are encrypted: the read decrypts them, keeping one
-only when its key came from its sender's own device (:meth:`RoomReads.annotations
-<adapters.matrix.api.reads.RoomReads.annotations>`). One of the person's keycaps that cannot be
-decrypted is *unknown*, never absent: its key is asked for, the notice says how many cannot be
-read, and ✅ submits nothing while any cannot be (the person is told; a later ✅ counts).
-
-**What the person sees before submitting:** a notice in the prompt's thread naming them (not
-pinging them), "Your choice so far: 1. linux, 3. windows — react ✅ to submit.", sent on their
-first tap and edited on each later tap, and on each removal the bot sees (a redaction of a keycap
-it saw in this process). Each refresh reads the selection afresh from the homeserver, one refresh
-at a time, so the last edit shows the latest state whatever order events arrive in. The notice's
-first send has a transaction id per (prompt, person), so after a restart the homeserver hands
-back the same notice, which is then edited to the selection now; each edit's transaction id is
-its triggering event's, so a replayed event does not edit twice. On submit the notice says what
-was submitted.
+A notice in the prompt's thread shows the selection so far, read afresh one refresh at a time so
+the last edit is the latest state. Its first send's transaction id is per (prompt, person), so a
+restart gets the same notice back; each edit's is its triggering event's.
 """
 
 from __future__ import annotations
@@ -39,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.matrix.intake.notices import notice_content, notice_edit_content
 from adapters.matrix.intake.reactions import ACK_KEY, KEYCAPS, key_index
-from adapters.matrix.markup.html import clip, txn_digest
+from adapters.matrix.markup.html import clip, remember, txn_digest
 from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Elicitation, ElicitationKey, Status
 from bot.domain.ports import PromptView
@@ -50,7 +32,6 @@ if TYPE_CHECKING:
 
 SUBMIT_KEY = ACK_KEY
 """The reaction that submits a selection."""
-REMEMBERED = 4096
 
 NOTHING_CHOSEN = (
     "Nothing is chosen yet: react with the number of each option you choose, then with "
@@ -112,10 +93,8 @@ def selection(
 def unreadable(
     e: Elicitation, annotations: Iterable[Mapping[str, Any]], prompt: str, sender: str
 ) -> int:
-    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted (the read
-    could not decrypt them) and may be keycaps: unknown choices. The key Element copies into
-    the clear narrows them (a 👍 is no choice, as it would not be decrypted); the choice itself
-    is only ever taken from a decrypted one."""
+    """How many of ``sender``'s live annotations on ``prompt`` are still encrypted and may be
+    keycaps (by the key Element copies into the clear): unknown choices, never taken as ones."""
     count = 0
     for event in annotations:
         relates = _relation(event, prompt, sender)
@@ -134,10 +113,6 @@ class Read:
     chosen: tuple[str, ...]
     unreadable: int = 0
     """Their keycaps that could not be decrypted (yet): while any, nothing is submitted."""
-
-    def unreadable_notice(self) -> str:
-        """What a ✅ is told while some of the person's keycaps cannot be decrypted."""
-        return cannot_read(self.unreadable)
 
 
 def selection_read(
@@ -216,7 +191,7 @@ class Selections:
 
     def saw(self, reaction: str, toggle: Toggle) -> None:
         """Keycap reaction ``reaction`` toggled: its redaction refreshes the notice too."""
-        _remember(self._toggles, reaction, toggle)
+        remember(self._toggles, reaction, toggle)
 
     def toggled_by(self, reaction: str) -> Toggle | None:
         """The toggle a redacted event made, when this process saw it."""
@@ -263,7 +238,7 @@ class Selections:
             notice = await self.chat.send(
                 room_id, "m.room.message", content, first_txn(prompt, sender), "selection"
             )
-            _remember(self._notices, (prompt, sender), notice)
+            remember(self._notices, (prompt, sender), notice)
         await self.chat.send(
             room_id,
             "m.room.message",
@@ -271,10 +246,3 @@ class Selections:
             edit_txn(trigger),
             "selection edit",
         )
-
-
-def _remember(items: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    items[key] = value
-    items.move_to_end(key)
-    while len(items) > REMEMBERED:
-        items.popitem(last=False)

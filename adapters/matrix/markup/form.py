@@ -1,18 +1,10 @@
 """A form (several questions answered at once, handup ``input.questions``) in a Matrix prompt.
 Pure: no I/O.
 
-Keycap reactions cannot answer several questions, so a form is answered by one thread reply,
-``1: beta; 2: linux, macos; 3: ship it Friday`` (or one ``n: …`` per line), which the core reads
-(:func:`bot.domain.forms.parse_form_reply`). The message lists each question numbered, with its
-options numbered within it (plain digits: they are not reactions), marks the recommended option,
-says where several may be chosen and where a typed answer works, and gives that example built
-from the form itself. No reactions are seeded on a form.
-
-A source may also write the questions into the question text (handup does, for surfaces that
-show no form): a paragraph of the question that only restates form question *n* (it starts
-``n.``, holds that question's text, and its other lines are ``- <option label>…`` bullets or a
-short ``(…)`` note) is left out, since the form listing shows the same thing numbered. Any other
-paragraph (a summary) stays.
+Keycaps cannot answer several questions, so a form is answered by one thread reply
+(``1: beta; 2: linux, macos``) that the core reads; nothing is seeded on it. A paragraph of the
+question that only restates form question *n* (handup writes them for surfaces that show no
+form) is left out: the listing shows the same, numbered.
 """
 
 from __future__ import annotations
@@ -22,9 +14,8 @@ from collections.abc import Sequence
 
 from adapters.matrix.markup.html import clip, esc, neutralise
 from adapters.matrix.markup.previews import Block
-from bot.domain.described import describe_answer
 from bot.domain.forms import is_form
-from bot.domain.model import Answer, Elicitation, FormQuestion
+from bot.domain.model import Elicitation, FormQuestion
 from bot.domain.wording import one_line
 
 NOTE_LIMIT = 80
@@ -135,10 +126,3 @@ def how_to_answer(form: Sequence[FormQuestion]) -> str:
         "separated by commas where several may be chosen), or your own words where a typed "
         f"answer works. For example: {clip(example(form), 300)}"
     )
-
-
-def describe(e: Elicitation, answer: Answer) -> str:
-    """What was answered, for people: :func:`bot.domain.described.describe_answer` (a form's answers
-    question by question, ``Channel: beta · Which targets?: linux, macos``), as every surface
-    says it."""
-    return describe_answer(e, answer)

@@ -1,11 +1,5 @@
-"""Pure pieces of every Matrix event elicitbot sends: safe text and HTML, mentions, sizes and the
-digests in transaction ids. No I/O.
-
-- Agent text is HTML-escaped (:func:`esc`), so it cannot add tags, attributes or links; the only
-  links are built here (:func:`anchor` shows its own address as its text, :func:`pill` names a
-  Matrix ID).
-- ``@room`` is broken with a word joiner (:func:`neutralise`) for clients that still match text.
-- :func:`content_bytes` is the size the homeserver counts against its 65,536-byte event limit.
+"""Pure pieces of every Matrix event elicitbot sends: safe text and HTML (the only links are built
+here, and show their own address), mentions, sizes and the digests in transaction ids.
 """
 
 from __future__ import annotations
@@ -14,11 +8,17 @@ import hashlib
 import html
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 WORD_JOINER = "\u2060"
+REMEMBERED = 4096
+"""Entries a process-local memory (:func:`remember`) keeps."""
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _ROOM_PING = re.compile(r"@(room)\b", re.IGNORECASE)
 
@@ -90,3 +90,11 @@ def content_bytes(content: dict[str, Any]) -> int:
 def txn_digest(*parts: str) -> str:
     """A short stable hex name for ids in transaction ids (event ids hold ``$``, ``/``, ``+``)."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+
+
+def remember(items: OrderedDict[K, V], key: K, value: V) -> None:
+    """``items[key] = value`` as the newest entry; the oldest go past :data:`REMEMBERED`."""
+    items[key] = value
+    items.move_to_end(key)
+    while len(items) > REMEMBERED:
+        items.popitem(last=False)

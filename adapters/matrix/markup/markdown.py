@@ -1,22 +1,10 @@
-"""Agent Markdown as Matrix HTML, and the one HTML allowlist every formatted body passes.
+"""Agent Markdown as Matrix HTML, and the one HTML allowlist every formatted body passes. Pure.
 
-- :func:`markdown_html` parses with markdown-it-py's CommonMark preset with raw HTML turned off
-  (an agent's ``<script>`` or ``<img onerror>`` is text, never markup), rewrites the tokens so
-  nothing can mislead (``@room`` broken with a word joiner in every piece of text and code; an
-  image becomes a link; a link whose text is not its own address shows the address after it,
-  so a label cannot disguise where it points) and renders them. Soft line breaks render as
-  ``<br>``: agents write one thought per line.
-- :func:`sanitise` is nh3 (the ammonia sanitiser) held to the subset of the Matrix spec's
-  suggested tags and attributes (client-server API, "m.room.message msgtypes": ``font``/``span``
-  colours as 6-digit hex, ``code`` classes ``language-…``, ``ol start``, ``a href``) that
-  elicitbot needs, and only ``http``, ``https`` and ``mailto`` links. Left out on purpose:
-  ``img`` (its ``src`` must be an ``mxc://`` URI we never have), ``details``/``summary`` and
-  spoilers (they hide content a person would approve), ``mx-reply`` (a forged reply quote; it is
-  removed with its content, like ``script`` and ``style``). Every ``formatted_body`` elicitbot
-  builds goes through it last, ours as well as the agent's.
-
-Pure: no I/O. Both are cached, so rendering one view several times (fitting it to the event
-budget, deciding what a copy showed) parses each text once.
+:func:`markdown_html` parses CommonMark with raw HTML off, breaks ``@room`` in all text, turns
+images into links and shows a link's address after a text that is not it. :func:`sanitise` is nh3
+held to the Matrix spec's suggested tags that elicitbot needs, without ``img`` (it needs an
+``mxc://`` URI), ``details``/``summary`` and spoilers (they hide what a person approves) and
+``mx-reply`` (a forged quote). Both are cached: fitting a view to the budget renders it again.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """An approval subject's preview items as Matrix text and HTML, one block each. Pure: no I/O.
 
-Each preview type reads as what it is: code, diff, command and JSON as ``<pre><code
-class="language-…">`` (diff lines coloured with ``<font data-mx-color>`` where clients honour it,
-and readable as ``+``/``-`` anywhere); Markdown rendered (:mod:`adapters.matrix.markup.markdown`);
-an email draft as its headers and body; files as a list; a link as its name and its address,
-visibly. A run of consecutive ``field`` items is one compact line, never a block each; the run at
-the end of the previews (handup's Risk, Tool, Agent… context) is handed back for the metadata line
-instead.
-
-Text is cut only where the caller gives a limit (``None``: never): every cut is recorded on the
-:class:`Cutter`, so the renderer knows whether the message shows the whole decisive content.
+A run of ``field`` items is one compact line; the run that ends the previews goes to the metadata
+line instead. Every cut is recorded on the :class:`Cutter`, so the renderer knows whether the
+message shows the whole decisive content.
 """
 
 from __future__ import annotations

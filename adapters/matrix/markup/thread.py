@@ -1,22 +1,11 @@
 """The whole request in a long copy's thread (answer rule 2). Pure: no I/O.
 
-When a prompt cannot hold the whole decisive content (:func:`adapters.matrix.render.needs_thread`),
-:func:`part_contents` writes all of it, uncut, as ``m.notice`` events in the prompt's thread
-(``m.thread``), each under :data:`PART_BUDGET` bytes of content: the question, every preview
-item and the fields, each rendered as in the message. A text too big for one part is split on
-line boundaries (a single line longer than a part is split inside the line, nothing dropped)
-and its pieces are labelled "(part i of n)".
-
-Text events rather than an uploaded file: they render in every client's thread view as the
-message does (code blocks, coloured diffs, Markdown), need no media repository (the test
-homeserver runs without one; many deployments limit uploads), can be read on a phone without
-downloading anything, and each one is idempotent by its transaction id like every other send.
-
-A part's content depends only on the elicitation (never on the time or the version), and its
-transaction id on the root event and the content (:func:`part_txn`), so a retried post after a
-crash gets back the parts it already made instead of posting them again; if the rendering ever
-changed between the attempts, the new ids post a complete new set rather than mixing two
-splits and losing lines at the seams.
+:func:`part_contents` writes all of it, uncut, as ``m.notice`` events in the prompt's thread, each
+under :data:`PART_BUDGET` bytes (a text too big for one is split, labelled "(part i of n)"). Text
+events, not an upload: they render in every client's thread, need no media repository, and are
+idempotent by transaction id. A part's content depends only on the elicitation and its id on the
+root and content (:func:`part_txn`), so a retry gets back the parts it made, and a changed
+rendering posts a complete new set rather than mixing two splits.
 """
 
 from __future__ import annotations
