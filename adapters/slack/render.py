@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.slack.markup.blocks import (
+    BUTTONS_PER_BLOCK,
     MAX_BLOCKS,
     MAX_BUTTON_TEXT,
     MAX_BUTTON_VALUE,
@@ -22,7 +23,9 @@ from adapters.slack.markup.blocks import (
     MAX_ID,
     MAX_SELECT_OPTIONS,
     Block,
+    actions_block,
     button,
+    button_rows,
     clip,
     context_block,
     escape,
@@ -58,7 +61,6 @@ from bot.domain.wording import title_of
 # Our own budgets, inside Block Kit's limits.
 MAX_BUTTONS = 20
 """More offered options than this are a static select."""
-BUTTONS_PER_BLOCK = 5
 MAX_TOTAL_TEXT = 10_000
 """Upper bound of all text in one message (the sum of every text object)."""
 FALLBACK_QUESTION = 300
@@ -225,14 +227,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
             at = next(i for i, o in enumerate(options) if o.elsewhere)
             buttons.insert(sum(1 for i, _ in offered if i < at), web)
             web = None
-        blocks.extend(
-            {
-                "type": "actions",
-                "block_id": f"elicitbot.options.{n}",
-                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
-            }
-            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
-        )
+        blocks.extend(button_rows("elicitbot.options", buttons))
     hidden = len(offered) - MAX_SELECT_OPTIONS
     if hidden > 0:
         where = f"the web inbox ({link(view.link)})" if view.link else "the web inbox"
@@ -255,13 +250,13 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         ):
             last["elements"].extend(extra)
         else:
-            blocks.append({"type": "actions", "block_id": "elicitbot.reply", "elements": extra})
+            blocks.append(actions_block("elicitbot.reply", extra))
     if not shown.whole:
         review = button("Review…", REVIEW_ACTION, review_value(key, revision), "primary")
         _add_review(blocks, review)
     # "I'm on it": its own block, after the answers; gone once the question is closed.
     claim = button("I'm on it", CLAIM_ACTION, value_json({"e": key}))
-    blocks.append({"type": "actions", "block_id": CLAIM_ACTION, "elements": [claim]})
+    blocks.append(actions_block(CLAIM_ACTION, [claim]))
     return blocks
 
 
@@ -280,7 +275,7 @@ def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, 
 
 
 def _row(prefix: str, key: str, elements: list[dict[str, Any]]) -> Block:
-    return {"type": "actions", "block_id": _block_id(prefix, key), "elements": elements}
+    return actions_block(_block_id(prefix, key), elements)
 
 
 def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
@@ -293,7 +288,7 @@ def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
     ):
         first["elements"].insert(0, review)
     else:
-        blocks.insert(0, {"type": "actions", "block_id": REVIEW_ACTION, "elements": [review]})
+        blocks.insert(0, actions_block(REVIEW_ACTION, [review]))
 
 
 def _hint(e: Elicitation) -> str | None:

@@ -10,7 +10,7 @@ import html
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from adapters.slack.modals import form as form_modal
@@ -126,6 +126,14 @@ def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) ->
     )
 
 
+def action_value(action: Mapping[str, Any]) -> dict[str, Any]:
+    """A button's value, else the chosen option's (our JSON; {} for anything else)."""
+    raw = action.get("value")
+    return decode_value(
+        mapping_of(action.get("selected_option")).get("value") if raw is None else raw
+    )
+
+
 def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """Slack sends one action per ``block_actions`` payload."""
     actions = body.get("actions")
@@ -189,10 +197,7 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
     message_ts = text_of(container.get("message_ts")) or text_of(message.get("ts"))
     thread = text_of(message.get("thread_ts"))
     in_thread = thread if thread is not None and thread != message_ts else None
-    raw = action.get("value")
-    if raw is None:
-        raw = mapping_of(action.get("selected_option")).get("value")
-    value = decode_value(raw)
+    value = action_value(action)
     return Click(
         who=who,
         where=Where(channel, in_thread or message_ts, in_thread),
@@ -333,29 +338,11 @@ def submit(
 ) -> Submit:
     """``shown``: of the message or review the modal opened from, as for :func:`choice`."""
     s = submission
+    base = Submit(key, s.who, s.where.via, revision=s.revision, digest=s.digest, shown=shown)
     if s.form is not None:  # a form: its answers by question id, for the core to check
-        answers = form_modal.form_answers(e, s.form)
-        return Submit(
-            key,
-            s.who,
-            s.where.via,
-            fields={"answers": answers},
-            revision=s.revision,
-            digest=s.digest,
-            shown=shown,
-        )
+        return replace(base, fields={"answers": form_modal.form_answers(e, s.form)})
     ids = (s.fixed,) if s.fixed else tuple(chosen_id(e, v) for v in s.chosen)
-    return Submit(
-        key,
-        s.who,
-        s.where.via,
-        option_ids=ids,
-        text=s.text,
-        secret=s.secret,
-        revision=s.revision,
-        digest=s.digest,
-        shown=shown,
-    )
+    return replace(base, option_ids=ids, text=s.text, secret=s.secret)
 
 
 # --------------------------------------------------------------------------- thread replies

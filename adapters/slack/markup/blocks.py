@@ -26,6 +26,7 @@ MAX_ID = 255
 MAX_OPTION_TEXT = 75
 MAX_OPTION_VALUE = 150
 MAX_SELECT_OPTIONS = 100
+BUTTONS_PER_BLOCK = 5
 
 SELECT_BUDGET = 2400
 """The labels of one select share this many code points."""
@@ -131,6 +132,18 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     if style is not None:
         element["style"] = style
     return element
+
+
+def actions_block(block_id: str, elements: list[dict[str, Any]]) -> Block:
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
+def button_rows(prefix: str, buttons: list[dict[str, Any]]) -> list[Block]:
+    """``buttons`` in actions blocks of :data:`BUTTONS_PER_BLOCK`, ids ``<prefix>.0``, ``.1``…"""
+    return [
+        actions_block(f"{prefix}.{n}", buttons[start : start + BUTTONS_PER_BLOCK])
+        for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
+    ]
 
 
 def option_text(label: str, admin_only: bool, limit: int) -> str:

@@ -204,16 +204,6 @@ def _pack_fields_cut(group: Group, budget: int) -> Packed:
     return Packed([_fields_block(texts)] if texts else [], whole=whole and bool(texts))
 
 
-def size(group: Group) -> int:
-    """Code points of the group's text when shown whole."""
-    total = 0
-    for block in pack_whole(group):
-        if "text" in block:
-            total += len(block["text"]["text"])
-        total += sum(len(f["text"]) for f in block.get("fields", []))
-    return total
-
-
 # --------------------------------------------------------------------------- a message's body
 
 
@@ -221,6 +211,11 @@ def block_text(block: Block) -> int:
     """Code points of a section's text and fields."""
     total = len(block["text"]["text"]) if "text" in block else 0
     return total + sum(len(f["text"]) for f in block.get("fields", []))
+
+
+def size(group: Group) -> int:
+    """Code points of the group's text when shown whole."""
+    return sum(block_text(b) for b in pack_whole(group))
 
 
 def _cap(sizes: Sequence[int], budget: int) -> int:

@@ -21,7 +21,7 @@ from adapters.slack.markup.blocks import (
     static_select,
     value_json,
 )
-from adapters.slack.modals.form import form_inputs, summary
+from adapters.slack.modals.form import form_inputs, summary, text_input
 from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Disclosure, Elicitation
 from bot.domain.ports import PromptView
@@ -39,8 +39,6 @@ MAX_INPUT_LENGTH = 3000
 """``plain_text_input.max_length`` can be at most 3,000."""
 MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
-MAX_MODAL_LABEL = 2000
-MAX_MODAL_HINT = 2000
 MODAL_QUESTION = 2500
 
 
@@ -69,28 +67,6 @@ def _modal_metadata(fields: dict[str, Any]) -> str:
         compact.pop("e", None)
         text = value_json(compact)
     return text if len(text) <= MAX_PRIVATE_METADATA else value_json({"c": fields.get("c")})
-
-
-def _text_input(
-    block_id: str, label: str, limit: int, *, multiline: bool, optional: bool, hint: str | None
-) -> Block:
-    block: Block = {
-        "type": "input",
-        "block_id": block_id,
-        "optional": optional,
-        "label": plain(clip(label, MAX_MODAL_LABEL)),
-        "element": {
-            "type": "plain_text_input",
-            "action_id": INPUT_ACTION,
-            "multiline": multiline,
-            "max_length": limit,
-        },
-    }
-    if not optional:
-        block["element"]["min_length"] = 1
-    if hint:
-        block["hint"] = plain(clip(hint, MAX_MODAL_HINT))
-    return block
 
 
 def _choice_input(
@@ -156,7 +132,7 @@ def reply_modal(
         title, submit = "Secret answer", "Send privately"
         where = {"pinework": "Pinework"}.get(e.source, e.source)
         blocks.append(
-            _text_input(
+            text_input(
                 SECRET_BLOCK,
                 "Secret",
                 limit,
@@ -170,7 +146,7 @@ def reply_modal(
     elif chosen is not None:
         blocks.append(context_block(f"You chose *{clip(escape(chosen.label), 200)}*."))
         blocks.append(
-            _text_input(
+            text_input(
                 TEXT_BLOCK,
                 "Comment",
                 limit,
@@ -192,7 +168,7 @@ def reply_modal(
         if mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT, AnswerMode.ACKNOWLEDGE):
             label = "Your answer" if choice is None else "Or write an answer"
             blocks.append(
-                _text_input(
+                text_input(
                     TEXT_BLOCK,
                     label,
                     limit,

@@ -18,7 +18,9 @@ from adapters.slack.markup.blocks import (
     MAX_BUTTON_VALUE,
     MAX_SELECT_OPTIONS,
     Block,
+    actions_block,
     button,
+    button_rows,
     clip,
     context_block,
     escape,
@@ -30,7 +32,7 @@ from adapters.slack.markup.blocks import (
 )
 from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.review import pages as review
-from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
+from adapters.slack.translate import action_value, decode_value, digest_of, revision_of, text_of
 from adapters.slack.wording import result_line
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity, Status
@@ -53,8 +55,6 @@ CHROME_BLOCKS = 10
 """Blocks a page keeps for its own: a notice, the page line, the paging row, a divider, the
 withheld line, up to four rows of buttons (or a select) and the Reply… row."""
 PAGE_ROOM = MAX_MODAL_BLOCKS - CHROME_BLOCKS
-MAX_BUTTONS = 20
-BUTTONS_PER_BLOCK = 5
 NOTICE_TEXT = 2500
 
 REVIEW_HINT = "Use Review… on the message to see all of it, and decide there."
@@ -223,22 +223,18 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     web = render.web_button(view, choices)  # approving counts only in the web inbox
     blocks: list[Block] = []
     if web is not None:
-        blocks.append({"type": "actions", "block_id": render.WEB_LINK_ACTION, "elements": [web]})
+        blocks.append(actions_block(render.WEB_LINK_ACTION, [web]))
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MANY_ACTION, "Choose one or more…", offered, revision
         )
         submit = button("Submit", SUBMIT_ACTION, value_json({"r": revision}), "primary")
-        blocks.append(
-            {"type": "actions", "block_id": "elicitbot.review.many", "elements": [select, submit]}
-        )
-    elif len(offered) > MAX_BUTTONS:
+        blocks.append(actions_block("elicitbot.review.many", [select, submit]))
+    elif len(offered) > render.MAX_BUTTONS:
         select = static_select(
             "static_select", SELECT_ACTION, "Choose an option…", offered, revision
         )
-        blocks.append(
-            {"type": "actions", "block_id": "elicitbot.review.select", "elements": [select]}
-        )
+        blocks.append(actions_block("elicitbot.review.select", [select]))
     else:
         buttons = [
             button(
@@ -249,14 +245,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
             )
             for i, o in offered
         ]
-        blocks.extend(
-            {
-                "type": "actions",
-                "block_id": f"elicitbot.review.options.{n}",
-                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
-            }
-            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
-        )
+        blocks.extend(button_rows("elicitbot.review.options", buttons))
     if len(offered) > MAX_SELECT_OPTIONS:
         hidden = len(offered) - MAX_SELECT_OPTIONS
         blocks.append(context_block(f"{hidden} more options are offered in the web inbox."))
@@ -268,7 +257,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
         extra.append(button("Acknowledge", ACK_ACTION, value_json({}), "primary"))
     if extra:
-        blocks.append({"type": "actions", "block_id": "elicitbot.review.reply", "elements": extra})
+        blocks.append(actions_block("elicitbot.review.reply", extra))
     return blocks
 
 
@@ -332,7 +321,7 @@ def review_modal(
             moves.append(button("← Previous", PAGE_ACTION, value_json({"p": page - 1})))
         if not last:
             moves.append(button("Next page →", PAGE_ACTION, value_json({"p": page + 1}), "primary"))
-        blocks.append({"type": "actions", "block_id": "elicitbot.review.pages", "elements": moves})
+        blocks.append(actions_block("elicitbot.review.pages", moves))
     blocks.extend(_decision(view, shown))
     title = f"Review · {page + 1} of {len(pages)}" if len(pages) > 1 else "Review"
     return _modal(title, meta, blocks)
@@ -450,15 +439,11 @@ def read_review_click(
     meta = read_meta(view.get("private_metadata"))
     if meta is None:
         return None
-    raw = action.get("value")
-    if raw is None:
-        selected = action.get("selected_option")
-        raw = selected.get("value") if isinstance(selected, Mapping) else None
     return ReviewClick(
         who=who,
         meta=meta,
         action_id=str(action.get("action_id", "")),
-        value=decode_value(raw),
+        value=action_value(action),
         view_id=text_of(view.get("id")),
         view_hash=text_of(view.get("hash")),
         trigger_id=text_of(body.get("trigger_id")),
