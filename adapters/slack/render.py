@@ -1,10 +1,9 @@
 """A :class:`~bot.domain.ports.PromptView` as a Slack message (fallback text and blocks). Pure.
 
-What you see is what you approve (rule 2): approving buttons only on a message that holds the whole
-decisive content (:func:`shown`); otherwise what fits, the reason, and **Review…**. The decision
-ignores the clock-driven timeline line (room is kept for it), so a click meets the same answer.
-Budgets: :data:`MAX_TOTAL_TEXT` (below Slack's undocumented cumulative ``msg_blocks_too_long`` at
-about 12,000 characters), 50 blocks, 3,000 code points per section.
+Approving buttons only on a message that holds the whole decisive content (rule 2, :func:`shown`);
+otherwise what fits, the reason, and **Review…**. The decision ignores the clock-driven timeline
+line (room is kept for it), so a click meets the same answer. :data:`MAX_TOTAL_TEXT` stays below
+Slack's undocumented cumulative ``msg_blocks_too_long`` at about 12,000 characters.
 """
 
 from __future__ import annotations
@@ -47,13 +46,7 @@ from bot.domain.deadlines import active_claim, claim_line, destination_name, whe
 from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.forms import is_form
-from bot.domain.model import (
-    AnswerMode,
-    Disclosure,
-    Elicitation,
-    Meaning,
-    Status,
-)
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Meaning, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
@@ -62,13 +55,12 @@ from bot.domain.wording import title_of
 MAX_BUTTONS = 20
 """More offered options than this are a static select."""
 MAX_TOTAL_TEXT = 10_000
-"""Upper bound of all text in one message (the sum of every text object)."""
+"""All text in one message (the sum of every text object)."""
 FALLBACK_QUESTION = 300
 REASON_TEXT = 500
 TIMELINE_TEXT = 600
 """The timeline line is cut to this; the "holds everything" decision keeps this much room."""
-MAX_URL = 3000
-"""A link button's ``url`` (Block Kit's limit)."""
+MAX_URL = 3000  # a link button's url (Block Kit's limit)
 
 EVENT_TYPE = "elicitbot_elicitation"
 NOTICE_EVENT_TYPE = "elicitbot_notice"
@@ -133,7 +125,6 @@ class _Decision:
 
 
 def _decide(view: PromptView) -> _Decision:
-    """Whether the message holds the whole decisive content with its approving buttons."""
     e = view.elicitation
     body = [b for g in groups(e) for b in pack_whole(g)] + metadata_blocks(e)
     tail = _pending_tail(view, SHOWN_WHOLE, timeline=False)
@@ -160,7 +151,7 @@ def option_value(
 
 
 def _stamp(key: str, revision: int | None, digest: str | None) -> str:
-    """The value of Submit, Reply… and Answer…: key, revision and digest (a modal carries it on)."""
+    """Of Submit, Reply… and Answer…: key, revision and digest (a modal carries it on)."""
     return fitting(
         MAX_BUTTON_VALUE, {"e": key, "r": revision, "d": digest}, {"e": key, "r": revision}
     )
@@ -314,7 +305,6 @@ def _withheld_lines(options: Sequence[OfferedOption], shown: Disclosure) -> list
 
 
 def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True) -> list[Block]:
-    """Everything after the metadata while pending."""
     e = view.elicitation
     options = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
     note = note_block(view)  # the upstream refused the last answer: open again, say why first
@@ -401,7 +391,7 @@ def _fallback(view: PromptView) -> str:
 
 
 def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
-    """The message metadata that lets an uncertain post find its message again."""
+    """Lets an uncertain post find its message again."""
     return {
         "event_type": EVENT_TYPE,
         "event_payload": {"elicitation": key, "post": idempotency_key},
@@ -409,6 +399,5 @@ def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
 
 
 def notice_metadata(idempotency_key: str) -> dict[str, Any]:
-    """A public notice's metadata, so an uncertain notice finds its reply instead of pinging
-    twice. No elicitation key: a notice has no buttons."""
+    """So an uncertain notice finds its reply instead of pinging twice (no buttons, no key)."""
     return {"event_type": NOTICE_EVENT_TYPE, "event_payload": {"post": idempotency_key}}

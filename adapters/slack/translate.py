@@ -1,7 +1,6 @@
-"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure.
-
-A person is ``team_id`` + ``user.id``, never a display name. A button's value carries its key, so a
-click on any copy resolves; else the block id or metadata (:func:`payload_key`).
+"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure. A person is
+``team_id`` + ``user.id``, never a display name; a button's value carries its key, so a click on
+any copy resolves.
 """
 
 from __future__ import annotations
@@ -102,7 +101,7 @@ def mapping_of(value: Any) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class Where:
-    """Where an attempt happened; ``thread_ts`` None for a click on a top-level message."""
+    """``thread_ts`` None for a click on a top-level message."""
 
     channel: str
     root_ts: str | None
@@ -150,7 +149,7 @@ def person(body: Mapping[str, Any]) -> Identity | None:
 
 
 def key_in(meta: Mapping[str, Any]) -> ElicitationKey | None:
-    """The elicitation key our metadata records under ``e`` (None: none)."""
+    """The elicitation key our metadata records under ``e``."""
     key = text_of(meta.get("e"))
     return None if key is None else ElicitationKey(key)
 
@@ -415,7 +414,6 @@ NOT_DELIVERED = (
 
 def not_delivered(exc: DeliveryError) -> str:
     """A secret not passed on: the upstream's refusal (never holding the value), else retry."""
-
     if isinstance(exc, PermanentDeliveryError):
         return f"Your secret was not passed on: {exc} Nothing was stored."
     return NOT_DELIVERED

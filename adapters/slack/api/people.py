@@ -1,8 +1,6 @@
 """Slack people's display names (``users.info``), cached, for "Answered by Alice" on every copy.
-
-Failures are soft (the surface shows the id) and remembered for :data:`FAILURE_TTL`; a known name
-stays in use while a refresh fails. ``missing_scope`` and token errors stop every lookup, a 429
-all lookups until ``Retry-After`` (limits are per method and workspace); other errors one person.
+Failures are soft (the surface shows the id); a known name stays in use while a refresh fails.
+``missing_scope``, token errors and a 429 stop every lookup (limits are per method and workspace).
 Logs name the user id and Slack's code, never the request (it carries the token).
 """
 
@@ -59,7 +57,7 @@ class _Entry:
 
 
 def name_of(user: Any) -> str | None:
-    """The name to show for a ``users.info`` ``user`` object (None: it has none)."""
+    """The name to show for a ``users.info`` ``user`` object."""
     if not isinstance(user, dict):
         return None
     profile = user.get("profile")
@@ -76,8 +74,6 @@ def name_of(user: Any) -> str | None:
 
 
 class SlackNames:
-    """Display names of Slack users by id, from ``users.info``, cached (see the module)."""
-
     def __init__(
         self,
         client: UsersInfo,
@@ -101,7 +97,6 @@ class SlackNames:
     async def identify(self, who: Identity) -> Identity:
         """``who`` with its Slack display name; none when unknown (shown by id, which Slack
         shows as a mention), never the payload's legacy username. Non-Slack users: unchanged."""
-
         if who.platform != "slack" or not _USER_ID.match(who.user):
             return who
         name = await self.name(who.user)
@@ -110,7 +105,7 @@ class SlackNames:
         return who.model_copy(update={"display_name": name})
 
     async def name(self, user: str) -> str | None:
-        """The person's name, from the cache or ``users.info`` (None: unknown for now)."""
+        """None: unknown for now."""
         now = self.clock.now()
         entry = self._cache.get(user)
         if entry is not None and now < entry.until:

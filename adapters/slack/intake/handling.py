@@ -1,6 +1,5 @@
-"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` and the
-outcome shown. The core judges; this translates and shows. Bots are told nothing (they read no
-ephemerals). Modals open only when the core's outcome is ``FORM``.
+"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` (the core
+judges) and the outcome shown. Modals open only when the core's outcome is ``FORM``.
 """
 
 from __future__ import annotations
@@ -86,7 +85,6 @@ class SlackHandling:
         in_modal: bool = False,
     ) -> Outcome | None:
         """Hand an answer to the core and show its outcome (None: not delivered, person told).
-
         ``seen``: the view just read, reused by the thread note. ``quiet``: nothing said when
         the elicitation is gone. ``in_modal``: the review says the outcome, nothing private."""
         if not isinstance(action, Open | OnView):
@@ -136,7 +134,6 @@ class SlackHandling:
     async def _act_in_review(
         self, action: Choose | Open, where: Where, seen: PromptView | None
     ) -> Outcome | None:
-        """A decision taken in the review modal (which then says the outcome)."""
         return await self._act(action, where, seen, in_modal=True)
 
     async def _claim(self, action: ClaimIt, where: Where) -> None:
@@ -170,7 +167,6 @@ class SlackHandling:
         )
 
     async def _key_for(self, channel: str, ts: str | None) -> ElicitationKey | None:
-        """The elicitation of the message at ``channel``/``ts``, by its ref key."""
         if ts is None:
             return None
         return await self.elicitations.key_for_message(SlackRef(channel, ts).key)
@@ -287,7 +283,6 @@ class SlackHandling:
     ) -> None:
         """``key``: when already found. ``deduped``: recorded once already; else deduplicated
         here by ``event_id`` and channel/ts."""
-
         reply = self._read_reply(body, event)
         if reply is None:
             return

@@ -100,7 +100,6 @@ def context_block(text: str) -> Block:
 
 
 def value_json(payload: dict[str, Any]) -> str:
-    """A button's, an option's or a modal's value: compact JSON."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -181,7 +180,6 @@ def static_select(
 
 def text_length(blocks: Sequence[Block]) -> int:
     """All the blocks' text in code points: what Slack's cumulative limit counts."""
-
     return sum(_length(b) for b in blocks)
 
 

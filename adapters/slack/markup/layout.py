@@ -13,7 +13,6 @@ from adapters.slack.markup.blocks import (
     MAX_FIELDS,
     MAX_SECTION_TEXT,
     Block,
-    escape,
     safe_head,
     section_block,
 )
@@ -89,7 +88,7 @@ def field_text(part: FieldPart, limit: int | None = None) -> tuple[str, bool]:
 
 def _atoms(part: Part, width: int) -> list[str]:
     if part.code:
-        body = mrkdwn.neutralise(escape(part.text.rstrip("\n")))
+        body = mrkdwn.text(part.text.rstrip("\n"))
         return ["```\n" + chunk + "\n```" for chunk in split(body, width - _FENCE)]
     return split(part.text, width)
 
@@ -115,7 +114,6 @@ def _fields_block(texts: Sequence[str]) -> Block:
 
 
 def pack_whole(group: Group) -> list[Block]:
-    """The group whole, over as many sections as it needs."""
     blocks: list[Block] = []
     atoms: list[str] = []
     fields: list[str] = []
@@ -146,7 +144,7 @@ def pack_whole(group: Group) -> list[Block]:
 def _cut_atom(part: Part, room: int, note: str) -> str | None:
     """The start of ``part`` in at most ``room`` code points, ending with ``note``."""
     if part.code:
-        body = mrkdwn.neutralise(escape(part.text.rstrip("\n")))
+        body = mrkdwn.text(part.text.rstrip("\n"))
         keep = room - _FENCE - len(note) - 3
         if keep < CUT_MIN:
             return None
@@ -208,7 +206,6 @@ def _pack_fields_cut(group: Group, budget: int) -> Packed:
 
 
 def block_text(block: Block) -> int:
-    """Code points of a section's text and fields."""
     total = len(block["text"]["text"]) if "text" in block else 0
     return total + sum(len(f["text"]) for f in block.get("fields", []))
 

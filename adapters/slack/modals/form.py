@@ -1,9 +1,6 @@
 """A form (several questions) in the reply modal: one input per question, the submission read back
-as per-question answers, and those answers in words. Pure.
-
-Block ids ``elicitbot.form.<n>.choice`` / ``.text`` (``n`` from 1), option values ``{"i": index}``,
-``private_metadata`` ``"f"``: the question count. Answers: ``{question id: {"selected": [labels],
-"text": str | None}}``, checked by :func:`bot.domain.forms.check_answers`.
+as per-question answers (``{question id: {"selected": [labels], "text": str | None}}``, checked by
+:func:`bot.domain.forms.check_answers`). Pure.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from bot.domain.wording import one_line
 
 FORM_BLOCK = "elicitbot.form"
 INPUT_ACTION = "value"
-"""The action id of every input (as in :mod:`adapters.slack.modals.reply`)."""
 MAX_LABEL = 2000
 MAX_HINT = 2000
 MAX_DESCRIPTION = 75
@@ -294,7 +290,6 @@ def _form_block_ids(view: Mapping[str, Any], values: Mapping[str, Any]) -> dict[
 
 def form_errors(view: Mapping[str, Any], limit: Any) -> dict[str, str]:
     """Checks before the ack, on their input: every question answered, no text over ``limit``."""
-
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     values = values if isinstance(values, Mapping) else {}

@@ -1,8 +1,6 @@
 """The "Reply…" modal: a text box, the options, the secret box, or a form's inputs. Pure.
-
 ``private_metadata`` carries what a submission needs to be checked before its ack and found again
-without the message. A secret box takes 3,000 characters (Slack's limit); past that the modal
-links the web inbox's private form.
+without the message.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ CHOICE_BLOCK = "elicitbot.choice"
 CHOICES_BLOCK = "elicitbot.choices"
 INPUT_ACTION = "value"
 
-MAX_INPUT_LENGTH = 3000
-"""``plain_text_input.max_length`` can be at most 3,000."""
+MAX_INPUT_LENGTH = 3000  # Slack's most for plain_text_input.max_length; past it: the web form
 MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 MODAL_QUESTION = 2500
@@ -53,7 +50,6 @@ def input_limit(e: Elicitation) -> int:
 
 
 def longer_secret_line(url: str) -> str:
-    """What a secret modal says when the source takes more than the box does."""
     where = link(url) if url else "the web inbox"
     return f"Longer than {MAX_INPUT_LENGTH:,} characters? Use the private web form: {where}"
 
@@ -206,5 +202,4 @@ def reply_modal(
 
 def closes_all(meta: dict[str, Any]) -> bool:
     """Pushed on a review: its submission closes both."""
-
     return meta.get("v") == 1

@@ -1,8 +1,6 @@
 """The Review modal: the whole request, paged, approving options on the last page only. Pure.
-
-Whether a decision in it showed everything is decided from its ``private_metadata`` (only we write
-it; Slack returns it untouched in the signed payload) against a fresh rendering: same elicitation,
-revision, :func:`content_hash` and page count, and the last page (or the file shared).
+Whether it showed everything is decided from its ``private_metadata`` (only we write it; Slack
+returns it untouched in the signed payload) against a fresh rendering.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
 
 REVIEW_CALLBACK = "elicitbot.review"
-"""The review modal's ``callback_id`` (its clicks come as ``block_actions`` with a ``view``)."""
+"""Its clicks come as ``block_actions`` with a ``view``."""
 PAGE_ACTION = "elicitbot.review.page"
 OPTION_ACTION = "elicitbot.review.option"
 SELECT_ACTION = "elicitbot.review.select"
@@ -66,8 +64,7 @@ CHANGED = "The request changed since this review was opened: here it is again, f
 
 
 def content_hash(e: Elicitation) -> str:
-    """A short digest of the decisive content and revision, pinned in a review's metadata so a
-    changed request is noticed."""
+    """Of the decisive content and revision, pinned in a review's metadata: a change is noticed."""
     revision = e.subject.revision if e.subject is not None else None
     pieces = [[p.where, *p.texts] for p in decisive(e)]
     payload = json.dumps([e.key, revision, pieces], ensure_ascii=False, separators=(",", ":"))
@@ -82,8 +79,7 @@ class ReviewMeta:
     revision: int | None
     page: int
     pages: int
-    content: str
-    """:func:`content_hash` of what the modal was built from."""
+    content: str  # content_hash
     channel: str
     message_ts: str | None
     thread_ts: str | None = None
@@ -112,7 +108,7 @@ class ReviewMeta:
 
 
 def read_meta(text: Any) -> ReviewMeta | None:
-    """A review modal's metadata (None: not one of ours, or malformed)."""
+    """None: not one of ours, or malformed."""
     raw = decode_value(text)
     key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
     page, pages = raw.get("p"), raw.get("n")
@@ -153,7 +149,7 @@ def pages_of(view: PromptView) -> list[list[Block]]:
 def meta_for(
     view: PromptView, *, channel: str, message_ts: str | None, thread_ts: str | None
 ) -> ReviewMeta:
-    """The metadata of a review just opened on its first page."""
+    """Of a review just opened on its first page."""
     e = view.elicitation
     return ReviewMeta(
         key=e.key,
@@ -169,7 +165,7 @@ def meta_for(
 
 
 def current(meta: ReviewMeta, view: PromptView) -> bool:
-    """The request is still the one the review was built from (same key, revision, content)."""
+    """The request is still the one the review was built from."""
     e = view.elicitation
     revision = e.subject.revision if e.subject is not None else None
     return meta.key == e.key and meta.revision == revision and meta.content == content_hash(e)
@@ -266,8 +262,7 @@ NO_FILE = "Approving is offered once the whole request is in the message's threa
 
 
 def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None:
-    """Why approving is not offered here: ``wait`` (the last page, the file), or what the rules
-    say (the preview incomplete, the subject expired)."""
+    """Why approving is not offered here: ``wait`` (the last page, the file), or the rules'."""
     e = view.elicitation
     if not any(o.approving for o in e.options):
         return None
@@ -380,7 +375,7 @@ def result_modal(text: str) -> dict[str, Any]:
 
 
 def file_name(e: Elicitation) -> str:
-    """The file's name: the request and its revision (a new revision is a new file)."""
+    """The request and its revision: a new revision is a new file."""
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in e.key)[:80].strip("-")
     revision = f"-r{e.subject.revision}" if e.subject is not None else ""
     return f"request-{stem or 'elicitation'}{revision}.txt"
@@ -388,7 +383,6 @@ def file_name(e: Elicitation) -> str:
 
 def file_text(view: PromptView) -> str:
     """The whole request as plain text, then its source and options: no answer, so no secret."""
-
     e = view.elicitation
     lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]
@@ -412,8 +406,6 @@ def file_text(view: PromptView) -> str:
 
 @dataclass(frozen=True)
 class ReviewClick:
-    """A click inside a review modal, as Slack sent it."""
-
     who: Identity
     meta: ReviewMeta
     action_id: str
@@ -425,7 +417,6 @@ class ReviewClick:
 
 
 def in_review(body: Mapping[str, Any]) -> bool:
-    """A click inside a review modal (not on a message)."""
     view = body.get("view")
     return isinstance(view, Mapping) and view.get("callback_id") == REVIEW_CALLBACK
 
@@ -452,7 +443,7 @@ def read_review_click(
 
 
 def _selection(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The option values chosen in the review's multi-select (the modal's state)."""
+    """The option values chosen in the review's multi-select."""
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     for block in values.values() if isinstance(values, Mapping) else ():
