@@ -33,6 +33,7 @@ from adapters.slack.api.scopes import oauth_scopes
 from adapters.slack.errors import api_error, from_slack
 from adapters.slack.markup.blocks import clip, escape
 from adapters.slack.render import metadata, notice_metadata, render
+from adapters.slack.translate import text_of
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Destination
 from bot.domain.ports import Notice, PromptView
@@ -93,9 +94,9 @@ class SlackChat:
         if not isinstance(user_id, str) or not user_id:
             raise PermanentDeliveryError("slack auth.test: the answer has no user_id")
         self.bot_user_id = user_id
-        self.bot_id = _text(response.get("bot_id"))
-        self.team_id = _text(response.get("team_id"))
-        self.enterprise_id = _text(response.get("enterprise_id"))
+        self.bot_id = text_of(response.get("bot_id"))
+        self.team_id = text_of(response.get("team_id"))
+        self.enterprise_id = text_of(response.get("enterprise_id"))
         self.scopes = oauth_scopes(response.headers)
         log.info("slack.verified", user_id=user_id, team_id=self.team_id, bot_id=self.bot_id)
         return user_id
@@ -243,7 +244,7 @@ class SlackChat:
             ),
             gives_way=gives_way,
         )
-        return _text(response.get("ts"))
+        return text_of(response.get("ts"))
 
     async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> OpenedView:
         """``views.open`` (a modal); the trigger id is good for 3 seconds, once."""
@@ -291,7 +292,7 @@ class SlackChat:
             ),
         )
         shared = response.get("file")
-        return _text(shared.get("id")) if isinstance(shared, Mapping) else None
+        return text_of(shared.get("id")) if isinstance(shared, Mapping) else None
 
     async def thread_has_file(self, channel: str, thread_ts: str, filename: str) -> bool:
         """A file named ``filename`` was shared in the thread by this bot (False: unreadable)."""
@@ -357,7 +358,7 @@ class SlackChat:
         view = (await self._call(method, self.workspace, call)).get("view")
         if not isinstance(view, Mapping):
             return OpenedView(None, None)
-        return OpenedView(_text(view.get("id")), _text(view.get("hash")))
+        return OpenedView(text_of(view.get("id")), text_of(view.get("hash")))
 
     def _reader(self, method: str) -> lookup.Read:
         return functools.partial(self._call, method, self.workspace)
@@ -423,7 +424,3 @@ VIEW_GONE = frozenset({"hash_conflict", "not_found", "view_not_found"})
 def _thread_ts(notice: Notice) -> str | None:
     thread = notice.thread
     return thread.ts if isinstance(thread, SlackRef) and thread.ts else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -165,11 +165,8 @@ class SlackInteractivity(SlackHandling):
             ack: Callable[..., Awaitable[Any]], body: dict[str, Any]
         ) -> BoltResponse | None:
             action = translate.first_action(body)
-            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
-                await ack()  # a selection changing: nothing yet
-                return None
-            if action.get("action_id") == WEB_LINK_ACTION:
-                await ack()  # "Approve in the web inbox" opened its page: nothing to do here
+            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION, WEB_LINK_ACTION):
+                await ack()  # a selection changing, or the web inbox's page opened: nothing here
                 return None
             kept = trims.durable_click(body)
             try:

@@ -142,10 +142,9 @@ class SlackHandling:
             action = replace(action, standing=await self.standing(action.who, action.key))
         outcome = await self.elicitations.act(action)
         await self.durable.settle()
-        if outcome.kind is OutcomeKind.NOT_FOUND:
-            await self._tell(action.who, where, outcome.message or NOT_FOUND_TEXT)
-        else:
-            await self._tell(action.who, where, translate.claim_text(outcome))
+        gone = outcome.kind is OutcomeKind.NOT_FOUND
+        text = (outcome.message or NOT_FOUND_TEXT) if gone else translate.claim_text(outcome)
+        await self._tell(action.who, where, text)
 
     async def _announce(
         self, key: ElicitationKey, where: Where, seen: PromptView | None, answer: Answer | None
