@@ -106,8 +106,6 @@ class SlackChat:
         """The scope of per-workspace budgets: the team id once verified."""
         return self.team_id or ANY_WORKSPACE
 
-    # ------------------------------------------------------------------ ChatAdapter
-
     async def post(
         self,
         destination: Destination,
@@ -199,8 +197,6 @@ class SlackChat:
             metadata=notice_metadata(idempotency_key),
             gives_way=False,  # a reminder is due now: it takes its turn like a question
         )
-
-    # ------------------------------------------------------------------ for the interactive app
 
     async def ephemeral(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None
@@ -304,8 +300,6 @@ class SlackChat:
             filename,
             (self.bot_user_id, self.bot_id),
         )
-
-    # ------------------------------------------------------------------ helpers
 
     async def _call(
         self,

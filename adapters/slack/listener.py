@@ -102,8 +102,6 @@ class SlackInteractivity(SlackHandling):
             )
         return self._authorized
 
-    # ------------------------------------------------------------------ tasks
-
     def spawn(
         self,
         work: Coroutine[Any, Any, None],
@@ -118,8 +116,6 @@ class SlackInteractivity(SlackHandling):
         task = asyncio.get_running_loop().create_task(work_done)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    # ------------------------------------------------------------------ replays
 
     async def run_replays(self, stop: asyncio.Event, *, ours: bool) -> None:
         await self.durable.run_replays(stop, ours=ours)
@@ -154,8 +150,6 @@ class SlackInteractivity(SlackHandling):
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    # ------------------------------------------------------------------ listeners
 
     def _register(self) -> None:
         app = self.app

@@ -81,9 +81,6 @@ REVIEW_HINT = "Use *Review…* to see all of it and decide there."
 CUT_NOTICE = "✂️ This message does not show everything. " + REVIEW_HINT
 
 
-# --------------------------------------------------------------------------- parts
-
-
 def _header(e: Elicitation) -> Block:
     return {"type": "header", "text": plain(clip(title_of(e), MAX_HEADER_TEXT))}
 
@@ -321,9 +318,6 @@ def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True)
     if line:
         blocks.append(context_block(clip(line, TIMELINE_TEXT)))
     return blocks
-
-
-# --------------------------------------------------------------------------- the message
 
 
 def render(view: PromptView) -> tuple[str, list[Block]]:

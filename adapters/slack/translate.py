@@ -42,9 +42,6 @@ _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
 
 
-# --------------------------------------------------------------------------- reading payloads
-
-
 def slack_text(text: str) -> str:
     """What a person typed: mentions dropped, links and channels as written, entities unescaped."""
 
@@ -169,9 +166,6 @@ def payload_key(
     return None if named is None else ElicitationKey(named)
 
 
-# --------------------------------------------------------------------------- clicks
-
-
 @dataclass(frozen=True)
 class Click:
     who: Identity
@@ -249,9 +243,6 @@ def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
                 for o in element.get("selected_options") or []
             ]
     return []
-
-
-# --------------------------------------------------------------------------- the reply modal
 
 
 def _state_value(values: Mapping[str, Any], block_id: str) -> Mapping[str, Any]:
@@ -344,9 +335,6 @@ def submit(
     return replace(base, option_ids=ids, text=s.text, secret=s.secret)
 
 
-# --------------------------------------------------------------------------- thread replies
-
-
 @dataclass(frozen=True)
 class ThreadReply:
     """A message in a thread (not the root) by someone other than elicitbot."""
@@ -404,8 +392,6 @@ def read_reply(
         text=slack_text(str(event.get("text") or "")),
     )
 
-
-# --------------------------------------------------------------------------- in Slack's words
 
 NOT_DELIVERED = (
     "Your answer could not be passed on upstream; nothing was recorded. Please try again."

@@ -173,8 +173,6 @@ class Pacer:
         self._pending: dict[tuple[Key, Hashable], _Pending] = {}
         self.stats = PacerStats()
 
-    # ------------------------------------------------------------------ state
-
     def _gate(self, key: Key) -> _Gate:
         gate = self._gates.get(key)
         if gate is None:
@@ -202,8 +200,6 @@ class Pacer:
         ahead = gate.waiting + (1 if gate.lock.locked() else 0)
         ready = max(gate.ready_at(), self._now())
         return ready - self._now() + ahead * self._interval(gate)
-
-    # ------------------------------------------------------------------ sending
 
     async def send(
         self, key: Key, call: Callable[[], Awaitable[T]], *, gives_way: bool = False

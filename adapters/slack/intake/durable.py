@@ -56,8 +56,6 @@ class Durable:
         self.started_at = clock.now()  # before it: a predecessor's record
         self._in_flight: set[int] = set()  # handled here: a replay leaves them alone
 
-    # ------------------------------------------------------------------ before the ack
-
     async def record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
         """(handle it?, raw id): recorded before (False, None); no store (True, None);
         NotRecordedError when it could not be recorded (nothing is acked then)."""
@@ -75,8 +73,6 @@ class Durable:
             return False, None
         self._in_flight.add(raw_id)
         return True, raw_id
-
-    # ------------------------------------------------------------------ after it
 
     async def guard(
         self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
@@ -115,8 +111,6 @@ class Durable:
             log.warning("slack.raw_not_marked", raw_id=raw_id, error=type(exc).__name__)
         else:
             self._in_flight.discard(raw_id)
-
-    # ------------------------------------------------------------------ replays
 
     async def replay(self, *, before: datetime) -> int:
         """Handle every open record from before ``before``, oldest first; returns how many.

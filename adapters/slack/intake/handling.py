@@ -67,8 +67,6 @@ class SlackHandling:
         self.review = ReviewFlow(chat, elicitations, act=self._act_in_review, tell=self._tell)
         """The Review… modal (answer rule 2): :mod:`adapters.slack.review.flow`."""
 
-    # ------------------------------------------------------------------ acting
-
     identify: Callable[[Identity], Awaitable[Identity]] | None = None
     """Gives the actor their display name (``SlackNames.identify``); None: the payload's."""
 
@@ -170,8 +168,6 @@ class SlackHandling:
             return None
         return await self.elicitations.key_for_message(SlackRef(channel, ts).key)
 
-    # ------------------------------------------------------------------ clicks
-
     async def _click(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         if review_modal.in_review(body):  # inside the Review… modal
             who = translate.person(body)
@@ -228,8 +224,6 @@ class SlackHandling:
             log.warning("slack.modal_not_opened", key=key, error=str(exc))
             await self._tell(who, where, translate.MODAL_NOT_OPENED)
 
-    # ------------------------------------------------------------------ the modal
-
     async def _submitted(
         self,
         body: Mapping[str, Any],
@@ -260,8 +254,6 @@ class SlackHandling:
         shown = review_modal.reply_shown(meta, view)
         submit = translate.submit(submission, key, view.elicitation, shown=shown)
         await self._act(submit, where, view)
-
-    # ------------------------------------------------------------------ thread replies
 
     def _read_reply(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> ThreadReply | None:
         return translate.read_reply(
@@ -301,8 +293,6 @@ class SlackHandling:
         view = await self.elicitations.view(key)
         shown = message_shown(view) if view is not None else None
         await self._act(reply.reply(key, shown=shown), reply.where, view, quiet=True)
-
-    # ------------------------------------------------------------------ /elicitbot
 
     async def _command(self, body: Mapping[str, Any]) -> None:
         read = commands.read_command(body)

@@ -34,9 +34,6 @@ SELECT_BUDGET = 2400
 _UNSAFE_URL = re.compile(r"[\s<>|\"]")
 
 
-# --------------------------------------------------------------------------- text
-
-
 def escape(text: str) -> str:
     """Slack mrkdwn escaping: ``&``, ``<``, ``>``; nothing else is a control character."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -77,9 +74,6 @@ def cut(text: str, limit: int, full_text: str) -> str:
     return safe_head(text, limit - len(note)) + note
 
 
-# --------------------------------------------------------------------------- text objects, blocks
-
-
 def mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text, "verbatim": True}
 
@@ -94,9 +88,6 @@ def section_block(text: str) -> Block:
 
 def context_block(text: str) -> Block:
     return {"type": "context", "elements": [mrkdwn(text)]}
-
-
-# ------------------------------------------------------------------- values, buttons, selects
 
 
 def value_json(payload: dict[str, Any]) -> str:

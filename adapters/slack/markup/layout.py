@@ -38,9 +38,6 @@ class Packed:
     whole: bool
 
 
-# --------------------------------------------------------------------------- splitting
-
-
 def _split_at(text: str, limit: int) -> int:
     """Where to split ``text`` to keep at most ``limit`` code points before it: at a line end
     or a space if one is near, never inside an ``&…;`` entity or a ``<…>`` link."""
@@ -69,9 +66,6 @@ def split(text: str, limit: int) -> list[str]:
         out.append(piece[:-1] if piece.endswith("\n") else piece)
     out.append(rest)
     return out
-
-
-# --------------------------------------------------------------------------- packing
 
 
 def field_text(part: FieldPart, limit: int | None = None) -> tuple[str, bool]:
@@ -200,9 +194,6 @@ def _pack_fields_cut(group: Group, budget: int) -> Packed:
         used += len(text)
         whole = whole and complete
     return Packed([_fields_block(texts)] if texts else [], whole=whole and bool(texts))
-
-
-# --------------------------------------------------------------------------- a message's body
 
 
 def block_text(block: Block) -> int:

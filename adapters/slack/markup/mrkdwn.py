@@ -129,8 +129,6 @@ class _Writer:
     """The bullet of a list item whose first line is not written yet."""
     hrefs: set[str] = field(default_factory=set)
 
-    # ------------------------------------------------------------------ output
-
     def _prefix(self, first: bool) -> str:
         quote = "> " if self.quote else ""
         if not self.lists:
@@ -165,8 +163,6 @@ class _Writer:
     def done(self) -> tuple[Part, ...]:
         self._flush()
         return tuple(p for p in self.out if p.text.strip())
-
-    # ------------------------------------------------------------------ blocks
 
     def blocks(self, tokens: Sequence[Token]) -> None:
         heading = False
@@ -207,9 +203,6 @@ class _Writer:
             elif kind == "hr":
                 self.prose(["———"])
                 self.blank()
-
-
-# --------------------------------------------------------------------------- inline
 
 
 def _code_span(content: str) -> str:

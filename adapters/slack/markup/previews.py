@@ -56,9 +56,6 @@ class Group:
         return all(isinstance(p, FieldPart) for p in self.pieces)
 
 
-# --------------------------------------------------------------------------- groups
-
-
 def label_text(raw: str | None) -> str:
     return mrkdwn.text(" ".join(raw.split())) if raw and raw.strip() else ""
 

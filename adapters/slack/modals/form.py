@@ -40,9 +40,6 @@ def text_block(number: int) -> str:
     return f"{FORM_BLOCK}.{number}.text"
 
 
-# --------------------------------------------------------------------------- the modal
-
-
 def summary(e: Elicitation) -> str:
     """The request's text up to where its first question starts (the questions are the
     inputs); the whole text when it does not start them that way."""
@@ -184,9 +181,6 @@ def form_inputs(e: Elicitation, *, limit: int, full_limit: int, url: str) -> lis
     return blocks
 
 
-# --------------------------------------------------------------------------- the message
-
-
 def _example(q: FormQuestion) -> str:
     if not q.options:
         return "your words"
@@ -203,9 +197,6 @@ def form_hint(e: Elicitation) -> str:
         f"number and your answer: `{escape(example)}{more}`",
         FORM_HINT,
     )
-
-
-# --------------------------------------------------------------------------- the submission
 
 
 @dataclass(frozen=True)

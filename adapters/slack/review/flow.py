@@ -53,8 +53,6 @@ class ReviewFlow:
         self._attaching = asyncio.Lock()
         """One upload at a time (they are rare): two quick Review… clicks share one file."""
 
-    # ------------------------------------------------------------------ opening
-
     async def open(self, click: Click, view: PromptView) -> None:
         """Review… on a message: the modal on its first page (or, beyond a modal, the file)."""
         where = click.where
@@ -102,8 +100,6 @@ class ReviewFlow:
                 return False
             self._attached.add(slot)
             return True
-
-    # ------------------------------------------------------------------ inside the modal
 
     async def on_click(self, click: rm.ReviewClick) -> None:
         """A click inside a review modal: a page, a decision, Reply…."""
@@ -228,8 +224,6 @@ class ReviewFlow:
             return outcome
         await self._say(click, where, notice, fallback=reason)
         return outcome
-
-    # ------------------------------------------------------------------ helpers
 
     async def _say(
         self, click: rm.ReviewClick, where: Where, text: str, *, fallback: str | None = ""

@@ -60,9 +60,6 @@ PAGE_HINT = "Page through the review to its last page to approve."
 CHANGED = "The request changed since this review was opened: here it is again, from the start."
 
 
-# --------------------------------------------------------------------------- what was shown
-
-
 def content_hash(e: Elicitation) -> str:
     """Of the decisive content and revision, pinned in a review's metadata: a change is noticed."""
     revision = e.subject.revision if e.subject is not None else None
@@ -197,9 +194,6 @@ def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
     return render.shown(view)
 
 
-# --------------------------------------------------------------------------- the decision rows
-
-
 def _value(option_id: str, index: int, revision: int | None) -> str:
     value = value_json({"o": option_id, "r": revision})
     return value if len(value) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
@@ -274,9 +268,6 @@ def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None
     if shown.whole or any(o.elsewhere for o in choices):  # no page here would make it count
         return f"⚠️ {clip(escape(sorted(r for r in reasons if r)[0]), 500)}"
     return wait
-
-
-# --------------------------------------------------------------------------- the modals
 
 
 def _modal(title: str, meta: ReviewMeta | None, blocks: list[Block]) -> dict[str, Any]:
@@ -371,9 +362,6 @@ def result_modal(text: str) -> dict[str, Any]:
     return _modal("Review", None, [section_block(clip(text, NOTICE_TEXT))])
 
 
-# --------------------------------------------------------------------------- the file
-
-
 def file_name(e: Elicitation) -> str:
     """The request and its revision: a new revision is a new file."""
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in e.key)[:80].strip("-")
@@ -399,9 +387,6 @@ def file_text(view: PromptView) -> str:
         lines.append("")
     lines.append(f"Web inbox: {view.link}")
     return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- reading a click
 
 
 @dataclass(frozen=True)
