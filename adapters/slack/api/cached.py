@@ -30,6 +30,14 @@ RATE_LIMIT_WAIT = timedelta(seconds=60)
 """How long to stay away after a 429 that names no ``Retry-After``."""
 
 
+@dataclass(frozen=True)
+class Entry(Generic[V]):
+    """A cached lookup's value and until when it is believed."""
+
+    value: V
+    until: datetime
+
+
 class Failure(Enum):
     RATE_LIMITED = "rate_limited"
     """Every lookup paused until the ``Retry-After``."""

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.api.cached import Failure, Lookups, Said
+from adapters.slack.api.cached import Entry, Failure, Lookups, Said
 from adapters.slack.api.people import SlackNames
 from adapters.slack.api.scopes import USERGROUPS_READ
 from bot.domain.model import ElicitationKey, Identity
@@ -77,12 +77,6 @@ def slack_groups(approvers: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(a for a in approvers or () if parse_approver(a).kind is ApproverKind.SLACK_GROUP)
 
 
-@dataclass(frozen=True)
-class _Entry:
-    members: frozenset[str] | None  # None: the lookup failed (nobody counts as a member)
-    until: datetime
-
-
 class SlackGroups:
     """Members of Slack user groups by group id (``usergroups.users.list``), cached."""
 
@@ -98,7 +92,7 @@ class SlackGroups:
         self.client = client
         self.ttl = ttl
         self.failure_ttl = failure_ttl
-        self._cache: dict[str, _Entry] = {}
+        self._cache: dict[str, Entry[frozenset[str] | None]] = {}  # None: nobody counts
         self._lookups: Lookups[frozenset[str] | None] = Lookups(
             _SAID, clock=clock, pause=PAUSE, timeout=timeout
         )
@@ -163,7 +157,7 @@ class SlackGroups:
         now = self.clock.now()
         entry = self._cache.get(group)
         if entry is not None and now < entry.until:
-            return entry.members
+            return entry.value
         if self._lookups.paused(now):
             return None
         return await self._lookups.shared(group, lambda: self._look_up(group))
@@ -206,7 +200,7 @@ class SlackGroups:
     def _keep(
         self, group: str, members: frozenset[str] | None, ttl: timedelta
     ) -> frozenset[str] | None:
-        self._cache[group] = _Entry(members, self.clock.now() + ttl)
+        self._cache[group] = Entry(members, self.clock.now() + ttl)
         return members
 
 

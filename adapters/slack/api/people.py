@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.api.cached import Failure, Lookups, Said
+from adapters.slack.api.cached import Entry, Failure, Lookups, Said
 from bot.domain.model import Identity
 from bot.domain.ports import Clock
 
@@ -48,12 +47,6 @@ class UsersInfo(Protocol):
     """What :class:`SlackNames` needs of ``slack_sdk``'s ``AsyncWebClient``."""
 
     async def users_info(self, *, user: str) -> Any: ...
-
-
-@dataclass(frozen=True)
-class _Entry:
-    name: str | None
-    until: datetime
 
 
 def name_of(user: Any) -> str | None:
@@ -88,7 +81,7 @@ class SlackNames:
         self.ttl = ttl
         self.failure_ttl = failure_ttl
         self.size = size
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._cache: OrderedDict[str, Entry[str | None]] = OrderedDict()
         self._lookups: Lookups[str | None] = Lookups(
             _SAID, clock=clock, pause=failure_ttl, timeout=timeout
         )
@@ -110,8 +103,8 @@ class SlackNames:
         entry = self._cache.get(user)
         if entry is not None and now < entry.until:
             self._cache.move_to_end(user)
-            return entry.name
-        stale = entry.name if entry is not None else None
+            return entry.value
+        stale = entry.value if entry is not None else None
         if self._lookups.paused(now):
             return stale
         return await self._lookups.shared(user, lambda: self._look_up(user, stale))
@@ -140,7 +133,7 @@ class SlackNames:
         return self._keep(user, name, self.ttl)
 
     def _keep(self, user: str, name: str | None, ttl: timedelta) -> str | None:
-        self._cache[user] = _Entry(name, self.clock.now() + ttl)
+        self._cache[user] = Entry(name, self.clock.now() + ttl)
         self._cache.move_to_end(user)
         while len(self._cache) > self.size:
             self._cache.popitem(last=False)

@@ -109,9 +109,7 @@ def read_meta(text: Any) -> ReviewMeta | None:
     raw = decode_value(text)
     key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
     page, pages = raw.get("p"), raw.get("n")
-    if key is None or channel is None or content is None:
-        return None
-    if not (_count(page) and _count(pages)):
+    if key is None or channel is None or content is None or not (_count(page) and _count(pages)):
         return None
     return ReviewMeta(
         key=ElicitationKey(key),
@@ -133,13 +131,11 @@ def _count(value: Any) -> TypeGuard[int]:
 
 def pages_of(view: PromptView) -> list[list[Block]]:
     """The review's pages, split (never cut) to leave room for each page's own rows."""
-    pages: list[list[Block]] = []
-    for page in review.review_blocks(view):
-        blocks = list(page)
-        for start in range(0, max(len(blocks), 1), PAGE_ROOM):
-            chunk = blocks[start : start + PAGE_ROOM]
-            if chunk:
-                pages.append(chunk)
+    pages = [
+        page[start : start + PAGE_ROOM]
+        for page in review.review_blocks(view)
+        for start in range(0, len(page), PAGE_ROOM)
+    ]
     return pages or [[section_block(escape(title_of(view.elicitation)))]]
 
 
