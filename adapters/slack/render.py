@@ -180,11 +180,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     s = e.subject
     revision, digest = (s.revision, s.digest) if s is not None else (None, None)
     mode = e.answer_mode
-    offered = [
-        (index, o)
-        for index, o in enumerate(options)
-        if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
-    ]
+    offered = offered_choices(options, mode)
     blocks: list[Block] = []
     web = web_button(view, options)  # approving counts only in the web inbox: link there
     if web is not None and (mode is AnswerMode.MULTI_CHOICE or len(offered) > MAX_BUTTONS):
@@ -246,6 +242,15 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     claim = button("I'm on it", CLAIM_ACTION, value_json({"e": key}))
     blocks.append(actions_block(CLAIM_ACTION, [claim]))
     return blocks
+
+
+def offered_choices(
+    options: Sequence[OfferedOption], mode: AnswerMode
+) -> list[tuple[int, OfferedOption]]:
+    """The options offered as buttons or a select, by index (none for free text or a secret)."""
+    if mode in (AnswerMode.FREE_TEXT, AnswerMode.SECRET):
+        return []
+    return [(i, o) for i, o in enumerate(options) if o.offered]
 
 
 def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, Any] | None:

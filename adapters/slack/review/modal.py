@@ -35,7 +35,7 @@ from adapters.slack.wording import result_line
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity, Status
 from bot.domain.ports import PromptView
-from bot.domain.rules import OfferedOption, offered_options
+from bot.domain.rules import offered_options
 from bot.domain.wording import title_of
 
 REVIEW_CALLBACK = "elicitbot.review"
@@ -201,11 +201,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     mode = e.answer_mode
     revision = e.subject.revision if e.subject is not None else None
     choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
-    offered: list[tuple[int, OfferedOption]] = [
-        (i, o)
-        for i, o in enumerate(choices)
-        if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
-    ]
+    offered = render.offered_choices(choices, mode)
     web = render.web_button(view, choices)  # approving counts only in the web inbox
     blocks: list[Block] = []
     if web is not None:
