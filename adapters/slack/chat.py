@@ -1,28 +1,16 @@
 """The Slack :class:`~bot.domain.ports.ChatAdapter`: post, update and private notices.
 
-Destinations are ``slack:<channel id>``, or ``slack:<user id>`` (``U…``/``W…``) for a DM, opened
-with ``conversations.open``. ``chat.postMessage`` has no idempotency key, so every post carries
-message metadata naming its elicitation and its outbox key; an *uncertain* post (an earlier
-attempt may have reached Slack: a crash, a dropped connection) first looks for that metadata in
-the channel's history since the row's first attempt began and adopts the message it finds instead
-of posting again (:mod:`adapters.slack.api.lookup`). A public notice (a reminder in a copy's thread)
-carries its outbox key in metadata too and is looked up the same way in that thread. An ephemeral
-notice (a refusal, a confirmation) cannot be looked up, Slack keeps none: an uncertain one is sent
-again, and its one person may see it twice.
+Destinations are ``slack:<channel id>``, or ``slack:<U…/W…>`` for a DM (``conversations.open``).
+``chat.postMessage`` has no idempotency key, so a post or public notice carries metadata naming its
+outbox key, and an uncertain one (an earlier attempt may have reached Slack) first looks for it
+since the first attempt (:mod:`adapters.slack.api.lookup`) and adopts what it finds. Slack keeps no
+ephemeral notice to look up: an uncertain one is sent again.
 
-The client must not retry on its own: build it with ``retry_handlers=[]``. slack_sdk's default
-connection-error retry resends a ``chat.postMessage`` whose connection dropped after Slack took
-it, posting twice; the outbox retries instead, as an uncertain post. With a
-:class:`~adapters.slack.api.pacing.Pacer`, every call waits for its turn (one post per second per
-channel, an update budget per workspace, nothing on a key during a 429's ``Retry-After``), updates
-of one message still waiting are coalesced, and the client gets the pacer's 429 retry handler
-(a 429 is never carried out, so retrying it cannot double-post). ``slots`` (the store, shared by
-every replica) makes that pacer keep the per-channel post rate and the update budget for all
-replicas together.
-
-A posted message's ref is a :class:`~bot.domain.refs.SlackRef` (channel, ts); its ``key``
-(``<channel>/<ts>``) is what :meth:`~bot.domain.ports.Elicitations.key_for_message` finds a
-thread reply's elicitation by.
+Build the client with ``retry_handlers=[]``: slack_sdk's connection-error retry would resend a
+post Slack took, posting twice; the outbox retries instead. With a
+:class:`~adapters.slack.api.pacing.Pacer` every call waits its turn, updates of one waiting message
+coalesce, and the client gets the pacer's 429 retry handler (a 429 is never carried out);
+``slots`` (the store) shares the rates among replicas.
 """
 
 from __future__ import annotations
@@ -45,6 +33,7 @@ from adapters.slack.api.scopes import oauth_scopes
 from adapters.slack.errors import api_error, from_slack
 from adapters.slack.markup.blocks import clip, escape
 from adapters.slack.render import metadata, notice_metadata, render
+from adapters.slack.translate import text_of
 from bot.domain.errors import DeliveryError, PermanentDeliveryError
 from bot.domain.model import Destination
 from bot.domain.ports import Notice, PromptView
@@ -61,7 +50,6 @@ ANY_WORKSPACE = "*"
 class SlackChat:
     platform = "slack"
     post_interval = POST_RATE.interval
-    """chat.postMessage: about one message a second per channel."""
     seeds = False
     """A Slack copy is answered by its buttons: nothing to seed."""
 
@@ -99,18 +87,16 @@ class SlackChat:
             client.retry_handlers.append(PacedRetryHandler(pacer))
 
     async def verify(self) -> str:
-        """``auth.test``: the token works; returns the bot's user id (raises a DeliveryError).
-
-        Also keeps the bot id and the workspace (team) id: the Bolt app's precomputed
-        authorization and the self-event filter need them."""
+        """``auth.test``: returns the bot's user id (else a DeliveryError); keeps the bot and team
+        ids for the Bolt app's precomputed authorization and the self-event filter."""
         response = await self._call("auth.test", ANY_WORKSPACE, self.client.auth_test)
         user_id = response.get("user_id")
         if not isinstance(user_id, str) or not user_id:
             raise PermanentDeliveryError("slack auth.test: the answer has no user_id")
         self.bot_user_id = user_id
-        self.bot_id = _text(response.get("bot_id"))
-        self.team_id = _text(response.get("team_id"))
-        self.enterprise_id = _text(response.get("enterprise_id"))
+        self.bot_id = text_of(response.get("bot_id"))
+        self.team_id = text_of(response.get("team_id"))
+        self.enterprise_id = text_of(response.get("enterprise_id"))
         self.scopes = oauth_scopes(response.headers)
         log.info("slack.verified", user_id=user_id, team_id=self.team_id, bot_id=self.bot_id)
         return user_id
@@ -119,8 +105,6 @@ class SlackChat:
     def workspace(self) -> str:
         """The scope of per-workspace budgets: the team id once verified."""
         return self.team_id or ANY_WORKSPACE
-
-    # ------------------------------------------------------------------ ChatAdapter
 
     async def post(
         self,
@@ -176,7 +160,6 @@ class SlackChat:
         if notice.kind is NoticeKind.REMINDER or not notice.user:
             await self._remind(destination, notice, idempotency_key, uncertain)
             return
-        # Ephemeral: Slack keeps no copy to look up, so an uncertain one is simply sent again.
         user = notice.user.user
         if notice.user.platform != "slack" or not user:
             raise PermanentDeliveryError(f"slack chat.postEphemeral: {notice.user!r} is not slack")
@@ -214,8 +197,6 @@ class SlackChat:
             metadata=notice_metadata(idempotency_key),
             gives_way=False,  # a reminder is due now: it takes its turn like a question
         )
-
-    # ------------------------------------------------------------------ for the interactive app
 
     async def ephemeral(
         self, channel: str, user: str, text: str, *, thread_ts: str | None = None
@@ -259,31 +240,24 @@ class SlackChat:
             ),
             gives_way=gives_way,
         )
-        return _text(response.get("ts"))
+        return text_of(response.get("ts"))
 
     async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> OpenedView:
-        """``views.open`` (a modal); the trigger id is good for 3 seconds, once. Returns the
-        view's id and hash, for a later ``views.update``."""
-        response = await self._call(
-            "views.open",
-            self.workspace,
-            lambda: self.client.views_open(trigger_id=trigger_id, view=dict(view)),
+        """``views.open`` (a modal); the trigger id is good for 3 seconds, once."""
+        return await self._view_call(
+            "views.open", lambda: self.client.views_open(trigger_id=trigger_id, view=dict(view))
         )
-        return _opened(response)
 
     async def push_view(self, trigger_id: str, view: Mapping[str, Any]) -> OpenedView:
         """``views.push``: a modal on top of the one the trigger came from (at most three)."""
-        response = await self._call(
-            "views.push",
-            self.workspace,
-            lambda: self.client.views_push(trigger_id=trigger_id, view=dict(view)),
+        return await self._view_call(
+            "views.push", lambda: self.client.views_push(trigger_id=trigger_id, view=dict(view))
         )
-        return _opened(response)
 
     async def seed(
         self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
     ) -> None:
-        """Nothing to seed: a Slack copy carries its buttons."""
+        """Nothing to seed: a Slack copy carries its buttons (:attr:`seeds`)."""
 
     async def update_view(
         self, view_id: str, view: Mapping[str, Any], *, view_hash: str | None = None
@@ -291,19 +265,16 @@ class SlackChat:
         """``views.update`` of an open modal. ``view_hash``: the hash the update is based on; a
         modal changed since answers ``hash_conflict`` (:func:`view_conflict`), so two quick
         clicks cannot each rewrite it."""
-        response = await self._call(
+        return await self._view_call(
             "views.update",
-            self.workspace,
             lambda: self.client.views_update(view_id=view_id, hash=view_hash, view=dict(view)),
         )
-        return _opened(response)
 
     async def upload_snippet(
         self, channel: str, thread_ts: str, *, filename: str, title: str, content: str
     ) -> str | None:
-        """Share ``content`` as a text file in a thread (``files.getUploadURLExternal``, the
-        upload, ``files.completeUploadExternal`` with ``channel_id`` and ``thread_ts``: slack_sdk's
-        ``files_upload_v2``); returns the file id. Needs the ``files:write`` scope."""
+        """Share ``content`` as a text file in a thread (slack_sdk's ``files_upload_v2``); returns
+        the file id. Needs the ``files:write`` scope."""
         response = await self._call(
             "files.completeUploadExternal",
             channel,
@@ -317,11 +288,10 @@ class SlackChat:
             ),
         )
         shared = response.get("file")
-        return _text(shared.get("id")) if isinstance(shared, Mapping) else None
+        return text_of(shared.get("id")) if isinstance(shared, Mapping) else None
 
     async def thread_has_file(self, channel: str, thread_ts: str, filename: str) -> bool:
-        """A file named ``filename`` was shared in the thread by this bot (page after page of
-        ``conversations.replies``). False when the thread cannot be read."""
+        """A file named ``filename`` was shared in the thread by this bot (False: unreadable)."""
         query: dict[str, Any] = {"channel": channel, "ts": thread_ts, "limit": self.page_size}
         return await lookup.thread_has_file(
             self._reader("conversations.replies"),
@@ -330,8 +300,6 @@ class SlackChat:
             filename,
             (self.bot_user_id, self.bot_id),
         )
-
-    # ------------------------------------------------------------------ helpers
 
     async def _call(
         self,
@@ -357,7 +325,6 @@ class SlackChat:
             raise from_slack(method, exc) from exc
 
     async def _channel(self, destination: Destination) -> str:
-        """The channel id to post in: the destination's, or the DM opened with its user."""
         target = destination.target
         if destination.platform != "slack" or not target:
             raise PermanentDeliveryError(f"{destination!r} is not a Slack destination")
@@ -378,6 +345,15 @@ class SlackChat:
         self._dms[target] = channel
         return channel
 
+    async def _view_call(
+        self, method: str, call: Callable[[], Awaitable[AsyncSlackResponse]]
+    ) -> OpenedView:
+        """A ``views.*`` call: the view's id and hash, for a later ``views.update``."""
+        view = (await self._call(method, self.workspace, call)).get("view")
+        if not isinstance(view, Mapping):
+            return OpenedView(None, None)
+        return OpenedView(text_of(view.get("id")), text_of(view.get("hash")))
+
     def _reader(self, method: str) -> lookup.Read:
         return functools.partial(self._call, method, self.workspace)
 
@@ -389,9 +365,8 @@ class SlackChat:
         *,
         thread_ts: str | None = None,
     ) -> str | None:
-        """The ts of the message an earlier attempt posted with this key since ``since`` (less
-        the margin), if Slack has it: the channel's history, or with ``thread_ts`` that thread's
-        replies."""
+        """The ts of the message an earlier attempt posted with this key since ``since`` (less the
+        margin) in the channel, or with ``thread_ts`` that thread."""
         method = "conversations.replies" if thread_ts else "conversations.history"
         fetch = (
             functools.partial(self.client.conversations_replies, ts=thread_ts)
@@ -407,7 +382,6 @@ class SlackChat:
         return await lookup.find_posted(self._reader(method), fetch, query, idempotency_key)
 
     async def _rewrite(self, channel: str, ts: str, text: str, blocks: list[Any]) -> None:
-        """``chat.update`` of one message; a newer rewrite of it replaces one still waiting."""
         await self._call(
             "chat.update",
             self.workspace,
@@ -431,13 +405,6 @@ class OpenedView:
     hash: str | None
 
 
-def _opened(response: AsyncSlackResponse) -> OpenedView:
-    view = response.get("view")
-    if not isinstance(view, Mapping):
-        return OpenedView(None, None)
-    return OpenedView(_text(view.get("id")), _text(view.get("hash")))
-
-
 def view_conflict(exc: DeliveryError) -> bool:
     """The modal changed (or closed) since the update was prepared: ``hash_conflict`` or
     ``not_found``; nothing to retry."""
@@ -449,10 +416,5 @@ VIEW_GONE = frozenset({"hash_conflict", "not_found", "view_not_found"})
 
 
 def _thread_ts(notice: Notice) -> str | None:
-    """The ts of the Slack message whose thread a notice goes in (None: not a Slack message)."""
     thread = notice.thread
     return thread.ts if isinstance(thread, SlackRef) and thread.ts else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

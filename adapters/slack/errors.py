@@ -32,7 +32,7 @@ APP_WIDE = frozenset(
 """Errors every lookup of a kind would get alike (a people or group lookup): stop asking for a
 while rather than on every click."""
 
-PERMANENT = frozenset(
+PERMANENT = APP_WIDE | frozenset(
     {
         # where
         "channel_not_found",
@@ -47,14 +47,7 @@ PERMANENT = frozenset(
         "restricted_action_non_threadable_channel",
         "ekm_access_denied",
         "team_access_not_granted",
-        # who
-        "invalid_auth",
-        "not_authed",
-        "token_revoked",
-        "token_expired",
-        "account_inactive",
-        "missing_scope",
-        "not_allowed_token_type",
+        # who (and APP_WIDE)
         "no_permission",
         # what
         "invalid_blocks",

@@ -1,14 +1,11 @@
-"""Slack interactivity: the Bolt ``AsyncApp`` shell (authorization, listeners, tracked tasks,
-record before ack); an acked interaction's work is
-:class:`~adapters.slack.intake.handling.SlackHandling`.
+"""Slack interactivity: the Bolt ``AsyncApp`` shell; the work is
+:class:`~adapters.slack.intake.handling.SlackHandling`, in tracked tasks after the ack.
 
-Listeners ack at once and work in tracked tasks. Clicks, modal submissions and thread replies are
-recorded before the ack (rule 4, :mod:`adapters.slack.intake.durable`); not recordable → 503. Never
-recorded: secrets (they never touch our database) and slash commands. Redelivery is deduplicated in
-the database, never by the retry header. Every action carries ``shown`` from our own rendering,
-never the payload (rule 2). Authorization is precomputed from the start's ``auth.test`` (no lazy
-call per request: a Slack outage would become 500s and retry storms); Bolt's loggers stay at
-WARNING because at INFO Bolt logs the whole body of a refused request.
+Clicks, submissions and thread replies are recorded before the ack (rule 4); not recordable → 503.
+Never recorded: secrets and slash commands. Redelivery is deduplicated in the database, never by the
+retry header. Authorization is precomputed from the start's ``auth.test``: a lazy call per request
+would turn a Slack outage into 500s and retry storms. Bolt's loggers stay at WARNING: at INFO Bolt
+logs the whole body of a refused request.
 """
 
 from __future__ import annotations
@@ -91,7 +88,7 @@ class SlackInteractivity(SlackHandling):
         self._register()
 
     def _authorization(self) -> AuthorizeResult | None:
-        """From the start's ``auth.test`` (None before it: Bolt refuses rather than calling it)."""
+        """None before the start's ``auth.test``: Bolt refuses rather than calling it."""
         chat = self.chat
         if chat.bot_user_id is None:
             return None
@@ -105,8 +102,6 @@ class SlackInteractivity(SlackHandling):
             )
         return self._authorized
 
-    # ------------------------------------------------------------------ tasks
-
     def spawn(
         self,
         work: Coroutine[Any, Any, None],
@@ -115,20 +110,17 @@ class SlackInteractivity(SlackHandling):
         sensitive: bool = False,
         raw_id: int | None = None,
     ) -> None:
-        """Run one interaction's work in a tracked task. ``sensitive``: it may hold a secret, so a
-        failure is logged by kind only. ``raw_id``: the record marked handled when done."""
+        """``sensitive``: it may hold a secret, so a failure is logged by kind only. ``raw_id``: the
+        record marked handled when done."""
         work_done = self.durable.guard(work, what, sensitive, raw_id)
         task = asyncio.get_running_loop().create_task(work_done)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # ------------------------------------------------------------------ replays
-
     async def run_replays(self, stop: asyncio.Event, *, ours: bool) -> None:
         await self.durable.run_replays(stop, ours=ours)
 
     async def _replayed(self, event: RawEvent) -> None:
-        """A recorded interaction handled again, by the listeners' own path."""
         body = event.body
         kind = body.get("type")
         if kind == "block_actions":
@@ -159,8 +151,6 @@ class SlackInteractivity(SlackHandling):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    # ------------------------------------------------------------------ listeners
-
     def _register(self) -> None:
         app = self.app
 
@@ -169,11 +159,8 @@ class SlackInteractivity(SlackHandling):
             ack: Callable[..., Awaitable[Any]], body: dict[str, Any]
         ) -> BoltResponse | None:
             action = translate.first_action(body)
-            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION):
-                await ack()  # a selection changing: nothing yet
-                return None
-            if action.get("action_id") == WEB_LINK_ACTION:
-                await ack()  # "Approve in the web inbox" opened its page: nothing to do here
+            if action.get("action_id") in (MULTI_ACTION, review_modal.MANY_ACTION, WEB_LINK_ACTION):
+                await ack()  # a selection changing, or the web inbox's page opened: nothing here
                 return None
             kept = trims.durable_click(body)
             try:
@@ -237,8 +224,8 @@ class SlackInteractivity(SlackHandling):
     async def _record_reply(
         self, body: Mapping[str, Any], event: Mapping[str, Any]
     ) -> tuple[dict[str, Any], ElicitationKey, int | None] | None:
-        """Record a reply in one of our threads (without its text under a secret question):
-        (body kept, key, raw id), or None when there is nothing to handle; NotRecordedError."""
+        """Record a reply in one of our threads (no text under a secret question): (body kept, key,
+        raw id), or None: nothing to handle."""
         reply = self._read_reply(body, event)
         if reply is None:
             return None
@@ -269,9 +256,8 @@ def build_app(
     raw: RawEvents | None = None,
     clock: Clock | None = None,
 ) -> SlackInteractivity:
-    """The interactive Slack app; it answers only once ``chat.verify()`` ran. Without ``raw``,
-    interactions are acked unrecorded."""
-
+    """It answers only once ``chat.verify()`` ran. Without ``raw``, interactions are acked
+    unrecorded."""
     return SlackInteractivity(
         chat, elicitations, signing_secret=signing_secret, raw=raw, clock=clock
     )

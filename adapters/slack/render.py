@@ -1,10 +1,9 @@
 """A :class:`~bot.domain.ports.PromptView` as a Slack message (fallback text and blocks). Pure.
 
-What you see is what you approve (rule 2): approving buttons only on a message that holds the whole
-decisive content (:func:`shown`); otherwise what fits, the reason, and **Review…**. The decision
-ignores the clock-driven timeline line (room is kept for it), so a click meets the same answer.
-Budgets: :data:`MAX_TOTAL_TEXT` (below Slack's undocumented cumulative ``msg_blocks_too_long`` at
-about 12,000 characters), 50 blocks, 3,000 code points per section.
+Approving buttons only on a message that holds the whole decisive content (rule 2, :func:`shown`);
+otherwise what fits, the reason, and **Review…**. The decision ignores the clock-driven timeline
+line (room is kept for it), so a click meets the same answer. :data:`MAX_TOTAL_TEXT` stays below
+Slack's undocumented cumulative ``msg_blocks_too_long`` at about 12,000 characters.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters.slack.markup.blocks import (
+    BUTTONS_PER_BLOCK,
     MAX_BLOCKS,
     MAX_BUTTON_TEXT,
     MAX_BUTTON_VALUE,
@@ -22,7 +22,9 @@ from adapters.slack.markup.blocks import (
     MAX_ID,
     MAX_SELECT_OPTIONS,
     Block,
+    actions_block,
     button,
+    button_rows,
     clip,
     context_block,
     escape,
@@ -44,13 +46,7 @@ from bot.domain.deadlines import active_claim, claim_line, destination_name, whe
 from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE
 from bot.domain.forms import is_form
-from bot.domain.model import (
-    AnswerMode,
-    Disclosure,
-    Elicitation,
-    Meaning,
-    Status,
-)
+from bot.domain.model import AnswerMode, Disclosure, Elicitation, Meaning, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, offered_options
 from bot.domain.wording import title_of
@@ -58,15 +54,13 @@ from bot.domain.wording import title_of
 # Our own budgets, inside Block Kit's limits.
 MAX_BUTTONS = 20
 """More offered options than this are a static select."""
-BUTTONS_PER_BLOCK = 5
 MAX_TOTAL_TEXT = 10_000
-"""Upper bound of all text in one message (the sum of every text object)."""
+"""All text in one message (the sum of every text object)."""
 FALLBACK_QUESTION = 300
 REASON_TEXT = 500
 TIMELINE_TEXT = 600
 """The timeline line is cut to this; the "holds everything" decision keeps this much room."""
-MAX_URL = 3000
-"""A link button's ``url`` (Block Kit's limit)."""
+MAX_URL = 3000  # a link button's url (Block Kit's limit)
 
 EVENT_TYPE = "elicitbot_elicitation"
 NOTICE_EVENT_TYPE = "elicitbot_notice"
@@ -85,9 +79,6 @@ still sends a ``block_actions`` for it, which the app acks and ignores."""
 REVIEW_HINT = "Use *Review…* to see all of it and decide there."
 """The :attr:`~bot.domain.model.Disclosure.review` of a message that does not hold everything."""
 CUT_NOTICE = "✂️ This message does not show everything. " + REVIEW_HINT
-
-
-# --------------------------------------------------------------------------- parts
 
 
 def _header(e: Elicitation) -> Block:
@@ -131,7 +122,6 @@ class _Decision:
 
 
 def _decide(view: PromptView) -> _Decision:
-    """Whether the message holds the whole decisive content with its approving buttons."""
     e = view.elicitation
     body = [b for g in groups(e) for b in pack_whole(g)] + metadata_blocks(e)
     tail = _pending_tail(view, SHOWN_WHOLE, timeline=False)
@@ -158,7 +148,7 @@ def option_value(
 
 
 def _stamp(key: str, revision: int | None, digest: str | None) -> str:
-    """The value of Submit, Reply… and Answer…: key, revision and digest (a modal carries it on)."""
+    """Of Submit, Reply… and Answer…: key, revision and digest (a modal carries it on)."""
     return fitting(
         MAX_BUTTON_VALUE, {"e": key, "r": revision, "d": digest}, {"e": key, "r": revision}
     )
@@ -190,11 +180,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
     s = e.subject
     revision, digest = (s.revision, s.digest) if s is not None else (None, None)
     mode = e.answer_mode
-    offered = [
-        (index, o)
-        for index, o in enumerate(options)
-        if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
-    ]
+    offered = offered_choices(options, mode)
     blocks: list[Block] = []
     web = web_button(view, options)  # approving counts only in the web inbox: link there
     if web is not None and (mode is AnswerMode.MULTI_CHOICE or len(offered) > MAX_BUTTONS):
@@ -225,14 +211,7 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
             at = next(i for i, o in enumerate(options) if o.elsewhere)
             buttons.insert(sum(1 for i, _ in offered if i < at), web)
             web = None
-        blocks.extend(
-            {
-                "type": "actions",
-                "block_id": f"elicitbot.options.{n}",
-                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
-            }
-            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
-        )
+        blocks.extend(button_rows("elicitbot.options", buttons))
     hidden = len(offered) - MAX_SELECT_OPTIONS
     if hidden > 0:
         where = f"the web inbox ({link(view.link)})" if view.link else "the web inbox"
@@ -255,14 +234,23 @@ def _actions(view: PromptView, options: Sequence[OfferedOption], shown: Disclosu
         ):
             last["elements"].extend(extra)
         else:
-            blocks.append({"type": "actions", "block_id": "elicitbot.reply", "elements": extra})
+            blocks.append(actions_block("elicitbot.reply", extra))
     if not shown.whole:
         review = button("Review…", REVIEW_ACTION, review_value(key, revision), "primary")
         _add_review(blocks, review)
     # "I'm on it": its own block, after the answers; gone once the question is closed.
     claim = button("I'm on it", CLAIM_ACTION, value_json({"e": key}))
-    blocks.append({"type": "actions", "block_id": CLAIM_ACTION, "elements": [claim]})
+    blocks.append(actions_block(CLAIM_ACTION, [claim]))
     return blocks
+
+
+def offered_choices(
+    options: Sequence[OfferedOption], mode: AnswerMode
+) -> list[tuple[int, OfferedOption]]:
+    """The options offered as buttons or a select, by index (none for free text or a secret)."""
+    if mode in (AnswerMode.FREE_TEXT, AnswerMode.SECRET):
+        return []
+    return [(i, o) for i, o in enumerate(options) if o.offered]
 
 
 def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, Any] | None:
@@ -280,7 +268,7 @@ def web_button(view: PromptView, options: Sequence[OfferedOption]) -> dict[str, 
 
 
 def _row(prefix: str, key: str, elements: list[dict[str, Any]]) -> Block:
-    return {"type": "actions", "block_id": _block_id(prefix, key), "elements": elements}
+    return actions_block(_block_id(prefix, key), elements)
 
 
 def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
@@ -293,7 +281,7 @@ def _add_review(blocks: list[Block], review: dict[str, Any]) -> None:
     ):
         first["elements"].insert(0, review)
     else:
-        blocks.insert(0, {"type": "actions", "block_id": REVIEW_ACTION, "elements": [review]})
+        blocks.insert(0, actions_block(REVIEW_ACTION, [review]))
 
 
 def _hint(e: Elicitation) -> str | None:
@@ -319,7 +307,6 @@ def _withheld_lines(options: Sequence[OfferedOption], shown: Disclosure) -> list
 
 
 def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True) -> list[Block]:
-    """Everything after the metadata while pending."""
     e = view.elicitation
     options = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
     note = note_block(view)  # the upstream refused the last answer: open again, say why first
@@ -336,9 +323,6 @@ def _pending_tail(view: PromptView, shown: Disclosure, *, timeline: bool = True)
     if line:
         blocks.append(context_block(clip(line, TIMELINE_TEXT)))
     return blocks
-
-
-# --------------------------------------------------------------------------- the message
 
 
 def render(view: PromptView) -> tuple[str, list[Block]]:
@@ -406,7 +390,7 @@ def _fallback(view: PromptView) -> str:
 
 
 def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
-    """The message metadata that lets an uncertain post find its message again."""
+    """Lets an uncertain post find its message again."""
     return {
         "event_type": EVENT_TYPE,
         "event_payload": {"elicitation": key, "post": idempotency_key},
@@ -414,6 +398,5 @@ def metadata(key: str, idempotency_key: str) -> dict[str, Any]:
 
 
 def notice_metadata(idempotency_key: str) -> dict[str, Any]:
-    """A public notice's metadata, so an uncertain notice finds its reply instead of pinging
-    twice. No elicitation key: a notice has no buttons."""
+    """So an uncertain notice finds its reply instead of pinging twice (no buttons, no key)."""
     return {"event_type": NOTICE_EVENT_TYPE, "event_payload": {"post": idempotency_key}}

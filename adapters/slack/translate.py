@@ -1,7 +1,6 @@
-"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure.
-
-A person is ``team_id`` + ``user.id``, never a display name. A button's value carries its key, so a
-click on any copy resolves; else the block id or metadata (:func:`payload_key`).
+"""Slack payloads as the core's actions, and outcomes in Slack's words. Pure. A person is
+``team_id`` + ``user.id``, never a display name; a button's value carries its key, so a click on
+any copy resolves.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import html
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from adapters.slack.modals import form as form_modal
@@ -41,9 +40,6 @@ REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "me_message"
 
 _MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
 _MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
-
-
-# --------------------------------------------------------------------------- reading payloads
 
 
 def slack_text(text: str) -> str:
@@ -102,7 +98,7 @@ def mapping_of(value: Any) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class Where:
-    """Where an attempt happened; ``thread_ts`` None for a click on a top-level message."""
+    """``thread_ts`` None for a click on a top-level message."""
 
     channel: str
     root_ts: str | None
@@ -126,6 +122,14 @@ def identity(user: Any, team: Any, *, name: Any = None, is_bot: bool = False) ->
     )
 
 
+def action_value(action: Mapping[str, Any]) -> dict[str, Any]:
+    """A button's value, else the chosen option's (our JSON; {} for anything else)."""
+    raw = action.get("value")
+    return decode_value(
+        mapping_of(action.get("selected_option")).get("value") if raw is None else raw
+    )
+
+
 def first_action(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """Slack sends one action per ``block_actions`` payload."""
     actions = body.get("actions")
@@ -142,7 +146,7 @@ def person(body: Mapping[str, Any]) -> Identity | None:
 
 
 def key_in(meta: Mapping[str, Any]) -> ElicitationKey | None:
-    """The elicitation key our metadata records under ``e`` (None: none)."""
+    """The elicitation key our metadata records under ``e``."""
     key = text_of(meta.get("e"))
     return None if key is None else ElicitationKey(key)
 
@@ -160,9 +164,6 @@ def payload_key(
     meta = mapping_of(message.get("metadata"))
     named = text_of(mapping_of(meta.get("event_payload")).get("elicitation"))
     return None if named is None else ElicitationKey(named)
-
-
-# --------------------------------------------------------------------------- clicks
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,7 @@ def read_click(body: Mapping[str, Any], action: Mapping[str, Any]) -> Click | No
     message_ts = text_of(container.get("message_ts")) or text_of(message.get("ts"))
     thread = text_of(message.get("thread_ts"))
     in_thread = thread if thread is not None and thread != message_ts else None
-    raw = action.get("value")
-    if raw is None:
-        raw = mapping_of(action.get("selected_option")).get("value")
-    value = decode_value(raw)
+    value = action_value(action)
     return Click(
         who=who,
         where=Where(channel, in_thread or message_ts, in_thread),
@@ -245,9 +243,6 @@ def _multi_selection(body: Mapping[str, Any]) -> list[dict[str, Any]]:
                 for o in element.get("selected_options") or []
             ]
     return []
-
-
-# --------------------------------------------------------------------------- the reply modal
 
 
 def _state_value(values: Mapping[str, Any], block_id: str) -> Mapping[str, Any]:
@@ -333,32 +328,11 @@ def submit(
 ) -> Submit:
     """``shown``: of the message or review the modal opened from, as for :func:`choice`."""
     s = submission
+    base = Submit(key, s.who, s.where.via, revision=s.revision, digest=s.digest, shown=shown)
     if s.form is not None:  # a form: its answers by question id, for the core to check
-        answers = form_modal.form_answers(e, s.form)
-        return Submit(
-            key,
-            s.who,
-            s.where.via,
-            fields={"answers": answers},
-            revision=s.revision,
-            digest=s.digest,
-            shown=shown,
-        )
+        return replace(base, fields={"answers": form_modal.form_answers(e, s.form)})
     ids = (s.fixed,) if s.fixed else tuple(chosen_id(e, v) for v in s.chosen)
-    return Submit(
-        key,
-        s.who,
-        s.where.via,
-        option_ids=ids,
-        text=s.text,
-        secret=s.secret,
-        revision=s.revision,
-        digest=s.digest,
-        shown=shown,
-    )
-
-
-# --------------------------------------------------------------------------- thread replies
+    return replace(base, option_ids=ids, text=s.text, secret=s.secret)
 
 
 @dataclass(frozen=True)
@@ -419,8 +393,6 @@ def read_reply(
     )
 
 
-# --------------------------------------------------------------------------- in Slack's words
-
 NOT_DELIVERED = (
     "Your answer could not be passed on upstream; nothing was recorded. Please try again."
 )
@@ -428,7 +400,6 @@ NOT_DELIVERED = (
 
 def not_delivered(exc: DeliveryError) -> str:
     """A secret not passed on: the upstream's refusal (never holding the value), else retry."""
-
     if isinstance(exc, PermanentDeliveryError):
         return f"Your secret was not passed on: {exc} Nothing was stored."
     return NOT_DELIVERED

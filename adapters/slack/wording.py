@@ -1,6 +1,6 @@
-"""How a message says what became of its question: the result line, the write-back note and the
-thread note, in :mod:`bot.domain.wording`'s words. Pure. "Answered" only once the upstream accepted
-it; the thread note claims no acceptance, so it never needs taking back. All text is escaped.
+"""How a message says what became of its question, in :mod:`bot.domain.wording`'s words, escaped.
+Pure. "Answered" only once the upstream accepted it; the thread note claims no acceptance, so it
+never needs taking back.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from bot.domain.views import writeback_note
 from bot.domain.wording import Result, answered_note, result_sentence
 
 RESULT_TEXT = 1500
-NOTE_TEXT = 1200
-"""The write-back note (what the upstream said, escaped) is cut to this."""
+NOTE_TEXT = 1200  # the write-back note (what the upstream said, escaped)
 
 _SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _CUT = {"who": 100, "via": 40, "upstream": 100, "reason": RESULT_TEXT - 100}
@@ -63,7 +62,6 @@ def closed_blocks(view: PromptView) -> list[Block]:
 def thread_note(view: PromptView, answer: Answer | None = None) -> str:
     """Who answered what, on its way; never "Answered" (the upstream may refuse, and this note
     is not rewritten). ``answer``: just recorded, when ``view`` was read before it."""
-
     if answer is not None:
         view = just_answered(view, answer)
     result = view.result

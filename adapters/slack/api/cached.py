@@ -30,6 +30,14 @@ RATE_LIMIT_WAIT = timedelta(seconds=60)
 """How long to stay away after a 429 that names no ``Retry-After``."""
 
 
+@dataclass(frozen=True)
+class Entry(Generic[V]):
+    """A cached lookup's value and until when it is believed."""
+
+    value: V
+    until: datetime
+
+
 class Failure(Enum):
     RATE_LIMITED = "rate_limited"
     """Every lookup paused until the ``Retry-After``."""
@@ -43,8 +51,7 @@ class Failure(Enum):
 class Said:
     """How one kind of lookup logs what stops every lookup of its kind."""
 
-    log: Any
-    """Its module's structlog logger."""
+    log: Any  # its module's structlog logger
     rate_limited: str
     refused: str
     scope_missing: str
@@ -54,20 +61,15 @@ class Said:
 
 
 class Lookups(Generic[V]):
-    """Slack lookups by key: shared while one is under way, paused on a rate limit or an error
-    of the app's own (see the module)."""
-
     def __init__(
         self, said: Said, *, clock: Clock | None, pause: timedelta, timeout: float
     ) -> None:
         self.said = said
         self.clock: Clock = clock or SystemClock()
-        self.pause = pause
-        """How long an error of the app's own stops every lookup."""
+        self.pause = pause  # how long an error of the app's own stops every lookup
         self.timeout = timeout
         self._pending: dict[str, asyncio.Task[V]] = {}
-        self._paused_until: datetime | None = None
-        """No lookup before this (a 429's Retry-After, a missing scope)."""
+        self._paused_until: datetime | None = None  # a 429's Retry-After, a missing scope
         self._scope_logged = False
 
     def paused(self, now: datetime) -> bool:

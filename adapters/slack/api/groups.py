@@ -1,12 +1,9 @@
 """Slack user groups among a route's approvers (``slack:S…``, rule 9) read as the actor's
 :class:`~bot.domain.policy.Standing`. The core judges; this reads only groups a route names.
 
-Members are cached per group for :data:`TTL` (never used after it: someone removed stops counting
-within a minute). Fail closed: a group not read counts as not a member and is named in
-``Standing.unknown``. Failures: 429 pauses until ``Retry-After``; ``missing_scope`` and token errors
-pause for :data:`PAUSE`; ``no_such_subteam`` is remembered for :data:`TTL`; anything else for
-:data:`FAILURE_TTL`. Names for the refusal wait at most :data:`NAMES_WAIT` and never fail it.
-Logs name the group and Slack's code, never the request (it carries the token).
+Fail closed: a group not read counts as not a member and is named in ``Standing.unknown``. A 429
+pauses until ``Retry-After``, ``missing_scope`` and token errors for :data:`PAUSE`. Logs name the
+group and Slack's code, never the request (it carries the token).
 """
 
 from __future__ import annotations
@@ -14,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.api.cached import Failure, Lookups, Said
+from adapters.slack.api.cached import Entry, Failure, Lookups, Said
 from adapters.slack.api.people import SlackNames
 from adapters.slack.api.scopes import USERGROUPS_READ
 from bot.domain.model import ElicitationKey, Identity
@@ -77,14 +74,7 @@ class UsergroupsUsers(Protocol):
 
 
 def slack_groups(approvers: Sequence[str] | None) -> tuple[str, ...]:
-    """The ``slack:S…`` entries among a route's approvers."""
     return tuple(a for a in approvers or () if parse_approver(a).kind is ApproverKind.SLACK_GROUP)
-
-
-@dataclass(frozen=True)
-class _Entry:
-    members: frozenset[str] | None  # None: the lookup failed (nobody counts as a member)
-    until: datetime
 
 
 class SlackGroups:
@@ -102,7 +92,7 @@ class SlackGroups:
         self.client = client
         self.ttl = ttl
         self.failure_ttl = failure_ttl
-        self._cache: dict[str, _Entry] = {}
+        self._cache: dict[str, Entry[frozenset[str] | None]] = {}  # None: nobody counts
         self._lookups: Lookups[frozenset[str] | None] = Lookups(
             _SAID, clock=clock, pause=PAUSE, timeout=timeout
         )
@@ -163,11 +153,11 @@ class SlackGroups:
         return named
 
     async def members(self, group: str) -> frozenset[str] | None:
-        """The group's member ids (None: could not be read now)."""
+        """None: could not be read now."""
         now = self.clock.now()
         entry = self._cache.get(group)
         if entry is not None and now < entry.until:
-            return entry.members
+            return entry.value
         if self._lookups.paused(now):
             return None
         return await self._lookups.shared(group, lambda: self._look_up(group))
@@ -210,7 +200,7 @@ class SlackGroups:
     def _keep(
         self, group: str, members: frozenset[str] | None, ttl: timedelta
     ) -> frozenset[str] | None:
-        self._cache[group] = _Entry(members, self.clock.now() + ttl)
+        self._cache[group] = Entry(members, self.clock.now() + ttl)
         return members
 
 
@@ -281,7 +271,6 @@ async def _no_standing() -> Standing:
 async def check_scope(scopes: frozenset[str] | None, elicitations: Elicitations) -> bool:
     """At start: log when a route names a ``slack:S…`` approver and the token's scopes (None:
     unknown) lack ``usergroups:read``. True: it is missing."""
-
     named = sorted({g for r in await elicitations.routes() for g in slack_groups(r.approvers)})
     if not named or scopes is None or SCOPE in scopes:
         return False

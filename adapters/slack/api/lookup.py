@@ -31,8 +31,7 @@ OUR_EVENT_TYPES = frozenset({EVENT_TYPE, NOTICE_EVENT_TYPE})
 NO_LOOKUP = frozenset({"thread_not_found"})
 """Codes that mean "nothing to find there" for a lookup (not a reason to stop the post)."""
 
-Fetch = Callable[..., Awaitable[AsyncSlackResponse]]
-"""A paged read (``conversations.history`` or ``conversations.replies``) taking the query."""
+Fetch = Callable[..., Awaitable[AsyncSlackResponse]]  # conversations.history or .replies
 Read = Callable[[Callable[[], Awaitable[AsyncSlackResponse]]], Awaitable[AsyncSlackResponse]]
 """One paced, error-mapped call for one method (``SlackChat._call``)."""
 
@@ -56,8 +55,7 @@ async def pages(read: Read, fetch: Fetch, query: dict[str, Any]) -> AsyncGenerat
 async def find_posted(
     read: Read, fetch: Fetch, query: dict[str, Any], idempotency_key: str
 ) -> str | None:
-    """The ts of the message posted with ``idempotency_key`` among the pages of ``query`` (a
-    channel's history or a thread's replies since the first attempt), if Slack has it."""
+    """The ts of the message posted with ``idempotency_key`` among the pages of ``query``."""
     channel = query.get("channel")
     count = 0
     try:
@@ -87,8 +85,8 @@ async def thread_has_file(
     filename: str,
     bot: tuple[str | None, str | None],
 ) -> bool:
-    """A file named ``filename`` was shared in the thread of ``query`` by this bot (``bot``: its
-    user id and bot id). False when the thread cannot be read."""
+    """``bot`` (its user id and bot id) shared a file named ``filename`` in the thread of
+    ``query``. False when the thread cannot be read."""
     try:
         async with aclosing(pages(read, fetch, query)) as paged:
             async for messages in paged:
@@ -120,7 +118,6 @@ def cannot_look(exc: DeliveryError) -> bool:
 
 
 def _posted_ts(message: Any, idempotency_key: str) -> str | None:
-    """The ts of ``message`` when it carries our metadata with ``idempotency_key``."""
     if not isinstance(message, Mapping):
         return None
     meta = message.get("metadata")
@@ -134,7 +131,6 @@ def _posted_ts(message: Any, idempotency_key: str) -> str | None:
 
 
 def _shares(message: Any, filename: str, bot_user_id: str | None, bot_id: str | None) -> bool:
-    """``message`` is ours and shares a file named ``filename``."""
     if not isinstance(message, Mapping):
         return False
     ours = (bot_user_id is not None and message.get("user") == bot_user_id) or (

@@ -2,18 +2,12 @@
 ``chat.update`` a budget per workspace (Tier 3), and after a 429 nothing on that key (method +
 channel or workspace) until its ``Retry-After``.
 
-Calls on one key go out one at a time in arrival order (:class:`asyncio.Lock` is FIFO) with one
-sleep, no polling. A call that would wait past ``max_wait`` raises
-:class:`~bot.domain.errors.TransientDeliveryError` with ``retry_after`` (the outbox resends it);
-calls handed back together come back a turn apart. A newer update of a message replaces a pending
-one (:meth:`Pacer.send_latest`). A call that gives way (a thread note) only takes a turn nobody else
-wants, and with shared slots only while no replica has a question of the channel claimed, so
-questions never wait behind notes.
-
-Given ``slots`` (the store's :class:`~bot.domain.store.Pacing`), each paced call also reserves a
-shared slot once first in the local queue, so N replicas keep one rate; a slot once taken is used,
-so a deferral never leaves a hole. :class:`PacedRetryHandler` makes a 429 block the whole key and
-sends a long ``Retry-After`` back to the outbox instead of holding a worker.
+Calls on one key go out one at a time in arrival order (:class:`asyncio.Lock` is FIFO), no polling;
+one that would wait past ``max_wait`` goes back to the outbox with ``retry_after``. A call that
+gives way (a thread note) takes only a turn nobody else wants, and with shared slots only while no
+replica has a question of the channel claimed, so questions never wait behind notes. Given
+``slots`` (the store), N replicas keep one rate; a slot once taken is used, so a deferral never
+leaves a hole.
 """
 
 from __future__ import annotations
@@ -179,8 +173,6 @@ class Pacer:
         self._pending: dict[tuple[Key, Hashable], _Pending] = {}
         self.stats = PacerStats()
 
-    # ------------------------------------------------------------------ state
-
     def _gate(self, key: Key) -> _Gate:
         gate = self._gates.get(key)
         if gate is None:
@@ -208,8 +200,6 @@ class Pacer:
         ahead = gate.waiting + (1 if gate.lock.locked() else 0)
         ready = max(gate.ready_at(), self._now())
         return ready - self._now() + ahead * self._interval(gate)
-
-    # ------------------------------------------------------------------ sending
 
     async def send(
         self, key: Key, call: Callable[[], Awaitable[T]], *, gives_way: bool = False

@@ -1,8 +1,6 @@
 """Slack people's display names (``users.info``), cached, for "Answered by Alice" on every copy.
-
-Failures are soft (the surface shows the id) and remembered for :data:`FAILURE_TTL`; a known name
-stays in use while a refresh fails. ``missing_scope`` and token errors stop every lookup, a 429
-all lookups until ``Retry-After`` (limits are per method and workspace); other errors one person.
+Failures are soft (the surface shows the id); a known name stays in use while a refresh fails.
+``missing_scope``, token errors and a 429 stop every lookup (limits are per method and workspace).
 Logs name the user id and Slack's code, never the request (it carries the token).
 """
 
@@ -11,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.api.cached import Failure, Lookups, Said
+from adapters.slack.api.cached import Entry, Failure, Lookups, Said
 from bot.domain.model import Identity
 from bot.domain.ports import Clock
 
@@ -52,14 +49,8 @@ class UsersInfo(Protocol):
     async def users_info(self, *, user: str) -> Any: ...
 
 
-@dataclass(frozen=True)
-class _Entry:
-    name: str | None
-    until: datetime
-
-
 def name_of(user: Any) -> str | None:
-    """The name to show for a ``users.info`` ``user`` object (None: it has none)."""
+    """The name to show for a ``users.info`` ``user`` object."""
     if not isinstance(user, dict):
         return None
     profile = user.get("profile")
@@ -76,8 +67,6 @@ def name_of(user: Any) -> str | None:
 
 
 class SlackNames:
-    """Display names of Slack users by id, from ``users.info``, cached (see the module)."""
-
     def __init__(
         self,
         client: UsersInfo,
@@ -92,7 +81,7 @@ class SlackNames:
         self.ttl = ttl
         self.failure_ttl = failure_ttl
         self.size = size
-        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._cache: OrderedDict[str, Entry[str | None]] = OrderedDict()
         self._lookups: Lookups[str | None] = Lookups(
             _SAID, clock=clock, pause=failure_ttl, timeout=timeout
         )
@@ -101,7 +90,6 @@ class SlackNames:
     async def identify(self, who: Identity) -> Identity:
         """``who`` with its Slack display name; none when unknown (shown by id, which Slack
         shows as a mention), never the payload's legacy username. Non-Slack users: unchanged."""
-
         if who.platform != "slack" or not _USER_ID.match(who.user):
             return who
         name = await self.name(who.user)
@@ -110,13 +98,13 @@ class SlackNames:
         return who.model_copy(update={"display_name": name})
 
     async def name(self, user: str) -> str | None:
-        """The person's name, from the cache or ``users.info`` (None: unknown for now)."""
+        """None: unknown for now."""
         now = self.clock.now()
         entry = self._cache.get(user)
         if entry is not None and now < entry.until:
             self._cache.move_to_end(user)
-            return entry.name
-        stale = entry.name if entry is not None else None
+            return entry.value
+        stale = entry.value if entry is not None else None
         if self._lookups.paused(now):
             return stale
         return await self._lookups.shared(user, lambda: self._look_up(user, stale))
@@ -145,7 +133,7 @@ class SlackNames:
         return self._keep(user, name, self.ttl)
 
     def _keep(self, user: str, name: str | None, ttl: timedelta) -> str | None:
-        self._cache[user] = _Entry(name, self.clock.now() + ttl)
+        self._cache[user] = Entry(name, self.clock.now() + ttl)
         self._cache.move_to_end(user)
         while len(self._cache) > self.size:
             self._cache.popitem(last=False)

@@ -25,8 +25,7 @@ def read_command(body: Mapping[str, Any]) -> tuple[Command, str] | None:
 
 
 def command_reply_to(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
-    """Where a command's reply goes: (its ``response_url``, else an ephemeral to the user in the
-    channel)."""
+    """Its ``response_url``, else an ephemeral to the user in the channel."""
     return (
         text_of(body.get("response_url")),
         text_of(body.get("user_id")),
@@ -49,7 +48,6 @@ _USAGE_PREFIX = "Usage: "
 
 
 def command_text(result: CommandResult, channel: str) -> str:
-    """What a ``/elicitbot`` command did, for the one who ran it."""
     if result.refused:
         return REFUSED_COMMAND
     if result.problem is not None:

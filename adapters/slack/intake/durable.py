@@ -1,13 +1,10 @@
 """Durable before ack (rule 4): record an interaction before its HTTP ack, mark it handled, replay
 what a killed process left open. Knows no Bolt and no payload shape.
 
-Not recorded (database down) → :class:`NotRecordedError` → 503, never an ack. On SQLite the ack
-waits for a group-committed record ahead of other writers (p99 ~20 ms at 100 clicks/s,
-``bench/slack_clicks.py``); a full GC stops it too, which is why ``serve`` freezes what start
-built. Marked handled once ``act`` returns or the work ends otherwise (a replay would fail alike);
-cancelled or killed, it stays open. Replayed at start and every :data:`REPLAY_EVERY`: on SQLite at
-once, on PostgreSQL after :data:`REPLAY_GRACE` (another replica may be on it); the first answer
-wins, so a replay records nothing twice.
+Not recorded (database down): 503, never an ack. On SQLite the ack waits for a group-committed
+record (p99 ~20 ms at 100 clicks/s, ``bench/slack_clicks.py``); a full GC stops it too, which is
+why ``serve`` freezes what start built. Cancelled or killed, a record stays open and is replayed;
+the first answer wins, so a replay records nothing twice.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ REPLAY_GRACE = timedelta(seconds=60)
 REPLAY_PAGE = 100
 
 _RAW_ID: ContextVar[int | None] = ContextVar("slack_raw_id", default=None)
-"""The record the running interaction handles, set in its own task so ``settle`` needs no
-argument."""
+"""The record the running interaction handles (set in its own task)."""
 
 
 class NotRecordedError(Exception):
@@ -46,8 +42,7 @@ class NotRecordedError(Exception):
 
 
 class Durable:
-    """Records interactions before their ack, marks them handled, replays what was left open
-    through ``handle``. ``raw`` None: nothing is recorded or replayed."""
+    """Replays go through ``handle``. ``raw`` None: nothing is recorded or replayed."""
 
     def __init__(
         self,
@@ -60,8 +55,6 @@ class Durable:
         self._handle = handle
         self.started_at = clock.now()  # before it: a predecessor's record
         self._in_flight: set[int] = set()  # handled here: a replay leaves them alone
-
-    # ------------------------------------------------------------------ before the ack
 
     async def record(self, body: dict[str, Any]) -> tuple[bool, int | None]:
         """(handle it?, raw id): recorded before (False, None); no store (True, None);
@@ -80,8 +73,6 @@ class Durable:
             return False, None
         self._in_flight.add(raw_id)
         return True, raw_id
-
-    # ------------------------------------------------------------------ after it
 
     async def guard(
         self, work: Awaitable[None], what: str, sensitive: bool, raw_id: int | None = None
@@ -120,8 +111,6 @@ class Durable:
             log.warning("slack.raw_not_marked", raw_id=raw_id, error=type(exc).__name__)
         else:
             self._in_flight.discard(raw_id)
-
-    # ------------------------------------------------------------------ replays
 
     async def replay(self, *, before: datetime) -> int:
         """Handle every open record from before ``before``, oldest first; returns how many.
@@ -164,7 +153,6 @@ class Durable:
             now = self.clock.now()
             before = now - REPLAY_GRACE
             before = max(self.started_at, before) if ours else before
-
             try:
                 replayed = await self.replay(before=before)
                 purged = await self.raw.purge_raw(now - KEEP_HANDLED) if self.raw else 0

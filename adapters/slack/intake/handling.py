@@ -1,6 +1,5 @@
-"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` and the
-outcome shown. The core judges; this translates and shows. Bots are told nothing (they read no
-ephemerals). Modals open only when the core's outcome is ``FORM``.
+"""Slack interactions handled, Bolt-free: translated, handed to ``Elicitations.act`` (the core
+judges) and the outcome shown. Modals open only when the core's outcome is ``FORM``.
 """
 
 from __future__ import annotations
@@ -68,8 +67,6 @@ class SlackHandling:
         self.review = ReviewFlow(chat, elicitations, act=self._act_in_review, tell=self._tell)
         """The Review… modal (answer rule 2): :mod:`adapters.slack.review.flow`."""
 
-    # ------------------------------------------------------------------ acting
-
     identify: Callable[[Identity], Awaitable[Identity]] | None = None
     """Gives the actor their display name (``SlackNames.identify``); None: the payload's."""
 
@@ -86,7 +83,6 @@ class SlackHandling:
         in_modal: bool = False,
     ) -> Outcome | None:
         """Hand an answer to the core and show its outcome (None: not delivered, person told).
-
         ``seen``: the view just read, reused by the thread note. ``quiet``: nothing said when
         the elicitation is gone. ``in_modal``: the review says the outcome, nothing private."""
         if not isinstance(action, Open | OnView):
@@ -136,7 +132,6 @@ class SlackHandling:
     async def _act_in_review(
         self, action: Choose | Open, where: Where, seen: PromptView | None
     ) -> Outcome | None:
-        """A decision taken in the review modal (which then says the outcome)."""
         return await self._act(action, where, seen, in_modal=True)
 
     async def _claim(self, action: ClaimIt, where: Where) -> None:
@@ -145,10 +140,9 @@ class SlackHandling:
             action = replace(action, standing=await self.standing(action.who, action.key))
         outcome = await self.elicitations.act(action)
         await self.durable.settle()
-        if outcome.kind is OutcomeKind.NOT_FOUND:
-            await self._tell(action.who, where, outcome.message or NOT_FOUND_TEXT)
-        else:
-            await self._tell(action.who, where, translate.claim_text(outcome))
+        gone = outcome.kind is OutcomeKind.NOT_FOUND
+        text = (outcome.message or NOT_FOUND_TEXT) if gone else translate.claim_text(outcome)
+        await self._tell(action.who, where, text)
 
     async def _announce(
         self, key: ElicitationKey, where: Where, seen: PromptView | None, answer: Answer | None
@@ -170,12 +164,9 @@ class SlackHandling:
         )
 
     async def _key_for(self, channel: str, ts: str | None) -> ElicitationKey | None:
-        """The elicitation of the message at ``channel``/``ts``, by its ref key."""
         if ts is None:
             return None
         return await self.elicitations.key_for_message(SlackRef(channel, ts).key)
-
-    # ------------------------------------------------------------------ clicks
 
     async def _click(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         if review_modal.in_review(body):  # inside the Review… modal
@@ -233,8 +224,6 @@ class SlackHandling:
             log.warning("slack.modal_not_opened", key=key, error=str(exc))
             await self._tell(who, where, translate.MODAL_NOT_OPENED)
 
-    # ------------------------------------------------------------------ the modal
-
     async def _submitted(
         self,
         body: Mapping[str, Any],
@@ -266,8 +255,6 @@ class SlackHandling:
         submit = translate.submit(submission, key, view.elicitation, shown=shown)
         await self._act(submit, where, view)
 
-    # ------------------------------------------------------------------ thread replies
-
     def _read_reply(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> ThreadReply | None:
         return translate.read_reply(
             body,
@@ -287,7 +274,6 @@ class SlackHandling:
     ) -> None:
         """``key``: when already found. ``deduped``: recorded once already; else deduplicated
         here by ``event_id`` and channel/ts."""
-
         reply = self._read_reply(body, event)
         if reply is None:
             return
@@ -307,8 +293,6 @@ class SlackHandling:
         view = await self.elicitations.view(key)
         shown = message_shown(view) if view is not None else None
         await self._act(reply.reply(key, shown=shown), reply.where, view, quiet=True)
-
-    # ------------------------------------------------------------------ /elicitbot
 
     async def _command(self, body: Mapping[str, Any]) -> None:
         read = commands.read_command(body)

@@ -36,7 +36,6 @@ def malformed_signature(request: Request) -> str | None:
 
 
 def slack_router(app: AsyncApp) -> APIRouter:
-    """The router serving Slack's requests to ``app``."""
     handler = AsyncSlackRequestHandler(app)
     router = APIRouter(tags=["slack"])
 

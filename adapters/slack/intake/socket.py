@@ -27,8 +27,6 @@ CONNECT_TIMEOUT = 30.0
 
 
 class SlackSocket:
-    """Start/stop the Socket Mode connection of a Bolt app."""
-
     def __init__(
         self,
         app: AsyncApp,
@@ -46,11 +44,8 @@ class SlackSocket:
         self._handler: AsyncSocketModeHandler | None = None
 
     async def start(self) -> None:
-        """Open the connection; returns once connected (the client reconnects by itself later).
-
-        The app token is checked first with one ``apps.connections.open``: a refused token is a
-        PermanentDeliveryError at once (the SDK alone would retry forever), and a websocket that
-        does not open within ``connect_timeout`` is a TransientDeliveryError."""
+        """Returns once connected (the client reconnects by itself later). The token is checked
+        first with one ``apps.connections.open``: the SDK would retry a refused one forever."""
         if self._handler is not None:
             return
         try:

@@ -115,14 +115,12 @@ def kept_submission(
 
 
 def kept_event(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The event of a kept event envelope."""
     return mapping_of(body.get("event"))
 
 
 def durable_reply(body: Mapping[str, Any], *, secret: bool) -> dict[str, Any]:
     """A thread reply as kept: what :func:`read_reply` reads; under a secret question no text
     (a secret typed in the thread is refused whatever it says, and never stored)."""
-
     event = _pick(
         body.get("event"),
         "type",

@@ -26,14 +26,12 @@ MAX_ID = 255
 MAX_OPTION_TEXT = 75
 MAX_OPTION_VALUE = 150
 MAX_SELECT_OPTIONS = 100
+BUTTONS_PER_BLOCK = 5
 
 SELECT_BUDGET = 2400
 """The labels of one select share this many code points."""
 
 _UNSAFE_URL = re.compile(r"[\s<>|\"]")
-
-
-# --------------------------------------------------------------------------- text
 
 
 def escape(text: str) -> str:
@@ -76,9 +74,6 @@ def cut(text: str, limit: int, full_text: str) -> str:
     return safe_head(text, limit - len(note)) + note
 
 
-# --------------------------------------------------------------------------- text objects, blocks
-
-
 def mrkdwn(text: str) -> dict[str, Any]:
     return {"type": "mrkdwn", "text": text, "verbatim": True}
 
@@ -95,11 +90,7 @@ def context_block(text: str) -> Block:
     return {"type": "context", "elements": [mrkdwn(text)]}
 
 
-# ------------------------------------------------------------------- values, buttons, selects
-
-
 def value_json(payload: dict[str, Any]) -> str:
-    """A button's, an option's or a modal's value: compact JSON."""
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -131,6 +122,18 @@ def button(text: str, action_id: str, value: str, style: str | None = None) -> d
     if style is not None:
         element["style"] = style
     return element
+
+
+def actions_block(block_id: str, elements: list[dict[str, Any]]) -> Block:
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
+def button_rows(prefix: str, buttons: list[dict[str, Any]]) -> list[Block]:
+    """``buttons`` in actions blocks of :data:`BUTTONS_PER_BLOCK`, ids ``<prefix>.0``, ``.1``…"""
+    return [
+        actions_block(f"{prefix}.{n}", buttons[start : start + BUTTONS_PER_BLOCK])
+        for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
+    ]
 
 
 def option_text(label: str, admin_only: bool, limit: int) -> str:
@@ -168,7 +171,6 @@ def static_select(
 
 def text_length(blocks: Sequence[Block]) -> int:
     """All the blocks' text in code points: what Slack's cumulative limit counts."""
-
     return sum(_length(b) for b in blocks)
 
 

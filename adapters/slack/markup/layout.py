@@ -13,7 +13,6 @@ from adapters.slack.markup.blocks import (
     MAX_FIELDS,
     MAX_SECTION_TEXT,
     Block,
-    escape,
     safe_head,
     section_block,
 )
@@ -37,9 +36,6 @@ _FENCE = len("```\n\n```")
 class Packed:
     blocks: list[Block]
     whole: bool
-
-
-# --------------------------------------------------------------------------- splitting
 
 
 def _split_at(text: str, limit: int) -> int:
@@ -72,9 +68,6 @@ def split(text: str, limit: int) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------- packing
-
-
 def field_text(part: FieldPart, limit: int | None = None) -> tuple[str, bool]:
     """A field as mrkdwn (``*Label*`` and the value on the next line); cut to ``limit``."""
     label = label_text(part.label)
@@ -89,7 +82,7 @@ def field_text(part: FieldPart, limit: int | None = None) -> tuple[str, bool]:
 
 def _atoms(part: Part, width: int) -> list[str]:
     if part.code:
-        body = mrkdwn.neutralise(escape(part.text.rstrip("\n")))
+        body = mrkdwn.text(part.text.rstrip("\n"))
         return ["```\n" + chunk + "\n```" for chunk in split(body, width - _FENCE)]
     return split(part.text, width)
 
@@ -115,7 +108,6 @@ def _fields_block(texts: Sequence[str]) -> Block:
 
 
 def pack_whole(group: Group) -> list[Block]:
-    """The group whole, over as many sections as it needs."""
     blocks: list[Block] = []
     atoms: list[str] = []
     fields: list[str] = []
@@ -146,7 +138,7 @@ def pack_whole(group: Group) -> list[Block]:
 def _cut_atom(part: Part, room: int, note: str) -> str | None:
     """The start of ``part`` in at most ``room`` code points, ending with ``note``."""
     if part.code:
-        body = mrkdwn.neutralise(escape(part.text.rstrip("\n")))
+        body = mrkdwn.text(part.text.rstrip("\n"))
         keep = room - _FENCE - len(note) - 3
         if keep < CUT_MIN:
             return None
@@ -204,23 +196,14 @@ def _pack_fields_cut(group: Group, budget: int) -> Packed:
     return Packed([_fields_block(texts)] if texts else [], whole=whole and bool(texts))
 
 
-def size(group: Group) -> int:
-    """Code points of the group's text when shown whole."""
-    total = 0
-    for block in pack_whole(group):
-        if "text" in block:
-            total += len(block["text"]["text"])
-        total += sum(len(f["text"]) for f in block.get("fields", []))
-    return total
-
-
-# --------------------------------------------------------------------------- a message's body
-
-
 def block_text(block: Block) -> int:
-    """Code points of a section's text and fields."""
     total = len(block["text"]["text"]) if "text" in block else 0
     return total + sum(len(f["text"]) for f in block.get("fields", []))
+
+
+def size(group: Group) -> int:
+    """Code points of the group's text when shown whole."""
+    return sum(block_text(b) for b in pack_whole(group))
 
 
 def _cap(sizes: Sequence[int], budget: int) -> int:

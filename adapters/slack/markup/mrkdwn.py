@@ -1,10 +1,8 @@
 """Markdown as Slack mrkdwn over markdown-it-py's token stream: prose (escaped) and code parts.
 Pure. A link shows its URL (a label never hides it); non-http(s) links are text. Nothing is
-dropped: past markdown-it's nesting limit the whole source is one code part.
-
-Not Block Kit's ``markdown`` block: its links hide URLs, its mention escaping is undocumented, one
-block may become several (breaking the 50-block budget) and its limit is separate from the
-message's; rendering ourselves keeps what counts as shown whole here, testable offline.
+dropped: past markdown-it's nesting limit the whole source is one code part. Not Block Kit's
+``markdown`` block: its links hide URLs, its mention escaping is undocumented, one block may become
+several (breaking the 50-block budget) and its limit is separate from the message's.
 """
 
 from __future__ import annotations
@@ -55,14 +53,12 @@ def fence(code: str) -> str:
 
 
 def to_mrkdwn(markdown: str) -> str:
-    """Markdown as one mrkdwn string (code parts fenced)."""
     return "\n".join(fence(p.text) if p.code else p.text for p in parts(markdown))
 
 
 @lru_cache(maxsize=512)
 def parts(markdown: str) -> tuple[Part, ...]:
-    """Markdown as prose and code parts, in order; nothing dropped (see the module docstring).
-    Cached: the message, its disclosure and its review render the same text."""
+    """Cached: the message, its disclosure and its review render the same text."""
     env: dict[str, Any] = {}
     tokens = _MD.parse(markdown, env)
     references: dict[str, dict[str, Any]] = env.get("references", {})
@@ -133,8 +129,6 @@ class _Writer:
     """The bullet of a list item whose first line is not written yet."""
     hrefs: set[str] = field(default_factory=set)
 
-    # ------------------------------------------------------------------ output
-
     def _prefix(self, first: bool) -> str:
         quote = "> " if self.quote else ""
         if not self.lists:
@@ -169,8 +163,6 @@ class _Writer:
     def done(self) -> tuple[Part, ...]:
         self._flush()
         return tuple(p for p in self.out if p.text.strip())
-
-    # ------------------------------------------------------------------ blocks
 
     def blocks(self, tokens: Sequence[Token]) -> None:
         heading = False
@@ -213,9 +205,6 @@ class _Writer:
                 self.blank()
 
 
-# --------------------------------------------------------------------------- inline
-
-
 def _code_span(content: str) -> str:
     if "`" in content or not content.strip():
         return text(content)
@@ -235,7 +224,6 @@ def _link(label: str, plain: str, href: str, title: str | None, auto: bool) -> s
 
 
 def inline(children: Sequence[Token], hrefs: set[str] | None = None) -> str:
-    """One inline token's children as mrkdwn."""
     out: list[str] = []
     opened: list[tuple[int, int, Token]] = []
     seen = hrefs if hrefs is not None else set()

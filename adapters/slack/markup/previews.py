@@ -1,8 +1,7 @@
 """The question and preview items as groups of pieces (prose, code, fields), the metadata line and
-the options' descriptions. Pure.
-
-Code is a mrkdwn ``` block, not ``rich_text_preformatted``: mrkdwn sections have documented limits
-and count toward the cumulative one, so "holds everything" is measured in one unit.
+the options' descriptions. Pure. Code is a mrkdwn ``` block, not ``rich_text_preformatted``: mrkdwn
+sections have documented limits and count toward the cumulative one, so "holds everything" is
+measured in one unit.
 """
 
 from __future__ import annotations
@@ -55,9 +54,6 @@ class Group:
     @property
     def fields_only(self) -> bool:
         return all(isinstance(p, FieldPart) for p in self.pieces)
-
-
-# --------------------------------------------------------------------------- groups
 
 
 def label_text(raw: str | None) -> str:
@@ -202,7 +198,6 @@ def metadata_blocks(e: Elicitation) -> list[Block]:
 
 
 def groups(e: Elicitation) -> list[Group]:
-    """The question, then the preview items, as groups."""
     question = question_group(e.question)
     previews = preview_groups(e.subject) if e.subject is not None else []
     return ([question] if question else []) + previews

@@ -1,9 +1,6 @@
 """A form (several questions) in the reply modal: one input per question, the submission read back
-as per-question answers, and those answers in words. Pure.
-
-Block ids ``elicitbot.form.<n>.choice`` / ``.text`` (``n`` from 1), option values ``{"i": index}``,
-``private_metadata`` ``"f"``: the question count. Answers: ``{question id: {"selected": [labels],
-"text": str | None}}``, checked by :func:`bot.domain.forms.check_answers`.
+as per-question answers (``{question id: {"selected": [labels], "text": str | None}}``, checked by
+:func:`bot.domain.forms.check_answers`). Pure.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from bot.domain.wording import one_line
 
 FORM_BLOCK = "elicitbot.form"
 INPUT_ACTION = "value"
-"""The action id of every input (as in :mod:`adapters.slack.modals.reply`)."""
 MAX_LABEL = 2000
 MAX_HINT = 2000
 MAX_DESCRIPTION = 75
@@ -42,9 +38,6 @@ def choice_block(number: int) -> str:
 
 def text_block(number: int) -> str:
     return f"{FORM_BLOCK}.{number}.text"
-
-
-# --------------------------------------------------------------------------- the modal
 
 
 def summary(e: Elicitation) -> str:
@@ -92,9 +85,32 @@ def _long_descriptions(q: FormQuestion) -> str | None:
     return " · ".join(long) if long else None
 
 
-def _hint(*parts: str | None) -> dict[str, Any] | None:
+def with_hint(block: Block, *parts: str | None) -> Block:
+    """``block`` with the parts given as its hint (none given: no hint)."""
     text = " ".join(p for p in parts if p)
-    return plain(clip(text, MAX_HINT)) if text else None
+    if text:
+        block["hint"] = plain(clip(text, MAX_HINT))
+    return block
+
+
+def text_input(
+    block_id: str, label: str, limit: int, *, multiline: bool, optional: bool, hint: str | None
+) -> Block:
+    block: Block = {
+        "type": "input",
+        "block_id": block_id,
+        "optional": optional,
+        "label": plain(label),
+        "element": {
+            "type": "plain_text_input",
+            "action_id": INPUT_ACTION,
+            "multiline": multiline,
+            "max_length": limit,
+        },
+    }
+    if not optional:
+        block["element"]["min_length"] = 1
+    return with_hint(block, hint)
 
 
 def _choice_input(number: int, q: FormQuestion, url: str) -> Block:
@@ -120,7 +136,8 @@ def _choice_input(number: int, q: FormQuestion, url: str) -> Block:
         "label": plain(label),
         "element": element,
     }
-    hint = _hint(  # the short notes first: a long question or descriptions may be cut
+    return with_hint(  # the short notes first: a long question or descriptions may be cut
+        block,
         "Choose one or more." if q.multi else None,
         f"{hidden} more options are in the web inbox: {url or 'see the message'}."
         if hidden > 0
@@ -128,36 +145,20 @@ def _choice_input(number: int, q: FormQuestion, url: str) -> Block:
         long_question,
         _long_descriptions(q),
     )
-    if hint is not None:
-        block["hint"] = hint
-    return block
 
 
 def _text_input(number: int, q: FormQuestion, limit: int, longer: str | None) -> Block:
     label, long_question = _label(number, q)
     with_options = bool(q.options)
-    block: Block = {
-        "type": "input",
-        "block_id": text_block(number),
-        "optional": with_options,
-        "label": plain(f"{number}. Or in your own words" if with_options else label),
-        "element": {
-            "type": "plain_text_input",
-            "action_id": INPUT_ACTION,
-            "multiline": True,
-            "max_length": limit,
-        },
-    }
-    if not with_options:
-        block["element"]["min_length"] = 1
-    hint = _hint(
-        None if with_options else long_question,
-        "Choose above, write here, or both." if with_options else None,
-        longer,
+    first = "Choose above, write here, or both." if with_options else long_question
+    return text_input(
+        text_block(number),
+        f"{number}. Or in your own words" if with_options else label,
+        limit,
+        multiline=True,
+        optional=with_options,
+        hint=" ".join(p for p in (first, longer) if p),
     )
-    if hint is not None:
-        block["hint"] = hint
-    return block
 
 
 def form_inputs(e: Elicitation, *, limit: int, full_limit: int, url: str) -> list[Block]:
@@ -180,9 +181,6 @@ def form_inputs(e: Elicitation, *, limit: int, full_limit: int, url: str) -> lis
     return blocks
 
 
-# --------------------------------------------------------------------------- the message
-
-
 def _example(q: FormQuestion) -> str:
     if not q.options:
         return "your words"
@@ -199,9 +197,6 @@ def form_hint(e: Elicitation) -> str:
         f"number and your answer: `{escape(example)}{more}`",
         FORM_HINT,
     )
-
-
-# --------------------------------------------------------------------------- the submission
 
 
 @dataclass(frozen=True)
@@ -286,7 +281,6 @@ def _form_block_ids(view: Mapping[str, Any], values: Mapping[str, Any]) -> dict[
 
 def form_errors(view: Mapping[str, Any], limit: Any) -> dict[str, str]:
     """Checks before the ack, on their input: every question answered, no text over ``limit``."""
-
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     values = values if isinstance(values, Mapping) else {}

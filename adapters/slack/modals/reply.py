@@ -1,8 +1,6 @@
 """The "Reply…" modal: a text box, the options, the secret box, or a form's inputs. Pure.
-
 ``private_metadata`` carries what a submission needs to be checked before its ack and found again
-without the message. A secret box takes 3,000 characters (Slack's limit); past that the modal
-links the web inbox's private form.
+without the message.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from adapters.slack.markup.blocks import (
     static_select,
     value_json,
 )
-from adapters.slack.modals.form import form_inputs, summary
+from adapters.slack.modals.form import form_inputs, summary, text_input
 from bot.domain.forms import is_form
 from bot.domain.model import AnswerMode, Disclosure, Elicitation
 from bot.domain.ports import PromptView
@@ -35,12 +33,9 @@ CHOICE_BLOCK = "elicitbot.choice"
 CHOICES_BLOCK = "elicitbot.choices"
 INPUT_ACTION = "value"
 
-MAX_INPUT_LENGTH = 3000
-"""``plain_text_input.max_length`` can be at most 3,000."""
+MAX_INPUT_LENGTH = 3000  # Slack's most for plain_text_input.max_length; past it: the web form
 MAX_MODAL_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
-MAX_MODAL_LABEL = 2000
-MAX_MODAL_HINT = 2000
 MODAL_QUESTION = 2500
 
 
@@ -55,7 +50,6 @@ def input_limit(e: Elicitation) -> int:
 
 
 def longer_secret_line(url: str) -> str:
-    """What a secret modal says when the source takes more than the box does."""
     where = link(url) if url else "the web inbox"
     return f"Longer than {MAX_INPUT_LENGTH:,} characters? Use the private web form: {where}"
 
@@ -69,28 +63,6 @@ def _modal_metadata(fields: dict[str, Any]) -> str:
         compact.pop("e", None)
         text = value_json(compact)
     return text if len(text) <= MAX_PRIVATE_METADATA else value_json({"c": fields.get("c")})
-
-
-def _text_input(
-    block_id: str, label: str, limit: int, *, multiline: bool, optional: bool, hint: str | None
-) -> Block:
-    block: Block = {
-        "type": "input",
-        "block_id": block_id,
-        "optional": optional,
-        "label": plain(clip(label, MAX_MODAL_LABEL)),
-        "element": {
-            "type": "plain_text_input",
-            "action_id": INPUT_ACTION,
-            "multiline": multiline,
-            "max_length": limit,
-        },
-    }
-    if not optional:
-        block["element"]["min_length"] = 1
-    if hint:
-        block["hint"] = plain(clip(hint, MAX_MODAL_HINT))
-    return block
 
 
 def _choice_input(
@@ -156,7 +128,7 @@ def reply_modal(
         title, submit = "Secret answer", "Send privately"
         where = {"pinework": "Pinework"}.get(e.source, e.source)
         blocks.append(
-            _text_input(
+            text_input(
                 SECRET_BLOCK,
                 "Secret",
                 limit,
@@ -170,7 +142,7 @@ def reply_modal(
     elif chosen is not None:
         blocks.append(context_block(f"You chose *{clip(escape(chosen.label), 200)}*."))
         blocks.append(
-            _text_input(
+            text_input(
                 TEXT_BLOCK,
                 "Comment",
                 limit,
@@ -192,7 +164,7 @@ def reply_modal(
         if mode in (AnswerMode.FREE_TEXT, AnswerMode.CHOICE_OR_TEXT, AnswerMode.ACKNOWLEDGE):
             label = "Your answer" if choice is None else "Or write an answer"
             blocks.append(
-                _text_input(
+                text_input(
                     TEXT_BLOCK,
                     label,
                     limit,
@@ -230,5 +202,4 @@ def reply_modal(
 
 def closes_all(meta: dict[str, Any]) -> bool:
     """Pushed on a review: its submission closes both."""
-
     return meta.get("v") == 1

@@ -1,11 +1,10 @@
 """The Review flow (rule 2): open the review modal, page through it, decide in it, and share a
 request too long for a modal as a file in the message's thread.
 
-Paging rewrites one modal with ``views.update`` and the hash the click saw (a conflict is dropped),
-not ``views.push``: Slack keeps at most three views on a stack. Pages move one at a time, so the
-last page reached means every page was shown. Beyond a modal, the modal opens at once (the
-trigger id lasts 3 s) and the file is uploaded once per message and revision (looked for first;
-two replicas racing on a first Review… can still both upload).
+Paging rewrites one modal (``views.update`` with the hash the click saw), not ``views.push``: Slack
+keeps at most three views on a stack. Pages move one at a time, so the last page reached means
+every page was shown. Beyond a modal, the modal opens at once (the trigger id lasts 3 s), then the
+file is uploaded once per message and revision (two replicas racing can still both upload).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from adapters.slack.markup.blocks import escape
 from adapters.slack.modals.reply import reply_modal
 from adapters.slack.review import modal as rm
 from adapters.slack.review import pages as review
-from adapters.slack.translate import Click, Where, chosen_id
+from adapters.slack.translate import Click, Where, chosen_id, refusal_text
 from adapters.slack.wording import just_answered, result_line
 from bot.domain.actions import NOT_FOUND_TEXT, Choose, Open, Outcome, OutcomeKind
 from bot.domain.errors import DeliveryError
@@ -53,8 +52,6 @@ class ReviewFlow:
         """(channel, thread, file) shared from here; elsewhere, the thread is looked in."""
         self._attaching = asyncio.Lock()
         """One upload at a time (they are rare): two quick Review… clicks share one file."""
-
-    # ------------------------------------------------------------------ opening
 
     async def open(self, click: Click, view: PromptView) -> None:
         """Review… on a message: the modal on its first page (or, beyond a modal, the file)."""
@@ -104,8 +101,6 @@ class ReviewFlow:
             self._attached.add(slot)
             return True
 
-    # ------------------------------------------------------------------ inside the modal
-
     async def on_click(self, click: rm.ReviewClick) -> None:
         """A click inside a review modal: a page, a decision, Reply…."""
         meta = click.meta
@@ -118,7 +113,7 @@ class ReviewFlow:
         if action == rm.PAGE_ACTION:
             await self._page(click, view)
         elif action == rm.REPLY_ACTION:
-            await self._reply(click, view, where)
+            await self._push_reply(click, view, where, option_id=None)
         elif action == rm.MANY_ACTION:  # a selection changing: nothing yet
             return
         else:
@@ -138,13 +133,10 @@ class ReviewFlow:
             modal = rm.review_modal(view, replace(meta, page=target))
         await self._update(click.view_id, modal, click.view_hash)
 
-    async def _reply(self, click: rm.ReviewClick, view: PromptView, where: Where) -> None:
-        """Reply… (or an option that needs a comment): the reply modal on top of the review."""
-        await self._push_reply(click, view, where, option_id=None)
-
     async def _push_reply(
         self, click: rm.ReviewClick, view: PromptView, where: Where, *, option_id: str | None
     ) -> None:
+        """Reply… (or an option that needs a comment): the reply modal on top of the review."""
         meta = click.meta
         if option_id is None:  # Reply…: it opens while the question waits (the core says)
             opens = Open(meta.key, click.who, where.via)
@@ -172,7 +164,7 @@ class ReviewFlow:
             await self.tell(click.who, where, NOT_OPENED)
 
     def _chosen(self, click: rm.ReviewClick, view: PromptView) -> tuple[str, ...] | None:
-        """The options a decision click names (None: it names no decision)."""
+        """None: the click names no decision."""
         e = view.elicitation
         action = click.action_id
         if action == rm.SUBMIT_ACTION:
@@ -219,9 +211,7 @@ class ReviewFlow:
                 text = result_line(just_answered(view, outcome.answer))
             await self._say(click, where, text, fallback=None)
             return outcome
-        reason = (
-            outcome.refusal.message if outcome.refusal is not None else outcome.message
-        ) or NOT_FOUND_TEXT
+        reason = refusal_text(outcome) or NOT_FOUND_TEXT
         notice = f"⛔ {escape(reason)}"
         if outcome.kind is OutcomeKind.REFUSED and view.status is Status.PENDING:
             if review.review_fits(view):
@@ -234,8 +224,6 @@ class ReviewFlow:
             return outcome
         await self._say(click, where, notice, fallback=reason)
         return outcome
-
-    # ------------------------------------------------------------------ helpers
 
     async def _say(
         self, click: rm.ReviewClick, where: Where, text: str, *, fallback: str | None = ""

@@ -1,8 +1,6 @@
 """The Review modal: the whole request, paged, approving options on the last page only. Pure.
-
-Whether a decision in it showed everything is decided from its ``private_metadata`` (only we write
-it; Slack returns it untouched in the signed payload) against a fresh rendering: same elicitation,
-revision, :func:`content_hash` and page count, and the last page (or the file shared).
+Whether it showed everything is decided from its ``private_metadata`` (only we write it; Slack
+returns it untouched in the signed payload) against a fresh rendering.
 """
 
 from __future__ import annotations
@@ -18,7 +16,9 @@ from adapters.slack.markup.blocks import (
     MAX_BUTTON_VALUE,
     MAX_SELECT_OPTIONS,
     Block,
+    actions_block,
     button,
+    button_rows,
     clip,
     context_block,
     escape,
@@ -30,16 +30,16 @@ from adapters.slack.markup.blocks import (
 )
 from adapters.slack.modals.reply import MAX_MODAL_TITLE, MAX_PRIVATE_METADATA
 from adapters.slack.review import pages as review
-from adapters.slack.translate import decode_value, digest_of, revision_of, text_of
+from adapters.slack.translate import action_value, decode_value, digest_of, revision_of, text_of
 from adapters.slack.wording import result_line
 from bot.domain.disclosure import SHOWN_WHOLE, decisive
 from bot.domain.model import AnswerMode, Disclosure, Elicitation, ElicitationKey, Identity, Status
 from bot.domain.ports import PromptView
-from bot.domain.rules import OfferedOption, offered_options
+from bot.domain.rules import offered_options
 from bot.domain.wording import title_of
 
 REVIEW_CALLBACK = "elicitbot.review"
-"""The review modal's ``callback_id`` (its clicks come as ``block_actions`` with a ``view``)."""
+"""Its clicks come as ``block_actions`` with a ``view``."""
 PAGE_ACTION = "elicitbot.review.page"
 OPTION_ACTION = "elicitbot.review.option"
 SELECT_ACTION = "elicitbot.review.select"
@@ -53,8 +53,6 @@ CHROME_BLOCKS = 10
 """Blocks a page keeps for its own: a notice, the page line, the paging row, a divider, the
 withheld line, up to four rows of buttons (or a select) and the Reply… row."""
 PAGE_ROOM = MAX_MODAL_BLOCKS - CHROME_BLOCKS
-MAX_BUTTONS = 20
-BUTTONS_PER_BLOCK = 5
 NOTICE_TEXT = 2500
 
 REVIEW_HINT = "Use Review… on the message to see all of it, and decide there."
@@ -62,12 +60,8 @@ PAGE_HINT = "Page through the review to its last page to approve."
 CHANGED = "The request changed since this review was opened: here it is again, from the start."
 
 
-# --------------------------------------------------------------------------- what was shown
-
-
 def content_hash(e: Elicitation) -> str:
-    """A short digest of the decisive content and revision, pinned in a review's metadata so a
-    changed request is noticed."""
+    """Of the decisive content and revision, pinned in a review's metadata: a change is noticed."""
     revision = e.subject.revision if e.subject is not None else None
     pieces = [[p.where, *p.texts] for p in decisive(e)]
     payload = json.dumps([e.key, revision, pieces], ensure_ascii=False, separators=(",", ":"))
@@ -82,8 +76,7 @@ class ReviewMeta:
     revision: int | None
     page: int
     pages: int
-    content: str
-    """:func:`content_hash` of what the modal was built from."""
+    content: str  # content_hash
     channel: str
     message_ts: str | None
     thread_ts: str | None = None
@@ -112,13 +105,11 @@ class ReviewMeta:
 
 
 def read_meta(text: Any) -> ReviewMeta | None:
-    """A review modal's metadata (None: not one of ours, or malformed)."""
+    """None: not one of ours, or malformed."""
     raw = decode_value(text)
     key, channel, content = text_of(raw.get("e")), text_of(raw.get("c")), text_of(raw.get("h"))
     page, pages = raw.get("p"), raw.get("n")
-    if key is None or channel is None or content is None:
-        return None
-    if not (_count(page) and _count(pages)):
+    if key is None or channel is None or content is None or not (_count(page) and _count(pages)):
         return None
     return ReviewMeta(
         key=ElicitationKey(key),
@@ -140,20 +131,18 @@ def _count(value: Any) -> TypeGuard[int]:
 
 def pages_of(view: PromptView) -> list[list[Block]]:
     """The review's pages, split (never cut) to leave room for each page's own rows."""
-    pages: list[list[Block]] = []
-    for page in review.review_blocks(view):
-        blocks = list(page)
-        for start in range(0, max(len(blocks), 1), PAGE_ROOM):
-            chunk = blocks[start : start + PAGE_ROOM]
-            if chunk:
-                pages.append(chunk)
+    pages = [
+        page[start : start + PAGE_ROOM]
+        for page in review.review_blocks(view)
+        for start in range(0, len(page), PAGE_ROOM)
+    ]
     return pages or [[section_block(escape(title_of(view.elicitation)))]]
 
 
 def meta_for(
     view: PromptView, *, channel: str, message_ts: str | None, thread_ts: str | None
 ) -> ReviewMeta:
-    """The metadata of a review just opened on its first page."""
+    """Of a review just opened on its first page."""
     e = view.elicitation
     return ReviewMeta(
         key=e.key,
@@ -169,7 +158,7 @@ def meta_for(
 
 
 def current(meta: ReviewMeta, view: PromptView) -> bool:
-    """The request is still the one the review was built from (same key, revision, content)."""
+    """The request is still the one the review was built from."""
     e = view.elicitation
     revision = e.subject.revision if e.subject is not None else None
     return meta.key == e.key and meta.revision == revision and meta.content == content_hash(e)
@@ -201,9 +190,6 @@ def reply_shown(meta: Mapping[str, Any], view: PromptView) -> Disclosure:
     return render.shown(view)
 
 
-# --------------------------------------------------------------------------- the decision rows
-
-
 def _value(option_id: str, index: int, revision: int | None) -> str:
     value = value_json({"o": option_id, "r": revision})
     return value if len(value) <= MAX_BUTTON_VALUE else value_json({"i": index, "r": revision})
@@ -215,30 +201,22 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     mode = e.answer_mode
     revision = e.subject.revision if e.subject is not None else None
     choices = offered_options(e, view.now, shown=shown, surface="slack", approve_on=view.approve_on)
-    offered: list[tuple[int, OfferedOption]] = [
-        (i, o)
-        for i, o in enumerate(choices)
-        if o.offered and mode not in (AnswerMode.FREE_TEXT, AnswerMode.SECRET)
-    ]
+    offered = render.offered_choices(choices, mode)
     web = render.web_button(view, choices)  # approving counts only in the web inbox
     blocks: list[Block] = []
     if web is not None:
-        blocks.append({"type": "actions", "block_id": render.WEB_LINK_ACTION, "elements": [web]})
+        blocks.append(actions_block(render.WEB_LINK_ACTION, [web]))
     if mode is AnswerMode.MULTI_CHOICE and offered:
         select = static_select(
             "multi_static_select", MANY_ACTION, "Choose one or more…", offered, revision
         )
         submit = button("Submit", SUBMIT_ACTION, value_json({"r": revision}), "primary")
-        blocks.append(
-            {"type": "actions", "block_id": "elicitbot.review.many", "elements": [select, submit]}
-        )
-    elif len(offered) > MAX_BUTTONS:
+        blocks.append(actions_block("elicitbot.review.many", [select, submit]))
+    elif len(offered) > render.MAX_BUTTONS:
         select = static_select(
             "static_select", SELECT_ACTION, "Choose an option…", offered, revision
         )
-        blocks.append(
-            {"type": "actions", "block_id": "elicitbot.review.select", "elements": [select]}
-        )
+        blocks.append(actions_block("elicitbot.review.select", [select]))
     else:
         buttons = [
             button(
@@ -249,14 +227,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
             )
             for i, o in offered
         ]
-        blocks.extend(
-            {
-                "type": "actions",
-                "block_id": f"elicitbot.review.options.{n}",
-                "elements": buttons[start : start + BUTTONS_PER_BLOCK],
-            }
-            for n, start in enumerate(range(0, len(buttons), BUTTONS_PER_BLOCK))
-        )
+        blocks.extend(button_rows("elicitbot.review.options", buttons))
     if len(offered) > MAX_SELECT_OPTIONS:
         hidden = len(offered) - MAX_SELECT_OPTIONS
         blocks.append(context_block(f"{hidden} more options are offered in the web inbox."))
@@ -268,7 +239,7 @@ def decision_blocks(view: PromptView, shown: Disclosure) -> list[Block]:
     elif mode is AnswerMode.ACKNOWLEDGE and not e.options:
         extra.append(button("Acknowledge", ACK_ACTION, value_json({}), "primary"))
     if extra:
-        blocks.append({"type": "actions", "block_id": "elicitbot.review.reply", "elements": extra})
+        blocks.append(actions_block("elicitbot.review.reply", extra))
     return blocks
 
 
@@ -277,8 +248,7 @@ NO_FILE = "Approving is offered once the whole request is in the message's threa
 
 
 def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None:
-    """Why approving is not offered here: ``wait`` (the last page, the file), or what the rules
-    say (the preview incomplete, the subject expired)."""
+    """Why approving is not offered here: ``wait`` (the last page, the file), or the rules'."""
     e = view.elicitation
     if not any(o.approving for o in e.options):
         return None
@@ -290,9 +260,6 @@ def _withheld_line(view: PromptView, shown: Disclosure, wait: str) -> str | None
     if shown.whole or any(o.elsewhere for o in choices):  # no page here would make it count
         return f"⚠️ {clip(escape(sorted(r for r in reasons if r)[0]), 500)}"
     return wait
-
-
-# --------------------------------------------------------------------------- the modals
 
 
 def _modal(title: str, meta: ReviewMeta | None, blocks: list[Block]) -> dict[str, Any]:
@@ -332,7 +299,7 @@ def review_modal(
             moves.append(button("← Previous", PAGE_ACTION, value_json({"p": page - 1})))
         if not last:
             moves.append(button("Next page →", PAGE_ACTION, value_json({"p": page + 1}), "primary"))
-        blocks.append({"type": "actions", "block_id": "elicitbot.review.pages", "elements": moves})
+        blocks.append(actions_block("elicitbot.review.pages", moves))
     blocks.extend(_decision(view, shown))
     title = f"Review · {page + 1} of {len(pages)}" if len(pages) > 1 else "Review"
     return _modal(title, meta, blocks)
@@ -387,11 +354,8 @@ def result_modal(text: str) -> dict[str, Any]:
     return _modal("Review", None, [section_block(clip(text, NOTICE_TEXT))])
 
 
-# --------------------------------------------------------------------------- the file
-
-
 def file_name(e: Elicitation) -> str:
-    """The file's name: the request and its revision (a new revision is a new file)."""
+    """The request and its revision: a new revision is a new file."""
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in e.key)[:80].strip("-")
     revision = f"-r{e.subject.revision}" if e.subject is not None else ""
     return f"request-{stem or 'elicitation'}{revision}.txt"
@@ -399,7 +363,6 @@ def file_name(e: Elicitation) -> str:
 
 def file_text(view: PromptView) -> str:
     """The whole request as plain text, then its source and options: no answer, so no secret."""
-
     e = view.elicitation
     lines = [review.full_text(view).rstrip("\n"), ""]
     context = [f"{name}: {value}" for name, value in e.context_parts()]
@@ -418,13 +381,8 @@ def file_text(view: PromptView) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------- reading a click
-
-
 @dataclass(frozen=True)
 class ReviewClick:
-    """A click inside a review modal, as Slack sent it."""
-
     who: Identity
     meta: ReviewMeta
     action_id: str
@@ -436,7 +394,6 @@ class ReviewClick:
 
 
 def in_review(body: Mapping[str, Any]) -> bool:
-    """A click inside a review modal (not on a message)."""
     view = body.get("view")
     return isinstance(view, Mapping) and view.get("callback_id") == REVIEW_CALLBACK
 
@@ -450,15 +407,11 @@ def read_review_click(
     meta = read_meta(view.get("private_metadata"))
     if meta is None:
         return None
-    raw = action.get("value")
-    if raw is None:
-        selected = action.get("selected_option")
-        raw = selected.get("value") if isinstance(selected, Mapping) else None
     return ReviewClick(
         who=who,
         meta=meta,
         action_id=str(action.get("action_id", "")),
-        value=decode_value(raw),
+        value=action_value(action),
         view_id=text_of(view.get("id")),
         view_hash=text_of(view.get("hash")),
         trigger_id=text_of(body.get("trigger_id")),
@@ -467,7 +420,7 @@ def read_review_click(
 
 
 def _selection(view: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The option values chosen in the review's multi-select (the modal's state)."""
+    """The option values chosen in the review's multi-select."""
     state = view.get("state")
     values = state.get("values") if isinstance(state, Mapping) else None
     for block in values.values() if isinstance(values, Mapping) else ():
