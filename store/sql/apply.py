@@ -1,11 +1,7 @@
-"""Write-sets applied generically, inside the caller's transaction.
-
-The domain decides (:mod:`bot.domain.planning`); this writes what it decided, keeping the fences:
-an activation is a conditional ``UPDATE … WHERE state='waiting' RETURNING``, a close a conditional
-``UPDATE … WHERE status='pending' RETURNING``, an escalation copy an insert that ignores a second
-one. Outbox and audit rows are gathered in a :class:`Batch` and written together (what was
-gathered before a close is written before it); refreshes run at the end, once per elicitation,
-and never for one closed in the batch (its close updated every copy already).
+"""Write-sets (:mod:`bot.domain.planning`) applied inside the caller's transaction, keeping the
+fences: an activation and a close are conditional ``UPDATE … RETURNING``, an escalation copy an
+insert that ignores a second one. Outbox and audit rows are gathered in a :class:`Batch` and
+written together; refreshes run at the end, once per elicitation, never for one closed in it.
 """
 
 from __future__ import annotations

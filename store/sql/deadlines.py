@@ -1,10 +1,6 @@
-"""Deadlines: due rows claimed under a lease, and fired once.
-
-A claimed deadline fires in one transaction that marks it fired (fenced on our claim and on it
-still being pending) and writes what the domain decides, on the elicitation as it stands in that
-transaction. A deadline whose claim we lost, or that an answer, expiry or cancellation cancelled
-meanwhile, writes nothing. One waiting for a copy on its way is put back, pending, due a little
-later (see :mod:`bot.domain.deadlines`). Lock order on PostgreSQL: the elicitation rows first.
+"""Deadlines: due rows claimed under a lease, and fired once, fenced on our claim and on the row
+still pending, in the transaction that reads the elicitation as it stands. One waiting for a copy
+on its way is put back, due a little later (:mod:`bot.domain.deadlines`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Intake: deduplicated on (channel, inbound id) and on the key, all or nothing per batch, with
-group commit; what a new or revised elicitation writes is decided by the domain.
-
-A group of independent items is written a statement per table for all of them
-(:class:`store.sql.many_rows.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
-text, whatever the group's size) rather than several statements per item: per-statement and
-per-row overhead in SQLAlchemy and psycopg was most of the store's CPU per event."""
+group commit. A group is written a statement per table (:class:`store.sql.many_rows.ManyRows`),
+not several per item: per-statement overhead was most of the store's CPU per event.
+"""
 
 from __future__ import annotations
 
