@@ -1,8 +1,6 @@
-"""Carrying out one outbox row through the ports (:class:`Effects`, for the dispatcher).
-
-The row's id is the idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook
-header). A reminder or escalation whose elicitation closed before it went out raises
-:class:`Stale`: dropped and audited, not sent.
+"""Carrying out one outbox row through the ports (:class:`Effects`, for the dispatcher). The row's
+id is the idempotency key handed to the adapter; a reminder or escalation whose elicitation closed
+before it went out raises :class:`Stale`: dropped and audited, not sent.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The dispatcher: claims outbox rows and carries them out (:mod:`bot.effects`).
-
-Transient failures retry with capped exponential backoff (or the peer's ``Retry-After``);
-permanent ones are recorded on the row and, for a post, on its delivery.
+"""The dispatcher: claims outbox rows and carries them out (:mod:`bot.effects`). Transient failures
+retry with capped exponential backoff (or the peer's ``Retry-After``); permanent ones are recorded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The one HTTP server's shell (FastAPI; OpenAPI at /docs): read-back, health, metrics, the body
-limit and the error handlers; the edges' routers come from the composition root.
-
-It reads through the store port only. Errors are ``application/problem+json`` with an ``errors``
-list; an unexpected one is a 500 of that shape with a correlation id also in the log (never a
-traceback or a plain-text body).
+limit and the error handlers. Errors are ``application/problem+json`` with an ``errors`` list;
+an unexpected one is a 500 of that shape with a correlation id also in the log.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Logs on stderr that never carry a secret: readable lines for a person, JSON lines otherwise.
-
 Every secret the process reads is registered here and replaced by ``[redacted]`` in any field
-before a renderer sees the event. ``[server] log_format``: ``auto`` (readable on a terminal, else
-JSON), ``json`` or ``console``; colours only on a terminal.
+before a renderer sees the event.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """One set of bounds at intake, for every source: what an identifier or a text may hold.
 
-:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` field by field against
-:data:`BOUNDS` before any store sees it, naming the field as the source calls it
-(:data:`FIELD_NAMES`). Nothing is trimmed: out of bounds is refused (400), so what is accepted is
-exactly what can be read back.
-
-- identifier (``Rule.ID``): no NUL, control character (C0, DEL, C1), line or paragraph separator,
-  lone surrogate or whitespace at either end; at most its maximum.
-- text (``Rule.TEXT``): no NUL or lone surrogate; at most its maximum.
-
-Lengths are in code points. Identifier maxima fit the narrowest columns on SQLite and PostgreSQL
-(workspace, board: 200; a CloudEvent source is stored as ``ce:<source>`` in 300). Free text is
-bounded only by the request body (:data:`TEXT_MAX`).
+:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` against :data:`BOUNDS`
+before any store sees it, naming each field as the source calls it (:data:`FIELD_NAMES`). Nothing
+is trimmed: out of bounds is refused (400), so what is accepted is exactly what can be read back.
+An identifier has no control or separator character, lone surrogate or outer whitespace; a text no
+NUL or lone surrogate. Lengths are in code points; identifier maxima fit the narrowest columns.
 """
 
 from __future__ import annotations

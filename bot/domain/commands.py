@@ -1,10 +1,6 @@
 """The words of a chat command after its verb, the same for Slack (``/elicitbot``) and Matrix
-(``!elicitbot``): ``subscribe``'s route and who-may-decide words, and the lines ``policy`` lists.
-
-The policy words go through the config's own checks (:mod:`bot.domain.policy`), so a chat-made
-route takes exactly what a ``[[routes]]`` block takes, refused with the same messages prefixed
-with the wrong word. Lists are comma-separated; ``approve-on`` and ``anyone-may-reject`` are read
-as the underscored words.
+(``!elicitbot``). The policy words go through the config's own checks (:mod:`bot.domain.policy`),
+so a chat-made route takes exactly what a ``[[routes]]`` block takes, with the same messages.
 """
 
 from __future__ import annotations

@@ -2,13 +2,8 @@
 what to write out. Pure: no store, no clock (``now`` is passed in), no surface.
 
 :func:`judge` returns a :class:`Judgement`: the :class:`Outcome` the surface shows and the one
-write that makes it true. Who is answering, what the surface offered (its ``shown``), what a
-reply means and why a question is closed are decided here by :mod:`bot.domain.rules` (who may
-decide: :func:`~bot.domain.rules.who_may_decide`); surfaces never judge.
-
-An answer or vote is written only while the elicitation is pending, not expired and at the
-version judged (first valid answer wins; a revision in between is judged again), a claim only
-while pending. A lost write is judged again on the state the store returned (:func:`after_lost`).
+write that makes it true, decided by :mod:`bot.domain.rules`; surfaces never judge. A lost write
+is judged again on the state the store returned (:func:`after_lost`).
 """
 
 from __future__ import annotations

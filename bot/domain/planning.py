@@ -1,6 +1,5 @@
-"""What each write of the store does: intake, revision, a post accepted or failed for good, a
-waiting copy's turn, a claim, a fired deadline. Pure: from the state the store read in its
-transaction to a :class:`~bot.domain.writes.WriteSet` it applies there.
+"""What each write of the store does, pure: from the state the store read in its transaction to a
+:class:`~bot.domain.writes.WriteSet` it applies there.
 """
 
 from __future__ import annotations
@@ -96,21 +95,12 @@ class FiringWrites:
 
 def plan_deliveries(route: Route) -> tuple[PlannedDelivery, ...]:
     """With a follow-up only the first destination is posted now; without, every one is."""
-    seen: set[str] = set()
-    planned: list[PlannedDelivery] = []
-    for destination in route.destinations:
-        if destination in seen:
-            continue
-        seen.add(destination)
-        first = not planned
-        planned.append(
-            PlannedDelivery(
-                destination=destination,
-                position=len(planned),
-                post_now=first or route.followup_seconds == 0,
-            )
+    return tuple(
+        PlannedDelivery(
+            destination, position, post_now=position == 0 or route.followup_seconds == 0
         )
-    return tuple(planned)
+        for position, destination in enumerate(dict.fromkeys(route.destinations))
+    )
 
 
 def plan_deadlines(e: Elicitation) -> tuple[PlannedDeadline, ...]:
@@ -274,9 +264,9 @@ def posted_writes(
     updates = (CopyUpdate(delivery_id, destination),) if stale else ()
     seeds = (Effect(EffectKind.SEED, destination, delivery_id),) if seed and pending else ()
     accepted = next((c for c in copies if c.id == delivery_id), None)
-    due = None
-    if pending and accepted is not None:
-        due = dl.followup_due(route, accepted, copies, now)
+    due = (
+        dl.followup_due(route, accepted, copies, now) if pending and accepted is not None else None
+    )
     followup = (
         ()
         if due is None

@@ -1,7 +1,5 @@
-"""The core's records: every state and kind as a ``StrEnum``, and what a store hands back.
-
-These are the types the store port (:mod:`bot.domain.store`) speaks; the store (SQLite or
-PostgreSQL) returns them, and nothing above the store sees a row or a ``dict`` of one.
+"""The core's records: every state and kind as a ``StrEnum``, and what the store port
+(:mod:`bot.domain.store`) hands back: nothing above the store sees a row or a ``dict`` of one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC).
-
-Rule 2 has two halves: the elicitation's (preview complete, subject not expired) and the
-surface's (:mod:`bot.domain.disclosure`); approving is offered and accepted only where both
-hold. Every outcome is a value (an :class:`~bot.domain.model.Answer` or a
-:class:`~bot.domain.model.Refusal`); nothing raises on an attempt.
+"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC). Approving is
+offered and accepted only where both halves of rule 2 hold: the elicitation's (preview complete,
+subject not expired) and the surface's (:mod:`bot.domain.disclosure`). Nothing raises on an attempt.
 """
 
 from __future__ import annotations

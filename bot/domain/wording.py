@@ -3,13 +3,8 @@ and where, the system that asked, and the result line of a closed copy.
 
 Pure, no markup: a surface reads a view's :class:`Result` (:func:`result_of`), writes it with
 :func:`result_sentence` and adds only its markup. The sentences live in :data:`RESULT_LINES`,
-:data:`PARTS`, :data:`NOTES` (a refused write-back) and :data:`QUORUM_LINES` and nowhere else.
-
-Where the surfaces had drifted, this wording is kept: a timeout's decision is "the timeout
-outcome"; an answer refused for good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny —
-<time> via Slack``; one never confirmed is ``❔ Not confirmed by …`` (the ⚠️ is the note's); an
-expired outcome on its way says ``— sending it to …`` without a second emoji.
-"""  # noqa: RUF002 - the typographic apostrophe the messages show
+:data:`PARTS`, :data:`NOTES` and :data:`QUORUM_LINES` and nowhere else.
+"""
 
 from __future__ import annotations
 
