@@ -56,9 +56,7 @@ class Effects:
         self.sinks = sinks
         self.link_for = link_for
         self.policy = policy
-        """An elicitation's policy route (:meth:`bot.service.Service.copy_policy`): its copies
-        withhold approving options where it does not count and name who may still approve.
-        None: every surface, anyone."""
+        """None: every surface, anyone."""
 
     def uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""

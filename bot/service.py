@@ -200,13 +200,9 @@ class Service:
     # -- what people do ------------------------------------------------------------------------
 
     async def act(self, action: Action) -> Outcome:
-        """The one entry for what a person did on a surface; returns what to show them.
-
-        One read, one judgement (:func:`bot.domain.judge.judge`), one conditional write; when
-        the write loses (someone answered first, it closed, it changed) the action is judged
-        again on the state the store reports. An :class:`~bot.domain.actions.OnView` is
-        translated by its surface against that one read first.
-        """
+        """The one entry for what a person did on a surface: one read, one judgement, one
+        conditional write, judged again on the state the store reports when the write loses. An
+        :class:`~bot.domain.actions.OnView` is translated by its surface against that read first."""
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)

@@ -102,9 +102,8 @@ class _TooLargeError(Exception):
 
 class LastResort:
     """An exception no handler took: a 500 problem+json with a correlation id, logged with the
-    traceback under it (the body says what to quote, never what broke). Outermost of ours,
-    inside Starlette's error middleware (which answers in plain text); once a response started,
-    re-raised. A store out of reach is a 503 instead (:mod:`bot.app.outage`)."""
+    traceback (the body never says what broke). Inside Starlette's error middleware, which answers
+    in plain text; once a response started, re-raised. A store out of reach is a 503 instead."""
 
     def __init__(self, app: ASGIApp, outage: StoreOutage | None = None) -> None:
         self.app = app

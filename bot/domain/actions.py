@@ -122,11 +122,9 @@ class Command:
 
 @dataclass(frozen=True)
 class OnView:
-    """An action its surface can name only against the elicitation as it stands: a Slack button
-    names its option by the value it carries (an index when the ids were too long), and what the
-    message shows (rule 2) is the surface's own rendering of the request now. The core reads the
-    elicitation once, hands ``translate`` that view and judges what it returns (None: the click
-    answers nothing, :attr:`OutcomeKind.IGNORED`); the outcome carries the view."""
+    """An action its surface can name only against the elicitation as it stands (a Slack button's
+    option index, what the message shows now). The core reads the elicitation once, hands
+    ``translate`` that view and judges what it returns (None: :attr:`OutcomeKind.IGNORED`)."""
 
     key: ElicitationKey
     who: Identity

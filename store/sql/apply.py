@@ -187,10 +187,8 @@ class Applier(SqlBase):
         *,
         insert: Callable[[Connection, list[dict[str, Any]]], Iterable[Any]] | None = None,
     ) -> list[list[PlannedDeadline]]:
-        """The copies of these write-sets, inserted in one statement (a copy its destination has
-        already is skipped): each new one's post is queued, and each write-set's follow-ups are
-        returned, to plan once the copies' ids are known. :meth:`_apply` passes one write-set;
-        intake passes a whole group's, and its own ``insert`` (one ``ManyRows`` statement)."""
+        """The copies of these write-sets in one statement (a duplicate is skipped), each new one's
+        post queued; returns each write-set's follow-ups, to plan once ids are known."""
         rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
         if not rows:
             return [[] for _ in work]

@@ -224,12 +224,8 @@ class Claims(SqlBase):
         lease: timedelta = lanes.CLAIM_LEASE,
         chained: Sequence[str] = (),
     ) -> list[OutboxItem]:
-        """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out).
-
-        Each lane's bound counts every live claim on it, whoever holds it; a post whose lane's
-        pace has not come yet is not due; rows are taken round-robin across lanes (every lane's
-        first, then every lane's second, ...) so one deep lane cannot crowd the others out.
-        """
+        """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out),
+        round-robin across lanes so one deep lane cannot crowd the others out."""
         statement = claim_statement(tuple(chained), self.dialect == "postgresql")
         params = {"now": now, "until": now + lease, "claimer": claimer, "limit": limit}
 

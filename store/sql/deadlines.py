@@ -229,10 +229,8 @@ class Deadlines(Applier):
         self._planned.append(again)
 
     async def next_deadline_at(self, now: datetime) -> datetime | None:
-        """When the next deadline nobody holds is due (None: no pending deadline is free).
-
-        A row held under another claimer's lease is not looked at: its holder fires it, or, if the
-        holder died, a sweep takes it once the lease has run out."""
+        """When the next deadline nobody holds is due (None: none is free); a row held under
+        another's lease is its holder's to fire, or a sweep's once the lease has run out."""
 
         def work(conn: Connection) -> datetime | None:
             found: datetime | None = conn.execute(
