@@ -164,9 +164,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
 
 def plain_routes(routers: list[APIRouter]) -> list[Route]:
-    """The edges' plain Starlette routes, served ahead of every other route: matched first, they
-    skip FastAPI's routing, which walks every included router's routes per request and solves
-    dependencies they have none of. Their routers are included too (same answer, slower)."""
+    """The edges' plain Starlette routes, matched ahead of FastAPI's routing, which walks every
+    router's routes per request and solves dependencies these have none of."""
     return [
         Route(
             router.prefix + route.path,

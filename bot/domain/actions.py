@@ -56,7 +56,6 @@ class Open:
     who: Identity
     via: str
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,6 @@ class Reply:
     digest: str | None = None
     """The approval subject revision and digest that copy showed, when the surface knows."""
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,6 @@ class Submit:
     shown: Disclosure | None = None
     """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,6 @@ class ClaimIt:
     who: Identity
     via: str
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)

@@ -244,12 +244,11 @@ def check_cloudevent(
     """The envelope's ``id``, ``source``, ``type`` and ``subject`` (locations as CloudEvents names
     them; a batch prefixes the event's index)."""
     values = {"id": event_id, "source": source, "type": type_, "subject": subject}
-    problems = []
-    for name, value in values.items():
-        found = None if value is None else problem(value, ENVELOPE_BOUNDS[name])
-        if found is not None:
-            problems.append(FieldProblem(name, found))
-    return problems
+    return [
+        FieldProblem(name, found)
+        for name, value in values.items()
+        if value is not None and (found := problem(value, ENVELOPE_BOUNDS[name])) is not None
+    ]
 
 
 # --- a whole elicitation -----------------------------------------------------------------------

@@ -26,10 +26,9 @@ _Entry = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
 
 
 class _Group:
-    """Group commit for small independent writes: those that arrive while a transaction runs
-    share the next one (a click's record is on Slack's ack path; on SQLite, one writer at a time,
-    a transaction each would queue the acks behind one another). If the shared transaction fails,
-    each write is retried in its own, so one bad write never fails another."""
+    """Group commit for small independent writes (a click's record is on Slack's ack path; on SQLite
+    a transaction each would queue the acks): those that arrive while a transaction runs share the
+    next one, and if it fails each is retried in its own."""
 
     MAX = 64
 
