@@ -30,11 +30,9 @@ CE_SOURCE_MAX = 255
 CE_TYPE_MAX = 255
 CE_SUBJECT_MAX = 255
 TEXT_MAX = 1_048_576
-"""A free text (a question, a title, a board name, a card title, an option's label or description,
-a preview's label, text, value or URL): no source's spec sets a maximum on any of them, so the
-request's body is the bound. A body of at most 1 MiB (the intake limit) holds no more characters
-than bytes. A source whose spec bounds a field itself checks it in its parser (the engine's
-``ask.body``, 32 KiB of UTF-8)."""
+"""A free text (a question, a title, a label, a preview's text...): no source's spec bounds it,
+so the request body's 1 MiB is the bound (no more characters than bytes). A source whose spec
+bounds a field checks it in its parser."""
 
 
 class Rule(StrEnum):

@@ -189,9 +189,8 @@ def policy_lines(policy: RoutePolicy | None, previous: RoutePolicy | None) -> st
 
 
 def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ...]:
-    """``policy`` for the channel (room) it is typed in: each route posting there, in order
-    (first match wins), by what it matches and where it is written, with who may decide; a route
-    an earlier one always matches first says so (its policy never applies)."""
+    """``policy`` for the channel it is typed in: each route posting there, in order, with who may
+    decide; a route an earlier one always matches first says so (its policy never applies)."""
     lines = []
     for i, route in enumerate(routes):
         if destination not in route.destinations:

@@ -151,8 +151,7 @@ def not_found(key: ElicitationKey) -> Outcome:
 
 def judge_command(command: Command, people: People, *, web_groups: bool = True) -> CommandResult:
     """A chat command read and checked against who may run it: final when help, unreadable or
-    ``refused``, else the verb the shell carries out. ``web_groups``: the web inbox reads groups
-    (``[web] groups_header``), so ``web-group:`` approvers can be met."""
+    ``refused``, else the verb the shell carries out. ``web_groups``: ``web-group:`` can be met."""
     parsed = parse_command(command.text)
     if parsed.problem is not None or parsed.verb == "help":
         return parsed
@@ -293,10 +292,8 @@ def _needs_comment(
 def _reply(
     stored: StoredElicitation, action: Reply, people: People, now: datetime, route: Route | None
 ) -> Judgement:
-    """A thread reply: what it means (an option, a text, a form's lines, or nothing this
-    question takes), then judged as an attempt. Talk in the thread after the answer is
-    ignored, and so is a reply naming nothing while the question waits, from someone who may
-    answer: they are told how."""
+    """A thread reply: what it means, then judged as an attempt. Talk after the answer is ignored,
+    and so is a reply naming nothing while the question waits: one who may answer is told how."""
     e = stored.elicitation
     parsed = reply_attempt(e, action.text, action.who, action.via)
     pending = stored.status is Status.PENDING

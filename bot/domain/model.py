@@ -306,11 +306,9 @@ class Identity(Frozen):
 
 
 class Disclosure(Frozen):
-    """What one surface showed a person of an elicitation (rule 2, :mod:`bot.domain.disclosure`).
-
-    ``whole``: the whole decisive content, uncut. ``review``: where the person can see all of it
-    and decide, in the surface's own words ("Use Review… to see all of it and decide there."),
-    shown with the message and told to anyone whose approval it refuses."""
+    """What one surface showed a person (rule 2): ``whole``, the whole decisive content, uncut;
+    ``review``, where they can see all of it and decide, in the surface's own words, shown with the
+    message and told to anyone whose approval it refuses."""
 
     whole: bool
     review: str | None = None

@@ -54,10 +54,8 @@ _TRAILING_PUNCTUATION = ".!"
 
 
 def strip_reply_fallback(body: str) -> str:
-    """Drop a Matrix rich-reply fallback: the leading ``>`` lines and one blank line after them.
-
-    Quoted text is someone else's words (rule 8), so it never counts as the reply.
-    """
+    """Drop a Matrix rich-reply fallback (the leading ``>`` lines and one blank line after them):
+    quoted text is someone else's words (rule 8), never the reply."""
     lines = body.replace("\r\n", "\n").split("\n")
     if not lines[0].startswith(">"):
         return body

@@ -378,10 +378,9 @@ def waiting_line(
     approvers: Sequence[str] | None = None,
     principals: Mapping[str, str] | None = None,
 ) -> str | None:
-    """What the copies of a pending question say while a quorum is counted: ``Approved by
-    Alice (1 of 2) — waiting for one more approver: Bob, @deploy-team`` (:func:`still_approve`
-    by readable id: no names are known at render time, never a mention); that the votes no
-    longer count once a new revision or digest cleared them; None before any vote."""
+    """What a pending question's copies say while a quorum is counted: ``Approved by Alice (1 of 2)
+    — waiting for one more approver: Bob, @deploy-team`` (readable ids, never a mention), or that a
+    new revision or digest cleared the votes; None before any vote."""
     counted = tally(e, votes, votes[-1].needed if votes else 1)
     if not counted.approvals and votes:  # a new revision or digest cleared every vote: say so
         cleared = tally(e.model_copy(update={"subject": None}), votes, counted.needed)
