@@ -1,8 +1,6 @@
-"""Carrying out one outbox row through the ports (:class:`Effects`, for the dispatcher).
-
-The row's id is the idempotency key handed to the adapter (Matrix txn id, Slack metadata, webhook
-header). A reminder or escalation whose elicitation closed before it went out raises
-:class:`Stale`: dropped and audited, not sent.
+"""Carrying out one outbox row through the ports (:class:`Effects`, for the dispatcher). The row's
+id is the idempotency key handed to the adapter; a reminder or escalation whose elicitation closed
+before it went out raises :class:`Stale`: dropped and audited, not sent.
 """
 
 from __future__ import annotations
@@ -58,9 +56,7 @@ class Effects:
         self.sinks = sinks
         self.link_for = link_for
         self.policy = policy
-        """An elicitation's policy route (:meth:`bot.service.Service.copy_policy`): its copies
-        withhold approving options where it does not count and name who may still approve.
-        None: every surface, anyone."""
+        """None: every surface, anyone."""
 
     def uncertain(self, item: OutboxItem) -> datetime | None:
         """When an earlier attempt began, if one may have reached the platform."""

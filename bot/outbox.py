@@ -1,7 +1,5 @@
-"""The dispatcher: claims outbox rows and carries them out (:mod:`bot.effects`).
-
-Transient failures retry with capped exponential backoff (or the peer's ``Retry-After``);
-permanent ones are recorded on the row and, for a post, on its delivery.
+"""The dispatcher: claims outbox rows and carries them out (:mod:`bot.effects`). Transient failures
+retry with capped exponential backoff (or the peer's ``Retry-After``); permanent ones are recorded.
 """
 
 from __future__ import annotations
@@ -135,9 +133,7 @@ class Dispatcher:
         return len(self._inflight)
 
     async def run_once(self) -> int:
-        """Claim what is due now and carry it all out; returns how many rows were handled.
-
-        Each row is completed as soon as its own effect is done."""
+        """Claim what is due now and carry it all out; returns how many rows were handled."""
         units = await self._claim(self.concurrency)
         if units:
             await asyncio.gather(*(self._carry(unit, batch) for unit, batch in units))

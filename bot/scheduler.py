@@ -1,11 +1,9 @@
 """Wakes the timekeeper: APScheduler 3.x as an alarm clock, never as the source of truth.
 
-It looks on a sweep every ``sweep_seconds`` (and at start, so what fell due while down fires
-once, late; it also catches other replicas' deadlines) and at the next due time, re-armed after
-every run and when a write of ours plans an earlier one (``Store.watch_deadlines``). No job store
-(not safely shared between processes, and a ``misfire_grace_time`` of 1 s drops jobs missed in a
-restart): ``misfire_grace_time=None``, ``coalesce=True``, UTC. A wake-up during a run makes that
-run look again when it ends, so runs never overlap.
+It looks every ``sweep_seconds`` (and at start: what fell due while down fires once, late) and at
+the next due time, re-armed after every run and when a write of ours plans an earlier one. No job
+store (not safely shared between processes, and a ``misfire_grace_time`` of 1 s drops jobs missed
+in a restart). A wake-up during a run makes that run look again when it ends: runs never overlap.
 """
 
 from __future__ import annotations

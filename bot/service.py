@@ -172,22 +172,18 @@ class Service:
         self._chat_routes_at = float("-inf")
 
     async def intake(self, batch: Sequence[Inbound]) -> list[IntakeOutcome]:
-        """Store a batch (all or nothing) with its deliveries, deadlines and outbox rows."""
         routes = await self.routes()
-        items = []
-        for inbound in batch:
-            e = inbound.elicitation
-            route = inbound.route or resolve_route(routes, e)
-            items.append(
-                IntakeItem(
-                    channel=inbound.channel,
-                    inbound_id=inbound.inbound_id,
-                    elicitation=e,
-                    route=route,
-                    display_hash=display_hash(e),
-                    audit=inbound.audit,
-                )
+        items = [
+            IntakeItem(
+                channel=inbound.channel,
+                inbound_id=inbound.inbound_id,
+                elicitation=inbound.elicitation,
+                route=inbound.route or resolve_route(routes, inbound.elicitation),
+                display_hash=display_hash(inbound.elicitation),
+                audit=inbound.audit,
             )
+            for inbound in batch
+        ]
         now = self.clock.now()
         outcomes = await self.store.intake(items, now)
         if any(_dispatches(item, o, now) for item, o in zip(items, outcomes, strict=True)):
@@ -204,13 +200,9 @@ class Service:
     # -- what people do ------------------------------------------------------------------------
 
     async def act(self, action: Action) -> Outcome:
-        """The one entry for what a person did on a surface; returns what to show them.
-
-        One read, one judgement (:func:`bot.domain.judge.judge`), one conditional write; when
-        the write loses (someone answered first, it closed, it changed) the action is judged
-        again on the state the store reports. An :class:`~bot.domain.actions.OnView` is
-        translated by its surface against that one read first.
-        """
+        """The one entry for what a person did on a surface: one read, one judgement, one
+        conditional write, judged again on the state the store reports when the write loses. An
+        :class:`~bot.domain.actions.OnView` is translated by its surface against that read first."""
         if isinstance(action, Command):
             return Outcome(OutcomeKind.COMMAND, command=await self._command(action))
         stored = await self.store.get(action.key)
@@ -272,8 +264,6 @@ class Service:
         return CommandResult("routes", routes=tuple(await self.routes_text()))
 
     async def claim(self, key: ElicitationKey, who: Identity) -> ClaimOutcome:
-        """Someone is on it: escalation and follow-ups wait ``claim_minutes`` (reminders and
-        expiry do not); every copy shows who. Again renews it; another person takes it over."""
         outcome = await self.act(ClaimIt(key, who, who.platform))
         if outcome.kind is OutcomeKind.NOT_FOUND:
             msg = f"no elicitation {key}"
@@ -343,10 +333,10 @@ class Service:
         return done
 
     async def routes_text(self) -> list[str]:
-        lines = []
-        for route in await self.routes():
-            lines.append(f"{route_name(route)} -> {', '.join(route.destinations)} ({route.origin})")
-        return lines
+        return [
+            f"{route_name(route)} -> {', '.join(route.destinations)} ({route.origin})"
+            for route in await self.routes()
+        ]
 
     async def answer(self, key: ElicitationKey, attempt: Attempt) -> AnswerOutcome:
         """Apply the answer rules; the first valid answer wins atomically in the store.
@@ -448,7 +438,6 @@ class Service:
     async def close(
         self, key: ElicitationKey, status: Status, *, answer: Answer | None, reason: str
     ) -> bool:
-        """Close a pending elicitation from its source's side; every copy is updated."""
         done = await self.store.close_elicitation(
             key, status, self.clock.now(), answer=answer, audit={"reason": reason}
         )
@@ -474,13 +463,9 @@ class Service:
 
 
 def _dispatches(item: IntakeItem, outcome: IntakeOutcome, now: datetime) -> bool:
-    """Whether this intake may have queued an effect, so the dispatcher is worth waking.
-
-    A new elicitation bound for the web inbox alone queues none (its copy is posted in the intake
-    transaction), and waking the dispatcher for it costs a claim and a next-due query per wake:
-    about a quarter of the server's CPU at a few hundred events/s. Anything else wakes it (a spare
-    wake is harmless; a missed one would wait for the dispatcher's idle poll).
-    """
+    """Whether this intake may have queued an effect, so the dispatcher is worth waking: one bound
+    for the web inbox alone queues none, and a needless wake (a claim and a next-due query) was
+    about a quarter of the server's CPU at a few hundred events/s. A spare wake is harmless."""
     if outcome.result is IntakeResult.UPDATED:
         return True
     if outcome.result is not IntakeResult.ACCEPTED:

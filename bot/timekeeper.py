@@ -1,10 +1,6 @@
-"""The timekeeper: claims due deadlines from the store and fires each once.
-
-A tick claims what is due (atomically, so each row goes to one process), then fires the rows in
-one transaction that writes their effects as :func:`bot.domain.deadlines.fire` decides on the
-elicitation as it stands then: nothing is sent for one answered in between. A deadline whose
-copy is on its way is ``waiting``, or ``skipped`` (audited, logged here) with no copy to go to.
-Nothing here keeps time: :class:`bot.scheduler.Scheduler` wakes it; tests call ``tick``.
+"""The timekeeper: claims due deadlines from the store and fires each once, in one transaction that
+writes what :func:`bot.domain.deadlines.fire` decides on the elicitation as it stands then, so
+nothing is sent for one answered in between. :class:`bot.scheduler.Scheduler` wakes it.
 """
 
 from __future__ import annotations

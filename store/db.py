@@ -101,19 +101,11 @@ def make_engine(url: str, *, pool_size: int = 8) -> Engine:
 def _postgres_setup(engine: Engine) -> None:
     """A pooled connection the server has closed is dropped at checkout, without a round trip.
 
-    ``pool_pre_ping`` would send a ``SELECT 1`` before every transaction (a round trip each, most
-    of a small transaction's latency). Instead: when the server ends a connection (a restart,
-    ``pg_terminate_backend``, an idle timeout) it sends a FATAL message and closes the socket, so
-    the socket of a connection idle in our pool has something to read only once the server is
-    done with it. A checkout polls the socket (no wait); if it is readable (or psycopg knows the
-    connection is closed), the pool discards it and opens another. Nothing else arrives on an
-    idle connection here (the store never LISTENs).
-
-    What this does not see: a connection lost with no word from the server (its host gone, a
-    firewall dropping idle connections silently). The first transaction on it fails, SQLAlchemy
-    marks every connection opened before that failure stale, and the next call reconnects;
-    ``pool_recycle`` also retires each connection after half an hour.
-    """
+    ``pool_pre_ping`` would cost a ``SELECT 1`` per transaction. A server ending a connection sends
+    a FATAL message and closes the socket, so a checkout polls the socket (no wait): readable (or
+    closed to psycopg) means discard it. Nothing else arrives on an idle connection (the store never
+    LISTENs). A connection lost silently fails its first transaction, after which SQLAlchemy marks
+    the older connections stale; ``pool_recycle`` also retires each after half an hour."""
 
     @event.listens_for(engine, "checkout")
     def _checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
@@ -147,11 +139,8 @@ def _memory(url: URL) -> bool:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Apply the migrations up to ``revision`` (``elicitbot db upgrade``; ``serve`` does too).
-
-    N replicas may start at once on a fresh database: on PostgreSQL each takes one transaction-
-    scoped advisory lock first, so one migrates and the others, once it commits, find the schema
-    at head and do nothing. SQLite serialises the migration through its write lock (BEGIN
-    IMMEDIATE)."""
+    Replicas starting at once: on PostgreSQL each takes an advisory lock first, so one migrates and
+    the others find the schema at head; SQLite serialises it."""
     engine = make_sync_engine(url)
     try:
         with engine.begin() as connection:

@@ -304,9 +304,8 @@ class RawEventRow(SQLModel, table=True):
 
 
 class MatrixCryptoRow(SQLModel, table=True):
-    """A Matrix device's end-to-end crypto state, the copy that survives restarts and moves with
-    the lease: nio's store (its secrets pickled with the pickle key, which is never stored).
-    ``owner`` is ``<user id>|<device id>``; ``version`` counts the saves. Never log ``blob``."""
+    """A Matrix device's end-to-end crypto state (nio's store, pickled with the pickle key, which is
+    never stored); ``owner``: ``<user id>|<device id>``; ``version`` counts saves. Never log it."""
 
     __tablename__ = "matrix_crypto"
 

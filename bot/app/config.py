@@ -1,8 +1,5 @@
-"""The TOML config: pydantic models, unknown keys refused, secrets from the environment.
-
-The root's sections live here; each surface's and source's lives in its adapter package, composed
-into ``AppConfig``. ``load_config(None)`` reads ``./elicitbot.toml``, else the embedded default
-(SQLite ``./elicitbot.db``, web inbox and intake on 127.0.0.1:8787).
+"""The TOML config: pydantic models, unknown keys refused, secrets from the environment. Each
+surface's and source's section lives in its adapter package, composed into ``AppConfig``.
 """
 
 from __future__ import annotations

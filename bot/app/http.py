@@ -1,9 +1,6 @@
 """The one HTTP server's shell (FastAPI; OpenAPI at /docs): read-back, health, metrics, the body
-limit and the error handlers; the edges' routers come from the composition root.
-
-It reads through the store port only. Errors are ``application/problem+json`` with an ``errors``
-list; an unexpected one is a 500 of that shape with a correlation id also in the log (never a
-traceback or a plain-text body).
+limit and the error handlers. Errors are ``application/problem+json`` with an ``errors`` list;
+an unexpected one is a 500 of that shape with a correlation id also in the log.
 """
 
 from __future__ import annotations
@@ -105,9 +102,8 @@ class _TooLargeError(Exception):
 
 class LastResort:
     """An exception no handler took: a 500 problem+json with a correlation id, logged with the
-    traceback under it (the body says what to quote, never what broke). Outermost of ours,
-    inside Starlette's error middleware (which answers in plain text); once a response started,
-    re-raised. A store out of reach is a 503 instead (:mod:`bot.app.outage`)."""
+    traceback (the body never says what broke). Inside Starlette's error middleware, which answers
+    in plain text; once a response started, re-raised. A store out of reach is a 503 instead."""
 
     def __init__(self, app: ASGIApp, outage: StoreOutage | None = None) -> None:
         self.app = app
@@ -168,9 +164,8 @@ def create_app(rt: Runtime) -> FastAPI:
 
 
 def plain_routes(routers: list[APIRouter]) -> list[Route]:
-    """The edges' plain Starlette routes, served ahead of every other route: matched first, they
-    skip FastAPI's routing, which walks every included router's routes per request and solves
-    dependencies they have none of. Their routers are included too (same answer, slower)."""
+    """The edges' plain Starlette routes, matched ahead of FastAPI's routing, which walks every
+    router's routes per request and solves dependencies these have none of."""
     return [
         Route(
             router.prefix + route.path,

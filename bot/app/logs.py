@@ -1,8 +1,6 @@
 """Logs on stderr that never carry a secret: readable lines for a person, JSON lines otherwise.
-
 Every secret the process reads is registered here and replaced by ``[redacted]`` in any field
-before a renderer sees the event. ``[server] log_format``: ``auto`` (readable on a terminal, else
-JSON), ``json`` or ``console``; colours only on a terminal.
+before a renderer sees the event.
 """
 
 from __future__ import annotations
@@ -74,11 +72,8 @@ def wants_json(log_format: str, stream: IO[str]) -> bool:
 
 
 def renderer(log_format: str, stream: IO[str]) -> Any:
-    """The last processor: JSON, or structlog's console renderer (colours only on a terminal).
-
-    Exceptions are formatted to plain text before redaction either way, so the console renderer
-    never prints a traceback (or its locals) that the redaction did not see.
-    """
+    """The last processor: JSON, or structlog's console renderer. Exceptions are formatted to plain
+    text before redaction either way, so no traceback (or its locals) escapes the redaction."""
     if wants_json(log_format, stream):
         return structlog.processors.JSONRenderer()
     return structlog.dev.ConsoleRenderer(colors=is_tty(stream))
@@ -157,12 +152,9 @@ def store_text(url: str) -> str:
 
 
 def ready_line(config: AppConfig) -> str:
-    """The one line ``serve`` prints once it listens: where the inbox is and what is on.
-
-    ``elicitbot ready — web inbox http://127.0.0.1:8787/ · SQLite ./elicitbot.db · Slack off ·
-    Matrix off``, then NATS and each Pinework workspace when configured. Never a secret: URLs lose
-    their passwords, and any registered secret is redacted.
-    """
+    """The one line ``serve`` prints once it listens: where the inbox is and what is on (``elicitbot
+    ready — web inbox http://127.0.0.1:8787/ · SQLite ./elicitbot.db · Slack off · Matrix off``).
+    Never a secret: URLs lose their passwords, and any registered secret is redacted."""
     parts = [f"web inbox {config.server.base_url}/", store_text(config.store.url)]
     slack = config.slack
     if slack is None:
@@ -183,9 +175,8 @@ def ready_line(config: AppConfig) -> str:
 
 
 def announce_ready(config: AppConfig) -> str:
-    """Log ``elicitbot.ready`` with :func:`ready_line`, and, when the logs are for a person
-    (readable, not JSON), print that line on its own as well: the one line a new user looks for
-    among the records. JSON logs get the event only (a bare line would break a JSON stream)."""
+    """Log ``elicitbot.ready`` with :func:`ready_line`, and print the line on its own when the logs
+    are for a person: JSON logs get the event only (a bare line would break a JSON stream)."""
     line = ready_line(config)
     structlog.get_logger("elicitbot").info("elicitbot.ready", line=line)
     if _person is not None:

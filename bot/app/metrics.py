@@ -2,13 +2,10 @@
 write-back not delivered, and who holds each single-owner lease.
 
 prometheus_client collects synchronously and the store is async: ``/metrics`` awaits
-:meth:`StoreMetrics.refresh` (one ``lanes()``, one ``leases()``) and ``collect()`` renders that
-snapshot. A failed read drops it and sets ``elicitbot_store_up`` 0, so a dead database never
-looks like an empty backlog. Figures are the deployment's: aggregate replicas with ``max``.
-
-The ``MAX_CHAT_LANES`` deepest chat lanes get their own series; the rest fold into
-``lane="other"`` (rows summed, oldest kept, so an age alert still fires). Sink lanes are always
-their own. ``elicitbot_lanes`` counts lanes before folding; an empty lane has no series.
+:meth:`StoreMetrics.refresh` and ``collect()`` renders that snapshot. A failed read sets
+``elicitbot_store_up`` 0, so a dead database never looks like an empty backlog. The
+``MAX_CHAT_LANES`` deepest chat lanes get their own series; the rest fold into ``lane="other"``
+(rows summed, oldest kept, so an age alert still fires).
 """
 
 from __future__ import annotations

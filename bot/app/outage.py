@@ -1,10 +1,6 @@
-"""The database out of reach, as HTTP clients and the log see it.
-
-A request failing because the store is unreachable gets ``503`` with ``Retry-After`` and a
-problem+json body, and is counted (``elicitbot_store_unavailable_total``); nothing was accepted,
-so the client retries. The log says once when the outage starts and once when it ends, never a
-traceback per request; other errors stay 500s (:class:`bot.app.http.LastResort`). Only a request
-that went through ends it (then the store is pinged, at most once per ``PROBE_SECONDS``).
+"""The database out of reach, as HTTP clients and the log see it: ``503`` with ``Retry-After`` and a
+problem+json body, counted; nothing was accepted, so the client retries. The log says once when the
+outage starts and once when it ends, never a traceback per request.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The composition root's assembly: ``Elicitbot`` builds every part, then what carries them out.
-
-The core is the store, the service and the timekeeper; each optional part comes from a small
-factory (``bot.app.sources``, ``bot.app.surfaces``) returning what it adds, so the constructor
-reads as a list. The dispatcher is built last, from the final chats and sinks: it decides from
-the chats which lanes' posts go out as a chain. A part's start and stop live with the part.
+Each optional part comes from a small factory (``bot.app.sources``, ``bot.app.surfaces``), so the
+constructor reads as a list; the dispatcher is built last, from the final chats and sinks.
 """
 
 from __future__ import annotations

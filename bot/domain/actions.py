@@ -56,7 +56,6 @@ class Open:
     who: Identity
     via: str
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,6 @@ class Reply:
     digest: str | None = None
     """The approval subject revision and digest that copy showed, when the surface knows."""
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,6 @@ class Submit:
     shown: Disclosure | None = None
     """What the form (or the message it opened from) showed (rule 2), as for :class:`Choose`."""
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +102,6 @@ class ClaimIt:
     who: Identity
     via: str
     standing: Standing = NO_STANDING
-    """What the surface knows of the person beyond their identity (rule 9's approvers)."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +118,9 @@ class Command:
 
 @dataclass(frozen=True)
 class OnView:
-    """An action its surface can name only against the elicitation as it stands: a Slack button
-    names its option by the value it carries (an index when the ids were too long), and what the
-    message shows (rule 2) is the surface's own rendering of the request now. The core reads the
-    elicitation once, hands ``translate`` that view and judges what it returns (None: the click
-    answers nothing, :attr:`OutcomeKind.IGNORED`); the outcome carries the view."""
+    """An action its surface can name only against the elicitation as it stands (a Slack button's
+    option index, what the message shows now). The core reads the elicitation once, hands
+    ``translate`` that view and judges what it returns (None: :attr:`OutcomeKind.IGNORED`)."""
 
     key: ElicitationKey
     who: Identity

@@ -1,17 +1,10 @@
 """One set of bounds at intake, for every source: what an identifier or a text may hold.
 
-:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` field by field against
-:data:`BOUNDS` before any store sees it, naming the field as the source calls it
-(:data:`FIELD_NAMES`). Nothing is trimmed: out of bounds is refused (400), so what is accepted is
-exactly what can be read back.
-
-- identifier (``Rule.ID``): no NUL, control character (C0, DEL, C1), line or paragraph separator,
-  lone surrogate or whitespace at either end; at most its maximum.
-- text (``Rule.TEXT``): no NUL or lone surrogate; at most its maximum.
-
-Lengths are in code points. Identifier maxima fit the narrowest columns on SQLite and PostgreSQL
-(workspace, board: 200; a CloudEvent source is stored as ``ce:<source>`` in 300). Free text is
-bounded only by the request body (:data:`TEXT_MAX`).
+:func:`check_elicitation` checks an :class:`~bot.domain.model.Elicitation` against :data:`BOUNDS`
+before any store sees it, naming each field as the source calls it (:data:`FIELD_NAMES`). Nothing
+is trimmed: out of bounds is refused (400), so what is accepted is exactly what can be read back.
+An identifier has no control or separator character, lone surrogate or outer whitespace; a text no
+NUL or lone surrogate. Lengths are in code points; identifier maxima fit the narrowest columns.
 """
 
 from __future__ import annotations
@@ -37,11 +30,9 @@ CE_SOURCE_MAX = 255
 CE_TYPE_MAX = 255
 CE_SUBJECT_MAX = 255
 TEXT_MAX = 1_048_576
-"""A free text (a question, a title, a board name, a card title, an option's label or description,
-a preview's label, text, value or URL): no source's spec sets a maximum on any of them, so the
-request's body is the bound. A body of at most 1 MiB (the intake limit) holds no more characters
-than bytes. A source whose spec bounds a field itself checks it in its parser (the engine's
-``ask.body``, 32 KiB of UTF-8)."""
+"""A free text (a question, a title, a label, a preview's text...): no source's spec bounds it,
+so the request body's 1 MiB is the bound (no more characters than bytes). A source whose spec
+bounds a field checks it in its parser."""
 
 
 class Rule(StrEnum):
@@ -251,12 +242,11 @@ def check_cloudevent(
     """The envelope's ``id``, ``source``, ``type`` and ``subject`` (locations as CloudEvents names
     them; a batch prefixes the event's index)."""
     values = {"id": event_id, "source": source, "type": type_, "subject": subject}
-    problems = []
-    for name, value in values.items():
-        found = None if value is None else problem(value, ENVELOPE_BOUNDS[name])
-        if found is not None:
-            problems.append(FieldProblem(name, found))
-    return problems
+    return [
+        FieldProblem(name, found)
+        for name, value in values.items()
+        if value is not None and (found := problem(value, ENVELOPE_BOUNDS[name])) is not None
+    ]
 
 
 # --- a whole elicitation -----------------------------------------------------------------------

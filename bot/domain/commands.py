@@ -1,10 +1,6 @@
 """The words of a chat command after its verb, the same for Slack (``/elicitbot``) and Matrix
-(``!elicitbot``): ``subscribe``'s route and who-may-decide words, and the lines ``policy`` lists.
-
-The policy words go through the config's own checks (:mod:`bot.domain.policy`), so a chat-made
-route takes exactly what a ``[[routes]]`` block takes, refused with the same messages prefixed
-with the wrong word. Lists are comma-separated; ``approve-on`` and ``anyone-may-reject`` are read
-as the underscored words.
+(``!elicitbot``). The policy words go through the config's own checks (:mod:`bot.domain.policy`),
+so a chat-made route takes exactly what a ``[[routes]]`` block takes, with the same messages.
 """
 
 from __future__ import annotations
@@ -193,9 +189,8 @@ def policy_lines(policy: RoutePolicy | None, previous: RoutePolicy | None) -> st
 
 
 def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ...]:
-    """``policy`` for the channel (room) it is typed in: each route posting there, in order
-    (first match wins), by what it matches and where it is written, with who may decide; a route
-    an earlier one always matches first says so (its policy never applies)."""
+    """``policy`` for the channel it is typed in: each route posting there, in order, with who may
+    decide; a route an earlier one always matches first says so (its policy never applies)."""
     lines = []
     for i, route in enumerate(routes):
         if destination not in route.destinations:

@@ -1,15 +1,12 @@
 """Deadlines: what each due time does, the schedule a message shows, and the "I'm on it" claim.
 
 Pure (aware UTC in, values out). The store fires each ``deadline`` row once, in the transaction
-that reads the elicitation as it stands, so a closed elicitation never reminds. ``subject_expired``
-and ``claim_lapse`` only refresh every copy; ``followup`` is planned when a copy is accepted.
+that reads the elicitation as it stands, so a closed elicitation never reminds.
 
-A reminder or escalation due while a copy is still on its way (``planned``/``posting``) moves its
-row :data:`COPY_RETRY` later, backing off to :data:`COPY_RETRY_MAX`, so a copy that never posts
-does not spin. A reminder with no copy posted waits while one is on its way; with none left (or
-only the web inbox, which has no thread) it is skipped and audited, never "fired" with nothing
-sent. A reminder some copies can get, and an escalation, wait at most :data:`COPY_WAIT_CAP`:
-an escalation is driven by "not answered by T", and a copy posted that late is itself news.
+A reminder or escalation due while a copy is still on its way waits, backing off from
+:data:`COPY_RETRY` to :data:`COPY_RETRY_MAX` so a copy that never posts does not spin, and at most
+:data:`COPY_WAIT_CAP` (an escalation means "not answered by T"). A reminder with no copy to go to
+is skipped and audited, never "fired" with nothing sent.
 """
 
 from __future__ import annotations

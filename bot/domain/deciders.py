@@ -1,10 +1,6 @@
 """Answer rule 9 for one route: may this person decide, and does an approving choice count on
-this surface. Asked by :func:`bot.domain.rules.who_may_decide` after rules 1-3.
-
-With ``approvers`` only an eligible person (:func:`bot.domain.quorum.eligible`) decides, except
-that ``anyone_may_reject`` lets anyone reject; with ``approve_on`` approving counts only on the
-surfaces named. A refusal names who may decide and is told once per question and person
-(``Refusal.once``); after that only :data:`TOLD_BEFORE` (:func:`bot.domain.judge.told_before`).
+this surface. Asked by :func:`bot.domain.rules.who_may_decide` after rules 1-3. A refusal names
+who may decide and is told once per question and person; after that only :data:`TOLD_BEFORE`.
 """
 
 from __future__ import annotations

@@ -19,11 +19,9 @@ def describe_answer(e: Elicitation, answer: Answer) -> str:
     answers = answer.fields.get("answers")
     if e.form and isinstance(answers, dict) and answers:
         return _describe_form(e, answers, answer.text)
-    parts: list[str] = []
-    for option_id in answer.option_ids:
-        option = e.option(option_id)
-        parts.append(option.label if option is not None else option_id)
-    labels = ", ".join(parts)
+    labels = ", ".join(
+        option.label if (option := e.option(i)) is not None else i for i in answer.option_ids
+    )
     quoted = f"“{_flat(answer.text)}”" if answer.text is not None and answer.text.strip() else ""
     if labels and quoted:
         return f"{labels}: {quoted}"

@@ -1,11 +1,9 @@
 """Answer rule 2's surface half: what you see is what you approve.
 
-An approving option is offered and accepted on a surface only where it showed the whole
-decisive content its digest / ``content_hash`` covers (the question and every preview item).
-Where a message cannot hold it, it says so and offers a review that does (a Slack modal, the
-Matrix thread, the web inbox); rejecting options stay available everywhere. The renderer decides
-:class:`~bot.domain.model.Disclosure` ``whole`` (it knows what it cut) and the action carries it;
-:func:`decisive` names the strings to show whole, so a test can check that claim.
+An approving option is offered and accepted on a surface only where it showed the whole decisive
+content its digest covers; elsewhere the message says so and offers a review that does. The
+renderer decides ``Disclosure.whole`` (it knows what it cut); :func:`decisive` names the strings
+to show whole, so a test can check that claim.
 """
 
 from __future__ import annotations

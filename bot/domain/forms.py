@@ -1,9 +1,8 @@
 """Forms: several questions answered at once (handup ``input.questions``), as pure functions.
 
-An answer is ``{question id: {"selected": [option labels], "text": str | None}}`` (handup's
-``Answer``), carried in ``Attempt.fields["answers"]`` and sent as ``decision.fields.answers``.
-:func:`check_answers` applies the spec's rules; :func:`parse_form_reply` reads a thread reply
-``1: a; 2: b, c; 3: some words`` (or one answer per line), so a thread answers a form at once.
+An answer is ``{question id: {"selected": [option labels], "text": str | None}}``, carried in
+``Attempt.fields["answers"]``. :func:`parse_form_reply` reads a thread reply ``1: a; 2: b, c;
+3: some words`` (or one answer per line), so a thread answers a form at once.
 """
 
 from __future__ import annotations

@@ -2,13 +2,8 @@
 what to write out. Pure: no store, no clock (``now`` is passed in), no surface.
 
 :func:`judge` returns a :class:`Judgement`: the :class:`Outcome` the surface shows and the one
-write that makes it true. Who is answering, what the surface offered (its ``shown``), what a
-reply means and why a question is closed are decided here by :mod:`bot.domain.rules` (who may
-decide: :func:`~bot.domain.rules.who_may_decide`); surfaces never judge.
-
-An answer or vote is written only while the elicitation is pending, not expired and at the
-version judged (first valid answer wins; a revision in between is judged again), a claim only
-while pending. A lost write is judged again on the state the store returned (:func:`after_lost`).
+write that makes it true, decided by :mod:`bot.domain.rules`; surfaces never judge. A lost write
+is judged again on the state the store returned (:func:`after_lost`).
 """
 
 from __future__ import annotations
@@ -156,8 +151,7 @@ def not_found(key: ElicitationKey) -> Outcome:
 
 def judge_command(command: Command, people: People, *, web_groups: bool = True) -> CommandResult:
     """A chat command read and checked against who may run it: final when help, unreadable or
-    ``refused``, else the verb the shell carries out. ``web_groups``: the web inbox reads groups
-    (``[web] groups_header``), so ``web-group:`` approvers can be met."""
+    ``refused``, else the verb the shell carries out. ``web_groups``: ``web-group:`` can be met."""
     parsed = parse_command(command.text)
     if parsed.problem is not None or parsed.verb == "help":
         return parsed
@@ -298,10 +292,8 @@ def _needs_comment(
 def _reply(
     stored: StoredElicitation, action: Reply, people: People, now: datetime, route: Route | None
 ) -> Judgement:
-    """A thread reply: what it means (an option, a text, a form's lines, or nothing this
-    question takes), then judged as an attempt. Talk in the thread after the answer is
-    ignored, and so is a reply naming nothing while the question waits, from someone who may
-    answer: they are told how."""
+    """A thread reply: what it means, then judged as an attempt. Talk after the answer is ignored,
+    and so is a reply naming nothing while the question waits: one who may answer is told how."""
     e = stored.elicitation
     parsed = reply_attempt(e, action.text, action.who, action.via)
     pending = stored.status is Status.PENDING

@@ -1,18 +1,15 @@
 """Lanes: effects are dispatched per lane, so a backlog in one never delays another.
 
-- ``chat:<destination>``: one channel's or room's posts, updates, seeds and notices. Posts first
+- ``chat:<destination>``: one channel's or room's posts, updates, seeds and notices, posts first
   (a burst of 50 shows all 50 before any reaction or edit). A paced post (Slack: one a second per
   channel) is claimed once the post before it is done and waits for its slot in the adapter, so
-  the only wait between two posts is the platform's interval; until then the channel's updates
-  and notices go out between posts. At most one post and one update are in flight per lane.
-  An unpaced lane (``chained``: Matrix, the web inbox) claims its due posts as one chain of up to
-  ``POST_CHAIN``, sent by one task.
+  the only wait between two posts is the platform's interval. An unpaced lane (``chained``:
+  Matrix, the web inbox) claims its due posts as one chain of up to ``POST_CHAIN``.
 - ``sink:<source>``: write-backs to one upstream; independent, so several go at once.
 
 After a failure a lane is probed, not flooded: a chat lane's later posts wait behind the failed
 one (questions keep their order), and a failed sink is ``down`` (:func:`down_key`): one write-back
-at a time, at most ``PROBE_CEILING`` apart, until one goes through. A lane's bound counts every
-replica's live claims (``CHAT_LANE_SLOTS`` per channel in the whole deployment).
+at a time, at most ``PROBE_CEILING`` apart. A lane's bound counts every replica's live claims.
 """
 
 from __future__ import annotations
@@ -30,12 +27,9 @@ SINK_LANE_SLOTS = 8
 POSTS_IN_FLIGHT = 1
 """Posts of one channel in flight at once: questions appear in the order they came."""
 POST_CHAIN = 50
-"""Posts of one unpaced lane (Matrix, the web inbox) claimed at once and sent together, started
-in the order they came. A homeserver persists a room's events in batches: 50 sends at once take
-Synapse 0.25 s here, one after the other 0.54 to 0.72 s. A burst of 50 questions (the benchmark's)
-goes out as one chain, not as chains of 16 one after the other (1.75 → 1.66 s plaintext, 1.77 →
-1.47 s encrypted until all 50 were visible; bench/README.md). Questions sent together may land in
-any order among themselves; questions taken in apart stay in the order they came."""
+"""Posts of one unpaced lane (Matrix, the web inbox) claimed at once and sent together: a
+homeserver persists a room's events in batches (50 sends at once take Synapse 0.25 s, one after
+the other 0.54 to 0.72 s). Questions sent together may land in any order among themselves."""
 UPDATES_IN_FLIGHT = 1
 """Rewrites of one channel's messages in flight at once: an update waiting for the platform's
 budget (Slack: chat.update per workspace) never holds the slots its channel's notices need."""

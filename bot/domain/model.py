@@ -20,12 +20,9 @@ ElicitationKey = NewType("ElicitationKey", str)
 
 
 class Destination(str):
-    """Where a copy goes: ``web``, ``slack:<channel or user>`` or ``matrix:<room or user>``.
-
-    A ``str`` that knows its parts: stored, serialised, logged and compared as exactly the text it
-    is (so rows, JSON and the database stay byte-identical), split once here instead of at each use.
-    ``Destination(text)`` takes a value already checked (config, intake, a stored row);
-    :meth:`parse` checks one that enters from outside."""
+    """Where a copy goes: ``web``, ``slack:<channel or user>`` or ``matrix:<room or user>``. A
+    ``str`` that knows its parts, stored and compared as exactly its text; ``Destination(text)``
+    takes a value already checked, :meth:`parse` checks one that enters from outside."""
 
     __slots__ = ()
 
@@ -279,9 +276,7 @@ class Elicitation(Frozen):
 
 class IdentityKey(str):
     """Who someone is across surfaces: ``slack:<user id>``, ``matrix:@user:server`` or
-    ``web:<login>``. Like :class:`Destination`, a ``str`` (stored and compared as its text) that
-    knows its parts; ``platform`` and ``user`` are both empty for the empty key (a reminder's
-    notice names nobody)."""
+    ``web:<login>``; like :class:`Destination`, a ``str`` that knows its parts."""
 
     __slots__ = ()
 
@@ -311,11 +306,9 @@ class Identity(Frozen):
 
 
 class Disclosure(Frozen):
-    """What one surface showed a person of an elicitation (rule 2, :mod:`bot.domain.disclosure`).
-
-    ``whole``: the whole decisive content, uncut. ``review``: where the person can see all of it
-    and decide, in the surface's own words ("Use Review… to see all of it and decide there."),
-    shown with the message and told to anyone whose approval it refuses."""
+    """What one surface showed a person (rule 2): ``whole``, the whole decisive content, uncut;
+    ``review``, where they can see all of it and decide, in the surface's own words, shown with the
+    message and told to anyone whose approval it refuses."""
 
     whole: bool
     review: str | None = None

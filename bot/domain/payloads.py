@@ -1,7 +1,5 @@
-"""An outbox row's payload: one frozen type per effect kind, and the JSON the row stores.
-
-The JSON is what rows have always held, so older rows read the same; a field missing or not
-understood takes its default.
+"""An outbox row's payload: one frozen type per effect kind, and the JSON the row stores (as rows
+have always held it, so older rows read the same; a field missing takes its default).
 """
 
 from __future__ import annotations

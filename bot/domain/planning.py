@@ -1,6 +1,5 @@
-"""What each write of the store does: intake, revision, a post accepted or failed for good, a
-waiting copy's turn, a claim, a fired deadline. Pure: from the state the store read in its
-transaction to a :class:`~bot.domain.writes.WriteSet` it applies there.
+"""What each write of the store does, pure: from the state the store read in its transaction to a
+:class:`~bot.domain.writes.WriteSet` it applies there.
 """
 
 from __future__ import annotations
@@ -96,21 +95,12 @@ class FiringWrites:
 
 def plan_deliveries(route: Route) -> tuple[PlannedDelivery, ...]:
     """With a follow-up only the first destination is posted now; without, every one is."""
-    seen: set[str] = set()
-    planned: list[PlannedDelivery] = []
-    for destination in route.destinations:
-        if destination in seen:
-            continue
-        seen.add(destination)
-        first = not planned
-        planned.append(
-            PlannedDelivery(
-                destination=destination,
-                position=len(planned),
-                post_now=first or route.followup_seconds == 0,
-            )
+    return tuple(
+        PlannedDelivery(
+            destination, position, post_now=position == 0 or route.followup_seconds == 0
         )
-    return tuple(planned)
+        for position, destination in enumerate(dict.fromkeys(route.destinations))
+    )
 
 
 def plan_deadlines(e: Elicitation) -> tuple[PlannedDeadline, ...]:
@@ -148,13 +138,9 @@ def display_hash(e: Elicitation) -> str:
 def intake_writes(
     e: Elicitation, route: Route, now: datetime, audit: Mapping[str, Any] | None = None
 ) -> WriteSet:
-    """A new elicitation: its copies, its deadlines, or (already expired) its close.
-
-    The web inbox reads the store, so its copy is posted the moment the intake commits (and its
-    follow-up runs from then); another first destination gets a post; later ones wait for their
-    turn when the route has a follow-up. Past its expiry on arrival, it is closed at once with the
-    timeout decision: every copy is skipped (no buttons, ever) and no deadline is planned.
-    """
+    """A new elicitation: its copies, its deadlines, or (already expired) its close. The web inbox
+    copy is posted the moment the intake commits (the inbox reads the store); past its expiry on
+    arrival, it is closed at once with the timeout decision and no copy ever posted."""
     audits = (AuditWrite("intake", detail=audit),)
     planned = plan_deliveries(route)
     if dl.expired_at_intake(e, now):
@@ -266,17 +252,15 @@ def posted_writes(
     now: datetime,
     seed: bool = False,
 ) -> WriteSet:
-    """A post the platform accepted (the store marked it posted): ``stale`` (answered or revised
-    while it was being posted) brings the copy up to date; while ``pending``, unanswered
-    ``followup_seconds`` from now the next destination gets it (``copies``: every copy, read
-    when :func:`needs_copies` says so), and with ``seed`` (its platform answers by reaction)
-    its reactions are seeded next, behind the posts its lane still has to make."""
+    """A post the platform accepted: ``stale`` (answered or revised meanwhile) brings the copy up to
+    date; while ``pending`` the next destination's follow-up is planned (``copies``: read when
+    :func:`needs_copies` says so), and with ``seed`` its reactions are seeded next."""
     updates = (CopyUpdate(delivery_id, destination),) if stale else ()
     seeds = (Effect(EffectKind.SEED, destination, delivery_id),) if seed and pending else ()
     accepted = next((c for c in copies if c.id == delivery_id), None)
-    due = None
-    if pending and accepted is not None:
-        due = dl.followup_due(route, accepted, copies, now)
+    due = (
+        dl.followup_due(route, accepted, copies, now) if pending and accepted is not None else None
+    )
     followup = (
         ()
         if due is None
@@ -421,12 +405,9 @@ def writeback_writes(
 ) -> WriteSet:
     """The write-back of round ``round_`` is done: accepted (``error`` None) or refused for good.
 
-    Fenced on that round being the one still sending (a stale completion writes nothing).
-    Accepted: every copy now says "Answered". Refused: an answered elicitation whose upstream is
-    still open (``reopen``) is open again for another answer; otherwise it is marked failed. Every
-    copy says what was refused, the person who answered is told privately in the copy they used,
-    and the refusal is audited.
-    """
+    Fenced on that round still sending (a stale completion writes nothing). Refused: an answered
+    elicitation whose upstream is still open (``reopen``) is open again, else marked failed; every
+    copy says so, the person who answered is told privately where they answered; it is audited."""
     wb = stored.writeback
     if wb is None:
         wb = Writeback(WritebackState.SENDING, 1)  # closed before write-backs were recorded

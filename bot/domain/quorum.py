@@ -1,9 +1,6 @@
 """Answer rule 9 — who may decide, and how many must agree. Pure: no I/O, no clock.
-
-:func:`eligible` decides from the route's approver entries and what the surface knows
-(:class:`Standing`); :func:`tally` counts one approving vote per person (linked by
-``[people.principals]`` across surfaces) on the subject's current revision and digest;
-:func:`decided_option` is what a reached quorum decides. The asker never counts (rule 1).
+A tally counts one approving vote per person (linked by ``[people.principals]`` across surfaces)
+on the subject's current revision and digest. The asker never counts (rule 1).
 """
 
 from __future__ import annotations

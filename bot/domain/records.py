@@ -1,7 +1,5 @@
-"""The core's records: every state and kind as a ``StrEnum``, and what a store hands back.
-
-These are the types the store port (:mod:`bot.domain.store`) speaks; the store (SQLite or
-PostgreSQL) returns them, and nothing above the store sees a row or a ``dict`` of one.
+"""The core's records: every state and kind as a ``StrEnum``, and what the store port
+(:mod:`bot.domain.store`) hands back: nothing above the store sees a row or a ``dict`` of one.
 """
 
 from __future__ import annotations
@@ -126,10 +124,8 @@ class WritebackState(StrEnum):
 
 @dataclass(frozen=True)
 class Writeback:
-    """The last write-back of an elicitation's outcome to its source.
-
-    ``round`` counts the outcomes written back (1 for the first answer; a refused answer reopens
-    the question and the next one is round 2), and names the idempotency key of each."""
+    """The last write-back of an elicitation's outcome to its source: ``round`` counts the outcomes
+    written back (a refused answer reopens the question; the next is round 2) and keys each."""
 
     state: WritebackState
     round: int = 1
@@ -240,10 +236,7 @@ class Original:
 
 @dataclass(frozen=True)
 class Escalation:
-    """What makes a copy an escalation: whom it mentions and where the original is.
-
-    The web inbox link is the view's ``link``; a Slack original may be linked by its permalink.
-    """
+    """What makes a copy an escalation: whom it mentions and where the original is."""
 
     mentions: tuple[str, ...]
     originals: tuple[Original, ...] = ()
@@ -355,9 +348,8 @@ class ChatRoute:
 
 @dataclass(frozen=True)
 class Subscribed:
-    """What a ``subscribe`` did to the chat routes: ``changed``: a route added, or an existing
-    route's policy replaced (``previous``, None when the route is new or unchanged);
-    ``policy``: the route's policy as stored now."""
+    """What a ``subscribe`` did: ``changed`` (a route added, or its policy replaced: ``previous``),
+    and ``policy``, the route's policy as stored now."""
 
     changed: bool
     policy: RoutePolicy

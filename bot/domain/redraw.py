@@ -1,10 +1,7 @@
 """Which waiting questions' copies are drawn again when who may decide changes. Pure.
 
-A copy shows its policy route at render time (rule 9), so a route's policy change (say
-``approve_on web``: Approve buttons become the inbox link) makes it stale. :func:`redrawn`
-names the pending elicitations whose first-matching route's policy differs before and after;
-:func:`redraw_writes` queues one coalesced ``update`` per posted chat copy. One an earlier
-(config) route matches is not touched by a chat route's change.
+A copy shows its policy route at render time (rule 9), so a route's policy change makes it stale;
+one an earlier (config) route matches is not touched by a chat route's change.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Where a posted copy lives on its platform: typed message refs.
-
-The store keeps a ref as :meth:`to_json` writes it (Slack ``{"channel", "ts", "key"}``, Matrix
-``{"room_id", "event_id", "key"}`` plus ``"full_in_thread": true`` when the whole request went
-into the thread, the web ``{"inbox": <key>}``) and reads it with :func:`ref_from_json`. The
-indexed :attr:`key` finds the elicitation of a message reacted or replied to.
+"""Where a posted copy lives on its platform: typed message refs, stored as :meth:`to_json` writes
+them and read with :func:`ref_from_json`. The indexed :attr:`key` finds the elicitation of a
+message reacted or replied to.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Thread replies as answers (answer rule 6; the rules are :mod:`bot.domain.rules`).
-
-A reply names one option by 1-based number (``2``, ``#2``, ``2.``), id or label (case and
-whitespace ignored); on a free-text question it is the answer. Parsing never raises or judges:
-an over-long text is returned whole for the rules to refuse.
+"""Thread replies as answers (answer rule 6): a reply names one option by 1-based number (``2``,
+``#2``, ``2.``), id or label (case and whitespace ignored); on a free-text question it is the
+answer. Parsing never raises or judges: an over-long text is returned whole for the rules to refuse.
 """
 
 from __future__ import annotations
@@ -56,10 +54,8 @@ _TRAILING_PUNCTUATION = ".!"
 
 
 def strip_reply_fallback(body: str) -> str:
-    """Drop a Matrix rich-reply fallback: the leading ``>`` lines and one blank line after them.
-
-    Quoted text is someone else's words (rule 8), so it never counts as the reply.
-    """
+    """Drop a Matrix rich-reply fallback (the leading ``>`` lines and one blank line after them):
+    quoted text is someone else's words (rule 8), never the reply."""
     lines = body.replace("\r\n", "\n").split("\n")
     if not lines[0].startswith(">"):
         return body

@@ -12,10 +12,8 @@ DEFAULT_ROUTE = Route()
 
 
 def route_matches(route: Route, e: Elicitation) -> bool:
-    """Each field set in ``route.match`` equals the elicitation's: source, workspace, board.
-
-    A route naming a workspace or board never matches an elicitation without one.
-    """
+    """Each field set in ``route.match`` (source, workspace, board) equals the elicitation's; a
+    route naming a workspace or board never matches an elicitation without one."""
     match = route.match
     return (
         (match.source is None or match.source == e.source)

@@ -1,9 +1,6 @@
-"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC).
-
-Rule 2 has two halves: the elicitation's (preview complete, subject not expired) and the
-surface's (:mod:`bot.domain.disclosure`); approving is offered and accepted only where both
-hold. Every outcome is a value (an :class:`~bot.domain.model.Answer` or a
-:class:`~bot.domain.model.Refusal`); nothing raises on an attempt.
+"""The answer rules 1-5 and 7, as pure functions: ``now`` is passed in (aware UTC). Approving is
+offered and accepted only where both halves of rule 2 hold: the elicitation's (preview complete,
+subject not expired) and the surface's (:mod:`bot.domain.disclosure`). Nothing raises on an attempt.
 """
 
 from __future__ import annotations
@@ -96,11 +93,9 @@ def offered_options(
     surface: str | None = None,
     approve_on: Sequence[str] | None = None,
 ) -> tuple[OfferedOption, ...]:
-    """Every option in order, as the surface that ``shown`` describes offers them: approving ones
-    are withheld while the subject is (:func:`approving_withheld`), on a ``surface`` the route's
-    ``approve_on`` does not name (rule 9), or where the surface cut the decisive content (rule
-    2), ``withheld_reason`` saying why in that order (elsewhere before a cut: reviewing here
-    would not make it count). Admin-only options are offered to everyone, and marked."""
+    """Every option in order, as the surface ``shown`` describes offers them: approving ones
+    withheld while the subject is, where ``approve_on`` does not name the ``surface`` (rule 9), or
+    where the content was cut (rule 2), ``withheld_reason`` saying why in that order."""
     reason = approving_withheld(e, now)
     elsewhere = None if reason is not None else deciders.approve_elsewhere(approve_on, surface)
     if elsewhere is not None:

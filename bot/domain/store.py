@@ -1,10 +1,5 @@
-"""The store port: what the service, the dispatcher, the timekeeper, the HTTP shell and the web
-inbox need of persistence, and nothing about how it is kept.
-
-Implementation: ``store.sql.SqlStore`` (SQLite WAL or PostgreSQL); one contract suite
-(``tests/contract``) runs on both engines.
-
-Every guarantee is the store's to keep whatever the backend:
+"""The store port: what the core and its edges need of persistence, and nothing about how it is
+kept (``store.sql.SqlStore``; ``tests/contract`` runs on both engines). Whatever the backend:
 - intake is all or nothing per batch, deduplicated on (channel, inbound id) and on the key;
 - the first valid answer wins once (a conditional write), and its effects are written with it;
 - outbox rows and due deadlines are claimed by one claimer at a time under a lease, and every
@@ -167,29 +162,23 @@ class RawEvents(Protocol):
 
 
 class CryptoStates(Protocol):
-    """A Matrix device's end-to-end crypto state (an opaque blob, encrypted by its owner with a key
-    the store never sees), kept so it survives restarts and moves with the Matrix lease. Never
-    logged."""
+    """A Matrix device's end-to-end crypto state: an opaque blob, encrypted with a key the store
+    never sees, that survives restarts and moves with the Matrix lease. Never logged."""
 
     async def save_crypto(
         self, owner: str, blob: bytes, now: datetime, *, lease: tuple[str, str] | None = None
     ) -> bool:
-        """Replace ``owner``'s blob (``<user id>|<device id>``) whole; True when written. Fenced
-        when ``lease`` = (name, holder) is given: written only if that holder still holds that
-        lease and it has not run out at ``now`` (checked in the same statement as the write), so
-        a holder that lost the lease cannot roll its successor's state back."""
+        """Replace ``owner``'s blob (``<user id>|<device id>``) whole; True when written. With
+        ``lease`` = (name, holder): only while that holder holds it at ``now``, so a holder that
+        lost the lease cannot roll its successor's state back."""
         ...
 
-    async def load_crypto(self, owner: str) -> bytes | None:
-        """The last blob saved for ``owner``; None when there is none."""
-        ...
+    async def load_crypto(self, owner: str) -> bytes | None: ...
 
 
 class Store(
     ElicitationReads, ChatRoutes, Values, Pacing, Leases, RawEvents, CryptoStates, Protocol
 ):
-    """Persistence plus outbox, deadlines and dedupe; see the module docstring for guarantees."""
-
     single_process: bool
     """True when one process owns the store (a SQLite file): claims found at start are ours."""
 
@@ -217,9 +206,8 @@ class Store(
         audit: dict[str, object],
         version: int | None = None,
     ) -> RecordResult:
-        """Record the first valid answer while the elicitation is pending, not expired (nor its
-        subject, for an ``approving`` one) and, when ``version`` is given, still at the version
-        the judgement read (a new revision or digest, a vote or a claim in between makes it
+        """Record the first valid answer while pending, not expired (nor its subject, for an
+        ``approving`` one) and still at ``version`` when given (anything in between makes it
         lose: judge again). The loser learns the status and answer as they are."""
         ...
 
@@ -256,10 +244,8 @@ class Store(
         *,
         once: bool = False,
     ) -> bool:
-        """An audit row for a refused attempt. ``once``: a refusal told once per question and
-        actor; True when this is the first of its ``code`` for ``key`` and ``actor`` (on any
-        replica, ever: the record is durable and written atomically with the audit row), False
-        when it was told before (the audit row then says ``repeat``). Without ``once``: True."""
+        """An audit row for a refused attempt; True: tell it. With ``once``, False when ``code`` was
+        told ``actor`` on ``key`` before, on any replica (its audit row says ``repeat``)."""
         ...
 
     async def claim(

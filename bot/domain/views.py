@@ -25,10 +25,8 @@ def prompt_view(
     escalation: deadlines.Escalation | None = None,
     policy: CopyPolicy | None = None,
 ) -> PromptView:
-    """The elicitation as it stands now, with what happens if nobody answers (the schedule, from
-    its copies and pending deadlines) and who is on it while the claim holds; ``policy``: the
-    policy route's (:meth:`bot.service.Service.policy_route`): where approving counts and who
-    may approve (None: everywhere, anyone)."""
+    """The elicitation as it stands now, with its schedule (from its copies and pending deadlines)
+    and who is on it while the claim holds; ``policy``: where approving counts, who may approve."""
     policy = policy or CopyPolicy()
     timeline = timeline or Timeline()
     return PromptView(

@@ -1,6 +1,5 @@
 """A route's quorum in the one judgement (answer rule 9): an approving answer from an eligible
 person is a vote until ``quorum`` distinct people approved; the last vote is the answer. Pure.
-The words are :mod:`bot.domain.wording`'s.
 """
 
 from __future__ import annotations

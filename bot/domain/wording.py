@@ -3,13 +3,8 @@ and where, the system that asked, and the result line of a closed copy.
 
 Pure, no markup: a surface reads a view's :class:`Result` (:func:`result_of`), writes it with
 :func:`result_sentence` and adds only its markup. The sentences live in :data:`RESULT_LINES`,
-:data:`PARTS`, :data:`NOTES` (a refused write-back) and :data:`QUORUM_LINES` and nowhere else.
-
-Where the surfaces had drifted, this wording is kept: a timeout's decision is "the timeout
-outcome"; an answer refused for good is ``❌ Not accepted by SuperPipeline: Alice’s answer — Deny —
-<time> via Slack``; one never confirmed is ``❔ Not confirmed by …`` (the ⚠️ is the note's); an
-expired outcome on its way says ``— sending it to …`` without a second emoji.
-"""  # noqa: RUF002 - the typographic apostrophe the messages show
+:data:`PARTS`, :data:`NOTES` and :data:`QUORUM_LINES` and nowhere else.
+"""
 
 from __future__ import annotations
 
@@ -383,10 +378,9 @@ def waiting_line(
     approvers: Sequence[str] | None = None,
     principals: Mapping[str, str] | None = None,
 ) -> str | None:
-    """What the copies of a pending question say while a quorum is counted: ``Approved by
-    Alice (1 of 2) — waiting for one more approver: Bob, @deploy-team`` (:func:`still_approve`
-    by readable id: no names are known at render time, never a mention); that the votes no
-    longer count once a new revision or digest cleared them; None before any vote."""
+    """What a pending question's copies say while a quorum is counted: ``Approved by Alice (1 of 2)
+    — waiting for one more approver: Bob, @deploy-team`` (readable ids, never a mention), or that a
+    new revision or digest cleared the votes; None before any vote."""
     counted = tally(e, votes, votes[-1].needed if votes else 1)
     if not counted.approvals and votes:  # a new revision or digest cleared every vote: say so
         cleared = tally(e.model_copy(update={"subject": None}), votes, counted.needed)

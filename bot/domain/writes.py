@@ -166,9 +166,9 @@ def escalation_from_json(detail: Mapping[str, Any] | None) -> Escalation | None:
     """The typed escalation of a stored detail (None: not an escalation copy)."""
     if not detail or "mentions" not in detail:
         return None
-    originals = []
-    for o in detail.get("originals") or ():
-        ref = ref_from_json(o.get("ref"))
-        if ref is not None:
-            originals.append(Original(str(o.get("destination", "")), ref))
-    return Escalation(tuple(str(m) for m in detail["mentions"]), tuple(originals))
+    originals = tuple(
+        Original(str(o.get("destination", "")), ref)
+        for o in detail.get("originals") or ()
+        if (ref := ref_from_json(o.get("ref"))) is not None
+    )
+    return Escalation(tuple(str(m) for m in detail["mentions"]), originals)

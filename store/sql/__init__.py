@@ -1,7 +1,6 @@
-"""The SQL store (SQLite WAL or PostgreSQL): intake, first-answer-wins, outbox and deadline
-claims, reads. It implements :class:`bot.domain.store.Store`; what it writes for intake, posts,
-fall-backs, claims and firings is decided in :mod:`bot.domain.planning` and applied by
-:mod:`store.sql.apply` in the transaction that read the state it was decided on.
+"""The SQL store (SQLite WAL or PostgreSQL), implementing :class:`bot.domain.store.Store`; what it
+writes is decided in :mod:`bot.domain.planning` and applied by :mod:`store.sql.apply` in the
+transaction that read the state it was decided on.
 
 Exactly-once by construction:
 - intake dedupe: ``INSERT … ON CONFLICT DO NOTHING`` on the inbound id and on the elicitation key;
@@ -11,16 +10,10 @@ Exactly-once by construction:
 - claims of outbox rows and due deadlines: ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP
   LOCKED) RETURNING`` on PostgreSQL; the same statement without the locking clause on SQLite,
   whose writers are serialised (every transaction starts with ``BEGIN IMMEDIATE``);
-- a deadline's effects (outbox rows, new deliveries, a close) are written in the transaction that
-  marks it fired, fenced on the claim: a lost lease or a close in between writes nothing.
+- a deadline's effects are written in the transaction that marks it fired, fenced on the claim.
 
 Lock order on PostgreSQL: an elicitation row before its deadline, delivery and outbox rows, in
 every transaction that writes more than one of them (answers, revisions, closes, claims, firing).
-
-Modules: ``base`` (engine, transactions, rows into records), ``apply`` (write-sets), ``intake``,
-``answers``, ``claims`` (the outbox's claims, lanes and pace), ``outbox`` (completions),
-``deadlines``, ``reads``, ``chat_routes`` (routes admins made from chat, and the redraw of the
-copies a policy change concerns), ``votes`` (a quorum's votes, fenced on the version read).
 """
 
 from __future__ import annotations

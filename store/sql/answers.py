@@ -1,8 +1,6 @@
-"""Answers and other changes of one elicitation: the first answer wins once (one conditional
-``UPDATE … WHERE status='pending'`` checked through ``RETURNING``, plus a unique ``answer`` row;
-fenced on the version the judgement read, so a revision, a vote or a claim landing in between
-makes it lose and be judged again), closes, refusals, claims, and the inbound ids of chat
-events."""
+"""Answers and other changes of one elicitation: the first answer wins once (fenced on the version
+the judgement read), closes, refusals, claims, and the inbound ids of chat events.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +27,6 @@ class Answers(Applier):
         audit: dict[str, object],
         version: int | None = None,
     ) -> RecordResult:
-        """First valid answer wins: one conditional UPDATE (pending, not expired, and at
-        ``version`` when given); the loser learns the current state."""
         conditions = [or_(E.c.expires_at.is_(None), E.c.expires_at > now)]
         if version is not None:
             conditions.append(E.c.version == version)
@@ -125,7 +121,6 @@ class Answers(Applier):
         return await self._run(work, write=True)
 
     async def first_time(self, channel: str, inbound_id: str, now: datetime) -> bool:
-        """Record an inbound event id (Slack event_id, Matrix event_id); False if seen before."""
 
         def work(conn: Connection) -> bool:
             row = conn.execute(

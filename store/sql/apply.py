@@ -1,11 +1,7 @@
-"""Write-sets applied generically, inside the caller's transaction.
-
-The domain decides (:mod:`bot.domain.planning`); this writes what it decided, keeping the fences:
-an activation is a conditional ``UPDATE … WHERE state='waiting' RETURNING``, a close a conditional
-``UPDATE … WHERE status='pending' RETURNING``, an escalation copy an insert that ignores a second
-one. Outbox and audit rows are gathered in a :class:`Batch` and written together (what was
-gathered before a close is written before it); refreshes run at the end, once per elicitation,
-and never for one closed in the batch (its close updated every copy already).
+"""Write-sets (:mod:`bot.domain.planning`) applied inside the caller's transaction, keeping the
+fences: an activation and a close are conditional ``UPDATE … RETURNING``, an escalation copy an
+insert that ignores a second one. Outbox and audit rows are gathered in a :class:`Batch` and
+written together; refreshes run at the end, once per elicitation, never for one closed in it.
 """
 
 from __future__ import annotations
@@ -191,10 +187,8 @@ class Applier(SqlBase):
         *,
         insert: Callable[[Connection, list[dict[str, Any]]], Iterable[Any]] | None = None,
     ) -> list[list[PlannedDeadline]]:
-        """The copies of these write-sets, inserted in one statement (a copy its destination has
-        already is skipped): each new one's post is queued, and each write-set's follow-ups are
-        returned, to plan once the copies' ids are known. :meth:`_apply` passes one write-set;
-        intake passes a whole group's, and its own ``insert`` (one ``ManyRows`` statement)."""
+        """The copies of these write-sets in one statement (a duplicate is skipped), each new one's
+        post queued; returns each write-set's follow-ups, to plan once ids are known."""
         rows = [copy_row(key, c, now) for key, ws, now in work for c in ws.copies]
         if not rows:
             return [[] for _ in work]

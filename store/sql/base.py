@@ -187,8 +187,6 @@ class SqlBase:
         return result
 
     def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
-        """Call ``watcher(earliest due time)`` after a write of ours plans deadlines (a scheduler
-        re-arms its wake-up). Returns the function that stops watching."""
         self._watchers.append(watcher)
 
         def unwatch() -> None:

@@ -1,8 +1,6 @@
-"""Routes admins made from chat (``/elicitbot subscribe``, ``!elicitbot subscribe``), with who
-may decide their questions: the policy is stored as the config names its keys (NULL: the
-defaults), so a row reads back as the route the admin typed. A changed policy redraws the copies
-of the questions it governs (:meth:`ChatRoutes.redraw`, right after the change: the service
-decides which, :mod:`bot.domain.redraw`)."""
+"""Routes admins made from chat, with who may decide their questions: the policy is stored as the
+config names its keys (NULL: the defaults), so a row reads back as the route the admin typed.
+"""
 
 from __future__ import annotations
 
@@ -34,8 +32,6 @@ class ChatRoutes(Applier):
         now: datetime,
         policy: RoutePolicy | None = None,
     ) -> Subscribed:
-        """Route ``workspace`` (``board``) to ``destination``. ``policy`` replaces an existing
-        route's policy whole; None keeps it (a new route then has the defaults)."""
 
         def work(conn: Connection) -> Subscribed:
             row = conn.execute(

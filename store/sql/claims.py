@@ -1,12 +1,6 @@
-"""Outbox claims: rows claimed lane by lane by one claimer at a time under a lease (``UPDATE …
-WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING`` on PostgreSQL; SQLite's writers are
-serialised), renewed by the claimer's heartbeat, given back at start; the lanes' pace and
-figures, and when the next row is due.
-
-A paced lane's (Slack channel's) post is claimed as soon as the lane has no post in flight,
-ahead of the lane's pace; the pace only says whether the lane has a post it could make *now*
-(messages first), so the channel's updates and notices go while the claimed post waits for its
-slot."""
+"""Outbox claims: rows claimed lane by lane by one claimer at a time under a lease, renewed by the
+claimer's heartbeat, given back at start; the lanes' pace and figures, and when the next row is due.
+"""
 
 from __future__ import annotations
 
@@ -230,12 +224,8 @@ class Claims(SqlBase):
         lease: timedelta = lanes.CLAIM_LEASE,
         chained: Sequence[str] = (),
     ) -> list[OutboxItem]:
-        """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out).
-
-        Each lane's bound counts every live claim on it, whoever holds it; a post whose lane's
-        pace has not come yet is not due; rows are taken round-robin across lanes (every lane's
-        first, then every lane's second, ...) so one deep lane cannot crowd the others out.
-        """
+        """Claim due rows lane by lane (pending, or claimed by an owner whose lease ran out),
+        round-robin across lanes so one deep lane cannot crowd the others out."""
         statement = claim_statement(tuple(chained), self.dialect == "postgresql")
         params = {"now": now, "until": now + lease, "claimer": claimer, "limit": limit}
 

@@ -1,18 +1,9 @@
-"""The Matrix device's end-to-end crypto state in SQL: one row per owner (``<user id>|<device
-id>``), the blob replaced whole on each save.
+"""The Matrix device's end-to-end crypto state in SQL: one row per owner, the blob replaced whole.
 
-A save is one ``INSERT … SELECT … WHERE EXISTS (lease) ON CONFLICT (owner) DO UPDATE … RETURNING``
-that also counts the saves in ``version``, the same statement on SQLite and PostgreSQL. Given the
-lease the state is held under (``lease=(name, holder)``: the Matrix lease), the row is written
-only if that holder still has that lease and it has not run out at ``now``: a replica that lost
-the lease (paused, cut off) cannot roll its successor's state back, whatever it believes. The
-check and the write are one statement: on PostgreSQL the ``EXISTS`` locks the lease row
-``FOR SHARE``, so a take-over waits for a save in flight; SQLite serialises writers. Without a
-lease (tests, tools) the write is unconditional. Two saves never mix: the last one wins whole.
-
-The blob holds the device's keys, pickled with the pickle key: it is never logged, and never
-read back except by :meth:`Crypto.load_crypto`. It is bound once per save (the update takes the
-inserted row's, ``excluded``).
+A save is one upsert (the same on SQLite and PostgreSQL), fenced when given the lease: the check
+and the write are one statement; on PostgreSQL the ``EXISTS`` locks the lease row ``FOR SHARE``,
+so a take-over waits for a save in flight; SQLite serialises writers. The blob holds the device's
+keys: never logged, bound once per save (the update takes the inserted row's, ``excluded``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Deadlines: due rows claimed under a lease, and fired once.
-
-A claimed deadline fires in one transaction that marks it fired (fenced on our claim and on it
-still being pending) and writes what the domain decides, on the elicitation as it stands in that
-transaction. A deadline whose claim we lost, or that an answer, expiry or cancellation cancelled
-meanwhile, writes nothing. One waiting for a copy on its way is put back, pending, due a little
-later (see :mod:`bot.domain.deadlines`). Lock order on PostgreSQL: the elicitation rows first.
+"""Deadlines: due rows claimed under a lease, and fired once, fenced on our claim and on the row
+still pending, in the transaction that reads the elicitation as it stands. One waiting for a copy
+on its way is put back, due a little later (:mod:`bot.domain.deadlines`).
 """
 
 from __future__ import annotations
@@ -233,10 +229,8 @@ class Deadlines(Applier):
         self._planned.append(again)
 
     async def next_deadline_at(self, now: datetime) -> datetime | None:
-        """When the next deadline nobody holds is due (None: no pending deadline is free).
-
-        A row held under another claimer's lease is not looked at: its holder fires it, or, if the
-        holder died, a sweep takes it once the lease has run out."""
+        """When the next deadline nobody holds is due (None: none is free); a row held under
+        another's lease is its holder's to fire, or a sweep's once the lease has run out."""
 
         def work(conn: Connection) -> datetime | None:
             found: datetime | None = conn.execute(

@@ -1,10 +1,7 @@
 """Intake: deduplicated on (channel, inbound id) and on the key, all or nothing per batch, with
-group commit; what a new or revised elicitation writes is decided by the domain.
-
-A group of independent items is written a statement per table for all of them
-(:class:`store.sql.many_rows.ManyRows`: on PostgreSQL one ``INSERT … SELECT unnest(…)`` of fixed
-text, whatever the group's size) rather than several statements per item: per-statement and
-per-row overhead in SQLAlchemy and psycopg was most of the store's CPU per event."""
+group commit. A group is written a statement per table (:class:`store.sql.many_rows.ManyRows`),
+not several per item: per-statement overhead was most of the store's CPU per event.
+"""
 
 from __future__ import annotations
 
@@ -76,12 +73,8 @@ class Intake(Applier):
         )
 
     async def intake(self, items: Sequence[IntakeItem], now: datetime) -> list[IntakeOutcome]:
-        """Store a batch: all of it, or (on error) none of it.
-
-        Group commit: batches that arrive while a commit is running are written together in the
-        next transaction (one commit for many requests). If that shared transaction fails, each
-        batch is retried in its own, so one bad batch never fails another.
-        """
+        """Group commit: batches that arrive while a commit runs are written together in the next
+        transaction; if that fails, each is retried in its own: one bad batch fails no other."""
         pending = _PendingIntake(list(items), now, asyncio.get_running_loop().create_future())
         self._pending.append(pending)
         if self._drainer is None or self._drainer.done():
@@ -125,13 +118,8 @@ class Intake(Applier):
     def _intake_many(
         self, conn: Connection, entries: list[tuple[IntakeItem, datetime]]
     ) -> list[IntakeOutcome]:
-        """:meth:`_intake_one` for a group of independent items, a statement per table for all
-        of them rather than per item: the inbound ids, then the elicitations (the rows each
-        returns name the new ones), then what the new ones write, gathered in one batch (one
-        audit insert and one outbox insert for the group).
-
-        The same outcomes as one by one, because no item's result depends on another's: every
-        inbound id and every key in the group is distinct (:func:`_independent`)."""
+        """:meth:`_intake_one` for a group of independent items, a statement per table for all of
+        them: the same outcomes as one by one, since every inbound id and key in it is distinct."""
         if not entries:  # empty batches alone: nothing to write (an insert of no rows is no SQL)
             return []
         # Rows in key order: replicas writing overlapping groups lock them in the same order.
@@ -173,15 +161,9 @@ class Intake(Applier):
     def _apply_all(
         self, conn: Connection, work: list[tuple[str, WriteSet, datetime]], batch: Batch
     ) -> None:
-        """:meth:`Applier._apply` for many write-sets, with the copies of them all inserted in one
-        statement (:meth:`Applier._add_copies`, as ``_apply`` does for one) and their deadlines
-        in another, rather than a statement per row.
-
-        ``_apply`` writes a write-set's copies first (queueing each one's post and planning its
-        follow-up once its id is known), then its deadlines, then the rest; so the copies go in
-        first here too, then the deadlines (the follow-ups after the planned ones, as there),
-        then ``_apply`` with the rest. Deadlines stay with ``_apply`` when something must run
-        before them (an activation, or pending deadlines to replace)."""
+        """:meth:`Applier._apply` for many write-sets: their copies in one statement, then their
+        deadlines in another (``_apply``'s order), then ``_apply`` with the rest; deadlines stay
+        with ``_apply`` when an activation or a replace must run first."""
         followups = self._add_copies(conn, work, batch, insert=self._group_copies.execute)
         deadlines: list[dict[str, Any]] = []
         rests: list[tuple[str, WriteSet, datetime]] = []

@@ -1,18 +1,14 @@
-"""Single-owner leases and shared pacing in SQL: each a row that every replica reads and writes
-through one atomic statement, so two replicas can never both win.
+"""Single-owner leases and shared pacing in SQL: each a row every replica writes through one atomic
+statement, so two replicas can never both win.
 
-- ``acquire_lease``: ``INSERT … ON CONFLICT (name) DO UPDATE … WHERE lease.until < :now OR
-  lease.holder = :holder RETURNING holder``: a free name is inserted, an expired one taken, ours
-  renewed; someone else's live lease matches no row and returns nothing. On PostgreSQL a racing
-  acquirer waits on the row lock and re-evaluates the ``WHERE`` on the winner's row; SQLite
-  serialises writers (``BEGIN IMMEDIATE``).
-- ``reserve_slot``: the slot granted is ``max(now, not_before)`` and ``not_before`` moves to
-  ``slot + interval``. PostgreSQL does it in one upsert (``GREATEST(…) + interval``); SQLite keeps
-  timestamps as text and has no microsecond date arithmetic, so it reads and writes the row in
-  one ``BEGIN IMMEDIATE`` transaction, which holds the database's write lock from its start.
+- ``acquire_lease``: one upsert whose ``WHERE`` (run out, or ours) takes or renews; someone else's
+  live lease returns nothing. PostgreSQL re-evaluates the ``WHERE`` on the winner's row after its
+  lock; SQLite serialises writers (``BEGIN IMMEDIATE``).
+- ``reserve_slot``: the slot is ``max(now, not_before)``, then ``not_before`` is ``slot +
+  interval``: one upsert on PostgreSQL; SQLite (timestamps as text, no microsecond arithmetic)
+  reads and writes the row in one ``BEGIN IMMEDIATE`` transaction.
 
-Times are the callers' clocks: replicas must keep their clocks within a small part of a lease's
-ttl of each other (NTP), or a fast clock takes a lease a moment early.
+Times are the callers' clocks: replicas must keep them within a small part of a lease's ttl (NTP).
 """
 
 from __future__ import annotations

@@ -12,25 +12,14 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 
 class ManyRows:
-    """One INSERT of any number of rows of ``table`` (intake writes a group's rows so), optionally
-    ``ON CONFLICT (conflict) DO NOTHING`` and ``RETURNING returning``; :meth:`execute` returns
-    the rows it returned (the inserted ones). Every row holds the same columns.
+    """One INSERT of any number of rows of ``table``, optionally ``ON CONFLICT (conflict) DO
+    NOTHING`` and ``RETURNING returning``; :meth:`execute` returns the rows it returned.
 
-    SQLite: an executemany of the plain statement, as before. PostgreSQL: ``INSERT … SELECT
-    unnest(%(a)b::type[]), unnest(%(b)b::type[]), …``, one binary array per column, so the SQL
-    text is the same whatever the number of rows: psycopg converts it once (its cache takes
-    statements of up to 50 parameters) and prepares it on the server, and the lot is one
-    execution. The multi-row ``VALUES`` SQLAlchemy sends instead is a new statement of 4 to 16
-    parameters a row for every group size, re-parsed by psycopg each time (and an executemany
-    without ``RETURNING`` is one execution a row); an array in text format costs psycopg a
-    Python escape of every character. Per row (8-row groups, process CPU): 74 µs for an
-    elicitation row as ``VALUES``, 38 to 42 µs so.
-
-    The same rows either way: each value goes through its column type's own bind processing
-    (JSON serialised by the engine's serialiser, ``None`` included, as JSON ``null``; datetimes
-    checked aware and made UTC), rows go in in the order given (``unnest`` keeps the arrays'
-    order: replicas lock in one order), and a conflict or ``RETURNING`` means what it means
-    for ``VALUES``.
+    SQLite: an executemany. PostgreSQL: ``INSERT … SELECT unnest(%(a)b::type[]), …``, one binary
+    array per column, so the SQL text is the same whatever the number of rows: psycopg converts
+    and prepares it once (a multi-row ``VALUES``, a new statement per group size, took 74 µs per
+    elicitation row against 38 to 42 µs). Each value goes through its column type's bind
+    processing, and ``unnest`` keeps the rows' order (replicas lock in one order).
     """
 
     def __init__(

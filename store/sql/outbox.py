@@ -1,7 +1,6 @@
-"""Outbox completions: every completion, retry and failure fenced on the row's claim
-(:mod:`store.sql.claims`): a claimer whose lease ran out changes nothing. What a post, a
-permanent failure or a settled write-back writes besides is decided by the domain
-(:mod:`bot.domain.planning`)."""
+"""Outbox completions, retries and failures, each fenced on the row's claim
+(:mod:`store.sql.claims`): a claimer whose lease ran out changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +44,6 @@ class Outbox(Applier):
         ref: MessageRef | None = None,
         seed: bool = False,
     ) -> bool:
-        """Done (fenced on our claim). A post also records its platform message ref."""
         return (await self.complete_many([(item, ref)], claimer, now, seed=seed))[0]
 
     async def complete_many(
@@ -177,7 +175,6 @@ class Outbox(Applier):
         return await self._run(work, write=True)
 
     async def drop_outbox(self, item: OutboxItem, claimer: str, what: str, now: datetime) -> bool:
-        """Done, not carried out: its question closed before its turn (fenced on our claim)."""
 
         def work(conn: Connection) -> bool:
             done = EffectState.DONE.value
@@ -198,8 +195,6 @@ class Outbox(Applier):
         return await self._run(work, write=True)
 
     async def hold_sink(self, lane: str, now: datetime) -> int:
-        """The write-backs waiting on a sink that is down and not told yet: each marked
-        waiting, its copies rewritten once (they say "Sending…"); returns how many."""
 
         def work(conn: Connection) -> int:
             held = conn.execute(
@@ -234,10 +229,6 @@ class Outbox(Applier):
     async def refuse_writeback(
         self, item: OutboxItem, claimer: str, error: str, now: datetime, *, reopen: bool
     ) -> Writeback | None:
-        """The upstream refused a write-back for good: the row fails (fenced on our claim) and,
-        in the same transaction, the elicitation reopens (``reopen``, while answered) or is
-        marked failed; every copy says so and the person who answered is told. Returns what was
-        settled (None: not ours any more, or a stale round)."""
 
         def work(conn: Connection) -> Writeback | None:
             if not self._fail_row(conn, item, error, now, claimer=claimer):

@@ -1,9 +1,6 @@
-"""Raw inbound chat events, recorded before their ack and marked handled after (durable before
-ack: a restart handles what was recorded and not yet handled).
-
-Recording is deduplicated by ``INSERT … ON CONFLICT (channel, dedupe_key) DO NOTHING RETURNING
-id``, one statement on SQLite and PostgreSQL alike: a second delivery of the same event gets no
-id, whichever replica it reaches, without a read-then-write race.
+"""Raw inbound chat events, recorded before their ack and marked handled after (a restart handles
+what was recorded and not yet handled). Recording is one ``INSERT … ON CONFLICT DO NOTHING
+RETURNING id``: a second delivery of an event gets no id, whichever replica it reaches.
 """
 
 from __future__ import annotations
@@ -29,10 +26,9 @@ _Entry = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
 
 
 class _Group:
-    """Group commit for small independent writes: those that arrive while a transaction runs
-    share the next one (a click's record is on Slack's ack path; on SQLite, one writer at a time,
-    a transaction each would queue the acks behind one another). If the shared transaction fails,
-    each write is retried in its own, so one bad write never fails another."""
+    """Group commit for small independent writes (a click's record is on Slack's ack path; on SQLite
+    a transaction each would queue the acks): those that arrive while a transaction runs share the
+    next one, and if it fails each is retried in its own."""
 
     MAX = 64
 
@@ -96,7 +92,6 @@ class Raw(SqlBase):
     async def record_raw(
         self, channel: str, dedupe_key: str, body: dict[str, object], now: datetime
     ) -> int | None:
-        """Record once; None when (channel, dedupe_key) was recorded before."""
         statement = self._new_raw
         row = {
             "channel": channel,
@@ -121,7 +116,6 @@ class Raw(SqlBase):
         await self._handled_group.run(work)
 
     async def purge_raw(self, handled_before: datetime) -> int:
-        """Forget events handled before ``handled_before`` (their dedupe keys with them)."""
 
         def work(conn: Connection) -> int:
             return len(conn.execute(_PURGE, {"before": handled_before}).all())
@@ -129,7 +123,6 @@ class Raw(SqlBase):
         return await self._run(work, write=True)
 
     async def open_raw(self, channel: str, *, limit: int = 100) -> list[RawEvent]:
-        """Recorded and not handled, in the order they were recorded (oldest first)."""
 
         def work(conn: Connection) -> list[RawEvent]:
             rows = conn.execute(_OPEN, {"channel": channel, "limit": limit})

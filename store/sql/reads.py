@@ -44,7 +44,6 @@ from store.sql.votes import votes_for
 
 class Reads(SqlBase):
     async def resolve_key(self, ident: str) -> ElicitationKey | None:
-        """The key for ``<source>:<id>`` or a bare source id (elicitationId, qst_…)."""
 
         def work(conn: Connection) -> ElicitationKey | None:
             hit = conn.execute(select(E.c.key).where(E.c.key == ident)).scalar()
@@ -75,7 +74,6 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
-        """The elicitation whose delivered message has this ref key."""
 
         def work(conn: Connection) -> ElicitationKey | None:
             found = conn.execute(
@@ -88,7 +86,6 @@ class Reads(SqlBase):
     async def list_elicitations(
         self, *, status: str | None = None, after: str | None = None, limit: int = 50
     ) -> list[StoredElicitation]:
-        """Newest first; ``after`` is the key of the last item of the previous page."""
 
         def work(conn: Connection) -> list[StoredElicitation]:
             query = select(E)
@@ -150,7 +147,6 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def count(self, table: str) -> int:
-        """Rows of one kind: elicitation, inbound, delivery, outbox, answer, audit, deadline."""
         tables = {
             "elicitation": E,
             "inbound": INBOUND,

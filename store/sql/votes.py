@@ -1,11 +1,6 @@
-"""Votes toward a route's quorum (answer rule 9): read with the elicitation, written only while
-nothing changed since that read.
-
-Recording a vote is one conditional ``UPDATE`` of the elicitation (still pending, not expired, at
-the version the judgement read) and one ``vote`` row in the same transaction: a vote that lands
-between another's read and write makes that write lose, and the service judges it again on the
-votes as they are now, so two last votes on two replicas make one decision (the second becomes
-the answer, or finds the question answered). Every copy is updated to show the tally.
+"""Votes toward a route's quorum (answer rule 9): one conditional ``UPDATE`` of the elicitation
+(pending, not expired, at the version the judgement read) and one ``vote`` row in the same
+transaction, so two last votes on two replicas make one decision: the second is judged again.
 """
 
 from __future__ import annotations
@@ -75,8 +70,6 @@ class Votes(Applier):
         version: int,
         audit: dict[str, object],
     ) -> bool:
-        """Record ``vote`` if the elicitation is still pending, not expired and at ``version``
-        (nothing, another vote included, changed since the read); False: judge again."""
         conditions = [
             E.c.version == version,
             or_(E.c.expires_at.is_(None), E.c.expires_at > now),
