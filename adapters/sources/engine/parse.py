@@ -1,20 +1,19 @@
-"""The engine's ask delivery (spec 001, DESIGN "Engine deliveries"): request in, Elicitation out.
+"""The engine's ask delivery (spec 001): request in, Elicitation out; every bad field in one 400.
 
-Pure (``now`` is passed in); every bad field is named in one 400. Each choice becomes an option
-whose id *is* the string, so the recorded answer is exactly one of them. Mentions address people
-in reminders and never grant anything. A ``shared_key`` is kept, not acted on: reuse needs
-"current authority", which elicitbot cannot vouch for. No deadline is stored as no ``expires_at``.
+Each choice is an option whose id *is* the string, so the answer is exactly one of them. Mentions
+never grant anything. A ``shared_key`` is kept, not acted on: reuse needs "current authority",
+which elicitbot cannot vouch for.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
+from adapters.sources.common import digest
 from adapters.sources.engine.route import (
     DESTINATION_MAX,
     delivery_route,
@@ -146,20 +145,17 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
     ask_sender = ask.text("sender_id")
     if sender is not None and ask_sender is not None and sender != ask_sender:
         ask.fail("sender_id", "differs from sender_id beside the ask")
-    problems = top.problems + ask.problems
-    if problems:
+    if problems := top.problems + ask.problems:
         raise PayloadRejected(problems)
     if delivery_id is None or fields is None or destinations is None:  # pragma: no cover
         raise PayloadRejected([FieldProblem("body", "is incomplete")])
-    mentions = fields.mentions
     route = delivery_route(
         destinations,
         followup if followup is not None else 0,
-        [m for m in (mention_identity(item) for item in mentions) if m is not None],
+        [m for m in map(mention_identity, fields.mentions) if m is not None],
     )
     e = _elicitation(delivery_id, fields, sender or ask_sender, destinations, route, now)
-    problems = check_elicitation(e)  # the intake bounds, named as the request names them
-    if problems:
+    if problems := check_elicitation(e):  # the intake bounds, named as the request names them
         raise PayloadRejected(problems)
     return DeliveryRequest(
         id=delivery_id,
@@ -179,8 +175,7 @@ def _destinations(top: _Checker) -> list[str] | None:
         return None
     before = len(top.problems)
     for index, item in enumerate(items):
-        message = destination_problem(item)
-        if message is not None:
+        if (message := destination_problem(item)) is not None:
             top.fail(f"destinations[{index}]", message)
     return items if len(top.problems) == before else None
 
@@ -317,8 +312,7 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
 
 
 def action_digest(action: dict[str, Any]) -> str:
-    canonical = json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return digest(action)
 
 
 def _options(ask: _Ask) -> tuple[Option, ...]:
@@ -343,19 +337,14 @@ def _elicitation(
     options = _options(ask)
     subject = None
     if ask.action is not None:
+        shown = json.dumps(ask.action, indent=2, ensure_ascii=False)
         subject = ApprovalSubject(
             id=delivery_id,
             digest=action_digest(ask.action),
             schema_=ACTION_SCHEMA,
             revision=0,
             expires_at=ask.expires_at,
-            preview=(
-                PreviewItem(
-                    type="json",
-                    label="Action",
-                    text=json.dumps(ask.action, indent=2, ensure_ascii=False),
-                ),
-            ),
+            preview=(PreviewItem(type="json", label="Action", text=shown),),
         )
     expires_text = (
         NO_DEADLINE_TEXT

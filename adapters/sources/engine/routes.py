@@ -1,8 +1,6 @@
-"""``POST /v1/deliveries``: the engine hands over an ask; the reply waits for native acceptance.
-
-The ask is stored (deduplicated by ``id``), then the route watches its deliveries (the outbox
-posts them) for up to ``wait_seconds``: 200 with the refs once accepted, 202 while none is, 502
-when the platforms refused every destination, 422 for a platform not run here (README's table).
+"""``POST /v1/deliveries``: the ask is stored (deduplicated by ``id``), then its deliveries are
+watched for up to ``wait_seconds``: 200 with the refs once accepted, 202 while none is, 502 when
+the platforms refused every destination, 422 for a platform not run here.
 """
 
 from __future__ import annotations
@@ -238,15 +236,15 @@ def engine_router(
             rows = await elicitations.deliveries(key)
             result = acceptance(rows, followup_seconds)
             left = deadline - time.monotonic()
-            if result.state != "waiting" or left <= 0:
-                if result.state == "waiting":
-                    posted = tuple(
-                        r
-                        for r in rows
-                        if r.purpose == Purpose.PRIMARY and r.state == DeliveryState.POSTED
-                    )
-                    return Acceptance("accepted", posted) if posted else result
+            if result.state != "waiting":
                 return result
+            if left <= 0:
+                posted = tuple(
+                    r
+                    for r in rows
+                    if r.purpose == Purpose.PRIMARY and r.state == DeliveryState.POSTED
+                )
+                return Acceptance("accepted", posted) if posted else result
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, _MAX_POLL_S)
 

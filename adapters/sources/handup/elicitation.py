@@ -8,12 +8,12 @@ caller's value is dropped. Times in a Request are Unix milliseconds.
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from adapters.sources.common import digest
 from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.previews import context_items, preview_items
 from adapters.sources.handup.validation import CheckedRequest
@@ -136,13 +136,7 @@ def _expiry(
 
 
 def content_hash(document: Mapping[str, Any]) -> str:
-    canonical = json.dumps(
-        {name: document.get(name) for name in CONTENT_FIELDS},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return digest({name: document.get(name) for name in CONTENT_FIELDS})
 
 
 def _questions(document: Mapping[str, Any]) -> list[dict[str, Any]] | None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from adapters.sources.common import loc_path
 from adapters.sources.handup.duration import parse_timeout
 from bot.domain.errors import FieldProblem, PayloadRejected
 
@@ -90,19 +91,12 @@ def _unique(problems: Iterable[FieldProblem]) -> list[FieldProblem]:
     return out
 
 
-def _path(parts: Iterable[Any]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def _join(base: str, name: str) -> str:
     return f"{base}.{name}" if base else name
 
 
 def _problems(error: ValidationError) -> list[FieldProblem]:
-    loc = _path(error.absolute_path)
+    loc = loc_path(error.absolute_path)
     instance = error.instance
     value: Any = error.validator_value
     rule_schema: Any = error.schema

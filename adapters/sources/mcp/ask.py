@@ -8,7 +8,6 @@ given on exactly what was shown; the asker ``mcp:<agent>`` may never answer.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.sources.common import digest
 from adapters.sources.mcp import form as forms
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem
@@ -42,7 +42,6 @@ SOURCE = "mcp"
 SUBJECT_SCHEMA = "mcp.ask"
 TIMEOUT_MAX = 90 * 24 * 3600  # 90 days, the engine's longest expiry
 FREE_TEXT_MAX = 1_048_576
-PREVIEW_TYPES = ("text", "markdown", "code", "diff", "command", "link")
 
 NAMES: dict[str, str] = {
     "source_id": "id",
@@ -103,10 +102,6 @@ def key_of(question_id: str) -> ElicitationKey:
 def keyed_id(agent: str, idempotency_key: str) -> str:
     """The same for the same agent and key, never the same as another agent's."""
     return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _options(options: Sequence[AskOption], on_timeout: str | None) -> tuple[Option, ...]:
@@ -307,7 +302,7 @@ def to_elicitation(
         }
         subject = ApprovalSubject(
             id=question_id,
-            digest="sha256:" + hashlib.sha256(_canonical(decisive).encode()).hexdigest(),
+            digest=digest(decisive),
             schema_=SUBJECT_SCHEMA,
             revision=0,
             preview=preview,

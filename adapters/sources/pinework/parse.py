@@ -13,6 +13,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from adapters.shared.timestamps import parse_rfc3339
+from adapters.sources.common import loc_path
 from adapters.sources.pinework import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
@@ -71,7 +72,7 @@ def parse_question(data: Any) -> upstream.Question:
         question = upstream.Question.model_validate(data)
     except ValidationError as exc:
         raise PayloadRejected(
-            [FieldProblem(_loc(e["loc"]), e["msg"]) for e in exc.errors()]
+            [FieldProblem(loc_path(e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
     problems: list[FieldProblem] = []
     if not question.id.strip():
@@ -107,13 +108,6 @@ def _option_problems(options: list[upstream.QuestionOption]) -> list[FieldProble
             problems.append(FieldProblem(f"options[{index}].key", "duplicates another key"))
         seen.add(option.key)
     return problems
-
-
-def _loc(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
 
 
 def parse_time(value: str | None) -> datetime | None:

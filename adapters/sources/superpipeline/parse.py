@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from adapters.shared.cloudevents import CloudEvent
+from adapters.sources.common import loc_path
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
@@ -162,16 +163,8 @@ def _problem(error: ErrorDetails) -> FieldProblem:
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
-    """``('options', 2, 'scope')`` -> ``options[2].scope``, without the preview union's tag."""
-    text = ""
-    for position, part in enumerate(loc):
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif _is_preview_tag(loc, position):
-            continue
-        else:
-            text += f".{part}" if text else part
-    return text
+    """``options[2].scope``, without the preview union's tag."""
+    return loc_path(part for position, part in enumerate(loc) if not _is_preview_tag(loc, position))
 
 
 def _is_preview_tag(loc: tuple[int | str, ...], position: int) -> bool:

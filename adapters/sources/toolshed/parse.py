@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.sources.common import canonical, digest
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -149,14 +150,9 @@ def parse_resolution(data: Any) -> Resolution:
 # --- mapping -----------------------------------------------------------------------------------
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def request_digest(request: ElicitationRequest) -> str:
     """What is approved: the tool and its exact arguments."""
-    subject = {"toolPath": request.tool_path, "args": request.args}
-    return "sha256:" + hashlib.sha256(canonical(subject).encode()).hexdigest()
+    return digest({"toolPath": request.tool_path, "args": request.args})
 
 
 def inbound_id(request: ElicitationRequest) -> str:
