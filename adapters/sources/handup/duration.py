@@ -1,9 +1,6 @@
-"""handup durations (a Request's ``timeout``): exactly the grammar of Rust's ``humantime``. Pure.
-
-handup's daemon reads ``timeout`` with ``humantime::parse_duration``. No maintained Python library
-reads that grammar exactly (pytimeparse2 takes fractions, ``4:13`` and case-insensitive units with
-a 365-day year; humanfriendly and durations differ likewise), hence this port of humantime's cases.
-"""
+"""handup durations (``timeout``): exactly ``humantime::parse_duration``'s grammar, as handup's
+daemon reads it. No Python library reads it exactly (pytimeparse2 takes fractions, ``4:13`` and a
+365-day year), hence this port."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A checked handup Request in, a normalised Elicitation out. Pure.
-
-elicitbot stands in for the handup daemon: it assigns ``id`` (when absent), ``created_at``,
-``expires_at``, ``content_hash`` and ``status``; ``source.integration`` is server-verified, so a
-caller's value is dropped. Times in a Request are Unix milliseconds.
+"""A checked handup Request in, an Elicitation out. elicitbot stands in for the handup daemon,
+assigning what it assigns; times in a Request are Unix milliseconds.
 """
 
 from __future__ import annotations
@@ -143,27 +140,25 @@ def _questions(document: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """A question request's questions, each with its defaults; None for other kinds."""
     if document["kind"] != "question":
         return None
-    out = []
-    for question in (document["input"] or {}).get("questions") or []:
-        out.append(
-            {
-                "id": question["id"],
-                "header": question.get("header"),
-                "question": question["question"],
-                "multi": bool(question.get("multi", False)),
-                "allow_free_text": bool(question.get("allow_free_text", False)),
-                "recommended": question.get("recommended"),
-                "options": [
-                    {
-                        "label": o["label"],
-                        "description": o.get("description"),
-                        "preview": o.get("preview"),
-                    }
-                    for o in question.get("options") or []
-                ],
-            }
-        )
-    return out
+    return [
+        {
+            "id": question["id"],
+            "header": question.get("header"),
+            "question": question["question"],
+            "multi": bool(question.get("multi", False)),
+            "allow_free_text": bool(question.get("allow_free_text", False)),
+            "recommended": question.get("recommended"),
+            "options": [
+                {
+                    "label": o["label"],
+                    "description": o.get("description"),
+                    "preview": o.get("preview"),
+                }
+                for o in question.get("options") or []
+            ],
+        }
+        for question in (document["input"] or {}).get("questions") or []
+    ]
 
 
 def _form(questions: list[dict[str, Any]] | None) -> tuple[FormQuestion, ...]:

@@ -1,6 +1,5 @@
-"""handup Request validation: handup's JSON Schema (``schema/request.schema.json``) and the rules
-it cannot say, every problem reported at once, each naming its field. Pure.
-"""
+"""handup Request validation: handup's JSON Schema and the rules it cannot say, every problem at
+once, each naming its field."""
 
 from __future__ import annotations
 
@@ -31,12 +30,8 @@ FEEDBACK_VALUES = (None, "optional", "required_on_deny")
 @cache
 def schema() -> dict[str, Any]:
     """The Request JSON Schema (draft 2020-12) as handup publishes it."""
-    text = (
-        resources.files("adapters.sources.handup")
-        .joinpath("schema/request.schema.json")
-        .read_text(encoding="utf-8")
-    )
-    loaded: dict[str, Any] = json.loads(text)
+    path = resources.files("adapters.sources.handup").joinpath("schema/request.schema.json")
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 
@@ -63,32 +58,18 @@ class CheckedRequest:
 
 
 def check(data: Any, allowlist: Sequence[str]) -> CheckedRequest:
-    problems = schema_problems(data)
-    if problems:
+    if problems := schema_problems(data):
         raise PayloadRejected(problems)
     document = with_defaults(data)
-    problems = _rule_problems(document, allowlist)
-    if problems:
+    if problems := _rule_problems(document, allowlist):
         raise PayloadRejected(problems)
     return CheckedRequest(document, has_timeout="timeout" in data)
 
 
 def schema_problems(data: Any) -> list[FieldProblem]:
     """Each way ``data`` breaks the Request schema, one problem per field."""
-    problems: list[FieldProblem] = []
-    for error in sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path))):
-        problems.extend(_problems(error))
-    return _unique(problems)
-
-
-def _unique(problems: Iterable[FieldProblem]) -> list[FieldProblem]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for p in problems:
-        if (p.loc, p.message) not in seen:
-            seen.add((p.loc, p.message))
-            out.append(p)
-    return out
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
+    return list(dict.fromkeys(p for error in errors for p in _problems(error)))  # each once
 
 
 def _join(base: str, name: str) -> str:
@@ -137,13 +118,10 @@ def _article(name: str) -> str:
 
 def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """The Request with the schema's top-level defaults filled in; absent optionals are null."""
-    document: dict[str, Any] = {}
-    for name, spec in schema()["properties"].items():
-        if name in data:
-            document[name] = data[name]
-        else:
-            document[name] = json.loads(json.dumps(spec.get("default")))
-    return document
+    return {
+        name: data[name] if name in data else json.loads(json.dumps(spec.get("default")))
+        for name, spec in schema()["properties"].items()
+    }
 
 
 def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[FieldProblem]:
@@ -155,11 +133,11 @@ def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[F
         )
     if document["status"] != "pending":
         problems.append(FieldProblem("status", 'must be "pending" (or absent) for a new request'))
-    for managed in ("decision", "run"):
-        if document[managed] is not None:
-            problems.append(
-                FieldProblem(managed, "is set by the daemon: send null or leave it out")
-            )
+    problems += [
+        FieldProblem(managed, "is set by the daemon: send null or leave it out")
+        for managed in ("decision", "run")
+        if document[managed] is not None
+    ]
     timeout = document["timeout"]
     if timeout is not None:
         try:
