@@ -1,6 +1,5 @@
 """The ``ask`` tool's arguments as an elicitation, and an elicitation's state as the tools' result.
 
-Pure. :func:`to_elicitation` checks what the input schema cannot say and names each bad argument.
 The approval subject's digest covers question, options, form and every preview, so an approval is
 given on exactly what was shown; the asker ``mcp:<agent>`` may never answer.
 """
@@ -349,20 +348,13 @@ def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]
         body["delivered"] = delivered
     if answer is None or status is Status.PENDING:
         return body
-    fields: dict[str, Any] = dict(answer.fields)
-    problems: list[FieldProblem] = []
     schema = e.extra.get("form")
-    if schema is not None:
-        content = form_content(schema, answer)
-        if isinstance(content, list):
-            problems = content
-            fields = {}
-        else:
-            fields = content
+    content = dict(answer.fields) if schema is None else form_content(schema, answer)
+    problems = content if isinstance(content, list) else []
     body["answer"] = {
         "option_ids": list(answer.option_ids),
         "text": None if answer.secret else answer.text,
-        "fields": fields,
+        "fields": {} if isinstance(content, list) else content,
         "by": answer.respondent,
         "at": answer.at.isoformat().replace("+00:00", "Z"),
     }

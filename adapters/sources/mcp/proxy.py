@@ -162,9 +162,8 @@ class Elicitbot:
                     try:
                         body = await self._call(client, "get_answer", {"id": question_id}, progress)
                         failures = 0
-                    except (
-                        Exception
-                    ) as exc:  # elicitbot restarting (or unreachable for a while): retry
+                    # elicitbot restarting (or unreachable for a while): retry
+                    except Exception as exc:
                         failures += 1
                         if failures >= RETRIES:
                             raise

@@ -86,7 +86,4 @@ class Question(_Liberal):
     @property
     def question_text(self) -> str:
         """The text: ``text``, else ``question``, else ``body`` (its prose uses all three)."""
-        for value in (self.text, self.question, self.body):
-            if value is not None:
-                return value
-        return ""
+        return next((v for v in (self.text, self.question, self.body) if v is not None), "")

@@ -78,9 +78,8 @@ def parse_question(data: Any) -> upstream.Question:
     if not question.id.strip():
         problems.append(FieldProblem("id", "must not be empty"))
     if question.answer_mode not in _MODES:
-        problems.append(
-            FieldProblem("answerMode", "must be one of " + ", ".join(upstream.ANSWER_MODES))
-        )
+        modes = ", ".join(upstream.ANSWER_MODES)
+        problems.append(FieldProblem("answerMode", "must be one of " + modes))
     elif question.answer_mode in upstream.SELECT_MODES:
         problems.extend(_option_problems(question.options or []))
     if problems:
@@ -92,8 +91,7 @@ def unwrap_question(body: Any) -> Any:
     """``GET /questions/{id}`` may wrap the question (``{"question": …}`` or ``{"data": …}``)."""
     if isinstance(body, Mapping):
         for wrapper in ("question", "data"):
-            inner = body.get(wrapper)
-            if isinstance(inner, Mapping):
+            if isinstance(inner := body.get(wrapper), Mapping):
                 return inner
     return body
 
@@ -256,8 +254,7 @@ def answer_body(view: PromptView) -> dict[str, Any] | None:
         return None
     if answer.secret or answer.via == UPSTREAM_VIA:
         return None
-    selected = list(answer.option_ids) or None
-    return {"answer": {"text": answer.text, "selected": selected}}
+    return {"answer": {"text": answer.text, "selected": list(answer.option_ids) or None}}
 
 
 def error_code(body: Any) -> str | None:

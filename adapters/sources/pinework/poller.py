@@ -1,9 +1,7 @@
 """The Pinework poller, one per ``[[sources.pinework]]`` entry: open questions in, closes mirrored.
 
-Each new or changed question is taken in (the inbound id digests what we took, so a copy is only
-updated when it changes upstream); a tracked question gone from the open list is read and, resolved
-there, closes ours. What is tracked is stored (``Values``), so a question resolved while elicitbot
-was down is still closed; only a complete listing tells which questions are gone.
+What is tracked is stored (``Values``), so a question resolved while elicitbot was down is still
+closed; only a complete listing tells which questions are gone.
 """
 
 from __future__ import annotations

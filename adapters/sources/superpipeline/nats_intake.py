@@ -49,11 +49,8 @@ Handler = Callable[[list[Inbound]], Awaitable[Sequence[IntakeOutcome]]]
 
 
 def inbound_from_message(subject: str, headers: Mapping[str, str] | None, body: bytes) -> Inbound:
-    """Parse one NATS message; raises ``IntakeError``.
-
-    An event without a ``subject`` attribute takes the NATS subject when that has the
-    ``evt.<workspace>.superpipeline.elicitation.pending`` shape.
-    """
+    """Parse one NATS message (``IntakeError``); an event without a ``subject`` takes the NATS
+    subject when that has the ``evt.<workspace>.superpipeline.elicitation.pending`` shape."""
     event = cloudevents.parse_nats(headers, body)
     if event.subject is None and SUBJECT_RE.fullmatch(subject):
         event = dataclasses.replace(event, subject=subject)
@@ -113,11 +110,8 @@ class NatsIntake:
         self.ack_wait = float(ack_wait)
         self.max_deliver = max_deliver
         self.fetch_batch = fetch_batch
-        self.backoff = (
-            tuple(float(b) for b in backoff)
-            if backoff is not None
-            else default_backoff(self.ack_wait, max_deliver)
-        )
+        given = None if backoff is None else tuple(map(float, backoff))
+        self.backoff = default_backoff(self.ack_wait, max_deliver) if given is None else given
         if self.backoff and 0 < max_deliver <= len(self.backoff):
             raise ValueError("backoff must have fewer steps than max_deliver")
         self.fetch_timeout = fetch_timeout
@@ -322,11 +316,7 @@ class NatsIntake:
                 self._log.exception("nats.process_crashed", stream=binding.stream)
 
     async def _process(self, msgs: list[Any]) -> None:
-        valid: list[tuple[Any, Inbound]] = []
-        for msg in msgs:
-            delivery = await self._parse(msg)
-            if delivery is not None:
-                valid.append((msg, delivery))
+        valid = [(msg, d) for msg in msgs if (d := await self._parse(msg)) is not None]
         if not valid:
             return
         try:

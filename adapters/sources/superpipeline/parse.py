@@ -80,8 +80,7 @@ def to_elicitation(event: CloudEvent) -> Elicitation:
     if body is None or body_problems:
         raise PayloadRejected(problems)
     e = _elicitation(body, workspace)
-    problems += check_elicitation(e, names=_EVENT_NAMES)
-    if problems:
+    if problems := problems + check_elicitation(e, names=_EVENT_NAMES):
         raise PayloadRejected(problems)
     return e
 
@@ -92,8 +91,7 @@ def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
     if body is None or problems:
         raise PayloadRejected(problems)
     e = _elicitation(body, workspace)
-    problems = check_elicitation(e, names=_BODY_NAMES)
-    if problems:
+    if problems := check_elicitation(e, names=_BODY_NAMES):
         raise PayloadRejected(problems)
     return e
 
@@ -136,12 +134,11 @@ def _consistency_problems(data: Any) -> list[FieldProblem]:
         elicitation_id = data.get("elicitationId")
         if isinstance(elicitation_id, str) and elicitation_id != request_id:
             problems.append(FieldProblem("approvalRequestId", "must equal elicitationId"))
-        for key in APPROVAL_EMPTY:
-            value = data.get(key)
-            if isinstance(value, str) and value:
-                problems.append(
-                    FieldProblem(key, 'must be "" on a broker approval request (approvalRequestId)')
-                )
+        problems += [
+            FieldProblem(key, 'must be "" on a broker approval request (approvalRequestId)')
+            for key in APPROVAL_EMPTY
+            if isinstance(value := data.get(key), str) and value
+        ]
     return problems
 
 

@@ -1,8 +1,7 @@
 """Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
 
-Pure. Every problem is named at once; unknown properties are ignored, as zod's default object
-parsing does. A form also takes a written answer (approved, with ``data.text``). The approval
-subject's digest covers exactly the tool path and the arguments.
+Unknown properties are ignored, as zod's default object parsing does. A form also takes a
+written answer (approved, with ``data.text``).
 """
 
 from __future__ import annotations
@@ -80,9 +79,6 @@ def key_of(execution_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{execution_id}")
 
 
-# --- validation --------------------------------------------------------------------------------
-
-
 def _required_text(
     data: dict[str, Any], name: str, problems: list[FieldProblem], *, non_empty: bool
 ) -> str:
@@ -147,9 +143,6 @@ def parse_resolution(data: Any) -> Resolution:
     return Resolution(approved=bool(approved), data=extra)
 
 
-# --- mapping -----------------------------------------------------------------------------------
-
-
 def request_digest(request: ElicitationRequest) -> str:
     """What is approved: the tool and its exact arguments."""
     return digest({"toolPath": request.tool_path, "args": request.args})
@@ -169,13 +162,8 @@ def inbound_id(request: ElicitationRequest) -> str:
 def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation:
     preview = [PreviewItem(type="field", label="Tool", value=request.tool_path)]
     if request.args is not None:
-        preview.append(
-            PreviewItem(
-                type="json",
-                label="Arguments",
-                text=json.dumps(request.args, indent=2, ensure_ascii=False),
-            )
-        )
+        shown = json.dumps(request.args, indent=2, ensure_ascii=False)
+        preview.append(PreviewItem(type="json", label="Arguments", text=shown))
     form = request.type == "form"
     return Elicitation(
         source=SOURCE,
@@ -198,9 +186,6 @@ def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation
     )
 
 
-# --- the runtime's shapes ----------------------------------------------------------------------
-
-
 def approved(answer: Answer | None) -> bool:
     """Approve / Submit chosen, or a form answered in writing; anything else is not approved."""
     if answer is None:
@@ -217,9 +202,7 @@ def result_data(view: PromptView) -> dict[str, Any] | None:
     data: dict[str, Any] = dict(answer.fields) if answer is not None else {}
     if answer is not None and answer.text is not None and not answer.secret:
         data.setdefault(TEXT_KEY, answer.text)
-    if form or data:
-        return data
-    return None
+    return data if form or data else None
 
 
 def poll_body(view: PromptView) -> dict[str, Any]:
@@ -228,8 +211,7 @@ def poll_body(view: PromptView) -> dict[str, Any]:
     if view.status is Status.PENDING:
         return {"executionId": execution_id, "status": "pending"}
     body: dict[str, Any] = {"executionId": execution_id, "approved": approved(view.answer)}
-    data = result_data(view)
-    if data is not None:
+    if (data := result_data(view)) is not None:
         body["data"] = data
     return body
 

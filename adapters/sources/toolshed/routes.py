@@ -164,8 +164,7 @@ def toolshed_router(
 def _bad_id(execution_id: str) -> JSONResponse | None:
     """The 400 for an ``executionId`` in the path that no request could have been stored under
     (asked of no store), else None."""
-    found = id_problem(execution_id, required=True)
-    if found is None:
+    if (found := id_problem(execution_id, required=True)) is None:
         return None
     return rejected(PayloadRejected([FieldProblem("executionId", found)]))
 
