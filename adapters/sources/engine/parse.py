@@ -1,9 +1,6 @@
 """The engine's ask delivery (spec 001): request in, Elicitation out; every bad field in one 400.
-
-Each choice is an option whose id *is* the string, so the answer is exactly one of them. Mentions
-never grant anything. A ``shared_key`` is kept, not acted on: reuse needs "current authority",
-which elicitbot cannot vouch for.
-"""
+A ``shared_key`` is kept, not acted on: reuse needs "current authority", which elicitbot cannot
+vouch for."""
 
 from __future__ import annotations
 
@@ -115,8 +112,7 @@ class _Checker:
         return self._typed(name, list, "an array")
 
     def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
-        items = self.array(name)
-        if items is None:
+        if (items := self.array(name)) is None:
             return None
         good: list[str] = []
         for index, item in enumerate(items):
@@ -170,8 +166,7 @@ def _destinations(top: _Checker) -> list[str] | None:
     if "destinations" not in top.data or top.data["destinations"] is None:
         top.fail("destinations", "is required (an empty list keeps the ask in the web inbox)")
         return None
-    items = top.strings("destinations", non_empty=True)
-    if items is None:
+    if (items := top.strings("destinations", non_empty=True)) is None:
         return None
     before = len(top.problems)
     for index, item in enumerate(items):
@@ -278,8 +273,7 @@ def _choices(ask: _Checker) -> tuple[str, ...]:
 
 def _expiry(ask: _Checker, now: datetime, *, bound: bool) -> datetime | None:
     """None is "no deadline"; a bound action approval always has one."""
-    text = ask.text("expires_at")
-    if text is None:
+    if (text := ask.text("expires_at")) is None:
         return now + BOUND_ACTION_TTL if bound else None
     try:
         when = parse_rfc3339(text)
@@ -296,8 +290,7 @@ def _expiry(ask: _Checker, now: datetime, *, bound: bool) -> datetime | None:
 
 
 def _mentions(ask: _Checker) -> tuple[Any, ...]:
-    items = ask.array("mentions")
-    if items is None:
+    if (items := ask.array("mentions")) is None:
         return ()
     for index, item in enumerate(items):
         if not isinstance(item, str | dict):

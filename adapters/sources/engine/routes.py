@@ -316,8 +316,7 @@ def engine_router(
         if (found := id_problem(delivery_id, required=True)) is not None:
             # No ask could be stored under it: no store is asked.
             return problem(400, "Invalid request", f"id: {found}", [FieldProblem("id", found)])
-        view = await elicitations.view(parse.key_of(delivery_id))
-        if view is None:
+        if (view := await elicitations.view(parse.key_of(delivery_id))) is None:
             return problem(404, "Not Found", f"No engine delivery {delivery_id!r}.")
         return JSONResponse(ask_document(view))
 

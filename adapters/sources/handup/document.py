@@ -45,8 +45,7 @@ def _decision(view: PromptView, document: Mapping[str, Any]) -> tuple[str, dict[
         TIMEOUT_ACTOR if answer.respondent == "system" else answer.principal or answer.respondent
     )
     decision = _decided(content, to_millis(answer.at), decided_by)
-    questions = view.elicitation.extra.get("form")
-    if questions is not None:
+    if (questions := view.elicitation.extra.get("form")) is not None:
         answers, feedback = form_answers(questions, answer.option_ids, answer.text, answer.fields)
         submit = next((o for o in document["options"] if o["outcome"] == "approve"), None)
         decision.update(
@@ -92,12 +91,8 @@ def form_answers(
     text: str | None,
     fields: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str | None]:
-    """``decision.fields.answers`` (by question id) and ``decision.feedback`` of an answer.
-
-    A form's own answers (``fields["answers"]``) are taken as given. Otherwise, for one
-    question, the chosen option labels are its ``selected`` and the text its ``text`` when it
-    takes free text (else the text is feedback); for several, a written answer is feedback.
-    """
+    """``decision.fields.answers`` and ``decision.feedback``: a form's own answers as given; for
+    one question the chosen labels and (if it takes free text, else feedback) the text."""
     given = fields.get("answers")
     if isinstance(given, Mapping):
         return dict(given), text

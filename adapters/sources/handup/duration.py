@@ -109,10 +109,9 @@ def _unit(unit: str, number: int) -> int:
     try:
         return _UNIT_NANOS[unit]
     except KeyError:
-        shown = unit if len(unit) <= _SHOWN else unit[:_SHOWN] + "…"
         raise DurationError(
-            f"has an unknown unit {shown!r} (units: ns, us, ms, s, m, h, d, w, M for months, "
-            "y, and their long names)"
+            f"has an unknown unit {_shown(unit, 0)} (units: ns, us, ms, s, m, h, d, w, M for "
+            "months, y, and their long names)"
         ) from None
 
 

@@ -192,9 +192,8 @@ def _options(question: Mapping[str, Any]) -> tuple[Option, ...]:
 def _answers_offered(
     document: Mapping[str, Any], questions: list[dict[str, Any]] | None
 ) -> tuple[AnswerMode, tuple[Option, ...]]:
-    """How a person answers. An approval: one of its options (a deny option needs a comment
-    under ``feedback: required_on_deny``). One question: its options (ids are the labels), or
-    a text. Several questions: a form (``extra["form"]``); in chat, a written answer."""
+    """An approval: one of its options. One question: its options (ids are the labels), or a
+    text. Several questions: a form (``extra["form"]``); in chat, a written answer."""
     if questions is None:
         required = ((document["input"] or {}).get("feedback")) == "required_on_deny"
         return AnswerMode.SINGLE_CHOICE, tuple(

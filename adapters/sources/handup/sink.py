@@ -27,8 +27,7 @@ class HandupSink:
         if view.status is Status.PENDING:
             return  # only a terminal Request is called back
         document = request_document(view)
-        url = document.get("callback_url")
-        if not url:
+        if not (url := document.get("callback_url")):
             return
         if not callback_allowed(url, self.allowlist):
             raise PermanentDeliveryError(

@@ -29,7 +29,6 @@ FEEDBACK_VALUES = (None, "optional", "required_on_deny")
 
 @cache
 def schema() -> dict[str, Any]:
-    """The Request JSON Schema (draft 2020-12) as handup publishes it."""
     path = resources.files("adapters.sources.handup").joinpath("schema/request.schema.json")
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
@@ -67,7 +66,6 @@ def check(data: Any, allowlist: Sequence[str]) -> CheckedRequest:
 
 
 def schema_problems(data: Any) -> list[FieldProblem]:
-    """Each way ``data`` breaks the Request schema, one problem per field."""
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
     return list(dict.fromkeys(p for error in errors for p in _problems(error)))  # each once
 
@@ -138,8 +136,7 @@ def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[F
         for managed in ("decision", "run")
         if document[managed] is not None
     ]
-    timeout = document["timeout"]
-    if timeout is not None:
+    if (timeout := document["timeout"]) is not None:
         try:
             parse_timeout(timeout)
         except ValueError as exc:  # the reason too: "…; this one has an unknown unit 'H'"
@@ -214,8 +211,7 @@ def _question_problems(questions: Any) -> list[FieldProblem]:
 def callback_allowed(url: str, allowlist: Iterable[str]) -> bool:
     """Whether ``url`` is under an allowlist entry: same scheme, host and port, and a path at or
     below the entry's (whole segments: ``/hooks`` allows ``/hooks/x``, not ``/hooksx``)."""
-    target = _url_parts(url)
-    if target is None:
+    if (target := _url_parts(url)) is None:
         return False
     for entry in allowlist:
         allowed = _url_parts(entry)

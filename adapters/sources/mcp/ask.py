@@ -1,7 +1,5 @@
-"""The ``ask`` tool's arguments as an elicitation, and an elicitation's state as the tools' result.
-
-The approval subject's digest covers question, options, form and every preview, so an approval is
-given on exactly what was shown; the asker ``mcp:<agent>`` may never answer.
+"""The ``ask`` tool's arguments as an elicitation, and its state as the tools' result. The
+subject's digest covers question, options, form and previews: approved is exactly what was shown.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""``[mcp]``: the MCP server at ``/mcp`` and the agents that may use it.
-
-Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env`` names.
-"""
+"""``[mcp]``: the MCP server's agents; tokens are never in the file, only in ``token_env``."""
 
 from __future__ import annotations
 

@@ -63,9 +63,6 @@ def account_key(base_url: str, workspace: str) -> str:
     return f"{base_of(base_url)}#{workspace}"
 
 
-# --- in ----------------------------------------------------------------------------------------
-
-
 def parse_question(data: Any) -> upstream.Question:
     """One question, read liberally; PayloadRejected names what makes it unusable."""
     try:
@@ -213,9 +210,6 @@ def read_page(body: Any, *, limit: int = PAGE_LIMIT) -> Page:
     return Page(items, last_id if len(items) >= limit else None)
 
 
-# --- resolved upstream -------------------------------------------------------------------------
-
-
 def upstream_close(
     question: upstream.Question, e: Elicitation, now: datetime
 ) -> tuple[Status, Answer] | None:
@@ -241,9 +235,6 @@ def upstream_close(
     return Status.CANCELLED, Answer(
         text=given.text or SYSTEM_CLOSE, respondent="system", via=UPSTREAM_VIA, at=at
     )
-
-
-# --- out ---------------------------------------------------------------------------------------
 
 
 def answer_body(view: PromptView) -> dict[str, Any] | None:

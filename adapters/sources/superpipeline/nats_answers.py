@@ -48,8 +48,7 @@ class NatsAnswerPublisher:
         nc = await self._connection()
         js = nc.jetstream(timeout=self.timeout)
         try:
-            stream = await stream_of(js, subject)
-            if stream is not None:
+            if (stream := await stream_of(js, subject)) is not None:
                 ack = await js.publish(subject, body, headers=headers, stream=stream)
                 mode, duplicate = "jetstream", bool(ack.duplicate)
             else:

@@ -57,8 +57,7 @@ def workspace_from_subject(subject: str | None) -> str | None:
     """The workspace named by the subject; None without a subject (only workspace-less routes)."""
     if subject is None:
         return None
-    match = SUBJECT_RE.fullmatch(subject)
-    if match is None:
+    if (match := SUBJECT_RE.fullmatch(subject)) is None:
         raise PayloadRejected([FieldProblem("subject", _SUBJECT_SHAPE)])
     return match["workspace"]
 

@@ -1,7 +1,5 @@
-"""Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
-
-Unknown properties are ignored, as zod's default object parsing does. A form also takes a
-written answer (approved, with ``data.text``).
+"""Toolshed (spec 002): requests in, the runtime's poll and resolve shapes out. Unknown properties
+are ignored, as zod's default object parsing does.
 """
 
 from __future__ import annotations
