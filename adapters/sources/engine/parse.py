@@ -351,15 +351,11 @@ def _elicitation(
         "destinations": destinations,
         "followup_seconds": route.followup_seconds,
         **ask.metadata,
+        "choices": list(ask.choices) or None,
+        "mentions": list(ask.mentions) or None,
+        "conversation_id": ask.conversation_id,
+        "sender_id": sender,
     }
-    if ask.choices:
-        extra["choices"] = list(ask.choices)
-    if ask.mentions:
-        extra["mentions"] = list(ask.mentions)
-    if ask.conversation_id is not None:
-        extra["conversation_id"] = ask.conversation_id
-    if sender is not None:
-        extra["sender_id"] = sender
     return Elicitation(
         source=SOURCE,
         source_id=delivery_id,
@@ -373,5 +369,5 @@ def _elicitation(
         subject=subject,
         deadlines=Deadlines(expires_at=ask.expires_at),
         created_at=now,
-        extra=extra,
+        extra={k: v for k, v in extra.items() if v is not None},
     )

@@ -17,8 +17,7 @@ DESTINATION_MAX = 300
 
 
 def destination_problem(destination: str) -> str | None:
-    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` within the intake
-    bounds (None: it is)."""
+    """Why ``destination`` is no ``web``, ``slack:<id>`` or ``matrix:<id>`` in bounds, or None."""
     if (bad := id_problem(destination, max_length=DESTINATION_MAX, required=True)) is not None:
         return bad
     try:

@@ -60,8 +60,7 @@ class DurationError(ValueError):
 
 
 def parse_nanos(text: str) -> int:
-    """``text`` in nanoseconds, as ``humantime::parse_duration`` reads it (a sum of spans; past
-    a Rust ``u64`` is refused as humantime refuses it)."""
+    """``text`` in nanoseconds, as ``humantime::parse_duration`` reads it (a ``u64`` at most)."""
     length = len(text)
     at = _skip_space(text, 0)
     if at == length:
@@ -127,8 +126,7 @@ def _shown(text: str, at: int) -> str:
 
 
 def parse_timeout(text: str) -> timedelta | None:
-    """None for ``"none"`` (no expiry), else the positive duration of at most one year;
-    a DurationError (a ValueError) gives :data:`DURATION_HELP` and the reason."""
+    """None for ``"none"``, else a positive duration of at most a year (DurationError: why not)."""
     if text.strip(" \t\n\r").lower() == "none":
         return None
     try:

@@ -48,8 +48,7 @@ def new_request_id() -> str:
 
 
 def dedupe_request_id(dedupe_key: str, generation: int) -> str:
-    """Retries of a pending id-less request land on its id; once decided, the next generation
-    is new."""
+    """Retries of a pending id-less request land on its id; once decided, a new generation."""
     digest = hashlib.sha256(f"{generation}:{dedupe_key}".encode()).hexdigest()
     return f"hr_{digest[:32]}"
 
@@ -126,8 +125,7 @@ def _expiry(
         timeout = document["timeout"]
         duration = parse_timeout(timeout) if timeout is not None else None
         return now + duration if duration is not None else None
-    given = document["expires_at"]
-    if given:
+    if given := document["expires_at"]:
         return from_millis(given)
     return now + default_timeout if default_timeout is not None else None
 

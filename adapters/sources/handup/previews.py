@@ -95,8 +95,7 @@ def _command_items(preview: Mapping[str, Any], label: str | None) -> list[Previe
 
 
 def _email_text(preview: Mapping[str, Any]) -> str:
-    """The draft as a person reads it: headers, the Markdown body, attachments, the quote.
-    ``body_html`` is never shown (HTML only as text)."""
+    """The draft as a person reads it (``body_html`` never shown: HTML only as text)."""
     email = preview.get("email") or {}
     lines = [
         f"{name}: {value}"
@@ -111,8 +110,7 @@ def _email_text(preview: Mapping[str, Any]) -> str:
         )
         if value
     ]
-    body = email.get("body") or preview.get("inline") or ""
-    if body:
+    if body := email.get("body") or preview.get("inline"):
         lines += ["", body]
     if attachments := [_attachment(a) for a in email.get("attachments") or []]:
         lines += ["", "Attachments: " + "; ".join(attachments)]

@@ -124,13 +124,15 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
+
+    def fail(loc: str, message: str) -> None:
+        problems.append(FieldProblem(loc, message))
+
     request_id = document["id"]
     if request_id and not ID_RE.fullmatch(request_id):
-        problems.append(
-            FieldProblem("id", f"must be 1 to {MAX_ID_LENGTH} of A-Z a-z 0-9 . _ : @ + ~ -")
-        )
+        fail("id", f"must be 1 to {MAX_ID_LENGTH} of A-Z a-z 0-9 . _ : @ + ~ -")
     if document["status"] != "pending":
-        problems.append(FieldProblem("status", 'must be "pending" (or absent) for a new request'))
+        fail("status", 'must be "pending" (or absent) for a new request')
     problems += [
         FieldProblem(managed, "is set by the daemon: send null or leave it out")
         for managed in ("decision", "run")
@@ -140,30 +142,19 @@ def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[F
         try:
             parse_timeout(timeout)
         except ValueError as exc:  # the reason too: "…; this one has an unknown unit 'H'"
-            problems.append(FieldProblem("timeout", str(exc)))
+            fail("timeout", str(exc))
     expires_at = document["expires_at"]
     if expires_at is not None and expires_at > MAX_EXPIRES_AT:
-        problems.append(
-            FieldProblem(
-                "expires_at", "must be Unix milliseconds no later than 9999-01-01T00:00:00Z"
-            )
-        )
+        fail("expires_at", "must be Unix milliseconds no later than 9999-01-01T00:00:00Z")
     problems.extend(_option_problems(document))
     request_input = document["input"] or {}
     if request_input.get("feedback") not in FEEDBACK_VALUES:
-        problems.append(
-            FieldProblem("input.feedback", 'must be "optional", "required_on_deny" or null')
-        )
+        fail("input.feedback", 'must be "optional", "required_on_deny" or null')
     if document["kind"] == "question":
         problems.extend(_question_problems(request_input.get("questions")))
     callback = document["callback_url"]
     if callback is not None and not callback_allowed(callback, allowlist):
-        problems.append(
-            FieldProblem(
-                "callback_url",
-                "is not on the callback allowlist (sources.handup.callback_allowlist)",
-            )
-        )
+        fail("callback_url", "is not on the callback allowlist (sources.handup.callback_allowlist)")
     return problems
 
 

@@ -152,8 +152,7 @@ def _shape_problems(
 
 
 def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
-    """How a form is answered: one question by its own options or text (as handup's single
-    question is, so a chat reply or a button answers it), several by the form."""
+    """One question: by its options or text (so a reply or a button answers it); more: the form."""
     if len(form.questions) > 1:
         return (), AnswerMode.FREE_TEXT
     only = form.questions[0]
@@ -167,8 +166,7 @@ def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
 
 
 def form_content(schema: Any, answer: Answer) -> dict[str, Any] | list[FieldProblem]:
-    """A form's content from its answer: the form's answers, or (a one-question form answered
-    by an option or a text) that answer as the question's."""
+    """A form's answers, or a one-question form's option or text as that question's answer."""
     form = forms.parse_form(schema)
     answers = answer.fields.get("answers")
     if not isinstance(answers, dict) and len(form.fields) == 1:
@@ -209,8 +207,7 @@ URL_MAX = 8_192  # longer is no address anyone types
 
 
 def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[str]) -> Route:
-    """MCP URL mode: a direct message to the one person among the destinations the ask would
-    use. A link to sign in or to pay is never posted to a channel."""
+    """URL mode: a direct message to the one person named (never a sign-in link in a channel)."""
     problems: list[FieldProblem] = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > URL_MAX:

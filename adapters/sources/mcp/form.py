@@ -101,20 +101,15 @@ def _field(
             problems.append(FieldProblem(f"{loc}.items", "must be an enum (items.enum or anyOf)"))
             return None
         pairs = _choices_of(f"{loc}.items", items, problems)
-        allowed = _COMMON_KEYS | _ARRAY_KEYS | {"items"}
-        field_type = "multi"
+        allowed, field_type = _COMMON_KEYS | _ARRAY_KEYS | {"items"}, "multi"
     elif kind == "string" and ({"enum", "oneOf", "anyOf"} & set(prop)):
         pairs = _choices_of(loc, prop, problems)
-        allowed = _COMMON_KEYS | {"enum", "enumNames", "oneOf", "anyOf"}
-        field_type = "enum"
+        allowed, field_type = _COMMON_KEYS | {"enum", "enumNames", "oneOf", "anyOf"}, "enum"
     elif kind == "boolean":
-        pairs = [(YES, True), (NO, False)]
-        allowed = _COMMON_KEYS
-        field_type = "boolean"
+        pairs, allowed, field_type = [(YES, True), (NO, False)], _COMMON_KEYS, "boolean"
     elif kind in ("string", "number", "integer"):
-        pairs = []
+        pairs, field_type = [], str(kind)
         allowed = _COMMON_KEYS | (_STRING_KEYS if kind == "string" else _NUMBER_KEYS)
-        field_type = str(kind)
     else:
         problems.append(
             FieldProblem(f"{loc}.type", "must be string, number, integer, boolean or array")
@@ -235,8 +230,7 @@ def _number(text: str, *, integer: bool) -> Any:
 
 
 def content_of(form: Form, answers: Mapping[str, Any]) -> dict[str, Any] | list[FieldProblem]:
-    """The content an MCP client returns for ``Answer.fields["answers"]``, or the schema's
-    problems with it."""
+    """What an MCP client returns for ``Answer.fields["answers"]``, or the schema's problems."""
     content: dict[str, Any] = {}
     for f in form.fields:
         given = answers.get(f.name)

@@ -105,8 +105,7 @@ class Call:
 
 
 class Calls:
-    """The agent's tool calls in flight: elicitbot's progress is relayed to each (most clients
-    make one at a time), so a client that resets its timeout on progress keeps waiting."""
+    """The tool calls in flight, each told elicitbot's progress (so a client keeps waiting)."""
 
     def __init__(self) -> None:
         self.open: set[Call] = set()

@@ -143,8 +143,7 @@ class McpTools:
         return view
 
     async def result(self, view: PromptView, seconds: float, ctx: Context) -> dict[str, Any]:
-        """The tool result after waiting up to ``seconds``: for an answer, or for a URL
-        elicitation's direct message to be delivered (all the agent learns of it)."""
+        """The result after up to ``seconds`` waiting for an answer (URL mode: for its delivery)."""
         if "url" not in view.elicitation.extra:
             return asks.result_of(await self.wait(view, seconds, ctx))
         key = view.elicitation.key

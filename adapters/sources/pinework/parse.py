@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -109,10 +110,8 @@ def parse_time(value: str | None) -> datetime | None:
     """An ISO 8601 / RFC 3339 time as aware UTC (no offset: UTC); None when absent or unreadable."""
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return parse_rfc3339(value)
-    except ValueError:
-        pass
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -238,8 +237,7 @@ def upstream_close(
 
 
 def answer_body(view: PromptView) -> dict[str, Any] | None:
-    """The answer route's body; None when not answered, answered in Pinework itself, or a
-    secret (it went through the secret route already)."""
+    """The answer route's body; None unless answered here, and not a secret (sent already)."""
     answer = view.answer
     if view.status is not Status.ANSWERED or answer is None:
         return None
@@ -249,8 +247,7 @@ def answer_body(view: PromptView) -> dict[str, Any] | None:
 
 
 def error_code(body: Any) -> str | None:
-    """The error code of an error reply: ``{"error": {"code"}}``, ``{"code"}``, ``{"error": "…"}``
-    or ``{"errors": [{"code"}]}``."""
+    """The code of an error reply, in any of the four shapes an error takes."""
     if not isinstance(body, Mapping):
         return None
     error = body.get("error")

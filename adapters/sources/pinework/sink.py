@@ -132,8 +132,7 @@ class PineworkSink(_Client):
         raise _refused("answer", response.status_code, code)
 
     async def _already_resolved(self, view: PromptView, sent: dict[str, Any]) -> None:
-        """``question_resolved``: take the upstream state. Ours landed before (a retry after a
-        lost reply): done. Someone else's or a system close: permanent, saying which."""
+        """Ours landed before (a retry after a lost reply): done; anyone else's: permanent."""
         if (question := await self._get_question(view)) is None:
             raise TransientDeliveryError("Pinework says resolved; reading its answer failed")
         given = question.answer or upstream.UpstreamAnswer()

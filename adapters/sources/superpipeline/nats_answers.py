@@ -100,8 +100,7 @@ class NatsAnswerPublisher:
 
 
 class CompositeSink:
-    """Delivers to sinks in order; the first to raise stops it, and the outbox retries them all
-    with the same idempotency key (every receiver dedupes by it)."""
+    """Sinks in order; the first to raise stops it, and the outbox retries all (each dedupes)."""
 
     def __init__(self, sinks: Sequence[AnswerSink]) -> None:
         self.sinks = tuple(sinks)

@@ -47,8 +47,7 @@ Handler = Callable[[list[Inbound]], Awaitable[Sequence[IntakeOutcome]]]
 
 
 def inbound_from_message(subject: str, headers: Mapping[str, str] | None, body: bytes) -> Inbound:
-    """Parse one NATS message (``IntakeError``); an event without a ``subject`` takes the NATS
-    subject when that has the ``evt.<workspace>.superpipeline.elicitation.pending`` shape."""
+    """One NATS message (``IntakeError``); without a ``subject``, a NATS subject of its shape."""
     event = cloudevents.parse_nats(headers, body)
     if event.subject is None and SUBJECT_RE.fullmatch(subject):
         event = dataclasses.replace(event, subject=subject)

@@ -159,8 +159,7 @@ def toolshed_router(
 
 
 def _bad_id(execution_id: str) -> JSONResponse | None:
-    """The 400 for an ``executionId`` in the path that no request could have been stored under
-    (asked of no store), else None."""
+    """The 400 for a path ``executionId`` no request could be stored under (no store asked)."""
     if (found := id_problem(execution_id, required=True)) is None:
         return None
     return rejected(PayloadRejected([FieldProblem("executionId", found)]))
