@@ -173,11 +173,8 @@ def _option_problems(document: dict[str, Any]) -> list[FieldProblem]:
 
 def _question_problems(questions: Any) -> list[FieldProblem]:
     if not questions or len(questions) > MAX_QUESTIONS:
-        return [
-            FieldProblem(
-                "input.questions", f"a question request needs 1 to {MAX_QUESTIONS} questions"
-            )
-        ]
+        needs = f"a question request needs 1 to {MAX_QUESTIONS} questions"
+        return [FieldProblem("input.questions", needs)]
     problems = []
     ids: set[str] = set()
     for index, question in enumerate(questions):
