@@ -1,7 +1,5 @@
-"""The engine ask as it stands (spec 001): the read-back, and the answer webhook's body.
-
-Spec 001 defines no webhook document, so the webhook posts exactly what ``GET /v1/deliveries/{id}``
-reads back (as handup's callback does); ``decision`` is absent while pending or closed unanswered.
+"""The engine ask as it stands (spec 001): the read-back, and (spec 001 defines no webhook
+document) the answer webhook's body too; ``decision`` is absent while pending or closed unanswered.
 """
 
 from __future__ import annotations
@@ -14,18 +12,10 @@ from adapters.sources.engine.parse import NO_DEADLINE_TEXT
 from bot.domain.model import Answer, Elicitation, Meaning
 from bot.domain.ports import PromptView
 
-ASK_FIELDS = (
-    "choices",
-    "conversation_id",
-    "shared_key",
-    "blocking",
-    "reuse_direct",
-    "attachment_ids",
-    "target",
-    "mentions",
-    "sender_id",
+ASK_FIELDS = (  # kept in ``extra`` at intake, read back when they were given
+    *("choices", "conversation_id", "shared_key", "blocking", "reuse_direct"),
+    *("attachment_ids", "target", "mentions", "sender_id"),
 )
-"""Kept in ``extra`` at intake, read back when they were given."""
 
 
 def rfc3339(when: datetime) -> str:
@@ -97,8 +87,7 @@ def ask_document(view: PromptView) -> dict[str, Any]:
     for name in ASK_FIELDS:
         if extra.get(name) is not None:
             document[name] = extra[name]
-    action = _action(e)
-    if action is not None:
+    if (action := _action(e)) is not None:
         document["action"] = action
     document["expires_at"] = expires_text(e)
     document["destinations"] = list(extra.get("destinations", ()))

@@ -1,20 +1,16 @@
-"""The engine's ask delivery (spec 001, DESIGN "Engine deliveries"): request in, Elicitation out.
-
-Pure (``now`` is passed in); every bad field is named in one 400. Each choice becomes an option
-whose id *is* the string, so the recorded answer is exactly one of them. Mentions address people
-in reminders and never grant anything. A ``shared_key`` is kept, not acted on: reuse needs
-"current authority", which elicitbot cannot vouch for. No deadline is stored as no ``expires_at``.
-"""
+"""The engine's ask delivery (spec 001): request in, Elicitation out; every bad field in one 400.
+A ``shared_key`` is kept, not acted on: reuse needs "current authority", which elicitbot cannot
+vouch for."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
+from adapters.sources.common import digest
 from adapters.sources.engine.route import (
     DESTINATION_MAX,
     delivery_route,
@@ -116,8 +112,7 @@ class _Checker:
         return self._typed(name, list, "an array")
 
     def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
-        items = self.array(name)
-        if items is None:
+        if (items := self.array(name)) is None:
             return None
         good: list[str] = []
         for index, item in enumerate(items):
@@ -146,20 +141,17 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
     ask_sender = ask.text("sender_id")
     if sender is not None and ask_sender is not None and sender != ask_sender:
         ask.fail("sender_id", "differs from sender_id beside the ask")
-    problems = top.problems + ask.problems
-    if problems:
+    if problems := top.problems + ask.problems:
         raise PayloadRejected(problems)
     if delivery_id is None or fields is None or destinations is None:  # pragma: no cover
         raise PayloadRejected([FieldProblem("body", "is incomplete")])
-    mentions = fields.mentions
     route = delivery_route(
         destinations,
         followup if followup is not None else 0,
-        [m for m in (mention_identity(item) for item in mentions) if m is not None],
+        [m for m in map(mention_identity, fields.mentions) if m is not None],
     )
     e = _elicitation(delivery_id, fields, sender or ask_sender, destinations, route, now)
-    problems = check_elicitation(e)  # the intake bounds, named as the request names them
-    if problems:
+    if problems := check_elicitation(e):  # the intake bounds, named as the request names them
         raise PayloadRejected(problems)
     return DeliveryRequest(
         id=delivery_id,
@@ -174,13 +166,11 @@ def _destinations(top: _Checker) -> list[str] | None:
     if "destinations" not in top.data or top.data["destinations"] is None:
         top.fail("destinations", "is required (an empty list keeps the ask in the web inbox)")
         return None
-    items = top.strings("destinations", non_empty=True)
-    if items is None:
+    if (items := top.strings("destinations", non_empty=True)) is None:
         return None
     before = len(top.problems)
     for index, item in enumerate(items):
-        message = destination_problem(item)
-        if message is not None:
+        if (message := destination_problem(item)) is not None:
             top.fail(f"destinations[{index}]", message)
     return items if len(top.problems) == before else None
 
@@ -283,8 +273,7 @@ def _choices(ask: _Checker) -> tuple[str, ...]:
 
 def _expiry(ask: _Checker, now: datetime, *, bound: bool) -> datetime | None:
     """None is "no deadline"; a bound action approval always has one."""
-    text = ask.text("expires_at")
-    if text is None:
+    if (text := ask.text("expires_at")) is None:
         return now + BOUND_ACTION_TTL if bound else None
     try:
         when = parse_rfc3339(text)
@@ -301,8 +290,7 @@ def _expiry(ask: _Checker, now: datetime, *, bound: bool) -> datetime | None:
 
 
 def _mentions(ask: _Checker) -> tuple[Any, ...]:
-    items = ask.array("mentions")
-    if items is None:
+    if (items := ask.array("mentions")) is None:
         return ()
     for index, item in enumerate(items):
         if not isinstance(item, str | dict):
@@ -317,8 +305,7 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
 
 
 def action_digest(action: dict[str, Any]) -> str:
-    canonical = json.dumps(action, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return digest(action)
 
 
 def _options(ask: _Ask) -> tuple[Option, ...]:
@@ -343,19 +330,14 @@ def _elicitation(
     options = _options(ask)
     subject = None
     if ask.action is not None:
+        shown = json.dumps(ask.action, indent=2, ensure_ascii=False)
         subject = ApprovalSubject(
             id=delivery_id,
             digest=action_digest(ask.action),
             schema_=ACTION_SCHEMA,
             revision=0,
             expires_at=ask.expires_at,
-            preview=(
-                PreviewItem(
-                    type="json",
-                    label="Action",
-                    text=json.dumps(ask.action, indent=2, ensure_ascii=False),
-                ),
-            ),
+            preview=(PreviewItem(type="json", label="Action", text=shown),),
         )
     expires_text = (
         NO_DEADLINE_TEXT
@@ -369,15 +351,11 @@ def _elicitation(
         "destinations": destinations,
         "followup_seconds": route.followup_seconds,
         **ask.metadata,
+        "choices": list(ask.choices) or None,
+        "mentions": list(ask.mentions) or None,
+        "conversation_id": ask.conversation_id,
+        "sender_id": sender,
     }
-    if ask.choices:
-        extra["choices"] = list(ask.choices)
-    if ask.mentions:
-        extra["mentions"] = list(ask.mentions)
-    if ask.conversation_id is not None:
-        extra["conversation_id"] = ask.conversation_id
-    if sender is not None:
-        extra["sender_id"] = sender
     return Elicitation(
         source=SOURCE,
         source_id=delivery_id,
@@ -391,5 +369,5 @@ def _elicitation(
         subject=subject,
         deadlines=Deadlines(expires_at=ask.expires_at),
         created_at=now,
-        extra=extra,
+        extra={k: v for k, v in extra.items() if v is not None},
     )

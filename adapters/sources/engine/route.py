@@ -1,7 +1,5 @@
-"""Where an engine ask goes: the request's own destinations, not the config's routes.
-
-``Service.intake`` takes ``Inbound.route`` when set, so this route is the one the ask is posted by.
-"""
+"""Where an engine ask goes: the request's own destinations (as ``Inbound.route``), not the
+config's routes."""
 
 from __future__ import annotations
 
@@ -19,10 +17,8 @@ DESTINATION_MAX = 300
 
 
 def destination_problem(destination: str) -> str | None:
-    """Why ``destination`` is not ``web``, ``slack:<id>`` or ``matrix:<id>`` within the intake
-    bounds (None: it is)."""
-    bad = id_problem(destination, max_length=DESTINATION_MAX, required=True)
-    if bad is not None:
+    """Why ``destination`` is no ``web``, ``slack:<id>`` or ``matrix:<id>`` in bounds, or None."""
+    if (bad := id_problem(destination, max_length=DESTINATION_MAX, required=True)) is not None:
         return bad
     try:
         check_destinations((destination,))

@@ -1,8 +1,6 @@
-"""``POST /v1/deliveries``: the engine hands over an ask; the reply waits for native acceptance.
-
-The ask is stored (deduplicated by ``id``), then the route watches its deliveries (the outbox
-posts them) for up to ``wait_seconds``: 200 with the refs once accepted, 202 while none is, 502
-when the platforms refused every destination, 422 for a platform not run here (README's table).
+"""``POST /v1/deliveries``: the ask is stored (deduplicated by ``id``), then its deliveries are
+watched for up to ``wait_seconds``: 200 with the refs once accepted, 202 while none is, 502 when
+the platforms refused every destination, 422 for a platform not run here.
 """
 
 from __future__ import annotations
@@ -238,15 +236,15 @@ def engine_router(
             rows = await elicitations.deliveries(key)
             result = acceptance(rows, followup_seconds)
             left = deadline - time.monotonic()
-            if result.state != "waiting" or left <= 0:
-                if result.state == "waiting":
-                    posted = tuple(
-                        r
-                        for r in rows
-                        if r.purpose == Purpose.PRIMARY and r.state == DeliveryState.POSTED
-                    )
-                    return Acceptance("accepted", posted) if posted else result
+            if result.state != "waiting":
                 return result
+            if left <= 0:
+                posted = tuple(
+                    r
+                    for r in rows
+                    if r.purpose == Purpose.PRIMARY and r.state == DeliveryState.POSTED
+                )
+                return Acceptance("accepted", posted) if posted else result
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, _MAX_POLL_S)
 
@@ -318,8 +316,7 @@ def engine_router(
         if (found := id_problem(delivery_id, required=True)) is not None:
             # No ask could be stored under it: no store is asked.
             return problem(400, "Invalid request", f"id: {found}", [FieldProblem("id", found)])
-        view = await elicitations.view(parse.key_of(delivery_id))
-        if view is None:
+        if (view := await elicitations.view(parse.key_of(delivery_id))) is None:
             return problem(404, "Not Found", f"No engine delivery {delivery_id!r}.")
         return JSONResponse(ask_document(view))
 

@@ -1,6 +1,4 @@
-"""The engine answer webhook: the closed ask's read-back (``ask_document``) POSTed once, with
-the rules of :mod:`adapters.shared.webhook`; without a webhook the outcome is only read back.
-"""
+"""The engine answer webhook: the closed ask's read-back POSTed once (without one: read back)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""handup approval requests: ``POST /v1/handup/requests`` in, the terminal Request POSTed to
-its allowlisted ``callback_url`` out.
-"""
+"""handup Requests: ``POST /v1/handup/requests`` in, the terminal Request to its callback out."""
 
 from typing import TYPE_CHECKING
 

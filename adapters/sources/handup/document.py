@@ -9,8 +9,9 @@ from adapters.sources.handup.elicitation import to_millis
 from bot.domain.model import Status
 from bot.domain.ports import PromptView
 
-TIMEOUT_ACTOR = "timeout"
-"""``decision.decided_by`` of a decision taken at timeout (``on_timeout``)."""
+TIMEOUT_ACTOR = "timeout"  # ``decision.decided_by`` of a decision taken at timeout
+_DECISION = dict.fromkeys(("content_hash", "decided_at", "decided_by", "feedback", "fields"))
+_DECISION |= dict.fromkeys(("option", "outcome", "rule_id", "scope"))  # a decision's, in order
 
 
 def request_document(view: PromptView) -> dict[str, Any]:
@@ -19,6 +20,10 @@ def request_document(view: PromptView) -> dict[str, Any]:
     document["status"] = status
     document["decision"] = decision
     return document
+
+
+def _decided(content: str, at: int | None, by: str, **given: Any) -> dict[str, Any]:
+    return {**_DECISION, "content_hash": content, "decided_at": at, "decided_by": by, **given}
 
 
 def _option_of(document: Mapping[str, Any], option_id: str) -> Mapping[str, Any] | None:
@@ -39,19 +44,8 @@ def _decision(view: PromptView, document: Mapping[str, Any]) -> tuple[str, dict[
     decided_by = (
         TIMEOUT_ACTOR if answer.respondent == "system" else answer.principal or answer.respondent
     )
-    decision: dict[str, Any] = {
-        "content_hash": content,
-        "decided_at": to_millis(answer.at),
-        "decided_by": decided_by,
-        "feedback": None,
-        "fields": None,
-        "option": "",
-        "outcome": None,
-        "rule_id": None,
-        "scope": None,
-    }
-    questions = view.elicitation.extra.get("form")
-    if questions is not None:
+    decision = _decided(content, to_millis(answer.at), decided_by)
+    if (questions := view.elicitation.extra.get("form")) is not None:
         answers, feedback = form_answers(questions, answer.option_ids, answer.text, answer.fields)
         submit = next((o for o in document["options"] if o["outcome"] == "approve"), None)
         decision.update(
@@ -85,17 +79,9 @@ def _timeout_decision(
     option = chosen or next((o for o in document["options"] if o["outcome"] == outcome), None)
     expired_at = view.elicitation.deadlines.expires_at
     at = answer.at if answer else expired_at
-    decision = {
-        "content_hash": content,
-        "decided_at": to_millis(at) if at else None,
-        "decided_by": TIMEOUT_ACTOR,
-        "feedback": None,
-        "fields": None,
-        "option": option["id"] if option else outcome,
-        "outcome": outcome,
-        "rule_id": None,
-        "scope": None,
-    }
+    decided_at = to_millis(at) if at else None
+    option_id = option["id"] if option else outcome
+    decision = _decided(content, decided_at, TIMEOUT_ACTOR, option=option_id, outcome=outcome)
     return ("approved" if outcome == "approve" else "denied"), decision
 
 
@@ -105,12 +91,8 @@ def form_answers(
     text: str | None,
     fields: Mapping[str, Any],
 ) -> tuple[dict[str, Any], str | None]:
-    """``decision.fields.answers`` (by question id) and ``decision.feedback`` of an answer.
-
-    A form's own answers (``fields["answers"]``) are taken as given. Otherwise, for one
-    question, the chosen option labels are its ``selected`` and the text its ``text`` when it
-    takes free text (else the text is feedback); for several, a written answer is feedback.
-    """
+    """``decision.fields.answers`` and ``decision.feedback``: a form's own answers as given; for
+    one question the chosen labels and (if it takes free text, else feedback) the text."""
     given = fields.get("answers")
     if isinstance(given, Mapping):
         return dict(given), text

@@ -1,9 +1,6 @@
-"""handup durations (a Request's ``timeout``): exactly the grammar of Rust's ``humantime``. Pure.
-
-handup's daemon reads ``timeout`` with ``humantime::parse_duration``. No maintained Python library
-reads that grammar exactly (pytimeparse2 takes fractions, ``4:13`` and case-insensitive units with
-a 365-day year; humanfriendly and durations differ likewise), hence this port of humantime's cases.
-"""
+"""handup durations (``timeout``): exactly ``humantime::parse_duration``'s grammar, as handup's
+daemon reads it. No Python library reads it exactly (pytimeparse2 takes fractions, ``4:13`` and a
+365-day year), hence this port."""
 
 from __future__ import annotations
 
@@ -63,8 +60,7 @@ class DurationError(ValueError):
 
 
 def parse_nanos(text: str) -> int:
-    """``text`` in nanoseconds, as ``humantime::parse_duration`` reads it (a sum of spans; past
-    a Rust ``u64`` is refused as humantime refuses it)."""
+    """``text`` in nanoseconds, as ``humantime::parse_duration`` reads it (a ``u64`` at most)."""
     length = len(text)
     at = _skip_space(text, 0)
     if at == length:
@@ -112,10 +108,9 @@ def _unit(unit: str, number: int) -> int:
     try:
         return _UNIT_NANOS[unit]
     except KeyError:
-        shown = unit if len(unit) <= _SHOWN else unit[:_SHOWN] + "…"
         raise DurationError(
-            f"has an unknown unit {shown!r} (units: ns, us, ms, s, m, h, d, w, M for months, "
-            "y, and their long names)"
+            f"has an unknown unit {_shown(unit, 0)} (units: ns, us, ms, s, m, h, d, w, M for "
+            "months, y, and their long names)"
         ) from None
 
 
@@ -131,8 +126,7 @@ def _shown(text: str, at: int) -> str:
 
 
 def parse_timeout(text: str) -> timedelta | None:
-    """None for ``"none"`` (no expiry), else the positive duration of at most one year;
-    a DurationError (a ValueError) gives :data:`DURATION_HELP` and the reason."""
+    """None for ``"none"``, else a positive duration of at most a year (DurationError: why not)."""
     if text.strip(" \t\n\r").lower() == "none":
         return None
     try:

@@ -1,19 +1,16 @@
-"""A checked handup Request in, a normalised Elicitation out. Pure.
-
-elicitbot stands in for the handup daemon: it assigns ``id`` (when absent), ``created_at``,
-``expires_at``, ``content_hash`` and ``status``; ``source.integration`` is server-verified, so a
-caller's value is dropped. Times in a Request are Unix milliseconds.
+"""A checked handup Request in, an Elicitation out. elicitbot stands in for the handup daemon,
+assigning what it assigns; times in a Request are Unix milliseconds.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from adapters.sources.common import digest
 from adapters.sources.handup.duration import parse_timeout
 from adapters.sources.handup.previews import context_items, preview_items
 from adapters.sources.handup.validation import CheckedRequest
@@ -51,8 +48,7 @@ def new_request_id() -> str:
 
 
 def dedupe_request_id(dedupe_key: str, generation: int) -> str:
-    """Retries of a pending id-less request land on its id; once decided, the next generation
-    is new."""
+    """Retries of a pending id-less request land on its id; once decided, a new generation."""
     digest = hashlib.sha256(f"{generation}:{dedupe_key}".encode()).hexdigest()
     return f"hr_{digest[:32]}"
 
@@ -129,47 +125,38 @@ def _expiry(
         timeout = document["timeout"]
         duration = parse_timeout(timeout) if timeout is not None else None
         return now + duration if duration is not None else None
-    given = document["expires_at"]
-    if given:
+    if given := document["expires_at"]:
         return from_millis(given)
     return now + default_timeout if default_timeout is not None else None
 
 
 def content_hash(document: Mapping[str, Any]) -> str:
-    canonical = json.dumps(
-        {name: document.get(name) for name in CONTENT_FIELDS},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return digest({name: document.get(name) for name in CONTENT_FIELDS})
 
 
 def _questions(document: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """A question request's questions, each with its defaults; None for other kinds."""
     if document["kind"] != "question":
         return None
-    out = []
-    for question in (document["input"] or {}).get("questions") or []:
-        out.append(
-            {
-                "id": question["id"],
-                "header": question.get("header"),
-                "question": question["question"],
-                "multi": bool(question.get("multi", False)),
-                "allow_free_text": bool(question.get("allow_free_text", False)),
-                "recommended": question.get("recommended"),
-                "options": [
-                    {
-                        "label": o["label"],
-                        "description": o.get("description"),
-                        "preview": o.get("preview"),
-                    }
-                    for o in question.get("options") or []
-                ],
-            }
-        )
-    return out
+    return [
+        {
+            "id": question["id"],
+            "header": question.get("header"),
+            "question": question["question"],
+            "multi": bool(question.get("multi", False)),
+            "allow_free_text": bool(question.get("allow_free_text", False)),
+            "recommended": question.get("recommended"),
+            "options": [
+                {
+                    "label": o["label"],
+                    "description": o.get("description"),
+                    "preview": o.get("preview"),
+                }
+                for o in question.get("options") or []
+            ],
+        }
+        for question in (document["input"] or {}).get("questions") or []
+    ]
 
 
 def _form(questions: list[dict[str, Any]] | None) -> tuple[FormQuestion, ...]:
@@ -203,9 +190,8 @@ def _options(question: Mapping[str, Any]) -> tuple[Option, ...]:
 def _answers_offered(
     document: Mapping[str, Any], questions: list[dict[str, Any]] | None
 ) -> tuple[AnswerMode, tuple[Option, ...]]:
-    """How a person answers. An approval: one of its options (a deny option needs a comment
-    under ``feedback: required_on_deny``). One question: its options (ids are the labels), or
-    a text. Several questions: a form (``extra["form"]``); in chat, a written answer."""
+    """An approval: one of its options. One question: its options (ids are the labels), or a
+    text. Several questions: a form (``extra["form"]``); in chat, a written answer."""
     if questions is None:
         required = ((document["input"] or {}).get("feedback")) == "required_on_deny"
         return AnswerMode.SINGLE_CHOICE, tuple(

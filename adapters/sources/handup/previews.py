@@ -44,20 +44,15 @@ def _about(*parts: str | None) -> str:
 
 
 def preview_items(preview: Mapping[str, Any]) -> list[PreviewItem]:
-    """One handup preview as what every surface can show: text kinds as text (HTML as its source,
-    never rendered), files and email composed as text, media as links (or named when they are
-    only a blob)."""
+    """One handup preview as what every surface can show (media only a blob: named)."""
     kind = preview["type"]
     label = preview.get("title") or preview.get("name")
     inline = preview.get("inline")
     if kind in ("text", "markdown", "diff", "json", "code"):
         text = inline
-        if (
-            text is None
-            and kind == "diff"
-            and (preview.get("before_blob") or preview.get("after_blob"))
-        ):
-            text = f"(diff of blob {preview.get('before_blob')} → blob {preview.get('after_blob')})"
+        before, after = preview.get("before_blob"), preview.get("after_blob")
+        if text is None and kind == "diff" and (before or after):
+            text = f"(diff of blob {before} → blob {after})"
         language = "json" if kind == "json" else preview.get("lang")
         return [PreviewItem(type=kind, label=label, text=text or "", language=language)]
     if kind == "html":
@@ -100,8 +95,7 @@ def _command_items(preview: Mapping[str, Any], label: str | None) -> list[Previe
 
 
 def _email_text(preview: Mapping[str, Any]) -> str:
-    """The draft as a person reads it: headers, the Markdown body, attachments, the quote.
-    ``body_html`` is never shown (HTML only as text)."""
+    """The draft as a person reads it (``body_html`` never shown: HTML only as text)."""
     email = preview.get("email") or {}
     lines = [
         f"{name}: {value}"
@@ -116,14 +110,11 @@ def _email_text(preview: Mapping[str, Any]) -> str:
         )
         if value
     ]
-    body = email.get("body") or preview.get("inline") or ""
-    if body:
+    if body := email.get("body") or preview.get("inline"):
         lines += ["", body]
-    attachments = [_attachment(a) for a in email.get("attachments") or []]
-    if attachments:
+    if attachments := [_attachment(a) for a in email.get("attachments") or []]:
         lines += ["", "Attachments: " + "; ".join(attachments)]
-    quoted = email.get("in_reply_to")
-    if quoted:
+    if quoted := email.get("in_reply_to"):
         who = _about(quoted.get("from"), quoted.get("date"))
         lines += ["", f"In reply to ({who}):" if who else "In reply to:"]
         lines += [f"> {line}" for line in (quoted.get("body") or "").splitlines()]

@@ -1,8 +1,5 @@
-"""``POST /v1/handup/requests`` and ``GET /v1/handup/requests/{id}``: handup Request intake.
-
-The stored Request comes back: 202 when new, 200 when already there (same ``id``, or a pending
-request with the same ``dedupe_key``); a bad Request is a 400 naming each field.
-"""
+"""handup Request intake: the stored Request comes back, 202 when new, 200 when already there
+(same ``id``, or a pending request with the same ``dedupe_key``)."""
 
 from __future__ import annotations
 
@@ -99,8 +96,7 @@ def handup_router(
             raise PayloadRejected(problems)
         audit = {"handup": request_id, "dedupe_key": checked.dedupe_key}
         [outcome] = await elicitations.intake([Inbound(SOURCE, request_id, e, audit)])
-        view = await elicitations.view(outcome.key)
-        if view is None:
+        if (view := await elicitations.view(outcome.key)) is None:
             msg = f"{outcome.key} was taken in but cannot be read back"
             raise RuntimeError(msg)
         status = 200 if outcome.result == IntakeResult.DUPLICATE else 202
@@ -121,8 +117,7 @@ def handup_router(
             request_id += "\n"
         if (found := id_problem(request_id, required=True)) is not None:
             raise PayloadRejected([FieldProblem("id", found)])  # no Request was stored so
-        view = await elicitations.view(key_of(request_id))
-        if view is None:
+        if (view := await elicitations.view(key_of(request_id))) is None:
             raise HTTPException(status_code=404, detail=f"No handup request {request_id!r}.")
         return JSONResponse(request_document(view))
 
@@ -157,9 +152,8 @@ def _request_schema() -> dict[str, Any]:
         "enum": list(FEEDBACK_VALUES),
         "description": request_input["feedback"]["description"],
     }
-    # The kind chooses what a person answers: a question request asks 1 to 10 questions, any
-    # other offers at least one option (absent: approve and deny). A lone question is answered
-    # by its options, whose labels are then their ids: identifiers (or empty).
+    # A question request asks 1 to 10 questions, any other offers an option. A lone question is
+    # answered by its options, whose labels are then their ids: identifiers (or empty).
     lone_question = {
         "items": {
             "properties": {
@@ -200,8 +194,7 @@ def _request_schema() -> dict[str, Any]:
     }
     properties["previews"]["items"]["then"] = {"properties": {"lang": id_schema(required=False)}}
     _texts(document)
-    # Values the daemon sets, whatever is sent (``elicitation``): what a caller sends there is
-    # dropped, never read, so any string is taken.
+    # Values the daemon sets: what a caller sends there is dropped, so any string is taken.
     for dropped in (properties["content_hash"], source["integration"]):
         del dropped["pattern"]
         dropped["description"] = "Set by the daemon: a value sent is dropped."
@@ -243,16 +236,14 @@ async def _dedupe(elicitations: Elicitations, dedupe_key: str) -> tuple[PromptVi
     async def at(generation: int) -> PromptView | None:
         return await elicitations.view(key_of(dedupe_request_id(dedupe_key, generation)))
 
-    last = await at(0)
-    if last is None:
+    if (last := await at(0)) is None:
         return None, dedupe_request_id(dedupe_key, 0)
     low, high = 0, 1
     while (found := await at(high)) is not None:
         low, last, high = high, found, high * 2
     while high - low > 1:
         middle = (low + high) // 2
-        found = await at(middle)
-        if found is None:
+        if (found := await at(middle)) is None:
             high = middle
         else:
             low, last = middle, found

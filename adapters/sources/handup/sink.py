@@ -1,7 +1,5 @@
-"""The handup write-back: the terminal Request (``request_document``) POSTed to ``callback_url``.
-
-Rules of :mod:`adapters.shared.webhook`, plus: a URL no longer allowlisted fails for good, and a
-document the spec's schema refuses is never sent (the answer is refused and the question reopens).
+"""The handup write-back: the terminal Request POSTed to ``callback_url``. A URL no longer
+allowlisted fails for good; a document the spec's schema refuses is never sent (it reopens).
 """
 
 from __future__ import annotations
@@ -29,15 +27,13 @@ class HandupSink:
         if view.status is Status.PENDING:
             return  # only a terminal Request is called back
         document = request_document(view)
-        url = document.get("callback_url")
-        if not url:
+        if not (url := document.get("callback_url")):
             return
         if not callback_allowed(url, self.allowlist):
             raise PermanentDeliveryError(
                 "the callback_url is no longer on sources.handup.callback_allowlist; not sent"
             )
-        problems = schema_problems(document)
-        if problems:
+        if problems := schema_problems(document):
             named = "; ".join(str(p) for p in problems[:5])
             raise PermanentDeliveryError(
                 f"the decision does not fit handup's Request schema, so it was not sent ({named})"

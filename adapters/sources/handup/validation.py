@@ -1,6 +1,5 @@
-"""handup Request validation: handup's JSON Schema (``schema/request.schema.json``) and the rules
-it cannot say, every problem reported at once, each naming its field. Pure.
-"""
+"""handup Request validation: handup's JSON Schema and the rules it cannot say, every problem at
+once, each naming its field."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from adapters.sources.common import loc_path
 from adapters.sources.handup.duration import parse_timeout
 from bot.domain.errors import FieldProblem, PayloadRejected
 
@@ -29,13 +29,8 @@ FEEDBACK_VALUES = (None, "optional", "required_on_deny")
 
 @cache
 def schema() -> dict[str, Any]:
-    """The Request JSON Schema (draft 2020-12) as handup publishes it."""
-    text = (
-        resources.files("adapters.sources.handup")
-        .joinpath("schema/request.schema.json")
-        .read_text(encoding="utf-8")
-    )
-    loaded: dict[str, Any] = json.loads(text)
+    path = resources.files("adapters.sources.handup").joinpath("schema/request.schema.json")
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 
@@ -62,39 +57,17 @@ class CheckedRequest:
 
 
 def check(data: Any, allowlist: Sequence[str]) -> CheckedRequest:
-    problems = schema_problems(data)
-    if problems:
+    if problems := schema_problems(data):
         raise PayloadRejected(problems)
     document = with_defaults(data)
-    problems = _rule_problems(document, allowlist)
-    if problems:
+    if problems := _rule_problems(document, allowlist):
         raise PayloadRejected(problems)
     return CheckedRequest(document, has_timeout="timeout" in data)
 
 
 def schema_problems(data: Any) -> list[FieldProblem]:
-    """Each way ``data`` breaks the Request schema, one problem per field."""
-    problems: list[FieldProblem] = []
-    for error in sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path))):
-        problems.extend(_problems(error))
-    return _unique(problems)
-
-
-def _unique(problems: Iterable[FieldProblem]) -> list[FieldProblem]:
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for p in problems:
-        if (p.loc, p.message) not in seen:
-            seen.add((p.loc, p.message))
-            out.append(p)
-    return out
-
-
-def _path(parts: Iterable[Any]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.path)))
+    return list(dict.fromkeys(p for error in errors for p in _problems(error)))  # each once
 
 
 def _join(base: str, name: str) -> str:
@@ -102,7 +75,7 @@ def _join(base: str, name: str) -> str:
 
 
 def _problems(error: ValidationError) -> list[FieldProblem]:
-    loc = _path(error.absolute_path)
+    loc = loc_path(error.absolute_path)
     instance = error.instance
     value: Any = error.validator_value
     rule_schema: Any = error.schema
@@ -143,58 +116,45 @@ def _article(name: str) -> str:
 
 def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """The Request with the schema's top-level defaults filled in; absent optionals are null."""
-    document: dict[str, Any] = {}
-    for name, spec in schema()["properties"].items():
-        if name in data:
-            document[name] = data[name]
-        else:
-            document[name] = json.loads(json.dumps(spec.get("default")))
-    return document
+    return {
+        name: data[name] if name in data else json.loads(json.dumps(spec.get("default")))
+        for name, spec in schema()["properties"].items()
+    }
 
 
 def _rule_problems(document: dict[str, Any], allowlist: Sequence[str]) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
+
+    def fail(loc: str, message: str) -> None:
+        problems.append(FieldProblem(loc, message))
+
     request_id = document["id"]
     if request_id and not ID_RE.fullmatch(request_id):
-        problems.append(
-            FieldProblem("id", f"must be 1 to {MAX_ID_LENGTH} of A-Z a-z 0-9 . _ : @ + ~ -")
-        )
+        fail("id", f"must be 1 to {MAX_ID_LENGTH} of A-Z a-z 0-9 . _ : @ + ~ -")
     if document["status"] != "pending":
-        problems.append(FieldProblem("status", 'must be "pending" (or absent) for a new request'))
-    for managed in ("decision", "run"):
-        if document[managed] is not None:
-            problems.append(
-                FieldProblem(managed, "is set by the daemon: send null or leave it out")
-            )
-    timeout = document["timeout"]
-    if timeout is not None:
+        fail("status", 'must be "pending" (or absent) for a new request')
+    problems += [
+        FieldProblem(managed, "is set by the daemon: send null or leave it out")
+        for managed in ("decision", "run")
+        if document[managed] is not None
+    ]
+    if (timeout := document["timeout"]) is not None:
         try:
             parse_timeout(timeout)
         except ValueError as exc:  # the reason too: "…; this one has an unknown unit 'H'"
-            problems.append(FieldProblem("timeout", str(exc)))
+            fail("timeout", str(exc))
     expires_at = document["expires_at"]
     if expires_at is not None and expires_at > MAX_EXPIRES_AT:
-        problems.append(
-            FieldProblem(
-                "expires_at", "must be Unix milliseconds no later than 9999-01-01T00:00:00Z"
-            )
-        )
+        fail("expires_at", "must be Unix milliseconds no later than 9999-01-01T00:00:00Z")
     problems.extend(_option_problems(document))
     request_input = document["input"] or {}
     if request_input.get("feedback") not in FEEDBACK_VALUES:
-        problems.append(
-            FieldProblem("input.feedback", 'must be "optional", "required_on_deny" or null')
-        )
+        fail("input.feedback", 'must be "optional", "required_on_deny" or null')
     if document["kind"] == "question":
         problems.extend(_question_problems(request_input.get("questions")))
     callback = document["callback_url"]
     if callback is not None and not callback_allowed(callback, allowlist):
-        problems.append(
-            FieldProblem(
-                "callback_url",
-                "is not on the callback allowlist (sources.handup.callback_allowlist)",
-            )
-        )
+        fail("callback_url", "is not on the callback allowlist (sources.handup.callback_allowlist)")
     return problems
 
 
@@ -213,11 +173,8 @@ def _option_problems(document: dict[str, Any]) -> list[FieldProblem]:
 
 def _question_problems(questions: Any) -> list[FieldProblem]:
     if not questions or len(questions) > MAX_QUESTIONS:
-        return [
-            FieldProblem(
-                "input.questions", f"a question request needs 1 to {MAX_QUESTIONS} questions"
-            )
-        ]
+        needs = f"a question request needs 1 to {MAX_QUESTIONS} questions"
+        return [FieldProblem("input.questions", needs)]
     problems = []
     ids: set[str] = set()
     for index, question in enumerate(questions):
@@ -242,8 +199,7 @@ def _question_problems(questions: Any) -> list[FieldProblem]:
 def callback_allowed(url: str, allowlist: Iterable[str]) -> bool:
     """Whether ``url`` is under an allowlist entry: same scheme, host and port, and a path at or
     below the entry's (whole segments: ``/hooks`` allows ``/hooks/x``, not ``/hooksx``)."""
-    target = _url_parts(url)
-    if target is None:
+    if (target := _url_parts(url)) is None:
         return False
     for entry in allowlist:
         allowed = _url_parts(entry)

@@ -1,8 +1,5 @@
-"""MCP: any agent asks people through elicitbot (issue 24), on the ``mcp`` SDK.
-
-The server at ``/mcp`` (:mod:`.server`: ``ask``, ``get_answer``, ``cancel``, a bearer token per
-agent) and ``elicitbot mcp-proxy`` (:mod:`.proxy`); answers go back in the tool result, not a sink.
-"""
+"""MCP: agents ask people through the server at ``/mcp`` (a bearer token per agent) or
+``elicitbot mcp-proxy``; answers go back in the tool result, not a sink."""
 
 from typing import TYPE_CHECKING
 

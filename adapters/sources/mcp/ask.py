@@ -1,14 +1,10 @@
-"""The ``ask`` tool's arguments as an elicitation, and an elicitation's state as the tools' result.
-
-Pure. :func:`to_elicitation` checks what the input schema cannot say and names each bad argument.
-The approval subject's digest covers question, options, form and every preview, so an approval is
-given on exactly what was shown; the asker ``mcp:<agent>`` may never answer.
+"""The ``ask`` tool's arguments as an elicitation, and its state as the tools' result. The
+subject's digest covers question, options, form and previews: approved is exactly what was shown.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -17,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.sources.common import digest
 from adapters.sources.mcp import form as forms
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem
@@ -42,7 +39,6 @@ SOURCE = "mcp"
 SUBJECT_SCHEMA = "mcp.ask"
 TIMEOUT_MAX = 90 * 24 * 3600  # 90 days, the engine's longest expiry
 FREE_TEXT_MAX = 1_048_576
-PREVIEW_TYPES = ("text", "markdown", "code", "diff", "command", "link")
 
 NAMES: dict[str, str] = {
     "source_id": "id",
@@ -105,10 +101,6 @@ def keyed_id(agent: str, idempotency_key: str) -> str:
     return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def _options(options: Sequence[AskOption], on_timeout: str | None) -> tuple[Option, ...]:
     out = []
     for o in options:
@@ -160,8 +152,7 @@ def _shape_problems(
 
 
 def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
-    """How a form is answered: one question by its own options or text (as handup's single
-    question is, so a chat reply or a button answers it), several by the form."""
+    """One question: by its options or text (so a reply or a button answers it); more: the form."""
     if len(form.questions) > 1:
         return (), AnswerMode.FREE_TEXT
     only = form.questions[0]
@@ -175,8 +166,7 @@ def _form_answers(form: forms.Form) -> tuple[tuple[Option, ...], AnswerMode]:
 
 
 def form_content(schema: Any, answer: Answer) -> dict[str, Any] | list[FieldProblem]:
-    """A form's content from its answer: the form's answers, or (a one-question form answered
-    by an option or a text) that answer as the question's."""
+    """A form's answers, or a one-question form's option or text as that question's answer."""
     form = forms.parse_form(schema)
     answers = answer.fields.get("answers")
     if not isinstance(answers, dict) and len(form.fields) == 1:
@@ -217,8 +207,7 @@ URL_MAX = 8_192  # longer is no address anyone types
 
 
 def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[str]) -> Route:
-    """MCP URL mode: a direct message to the one person among the destinations the ask would
-    use. A link to sign in or to pay is never posted to a channel."""
+    """URL mode: a direct message to the one person named (never a sign-in link in a channel)."""
     problems: list[FieldProblem] = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or len(url) > URL_MAX:
@@ -307,7 +296,7 @@ def to_elicitation(
         }
         subject = ApprovalSubject(
             id=question_id,
-            digest="sha256:" + hashlib.sha256(_canonical(decisive).encode()).hexdigest(),
+            digest=digest(decisive),
             schema_=SUBJECT_SCHEMA,
             revision=0,
             preview=preview,
@@ -354,20 +343,13 @@ def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]
         body["delivered"] = delivered
     if answer is None or status is Status.PENDING:
         return body
-    fields: dict[str, Any] = dict(answer.fields)
-    problems: list[FieldProblem] = []
     schema = e.extra.get("form")
-    if schema is not None:
-        content = form_content(schema, answer)
-        if isinstance(content, list):
-            problems = content
-            fields = {}
-        else:
-            fields = content
+    content = dict(answer.fields) if schema is None else form_content(schema, answer)
+    problems = content if isinstance(content, list) else []
     body["answer"] = {
         "option_ids": list(answer.option_ids),
         "text": None if answer.secret else answer.text,
-        "fields": fields,
+        "fields": {} if isinstance(content, list) else content,
         "by": answer.respondent,
         "at": answer.at.isoformat().replace("+00:00", "Z"),
     }

@@ -1,7 +1,4 @@
-"""``[mcp]``: the MCP server at ``/mcp`` and the agents that may use it.
-
-Tokens are never in the file: :func:`agent_tokens` reads each from the variable ``token_env`` names.
-"""
+"""``[mcp]``: the MCP server's agents; tokens are never in the file, only in ``token_env``."""
 
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ class McpConfig(Section):
 
 
 def agent_tokens(config: McpConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """Agent name by bearer token. ConfigError names the key of a missing, empty or shared
-    token (two agents with one token could read each other's questions)."""
+    """Agent by token; ConfigError for a missing or shared token (agents would see each other's)."""
     tokens: dict[str, str] = {}
     for name, agent in config.agents.items():
         token = environ.get(agent.token_env, "")

@@ -1,9 +1,7 @@
 """An MCP ``requestedSchema`` (form mode's flat subset) as a form people answer, and back.
 
-Each property is one ``FormQuestion``, rendered and checked as a handup form's; a property not
-required gets :data:`LEAVE_EMPTY` (the domain's forms need every question answered). Typed rules
-travel with the question, so a person is refused what the schema would refuse; :func:`content_of`
-checks the whole schema as the last line.
+A property not required gets :data:`LEAVE_EMPTY` (the domain's forms need every question
+answered); :func:`content_of` checks the whole schema as the last line.
 """
 
 from __future__ import annotations
@@ -103,27 +101,21 @@ def _field(
             problems.append(FieldProblem(f"{loc}.items", "must be an enum (items.enum or anyOf)"))
             return None
         pairs = _choices_of(f"{loc}.items", items, problems)
-        allowed = _COMMON_KEYS | _ARRAY_KEYS | {"items"}
-        field_type = "multi"
+        allowed, field_type = _COMMON_KEYS | _ARRAY_KEYS | {"items"}, "multi"
     elif kind == "string" and ({"enum", "oneOf", "anyOf"} & set(prop)):
         pairs = _choices_of(loc, prop, problems)
-        allowed = _COMMON_KEYS | {"enum", "enumNames", "oneOf", "anyOf"}
-        field_type = "enum"
+        allowed, field_type = _COMMON_KEYS | {"enum", "enumNames", "oneOf", "anyOf"}, "enum"
     elif kind == "boolean":
-        pairs = [(YES, True), (NO, False)]
-        allowed = _COMMON_KEYS
-        field_type = "boolean"
+        pairs, allowed, field_type = [(YES, True), (NO, False)], _COMMON_KEYS, "boolean"
     elif kind in ("string", "number", "integer"):
-        pairs = []
+        pairs, field_type = [], str(kind)
         allowed = _COMMON_KEYS | (_STRING_KEYS if kind == "string" else _NUMBER_KEYS)
-        field_type = str(kind)
     else:
         problems.append(
             FieldProblem(f"{loc}.type", "must be string, number, integer, boolean or array")
         )
         return None
-    unknown = sorted(set(prop) - allowed)
-    if unknown:
+    if unknown := sorted(set(prop) - allowed):
         problems.append(FieldProblem(f"{loc}.{unknown[0]}", f"is not allowed for type {kind}"))
         return None
     if kind == "string" and "format" in prop and prop["format"] not in FORMATS:
@@ -194,19 +186,16 @@ def parse_form(schema: Any) -> Form:
     if not isinstance(required, list) or not all(r in properties for r in required):
         problems.append(FieldProblem("form.required", "must list properties of the form"))
         required = []
-    unknown = sorted(set(schema) - {"type", "properties", "required", "$schema", "title"})
-    if unknown:
+    if unknown := sorted(set(schema) - {"type", "properties", "required", "$schema", "title"}):
         problems.append(FieldProblem(f"form.{unknown[0]}", "is not allowed in a requestedSchema"))
-    fields: list[Field] = []
-    questions: list[FormQuestion] = []
-    for name, prop in properties.items():
-        made = _field(str(name), prop, name in required, problems)
-        if made is not None:
-            fields.append(made[0])
-            questions.append(made[1])
+    made = [
+        pair
+        for name, prop in properties.items()
+        if (pair := _field(str(name), prop, name in required, problems)) is not None
+    ]
     if problems:
         raise SchemaError(problems)
-    return Form(dict(schema), tuple(fields), tuple(questions))
+    return Form(dict(schema), tuple(f for f, _ in made), tuple(q for _, q in made))
 
 
 def _value(f: Field, answer: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -241,8 +230,7 @@ def _number(text: str, *, integer: bool) -> Any:
 
 
 def content_of(form: Form, answers: Mapping[str, Any]) -> dict[str, Any] | list[FieldProblem]:
-    """The content an MCP client returns for ``Answer.fields["answers"]``, or the schema's
-    problems with it."""
+    """What an MCP client returns for ``Answer.fields["answers"]``, or the schema's problems."""
     content: dict[str, Any] = {}
     for f in form.fields:
         given = answers.get(f.name)

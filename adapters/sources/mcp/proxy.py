@@ -1,16 +1,14 @@
 """``elicitbot mcp-proxy``: a stdio MCP server in front of another, whose elicitations people
 answer through elicitbot's ``/mcp`` tools (everything else passes through unchanged).
 
-Form mode is ``ask`` with the schema as ``form``; an empty form is Accept / Decline; URL mode is
-a direct message, ``accept`` once delivered (that is all it means); closed unanswered is ``cancel``.
-The server giving up cancels the question. Elicitbot is spoken to at 2026-07-28 (no session), so
-its restart mid-question costs one retried ``get_answer``, not the question.
+URL mode's ``accept`` means only "delivered". Elicitbot is spoken to at 2026-07-28 (no session),
+so its restart mid-question costs one retried ``get_answer``, not the question.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -50,8 +48,7 @@ def proxy_agent(
             )
             raise ConfigError(msg)
         agent = next(iter(config.agents))
-    found = config.agents.get(agent)
-    if found is None:
+    if (found := config.agents.get(agent)) is None:
         msg = f"mcp.agents.{agent}: no such agent in the config"
         raise ConfigError(msg)
     token = environ.get(found.token_env, "")
@@ -108,8 +105,7 @@ class Call:
 
 
 class Calls:
-    """The agent's tool calls in flight: elicitbot's progress is relayed to each (most clients
-    make one at a time), so a client that resets its timeout on progress keeps waiting."""
+    """The tool calls in flight, each told elicitbot's progress (so a client keeps waiting)."""
 
     def __init__(self) -> None:
         self.open: set[Call] = set()
@@ -162,9 +158,8 @@ class Elicitbot:
                     try:
                         body = await self._call(client, "get_answer", {"id": question_id}, progress)
                         failures = 0
-                    except (
-                        Exception
-                    ) as exc:  # elicitbot restarting (or unreachable for a while): retry
+                    # elicitbot restarting (or unreachable for a while): retry
+                    except Exception as exc:
                         failures += 1
                         if failures >= RETRIES:
                             raise
@@ -193,10 +188,11 @@ def _upstream(command: Sequence[str] | None, url: str | None) -> StdioServerPara
 def passthrough(upstream: Client, name: str, in_flight: Calls) -> Server[Any]:
     """The upstream's tools, resources and prompts, with its progress passed on."""
 
-    async def list_tools(
-        _: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return await upstream.list_tools(cursor=params.cursor if params else None)
+    def paged(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def handler(_: Any, params: types.PaginatedRequestParams | None) -> Any:
+            return await method(cursor=params.cursor if params else None)
+
+        return handler
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -210,25 +206,10 @@ def passthrough(upstream: Client, name: str, in_flight: Calls) -> Server[Any]:
         finally:
             in_flight.open.discard(call)
 
-    async def list_resources(
-        _: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return await upstream.list_resources(cursor=params.cursor if params else None)
-
-    async def list_templates(
-        _: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return await upstream.list_resource_templates(cursor=params.cursor if params else None)
-
     async def read_resource(
         _: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         return await upstream.read_resource(str(params.uri))
-
-    async def list_prompts(
-        _: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        return await upstream.list_prompts(cursor=params.cursor if params else None)
 
     async def get_prompt(_: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         return await upstream.get_prompt(params.name, params.arguments)
@@ -242,12 +223,12 @@ def passthrough(upstream: Client, name: str, in_flight: Calls) -> Server[Any]:
     return Server(
         name,
         instructions=upstream.instructions,
-        on_list_tools=list_tools if tools else None,
+        on_list_tools=paged(upstream.list_tools) if tools else None,
         on_call_tool=call_tool if tools else None,
-        on_list_resources=list_resources if resources else None,
-        on_list_resource_templates=list_templates if resources else None,
+        on_list_resources=paged(upstream.list_resources) if resources else None,
+        on_list_resource_templates=paged(upstream.list_resource_templates) if resources else None,
         on_read_resource=read_resource if resources else None,
-        on_list_prompts=list_prompts if prompts else None,
+        on_list_prompts=paged(upstream.list_prompts) if prompts else None,
         on_get_prompt=get_prompt if prompts else None,
     )
 

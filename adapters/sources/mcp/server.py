@@ -1,9 +1,8 @@
 """The MCP server at ``/mcp``: ``ask``, ``get_answer`` and ``cancel`` over Streamable HTTP.
 
-A bearer token names an agent of ``[mcp.agents]`` (anything else is a 401 before the MCP layer);
-the agent (``mcp:<name>``) is the asker, so it may never answer, and sees only its own questions.
-A call waits up to ``wait_seconds`` with progress notifications (clients that reset their timeout
-on progress then wait as long as a person takes); on shutdown every wait returns ``pending`` now.
+The agent (``mcp:<name>``) is the asker, so it may never answer, and sees only its own questions.
+A call waits with progress notifications (clients that reset their timeout on progress then wait
+as long as a person takes).
 """
 
 from __future__ import annotations
@@ -93,8 +92,7 @@ class _AgentGate:
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        agent = agent_for(_bearer(headers), self.tokens)
-        if agent is None:
+        if (agent := agent_for(_bearer(headers), self.tokens)) is None:
             response = JSONResponse(
                 {"error": "unauthorized", "detail": "a valid agent bearer token is required"},
                 status_code=401,
@@ -145,8 +143,7 @@ class McpTools:
         return view
 
     async def result(self, view: PromptView, seconds: float, ctx: Context) -> dict[str, Any]:
-        """The tool result after waiting up to ``seconds``: for an answer, or for a URL
-        elicitation's direct message to be delivered (all the agent learns of it)."""
+        """The result after up to ``seconds`` waiting for an answer (URL mode: for its delivery)."""
         if "url" not in view.elicitation.extra:
             return asks.result_of(await self.wait(view, seconds, ctx))
         key = view.elicitation.key
@@ -164,9 +161,8 @@ class McpTools:
         *,
         until: Callable[[], Awaitable[bool]] | None = None,
     ) -> PromptView:
-        """Read the state every ``poll_seconds`` until it is not pending, ``seconds`` have
-        passed or the server stops; a progress notification after the first read and then
-        every :data:`PROGRESS_SECONDS`."""
+        """Until not pending, ``seconds`` passed or the server stops; progress is notified
+        after the first read, then every :data:`PROGRESS_SECONDS`."""
         key = view.elicitation.key
         started = time.monotonic()
         told = -PROGRESS_SECONDS  # the first read is told at once
@@ -177,8 +173,7 @@ class McpTools:
                 break
             with anyio.move_on_after(min(self.poll_seconds, left)):
                 await stopping.wait()
-            fresh = await self.elicitations.view(key)
-            if fresh is None:
+            if (fresh := await self.elicitations.view(key)) is None:
                 break
             view = fresh
             if until is not None and await until():
@@ -240,8 +235,7 @@ class McpTools:
         agent = self.agent_of(ctx)
         if idempotency_key is not None:
             question_id = asks.keyed_id(agent, idempotency_key)
-            asked = await self.elicitations.view(asks.key_of(question_id))
-            if asked is not None:
+            if (asked := await self.elicitations.view(asks.key_of(question_id))) is not None:
                 return await self.result(asked, self.config.wait_seconds, ctx)
         else:
             question_id = self.new_id()
@@ -334,9 +328,8 @@ def mcp_part(
     server = _server()
     for tool in (tools.ask, tools.get_answer, tools.cancel):
         server.add_tool(tool, name=tool.__name__, structured_output=True)
-    # The Starlette app it returns is not used: building it makes the session manager we drive.
-    # Every request carries an agent's bearer token, which a page in a browser cannot add, so
-    # the DNS rebinding check (a Host allowlist) would only refuse a reverse proxy's Host.
+    # Built for the session manager it makes. A browser page cannot add a bearer token, so the
+    # DNS rebinding check (a Host allowlist) would only refuse a reverse proxy's Host.
     server.streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

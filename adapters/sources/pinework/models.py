@@ -1,7 +1,5 @@
-"""Pinework's question document, read liberally (what we send back is exact: see ``sink``).
-
-Its field table lost its names: these are the camelCase names its prose and API filters use; a few
-near-misses are accepted (an option's ``id`` or ``value`` for ``key``; ``items`` for ``data``).
+"""Pinework's question document, read liberally. Its field table lost its names: these are the
+camelCase names its prose and API filters use, and a few near-misses are accepted.
 """
 
 from __future__ import annotations
@@ -86,7 +84,4 @@ class Question(_Liberal):
     @property
     def question_text(self) -> str:
         """The text: ``text``, else ``question``, else ``body`` (its prose uses all three)."""
-        for value in (self.text, self.question, self.body):
-            if value is not None:
-                return value
-        return ""
+        return next((v for v in (self.text, self.question, self.body) if v is not None), "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from adapters.shared.timestamps import parse_rfc3339
+from adapters.sources.common import loc_path
 from adapters.sources.pinework import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
@@ -62,24 +64,20 @@ def account_key(base_url: str, workspace: str) -> str:
     return f"{base_of(base_url)}#{workspace}"
 
 
-# --- in ----------------------------------------------------------------------------------------
-
-
 def parse_question(data: Any) -> upstream.Question:
     """One question, read liberally; PayloadRejected names what makes it unusable."""
     try:
         question = upstream.Question.model_validate(data)
     except ValidationError as exc:
         raise PayloadRejected(
-            [FieldProblem(_loc(e["loc"]), e["msg"]) for e in exc.errors()]
+            [FieldProblem(loc_path(e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
     problems: list[FieldProblem] = []
     if not question.id.strip():
         problems.append(FieldProblem("id", "must not be empty"))
     if question.answer_mode not in _MODES:
-        problems.append(
-            FieldProblem("answerMode", "must be one of " + ", ".join(upstream.ANSWER_MODES))
-        )
+        modes = ", ".join(upstream.ANSWER_MODES)
+        problems.append(FieldProblem("answerMode", "must be one of " + modes))
     elif question.answer_mode in upstream.SELECT_MODES:
         problems.extend(_option_problems(question.options or []))
     if problems:
@@ -91,8 +89,7 @@ def unwrap_question(body: Any) -> Any:
     """``GET /questions/{id}`` may wrap the question (``{"question": …}`` or ``{"data": …}``)."""
     if isinstance(body, Mapping):
         for wrapper in ("question", "data"):
-            inner = body.get(wrapper)
-            if isinstance(inner, Mapping):
+            if isinstance(inner := body.get(wrapper), Mapping):
                 return inner
     return body
 
@@ -109,21 +106,12 @@ def _option_problems(options: list[upstream.QuestionOption]) -> list[FieldProble
     return problems
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def parse_time(value: str | None) -> datetime | None:
     """An ISO 8601 / RFC 3339 time as aware UTC (no offset: UTC); None when absent or unreadable."""
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return parse_rfc3339(value)
-    except ValueError:
-        pass
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
@@ -221,9 +209,6 @@ def read_page(body: Any, *, limit: int = PAGE_LIMIT) -> Page:
     return Page(items, last_id if len(items) >= limit else None)
 
 
-# --- resolved upstream -------------------------------------------------------------------------
-
-
 def upstream_close(
     question: upstream.Question, e: Elicitation, now: datetime
 ) -> tuple[Status, Answer] | None:
@@ -251,24 +236,18 @@ def upstream_close(
     )
 
 
-# --- out ---------------------------------------------------------------------------------------
-
-
 def answer_body(view: PromptView) -> dict[str, Any] | None:
-    """The answer route's body; None when not answered, answered in Pinework itself, or a
-    secret (it went through the secret route already)."""
+    """The answer route's body; None unless answered here, and not a secret (sent already)."""
     answer = view.answer
     if view.status is not Status.ANSWERED or answer is None:
         return None
     if answer.secret or answer.via == UPSTREAM_VIA:
         return None
-    selected = list(answer.option_ids) or None
-    return {"answer": {"text": answer.text, "selected": selected}}
+    return {"answer": {"text": answer.text, "selected": list(answer.option_ids) or None}}
 
 
 def error_code(body: Any) -> str | None:
-    """The error code of an error reply: ``{"error": {"code"}}``, ``{"code"}``, ``{"error": "…"}``
-    or ``{"errors": [{"code"}]}``."""
+    """The code of an error reply, in any of the four shapes an error takes."""
     if not isinstance(body, Mapping):
         return None
     error = body.get("error")

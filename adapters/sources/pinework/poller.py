@@ -1,10 +1,6 @@
-"""The Pinework poller, one per ``[[sources.pinework]]`` entry: open questions in, closes mirrored.
-
-Each new or changed question is taken in (the inbound id digests what we took, so a copy is only
-updated when it changes upstream); a tracked question gone from the open list is read and, resolved
-there, closes ours. What is tracked is stored (``Values``), so a question resolved while elicitbot
-was down is still closed; only a complete listing tells which questions are gone.
-"""
+"""The Pinework poller: open questions in, closes mirrored. What is tracked is stored, so a
+question resolved while elicitbot was down is still closed; only a complete listing tells which
+questions are gone."""
 
 from __future__ import annotations
 
@@ -216,8 +212,7 @@ class PineworkPoller:
         keep: set[str] = set()
         closed = 0
         for question_id in sorted(tracked - still_open):
-            outcome = await self._settle(question_id)
-            if outcome is None:
+            if (outcome := await self._settle(question_id)) is None:
                 keep.add(question_id)
             else:
                 closed += outcome
@@ -227,8 +222,7 @@ class PineworkPoller:
         return closed
 
     async def _tracked(self) -> set[str]:
-        saved = await self.state.get_value(self._state_key)
-        if not saved:
+        if not (saved := await self.state.get_value(self._state_key)):
             return set()
         try:
             ids = json.loads(saved)
@@ -264,8 +258,7 @@ class PineworkPoller:
             question = parse_question(unwrap_question(response.json()))
         except (ValueError, PayloadRejected):
             return None
-        closing = upstream_close(question, view.elicitation, now)
-        if closing is None:
+        if (closing := upstream_close(question, view.elicitation, now)) is None:
             return None
         status, answer = closing
         reason = "answered in Pinework" if status is Status.ANSWERED else "closed by Pinework"

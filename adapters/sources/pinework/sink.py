@@ -1,8 +1,5 @@
-"""Answers back to Pinework: the answer route (outbox write-back) and the secret route.
-
-A secret's value is never stored, logged or put in an error message. ``question_resolved`` reads
-the upstream answer: ours (an earlier attempt landed) is done, another is a permanent error.
-"""
+"""Answers back to Pinework: the answer route and the secret route (a secret's value is never
+stored, logged or put in an error message)."""
 
 from __future__ import annotations
 
@@ -71,8 +68,7 @@ class _Client:
 
     def _target(self, view: PromptView) -> tuple[str, dict[str, str]]:
         extra = view.elicitation.extra
-        token = self._tokens.get(str(extra.get("account")))
-        if token is None:
+        if (token := self._tokens.get(str(extra.get("account")))) is None:
             raise PermanentDeliveryError(
                 f"no [[sources.pinework]] entry for {extra.get('account')!r} any more"
             )
@@ -115,8 +111,7 @@ class PineworkSink(_Client):
     """The outbox write-back for source ``pinework``: one POST per answer, idempotent by key."""
 
     async def deliver(self, view: PromptView, *, idempotency_key: str) -> None:
-        body = answer_body(view)
-        if body is None:
+        if (body := answer_body(view)) is None:
             return  # not ours to write: resolved upstream, withdrawn, or a secret already sent
         url, headers = self._target(view)
         response = await post_json(
@@ -137,10 +132,8 @@ class PineworkSink(_Client):
         raise _refused("answer", response.status_code, code)
 
     async def _already_resolved(self, view: PromptView, sent: dict[str, Any]) -> None:
-        """``question_resolved``: take the upstream state. Ours landed before (a retry after a
-        lost reply): done. Someone else's or a system close: permanent, saying which."""
-        question = await self._get_question(view)
-        if question is None:
+        """Ours landed before (a retry after a lost reply): done; anyone else's: permanent."""
+        if (question := await self._get_question(view)) is None:
             raise TransientDeliveryError("Pinework says resolved; reading its answer failed")
         given = question.answer or upstream.UpstreamAnswer()
         mine = sent["answer"]

@@ -1,8 +1,5 @@
-"""SuperPipeline's ``elicitation.pending`` v1 body, field for field as SuperPipeline publishes it.
-
-Strict: no coercion ("3" is no integer, 1 no boolean); null only where the spec says "or null";
-unknown properties ignored everywhere. An integer is a JSON Schema integer, as the spec's schema
-(``elicitation.pending.v1.json``) types it: any number with a zero fractional part, ``5.0`` too.
+"""SuperPipeline's ``elicitation.pending`` v1 body. Strict: no coercion; null only where the spec
+says "or null"; unknown properties ignored. An integer is a JSON Schema integer (``5.0`` too).
 """
 
 from __future__ import annotations
@@ -180,8 +177,6 @@ class Deadline(_Body):
 
 
 class ElicitationPending(_Body):
-    """The body (CloudEvents ``data``) of ``elicitation.pending`` v1."""
-
     event: Annotated[Literal["elicitation.pending"], _exactly("elicitation.pending")]
     board_id: str | None
     board_name: str

@@ -48,8 +48,7 @@ class NatsAnswerPublisher:
         nc = await self._connection()
         js = nc.jetstream(timeout=self.timeout)
         try:
-            stream = await stream_of(js, subject)
-            if stream is not None:
+            if (stream := await stream_of(js, subject)) is not None:
                 ack = await js.publish(subject, body, headers=headers, stream=stream)
                 mode, duplicate = "jetstream", bool(ack.duplicate)
             else:
@@ -101,8 +100,7 @@ class NatsAnswerPublisher:
 
 
 class CompositeSink:
-    """Delivers to sinks in order; the first to raise stops it, and the outbox retries them all
-    with the same idempotency key (every receiver dedupes by it)."""
+    """Sinks in order; the first to raise stops it, and the outbox retries all (each dedupes)."""
 
     def __init__(self, sinks: Sequence[AnswerSink]) -> None:
         self.sinks = tuple(sinks)

@@ -1,8 +1,6 @@
 """SuperPipeline over NATS, in: one durable JetStream pull consumer of ``elicitation.pending``.
-
-Commit first, ack after (a crash between means a redelivery, never a loss); a malformed message is
-``term()``-ed, never nak-looped; a failed batch is retried one by one so one poison message cannot
-sink its neighbours. Dedupe key as over HTTP (``ce:<source>`` + CloudEvents id).
+Commit first, ack after (a crash between means a redelivery, never a loss); a malformed message
+is ``term()``-ed, never nak-looped.
 """
 
 from __future__ import annotations
@@ -49,11 +47,7 @@ Handler = Callable[[list[Inbound]], Awaitable[Sequence[IntakeOutcome]]]
 
 
 def inbound_from_message(subject: str, headers: Mapping[str, str] | None, body: bytes) -> Inbound:
-    """Parse one NATS message; raises ``IntakeError``.
-
-    An event without a ``subject`` attribute takes the NATS subject when that has the
-    ``evt.<workspace>.superpipeline.elicitation.pending`` shape.
-    """
+    """One NATS message (``IntakeError``); without a ``subject``, a NATS subject of its shape."""
     event = cloudevents.parse_nats(headers, body)
     if event.subject is None and SUBJECT_RE.fullmatch(subject):
         event = dataclasses.replace(event, subject=subject)
@@ -113,11 +107,8 @@ class NatsIntake:
         self.ack_wait = float(ack_wait)
         self.max_deliver = max_deliver
         self.fetch_batch = fetch_batch
-        self.backoff = (
-            tuple(float(b) for b in backoff)
-            if backoff is not None
-            else default_backoff(self.ack_wait, max_deliver)
-        )
+        given = None if backoff is None else tuple(map(float, backoff))
+        self.backoff = default_backoff(self.ack_wait, max_deliver) if given is None else given
         if self.backoff and 0 < max_deliver <= len(self.backoff):
             raise ValueError("backoff must have fewer steps than max_deliver")
         self.fetch_timeout = fetch_timeout
@@ -255,8 +246,7 @@ class NatsIntake:
         # settings, and only add subjects it lacks.
         info = await js.stream_info(self.stream)
         existing = list(info.config.subjects or [])
-        missing = [s for s in subjects if s not in existing]
-        if not missing:
+        if not (missing := [s for s in subjects if s not in existing]):
             self._log.info("nats.stream.reused", stream=self.stream, subjects=existing)
             return
         try:
@@ -322,16 +312,14 @@ class NatsIntake:
                 self._log.exception("nats.process_crashed", stream=binding.stream)
 
     async def _process(self, msgs: list[Any]) -> None:
-        valid: list[tuple[Any, Inbound]] = []
-        for msg in msgs:
-            delivery = await self._parse(msg)
-            if delivery is not None:
-                valid.append((msg, delivery))
-        if not valid:
-            return
+        valid = [(msg, d) for msg in msgs if (d := await self._parse(msg)) is not None]
+        if valid:
+            await self._hand_over(valid)
+
+    async def _hand_over(self, valid: list[tuple[Any, Inbound]]) -> None:
         try:
             outcomes = await self.handle([d for _, d in valid])
-        except Exception as exc:  # any failure: nothing acked, retry below
+        except Exception as exc:  # any failure: nothing acked; one alone is nak-ed with a delay
             if len(valid) == 1:
                 await self._nak(valid[0][0], exc)
                 return
@@ -339,17 +327,9 @@ class NatsIntake:
                 "nats.batch_failed", size=len(valid), error=f"{type(exc).__name__}: {exc}"
             )
             for item in valid:  # one at a time: a poison message must not sink its batch
-                await self._handle_one(*item)
+                await self._hand_over([item])
             return
         await self._acked(valid, outcomes)
-
-    async def _handle_one(self, msg: Any, delivery: Inbound) -> None:
-        try:
-            outcomes = await self.handle([delivery])
-        except Exception as exc:  # the database said no: nak with a delay
-            await self._nak(msg, exc)
-            return
-        await self._acked([(msg, delivery)], outcomes)
 
     async def _parse(self, msg: Any) -> Inbound | None:
         """The delivery, or None after terminating (malformed) or nak-ing (our bug) the message."""

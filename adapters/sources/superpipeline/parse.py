@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from adapters.shared.cloudevents import CloudEvent
+from adapters.sources.common import loc_path
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
@@ -56,15 +57,13 @@ def workspace_from_subject(subject: str | None) -> str | None:
     """The workspace named by the subject; None without a subject (only workspace-less routes)."""
     if subject is None:
         return None
-    match = SUBJECT_RE.fullmatch(subject)
-    if match is None:
+    if (match := SUBJECT_RE.fullmatch(subject)) is None:
         raise PayloadRejected([FieldProblem("subject", _SUBJECT_SHAPE)])
     return match["workspace"]
 
 
 def to_elicitation(event: CloudEvent) -> Elicitation:
-    """Check envelope, body and intake bounds, reporting every problem at once. HTTP and NATS
-    both come through here, so both refuse the same events."""
+    """Envelope, body and intake bounds, every problem at once (HTTP and NATS both come here)."""
     problems = check_cloudevent(event.id, event.source, None, event.subject)
     if event.type != CE_TYPE:
         problems.append(FieldProblem("type", f'must be "{CE_TYPE}"'))
@@ -79,8 +78,7 @@ def to_elicitation(event: CloudEvent) -> Elicitation:
     if body is None or body_problems:
         raise PayloadRejected(problems)
     e = _elicitation(body, workspace)
-    problems += check_elicitation(e, names=_EVENT_NAMES)
-    if problems:
+    if problems := problems + check_elicitation(e, names=_EVENT_NAMES):
         raise PayloadRejected(problems)
     return e
 
@@ -91,8 +89,7 @@ def parse_body(data: Any, *, workspace: str | None) -> Elicitation:
     if body is None or problems:
         raise PayloadRejected(problems)
     e = _elicitation(body, workspace)
-    problems = check_elicitation(e, names=_BODY_NAMES)
-    if problems:
+    if problems := check_elicitation(e, names=_BODY_NAMES):
         raise PayloadRejected(problems)
     return e
 
@@ -130,17 +127,15 @@ def _consistency_problems(data: Any) -> list[FieldProblem]:
                 )
             )
         seen.setdefault(option_id, index)
-    request_id = data.get("approvalRequestId")
-    if isinstance(request_id, str):
+    if isinstance(request_id := data.get("approvalRequestId"), str):
         elicitation_id = data.get("elicitationId")
         if isinstance(elicitation_id, str) and elicitation_id != request_id:
             problems.append(FieldProblem("approvalRequestId", "must equal elicitationId"))
-        for key in APPROVAL_EMPTY:
-            value = data.get(key)
-            if isinstance(value, str) and value:
-                problems.append(
-                    FieldProblem(key, 'must be "" on a broker approval request (approvalRequestId)')
-                )
+        problems += [
+            FieldProblem(key, 'must be "" on a broker approval request (approvalRequestId)')
+            for key in APPROVAL_EMPTY
+            if isinstance(value := data.get(key), str) and value
+        ]
     return problems
 
 
@@ -162,16 +157,8 @@ def _problem(error: ErrorDetails) -> FieldProblem:
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
-    """``('options', 2, 'scope')`` -> ``options[2].scope``, without the preview union's tag."""
-    text = ""
-    for position, part in enumerate(loc):
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif _is_preview_tag(loc, position):
-            continue
-        else:
-            text += f".{part}" if text else part
-    return text
+    """``options[2].scope``, without the preview union's tag."""
+    return loc_path(part for position, part in enumerate(loc) if not _is_preview_tag(loc, position))
 
 
 def _is_preview_tag(loc: tuple[int | str, ...], position: int) -> bool:
@@ -193,8 +180,7 @@ def _join(prefix: str, loc: str) -> str:
 
 
 def _elicitation(body: upstream.ElicitationPending, workspace: str | None) -> Elicitation:
-    """The domain's elicitation, validated once as a whole (one call into pydantic's validator
-    rather than one per nested model: 11 -> 7 µs)."""
+    """Validated once as a whole (one pydantic call, not one per nested model: 11 -> 7 µs)."""
     subject = body.approval_subject
     approval = body.approval_request_id is not None or subject is not None
     deadline = body.deadline or upstream.Deadline()

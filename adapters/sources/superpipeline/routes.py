@@ -1,7 +1,5 @@
 """``POST /v1/events``: ``elicitation.pending`` CloudEvents over HTTP (structured, binary, batch).
-
-A batch is all or nothing (the 400 names each bad field with its index, ``[1].data.options``);
-events dedupe by CloudEvents ``source`` and ``id``, the key NATS intake uses.
+A batch is all or nothing; events dedupe by CloudEvents ``source`` and ``id``, as over NATS.
 """
 
 from __future__ import annotations
@@ -127,10 +125,8 @@ _HEADERS = (
     ("ce-subject", "optional", "evt.<workspace>.superpipeline.elicitation.pending"),
     ("ce-time", "optional", "RFC 3339"),
 )
-# OpenAPI can require a header of an operation, not of one of its media types: these are
-# required in binary mode only, so the document can only say so in words. Their values are
-# not constrained here either: structured and batch mode take the envelope from the body and
-# ignore these headers, so a schema for them would call a request invalid that is accepted.
+# Required in binary mode only, which OpenAPI cannot say of one media type: said in words, and
+# unconstrained (structured and batch mode ignore them, so a schema would refuse what is taken).
 _OPENAPI: dict[str, Any] = {
     "parameters": [
         {

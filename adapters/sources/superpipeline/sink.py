@@ -1,7 +1,5 @@
-"""The ``elicitation.answered`` write-back: a JSON document POSTed to the configured webhook.
-
-5xx, 429 and connection errors are retried (transient); 409 means SuperPipeline has it (done);
-any other 4xx is recorded as failed. The ``Idempotency-Key`` header is stable per answer.
+"""The ``elicitation.answered`` write-back, POSTed to the configured webhook: 409 means
+SuperPipeline has it (done); the ``Idempotency-Key`` header is stable per answer.
 """
 
 from __future__ import annotations
@@ -29,18 +27,16 @@ def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
     e = view.elicitation
     answer: Answer | None = view.answer
     extra = e.extra
-    options = []
-    if answer is not None:
-        for option_id in answer.option_ids:
-            option = e.option(option_id)
-            options.append(
-                {
-                    "id": option_id,
-                    "label": option.label if option else None,
-                    "meaning": option.meaning.value if option else None,
-                    "scope": option.scope.value if option and option.scope else None,
-                }
-            )
+    options = [
+        {
+            "id": option_id,
+            "label": option.label if option else None,
+            "meaning": option.meaning.value if option else None,
+            "scope": option.scope.value if option and option.scope else None,
+        }
+        for option_id in (answer.option_ids if answer else ())
+        for option in [e.option(option_id)]
+    ]
     return {
         "event": DOCUMENT_TYPE,
         "version": DOCUMENT_VERSION,

@@ -1,8 +1,5 @@
-"""Toolshed elicitation routes (spec 002): requests in, the runtime's poll and resolve shapes out.
-
-Pure. Every problem is named at once; unknown properties are ignored, as zod's default object
-parsing does. A form also takes a written answer (approved, with ``data.text``). The approval
-subject's digest covers exactly the tool path and the arguments.
+"""Toolshed (spec 002): requests in, the runtime's poll and resolve shapes out. Unknown properties
+are ignored, as zod's default object parsing does.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from adapters.sources.common import canonical, digest
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -79,9 +77,6 @@ def key_of(execution_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{execution_id}")
 
 
-# --- validation --------------------------------------------------------------------------------
-
-
 def _required_text(
     data: dict[str, Any], name: str, problems: list[FieldProblem], *, non_empty: bool
 ) -> str:
@@ -146,17 +141,9 @@ def parse_resolution(data: Any) -> Resolution:
     return Resolution(approved=bool(approved), data=extra)
 
 
-# --- mapping -----------------------------------------------------------------------------------
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def request_digest(request: ElicitationRequest) -> str:
     """What is approved: the tool and its exact arguments."""
-    subject = {"toolPath": request.tool_path, "args": request.args}
-    return "sha256:" + hashlib.sha256(canonical(subject).encode()).hexdigest()
+    return digest({"toolPath": request.tool_path, "args": request.args})
 
 
 def inbound_id(request: ElicitationRequest) -> str:
@@ -173,13 +160,8 @@ def inbound_id(request: ElicitationRequest) -> str:
 def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation:
     preview = [PreviewItem(type="field", label="Tool", value=request.tool_path)]
     if request.args is not None:
-        preview.append(
-            PreviewItem(
-                type="json",
-                label="Arguments",
-                text=json.dumps(request.args, indent=2, ensure_ascii=False),
-            )
-        )
+        shown = json.dumps(request.args, indent=2, ensure_ascii=False)
+        preview.append(PreviewItem(type="json", label="Arguments", text=shown))
     form = request.type == "form"
     return Elicitation(
         source=SOURCE,
@@ -202,9 +184,6 @@ def to_elicitation(request: ElicitationRequest, *, now: datetime) -> Elicitation
     )
 
 
-# --- the runtime's shapes ----------------------------------------------------------------------
-
-
 def approved(answer: Answer | None) -> bool:
     """Approve / Submit chosen, or a form answered in writing; anything else is not approved."""
     if answer is None:
@@ -221,9 +200,7 @@ def result_data(view: PromptView) -> dict[str, Any] | None:
     data: dict[str, Any] = dict(answer.fields) if answer is not None else {}
     if answer is not None and answer.text is not None and not answer.secret:
         data.setdefault(TEXT_KEY, answer.text)
-    if form or data:
-        return data
-    return None
+    return data if form or data else None
 
 
 def poll_body(view: PromptView) -> dict[str, Any]:
@@ -232,8 +209,7 @@ def poll_body(view: PromptView) -> dict[str, Any]:
     if view.status is Status.PENDING:
         return {"executionId": execution_id, "status": "pending"}
     body: dict[str, Any] = {"executionId": execution_id, "approved": approved(view.answer)}
-    data = result_data(view)
-    if data is not None:
+    if (data := result_data(view)) is not None:
         body["data"] = data
     return body
 

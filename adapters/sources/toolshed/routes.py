@@ -1,7 +1,5 @@
-"""The three Toolshed elicitation routes (spec 002), with exactly the spec's shapes.
-
-A resolve answers through ``Elicitations.answer`` as ``toolshed:api``, under the answer rules
-(first answer wins, every copy rewritten): the same decision again is 200, another one 409.
+"""The three Toolshed elicitation routes (spec 002). A resolve answers as ``toolshed:api`` under
+the answer rules: the same decision again is 200, another one 409.
 """
 
 from __future__ import annotations
@@ -153,8 +151,7 @@ def toolshed_router(
             return response
         if (bad := _bad_id(execution_id)) is not None:
             return bad
-        view = await elicitations.view(parse.key_of(execution_id))
-        if view is None:
+        if (view := await elicitations.view(parse.key_of(execution_id))) is None:
             return _not_found(execution_id)
         return JSONResponse(parse.poll_body(view))
 
@@ -162,10 +159,8 @@ def toolshed_router(
 
 
 def _bad_id(execution_id: str) -> JSONResponse | None:
-    """The 400 for an ``executionId`` in the path that no request could have been stored under
-    (asked of no store), else None."""
-    found = id_problem(execution_id, required=True)
-    if found is None:
+    """The 400 for a path ``executionId`` no request could be stored under (no store asked)."""
+    if (found := id_problem(execution_id, required=True)) is None:
         return None
     return rejected(PayloadRejected([FieldProblem("executionId", found)]))
 

@@ -1,0 +1,26 @@
+"""Helpers the sources share (each source package stays independent of the others)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(value: Any) -> str:
+    """``sha256:<hex>`` of ``value``'s canonical JSON."""
+    return "sha256:" + hashlib.sha256(canonical(value).encode()).hexdigest()
+
+
+def loc_path(parts: Iterable[int | str]) -> str:
+    """``('options', 2, 'scope')`` -> ``options[2].scope``."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
