@@ -1,8 +1,5 @@
 """One elicitation as the inbox shows it: a card's view model, built from a
-:class:`~bot.domain.ports.PromptView` (what Slack shows, plus the full text and the form).
-
-Links are made only from ``http(s)`` URLs; everything else is escaped by the templates.
-"""
+:class:`~bot.domain.ports.PromptView`. Links are made only from ``http(s)`` URLs."""
 
 from __future__ import annotations
 
@@ -177,9 +174,9 @@ class CardView:
     workspace: str | None
     notice: Notice | None = None
     claimed: str | None = None
+    """Who said "I'm on it", while it holds."""
     waiting: str | None = None
     """A route's quorum being counted: who approved and how many more are needed."""
-    """Who said "I'm on it", while it holds."""
 
     @property
     def pending(self) -> bool:
@@ -204,7 +201,8 @@ def preview_view(item: PreviewItem) -> PreviewView:
     if item.type == "field":
         return PreviewView("field", item.type, item.label, body, url)
     if item.type == "diff":
-        return PreviewView("diff", item.type, item.label, body, url, lines=_diff_lines(body))
+        lines = tuple((_diff_kind(line), line) for line in body.splitlines())
+        return PreviewView("diff", item.type, item.label, body, url, lines=lines)
     if item.type in _BLOCK_TYPES:
         if item.type == "json":
             with contextlib.suppress(ValueError):
@@ -216,19 +214,12 @@ def preview_view(item: PreviewItem) -> PreviewView:
     return PreviewView("text", item.type, item.label, body, url, html=html)
 
 
-def _diff_lines(text: str) -> tuple[tuple[str, str], ...]:
-    lines = []
-    for line in text.splitlines():
-        if line.startswith(("+++", "---", "@@")):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        lines.append((kind, line))
-    return tuple(lines)
+def _diff_kind(line: str) -> str:
+    if line.startswith(("+++", "---", "@@")):
+        return "hunk"
+    if line.startswith("+"):
+        return "add"
+    return "del" if line.startswith("-") else "ctx"
 
 
 def _context(e: Elicitation) -> tuple[tuple[str, str], ...]:
@@ -265,13 +256,12 @@ def _form(e: Elicitation) -> tuple[FormField, ...]:
 
 
 def _text_box(e: Elicitation, draft: str) -> TextBox | None:
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     if len(e.form) > 1:  # each question has its own input; a text is a comment
-        limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
         return TextBox(
             "Comment (optional)", limit, required=False, secret=False, draft=draft, comment=True
         )
     mode = e.answer_mode
-    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     if mode is AnswerMode.SECRET:
         return TextBox("Secret answer", limit, required=True, secret=True)
     if mode is AnswerMode.FREE_TEXT:
@@ -354,7 +344,6 @@ def card_view(
     )
     withheld = next((o.withheld_reason for o in offered if o.withheld_reason), None)
     s = e.subject
-    schedule = tuple(schedule_item(step) for step in view.schedule)
     claim = active_claim(view.claim, now)
     return CardView(
         claimed=claim_line(claim, now) if claim is not None else None,
@@ -379,7 +368,7 @@ def card_view(
         withheld=withheld if pending else None,
         form=_form(e) if pending else (),
         refused=writeback_note(view),
-        schedule=schedule,
+        schedule=tuple(schedule_item(step) for step in view.schedule),
         result=result_view(view),
         revision=s.revision if s is not None else None,
         created_at=e.created_at,

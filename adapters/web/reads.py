@@ -1,8 +1,5 @@
-"""What the inbox reads: elicitations from the store's reads, as the views every surface renders.
-
-The inbox reads the store (through its port) and never writes it: every answer and claim goes
-through :meth:`~bot.domain.ports.Elicitations.act`.
-"""
+"""What the inbox reads, as the views every surface renders. It never writes the store: every
+answer and claim goes through :meth:`~bot.domain.ports.Elicitations.act`."""
 
 from __future__ import annotations
 
@@ -36,10 +33,8 @@ def link_of(key: str) -> str:
 
 
 class Fingerprint:
-    """What is pending (keys and versions) plus how many elicitations exist, as one short hash.
-
-    Shared by every open page and recomputed at most every :data:`VERSION_CACHE_SECONDS`.
-    """
+    """What is pending (keys and versions) plus how many elicitations exist, as one short hash,
+    shared by every open page and recomputed at most every :data:`VERSION_CACHE_SECONDS`."""
 
     def __init__(self, store: ElicitationReads) -> None:
         self.store = store

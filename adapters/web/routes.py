@@ -1,19 +1,8 @@
-"""The web inbox's routes: the page, answers, live updates, the admin view and the audit export.
+"""The web inbox's routes; the handlers are in :mod:`.inbox` and :mod:`.admin`.
 
-- ``GET /``: what is waiting (newest first) and the recent history; filters ``workspace``,
-  ``board``, ``source``, ``status``; ``key`` shows one elicitation (the messages' full-text link).
-- ``POST /inbox/answer``: a form post (or the page script's ``fetch`` with ``Accept:
-  application/json``) passed to :meth:`Elicitations.act` with the same rules and the same atomic
-  first answer as chat. A refusal is shown in the card, the typed text kept.
-- ``GET /inbox/version`` and ``GET /inbox/live``: the page polls the first (a fingerprint of what is
-  pending, computed at most every ``reads.VERSION_CACHE_SECONDS`` for all open pages together)
-  and, when it changes, fetches the second and swaps the cards that changed. Polling rather than
-  server-sent events: a request ends at once, so an open page never holds up a shutdown, and it
-  passes proxies that buffer streams.
-- ``GET /admin``, ``GET /admin/elicitation?key=``, ``GET /admin/audit.jsonl``: admins only.
-
-Every POST needs the per-session CSRF token (:mod:`.session`). The handlers live in
-:mod:`.inbox` and :mod:`.admin`; what they read, in :mod:`.reads`.
+The page polls ``/inbox/version`` and fetches ``/inbox/live`` when it changes, rather than using
+server-sent events: a request ends at once, so an open page never holds up a shutdown, and it
+passes proxies that buffer streams.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What every inbox route shares: who is asking, the CSRF token, and how a response goes out.
 
-Every POST needs the per-session CSRF token: a random value in a ``SameSite=Strict``, ``HttpOnly``
-cookie that the form repeats in a hidden field; a request a browser marks cross-site
-(``Sec-Fetch-Site``) is refused as well. The pages carry a strict Content-Security-Policy.
+A POST must repeat in a form field the token of its ``SameSite=Strict``, ``HttpOnly`` cookie, and
+is refused when a browser marks it cross-site (``Sec-Fetch-Site``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qs
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -28,7 +27,6 @@ from bot.domain.ports import Elicitations
 
 CSRF_COOKIE = "elicitbot_csrf"
 CSRF_FIELD = "csrf"
-FORM = "application/x-www-form-urlencoded"
 MAX_FORM_FIELDS = 200
 STATUSES = frozenset(s.value for s in Status)
 STATIC = Path(__file__).parent / "static"
@@ -157,14 +155,5 @@ def first(form: Mapping[str, list[str]], name: str) -> str:
 
 def parse_form(body: bytes) -> dict[str, list[str]]:
     """``application/x-www-form-urlencoded`` into lists of values (ValueError when unreadable)."""
-    fields: dict[str, list[str]] = {}
-    pairs = parse_qsl(
-        body.decode("utf-8"),
-        keep_blank_values=True,
-        strict_parsing=False,
-        max_num_fields=MAX_FORM_FIELDS,
-        errors="strict",
-    )
-    for name, value in pairs:
-        fields.setdefault(name, []).append(value)
-    return fields
+    text = body.decode("utf-8")
+    return parse_qs(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS, errors="strict")
