@@ -1,9 +1,7 @@
 """What the OpenAPI document says about every route, declared with FastAPI's own ``responses=``,
 ``openapi_extra=`` and security dependencies (never by rewriting the generated document).
-
-Every refusal has :data:`PROBLEM_SCHEMA`; :func:`problems` adds ``default`` too, which also stops
-FastAPI inventing its 422 answer (a bad parameter is a 400 here).
-"""
+:func:`problems` adds ``default`` too, which also stops FastAPI inventing its 422 answer (a bad
+parameter is a 400 here)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,10 @@ passes proxies that buffer streams.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from adapters.shared.openapi import FORM, problems, request_body
@@ -121,31 +122,29 @@ def inbox_router(
     inbox = InboxRoutes(elicitations, reads, session)
     admin = AdminRoutes(elicitations, reads, session)
     router = APIRouter(tags=["web inbox"])
-    html = HTMLResponse
-    page = _refusals(401, 403)
-    router.add_api_route(
-        "/",
-        inbox.inbox,
-        methods=["GET"],
-        response_class=html,
-        summary="The inbox",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={
-            "parameters": [
-                *_LISTED,
-                _query("done", f"{_KEY} just answered here: the page says what was recorded"),
-            ]
-        },
-    )
-    router.add_api_route(
-        "/inbox/live",
-        inbox.live,
-        methods=["GET"],
-        response_class=html,
-        summary="Its live part",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={"parameters": _LISTED},
-    )
+    refusals = _refusals(401, 403)
+
+    def page(
+        path: str,
+        endpoint: Callable[[Request], Awaitable[Response]],
+        summary: str,
+        *parameters: dict[str, Any],
+        more: tuple[int, ...] = (400, 404),
+    ) -> None:
+        """A page for a browser: HTML, refused as a page too."""
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["GET"],
+            response_class=HTMLResponse,
+            summary=summary,
+            responses={**refusals, **_refusals(*more)},
+            openapi_extra={"parameters": list(parameters)} if parameters else None,
+        )
+
+    done = _query("done", f"{_KEY} just answered here: the page says what was recorded")
+    page("/", inbox.inbox, "The inbox", *_LISTED, done)
+    page("/inbox/live", inbox.live, "Its live part", *_LISTED)
     router.add_api_route(
         "/inbox/version",
         inbox.version,
@@ -165,22 +164,13 @@ def inbox_router(
         },
         openapi_extra=request_body(_ANSWER_FORM, (FORM,)),
     )
-    router.add_api_route(
-        "/admin",
-        admin.admin,
-        methods=["GET"],
-        response_class=html,
-        summary="Routes, elicitations",
-        responses=page,
-    )
-    router.add_api_route(
+    page("/admin", admin.admin, "Routes, elicitations", more=())
+    key = _query("key", f"{_KEY} (none: a 404)", required=True)
+    page(
         "/admin/elicitation",
         admin.detail,
-        methods=["GET"],
-        response_class=html,
-        summary="One elicitation: deliveries, deadlines, outbox, audit",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={"parameters": [_query("key", f"{_KEY} (none: a 404)", required=True)]},
+        "One elicitation: deliveries, deadlines, outbox, audit",
+        key,
     )
     router.add_api_route(
         "/admin/audit.jsonl",
@@ -194,7 +184,7 @@ def inbox_router(
                 "description": "One JSON object per line",
                 "content": {_JSONL: {"schema": {"type": "string"}}},
             },
-            **page,
+            **refusals,
         },
     )
     router.add_api_route("/static/{name}", session.static, methods=["GET"], include_in_schema=False)
