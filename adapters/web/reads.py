@@ -27,11 +27,6 @@ VERSION_CACHE_SECONDS = 0.25
 VERSION_PENDING = 500
 
 
-def link_of(key: str) -> str:
-    """The inbox page that shows one elicitation."""
-    return f"/?{urlencode({'key': key})}"
-
-
 class Fingerprint:
     """What is pending (keys and versions) plus how many elicitations exist, as one short hash,
     shared by every open page and recomputed at most every :data:`VERSION_CACHE_SECONDS`."""
@@ -84,7 +79,7 @@ class Reads:
             prompt_view(
                 s,
                 timelines.get(s.elicitation.key),
-                link=link_of(s.elicitation.key),
+                link=f"/?{urlencode({'key': s.elicitation.key})}",  # the page of this one
                 now=now,
                 policy=None if self.policy is None else await self.policy(s.elicitation),
             )
