@@ -62,9 +62,7 @@ def parse_http(
 ) -> tuple[list[CloudEvent], bool]:
     """Events of one HTTP request and whether it was a batch; the mode comes from Content-Type."""
     _check_size(body, max_bytes)
-    fields, ce_headers, problems = _split_headers(headers)
-    content_type = fields.get("content-type")
-    media = _media_type(content_type)
+    content_type, media, ce_headers, problems = _split_headers(headers)
     if media is not None and media.startswith(BATCH):
         return _batch(media, body), True
     if media is not None and media.startswith(STRUCTURED):
@@ -79,9 +77,7 @@ def parse_nats(
 ) -> CloudEvent:
     """One event of a NATS message: binary when ``ce-`` headers are present, else structured."""
     _check_size(body, max_bytes)
-    fields, ce_headers, problems = _split_headers(headers or {})
-    content_type = fields.get("content-type")
-    media = _media_type(content_type)
+    content_type, media, ce_headers, problems = _split_headers(headers or {})
     if media is not None and media.startswith(BATCH):
         raise UnsupportedMediaType("a NATS message carries one event, not a batch")
     if media is not None and media.startswith(STRUCTURED):
@@ -224,8 +220,8 @@ def _media_type(content_type: str | None) -> str | None:
 
 def _split_headers(
     headers: Mapping[str, str],
-) -> tuple[dict[str, str], dict[str, str], list[FieldProblem]]:
-    """Lower-cased headers, decoded ``ce-`` attributes (by attribute name) and decoding problems."""
+) -> tuple[str | None, str | None, dict[str, str], list[FieldProblem]]:
+    """Content-Type and its media type, decoded ``ce-`` attributes (by name) and their problems."""
     fields: dict[str, str] = {}
     ce_headers: dict[str, str] = {}
     problems: list[FieldProblem] = []
@@ -242,7 +238,8 @@ def _split_headers(
             continue
         if ce_headers.setdefault(attribute, value) != value:
             problems.append(FieldProblem(attribute, f"{name} is given twice with different values"))
-    return fields, ce_headers, problems
+    content_type = fields.get("content-type")
+    return content_type, _media_type(content_type), ce_headers, problems
 
 
 def _decode_header_value(raw: str) -> str:

@@ -60,16 +60,15 @@ def is_loopback(host: str | None) -> bool:
 
 @dataclass(frozen=True)
 class IdentityPolicy:
+    """``[web]`` (:class:`~adapters.web.config.WebConfig`) as the inbox applies it."""
+
     user_header: str | None = None
-    """The trusted proxy's header naming the user; None: the embedded default."""
     admins: frozenset[str] = frozenset()
-    """User names (as the proxy sends them) who are workspace admins."""
     local_allowed: bool = True
     """Without a header: the server listens on loopback only, so its user is the local admin."""
     trusts: Trusts = trusts_nobody
     """Which direct peers may set ``user_header``: ``[server] trusted_proxies``."""
     groups_header: str | None = None
-    """The trusted proxy's header naming the user's groups (``web-group:<name>`` approvers)."""
 
     @classmethod
     def from_config(

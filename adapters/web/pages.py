@@ -20,17 +20,13 @@ from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.records import AuditEntry, DeadlineView, DeliveryView, EffectView
 from bot.domain.rules import format_time
 
-HERE = Path(__file__).parent
-
 _env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(HERE / "templates"),
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
 )
-
-
 _env.filters["utc"] = lambda when: "" if when is None else format_time(when)
 _env.filters["iso"] = lambda when: "" if when is None else when.isoformat()
 _env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)

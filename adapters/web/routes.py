@@ -73,7 +73,6 @@ _ANSWER_FORM = {
         "claim": {"type": "string", "enum": ["1"], "description": "'I'm on it' instead"},
     },
 }
-_JSONL = "application/jsonl"
 
 
 def _query(name: str, description: str, *, required: bool = False) -> dict[str, Any]:
@@ -182,7 +181,7 @@ def inbox_router(
         responses={
             200: {
                 "description": "One JSON object per line",
-                "content": {_JSONL: {"schema": {"type": "string"}}},
+                "content": {"application/jsonl": {"schema": {"type": "string"}}},
             },
             **refusals,
         },
