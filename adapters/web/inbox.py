@@ -12,7 +12,6 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from adapters.shared.openapi import FORM
 from adapters.web import cards, pages
 from adapters.web.cards import Notice
-from adapters.web.identity import Denied
 from adapters.web.pages import InboxPage, Viewer
 from adapters.web.reads import PAGE_LIMIT, RECENT_SCAN, Reads
 from adapters.web.session import SECURITY_HEADERS, Session, filters_of, first, parse_form
@@ -99,8 +98,8 @@ class InboxRoutes:
 
     async def inbox(self, request: Request) -> Response:
         found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message)
+        if isinstance(found, Response):
+            return found
         viewer, fresh = found
         page = await self.page(request, viewer, key=request.query_params.get("key", ""))
         done = await self.reads.one(request.query_params.get("done", ""))
@@ -112,8 +111,8 @@ class InboxRoutes:
 
     async def live(self, request: Request) -> Response:
         found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message)
+        if isinstance(found, Response):
+            return found
         viewer, fresh = found
         page = await self.page(request, viewer, key=request.query_params.get("key", ""))
         response = self.session.html(pages.render_live(page), cookie=viewer if fresh else None)
@@ -121,18 +120,18 @@ class InboxRoutes:
         return response
 
     async def version(self, request: Request) -> Response:
-        found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message, as_json=True)
+        found = self.session.viewer_of(request, as_json=True)
+        if isinstance(found, Response):
+            return found
         version = await self.reads.fingerprint.get()
         return _json({"version": version})
 
     async def answer(self, request: Request) -> Response:
         as_json = "application/json" in request.headers.get("accept", "")
         session = self.session
-        found = session.viewer_of(request)
-        if isinstance(found, Denied):
-            return session.problem(found.status, found.message, as_json=as_json)
+        found = session.viewer_of(request, as_json=as_json)
+        if isinstance(found, Response):
+            return found
         viewer = found[0]
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != FORM:

@@ -74,27 +74,24 @@ class Session:
         }
         self.cookie_name = f"__Host-{CSRF_COOKIE}" if secure_cookies else CSRF_COOKIE
 
-    def viewer_of(self, request: Request) -> tuple[Viewer, bool] | Denied:
-        """The viewer and whether their CSRF cookie is new (to be set on the response)."""
+    def viewer_of(
+        self, request: Request, *, as_json: bool = False, admin_only: bool = False
+    ) -> tuple[Viewer, bool] | Response:
+        """The viewer and whether their CSRF cookie is new (to be set on the response), or the
+        refusal to send."""
         client = request.client.host if request.client else None
         who = self.identity.identify(request.headers, client)
         if isinstance(who, Denied):
-            return who
+            return self.problem(who.status, who.message, as_json=as_json)
         token = request.cookies.get(self.cookie_name, "")
         fresh = not _TOKEN.fullmatch(token)
         if fresh:
             token = secrets.token_urlsafe(32)
         admin = who.key in self._elicitations.people.admins  # read now: people change
+        if admin_only and not admin:
+            return self.problem(403, "Only a workspace admin can see the admin view.")
         standing = Standing(groups=self.identity.groups(request.headers, client))
         return Viewer(identity=who, admin=admin, csrf=token, standing=standing), fresh
-
-    def admin_of(self, request: Request) -> tuple[Viewer, bool] | Response:
-        found = self.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.problem(found.status, found.message)
-        if not found[0].admin:
-            return self.problem(403, "Only a workspace admin can see the admin view.")
-        return found
 
     def html(self, body: str, status: int = 200, *, cookie: Viewer | None = None) -> HTMLResponse:
         response = HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
