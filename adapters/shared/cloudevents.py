@@ -1,9 +1,8 @@
-"""CloudEvents 1.0 over HTTP (structured, binary, batch) and NATS, parsed strictly.
+"""CloudEvents 1.0 over HTTP (structured, binary, batch) and NATS, parsed strictly. Pure: no I/O.
 
-Written here rather than taken from the ``cloudevents`` SDK, which invents missing ids, accepts
-empty or integer ids and picks the mode from stray ``ce-`` headers: an event without an id cannot
-be deduplicated, so it is refused, and the mode comes from ``Content-Type`` alone.
-Pure: no I/O. Every refusal is an ``IntakeError``; ``PayloadRejected`` names every bad attribute.
+Not the ``cloudevents`` SDK, which invents missing ids, accepts empty or integer ids and picks the
+mode from stray ``ce-`` headers: an event without an id cannot be deduplicated, so it is refused,
+and the mode comes from ``Content-Type`` alone.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from adapters.shared.jsonbody import read_strict
+from adapters.shared.jsonbody import load_json, read_strict
 from adapters.shared.timestamps import parse_rfc3339
 from bot.domain.errors import (
     FieldProblem,
@@ -25,18 +24,6 @@ from bot.domain.errors import (
     PayloadTooLarge,
     UnsupportedMediaType,
 )
-
-__all__ = [
-    "BATCH",
-    "MAX_BODY_BYTES",
-    "SPECVERSION",
-    "STRUCTURED",
-    "CloudEvent",
-    "event_from_attributes",
-    "is_json_media_type",
-    "parse_http",
-    "parse_nats",
-]
 
 SPECVERSION = "1.0"
 MAX_BODY_BYTES = 1024 * 1024  # a body over 1 MiB is refused (413)
@@ -75,9 +62,7 @@ def parse_http(
 ) -> tuple[list[CloudEvent], bool]:
     """Events of one HTTP request and whether it was a batch; the mode comes from Content-Type."""
     _check_size(body, max_bytes)
-    fields, ce_headers, problems = _split_headers(headers)
-    content_type = fields.get("content-type")
-    media = _media_type(content_type)
+    content_type, media, ce_headers, problems = _split_headers(headers)
     if media is not None and media.startswith(BATCH):
         return _batch(media, body), True
     if media is not None and media.startswith(STRUCTURED):
@@ -92,9 +77,7 @@ def parse_nats(
 ) -> CloudEvent:
     """One event of a NATS message: binary when ``ce-`` headers are present, else structured."""
     _check_size(body, max_bytes)
-    fields, ce_headers, problems = _split_headers(headers or {})
-    content_type = fields.get("content-type")
-    media = _media_type(content_type)
+    content_type, media, ce_headers, problems = _split_headers(headers or {})
     if media is not None and media.startswith(BATCH):
         raise UnsupportedMediaType("a NATS message carries one event, not a batch")
     if media is not None and media.startswith(STRUCTURED):
@@ -111,9 +94,10 @@ def event_from_attributes(
     ``problems`` already found (e.g. in the data) together with the attributes'."""
     found = list(problems or [])
     values = {name: value for name, value in attributes.items() if value is not None}
-    strings: dict[str, str | None] = {}
-    for name in (*_REQUIRED, *_OPTIONAL):
-        strings[name] = _string_attribute(name, values.get(name), name in _REQUIRED, found)
+    strings: dict[str, str | None] = {
+        name: _string_attribute(name, values.get(name), name in _REQUIRED, found)
+        for name in (*_REQUIRED, *_OPTIONAL)
+    }
     if strings["specversion"] is not None and strings["specversion"] != SPECVERSION:
         found.append(FieldProblem("specversion", f'must be "{SPECVERSION}"'))
         strings["specversion"] = None
@@ -148,17 +132,12 @@ def is_json_media_type(content_type: str) -> bool:
     return media == "application/json" or ("/" in media and media.endswith("+json"))
 
 
-# --- modes -------------------------------------------------------------------------------------
-
-
 def _structured(media: str, body: bytes) -> CloudEvent:
     if media not in _STRUCTURED_TYPES:
         raise UnsupportedMediaType(
             f"{media} is not a supported event format: use {STRUCTURED}+json"
         )
-    document, problem = read_strict(body, "body")
-    if problem is not None:
-        raise PayloadRejected([problem])
+    document = load_json(body)
     if not isinstance(document, dict):
         raise PayloadRejected([FieldProblem("body", "must be a JSON object (one CloudEvent)")])
     return _from_json_object(document)
@@ -167,9 +146,7 @@ def _structured(media: str, body: bytes) -> CloudEvent:
 def _batch(media: str, body: bytes) -> list[CloudEvent]:
     if media not in _BATCH_TYPES:
         raise UnsupportedMediaType(f"{media} is not a supported batch format: use {BATCH}+json")
-    document, problem = read_strict(body, "body")
-    if problem is not None:
-        raise PayloadRejected([problem])
+    document = load_json(body)
     if not isinstance(document, list):
         raise PayloadRejected([FieldProblem("body", "must be a JSON array of CloudEvents")])
     if not document:
@@ -230,9 +207,6 @@ def _from_json_object(document: Mapping[str, Any]) -> CloudEvent:
     return event_from_attributes(attributes, data, problems)
 
 
-# --- pieces ------------------------------------------------------------------------------------
-
-
 def _check_size(body: bytes, max_bytes: int) -> None:
     if len(body) > max_bytes:
         raise PayloadTooLarge(f"body is {len(body)} bytes; the limit is {max_bytes}")
@@ -246,8 +220,8 @@ def _media_type(content_type: str | None) -> str | None:
 
 def _split_headers(
     headers: Mapping[str, str],
-) -> tuple[dict[str, str], dict[str, str], list[FieldProblem]]:
-    """Lower-cased headers, decoded ``ce-`` attributes (by attribute name) and decoding problems."""
+) -> tuple[str | None, str | None, dict[str, str], list[FieldProblem]]:
+    """Content-Type and its media type, decoded ``ce-`` attributes (by name) and their problems."""
     fields: dict[str, str] = {}
     ce_headers: dict[str, str] = {}
     problems: list[FieldProblem] = []
@@ -264,7 +238,8 @@ def _split_headers(
             continue
         if ce_headers.setdefault(attribute, value) != value:
             problems.append(FieldProblem(attribute, f"{name} is given twice with different values"))
-    return fields, ce_headers, problems
+    content_type = fields.get("content-type")
+    return content_type, _media_type(content_type), ce_headers, problems
 
 
 def _decode_header_value(raw: str) -> str:

@@ -1,9 +1,6 @@
-"""A package's names, each imported from its module on first use (PEP 562).
-
-A package re-exports its parts without importing them all, e.g. when only its config model is
-wanted (``check-config``). It names each export once, in an ``if TYPE_CHECKING:`` block: mypy
-reads them there, and :func:`lazy_exports` reads the same block from the package's source.
-"""
+"""A package's names, each imported from its module on first use (PEP 562), e.g. when only its
+config model is wanted (``check-config``). The package names each export once, in an
+``if TYPE_CHECKING:`` block: mypy reads them there, and :func:`lazy_exports` reads that block."""
 
 from __future__ import annotations
 

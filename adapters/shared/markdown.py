@@ -1,11 +1,7 @@
 """Markdown (CommonMark) from an agent as safe HTML: parsed by ``markdown-it-py``, sanitised by
-``nh3`` (Rust's ``ammonia``), never by hand.
-
-No raw HTML, scripts, handlers, styles or ``javascript:`` links; no images (no remote fetch); no
-decoded character references (``&#x202E;`` cannot disguise the text); and a link whose text is not
-its address shows the address after it, so ``[https://good.example](https://evil.example)`` cannot
-pass for the good one.
-"""
+``nh3``. No raw HTML, ``javascript:`` links, images (no remote fetch) or decoded character
+references; a link whose text is not its address shows the address after it, so
+``[https://good.example](https://evil.example)`` cannot pass for the good one."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """What the OpenAPI document says about every route, declared with FastAPI's own ``responses=``,
 ``openapi_extra=`` and security dependencies (never by rewriting the generated document).
-
-Every refusal has :data:`PROBLEM_SCHEMA`; :func:`problems` adds ``default`` too, which also stops
-FastAPI inventing its 422 answer (a bad parameter is a 400 here).
-"""
+:func:`problems` adds ``default`` too, which also stops FastAPI inventing its 422 answer (a bad
+parameter is a 400 here)."""
 
 from __future__ import annotations
 
@@ -16,27 +14,7 @@ from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict
 
 from bot.domain.bounds import ID_MAX
-from bot.domain.errors import PROBLEM
-
-__all__ = [
-    "BEARER",
-    "COMPONENTS",
-    "FORM",
-    "ID_TAIL",
-    "JSON_WITHOUT_NUL",
-    "PROBLEM",
-    "PROBLEM_SCHEMA",
-    "SECURED",
-    "Problem",
-    "bounded",
-    "id_schema",
-    "inline",
-    "json_response",
-    "problems",
-    "request_body",
-    "text_schema",
-    "with_components",
-]
+from bot.domain.errors import PROBLEM as PROBLEM  # noqa: PLC0414 - re-exported
 
 FORM = "application/x-www-form-urlencoded"
 
@@ -214,10 +192,6 @@ def request_body(
     examples: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``openapi_extra`` declaring the body the route reads itself (from ``Request``)."""
-    content: dict[str, Any] = {}
-    for media in media_types:
-        entry: dict[str, Any] = {"schema": dict(schema)}
-        if examples:
-            entry["examples"] = {name: {"value": value} for name, value in examples.items()}
-        content[media] = entry
+    shown = {"examples": {k: {"value": v} for k, v in examples.items()}} if examples else {}
+    content = {media: {"schema": dict(schema), **shown} for media in media_types}
     return {"requestBody": {"required": True, "content": content}}

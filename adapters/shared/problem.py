@@ -8,8 +8,6 @@ from fastapi.responses import JSONResponse
 
 from bot.domain.errors import PROBLEM, FieldProblem, problem_body
 
-__all__ = ["PROBLEM", "problem"]
-
 
 def problem(
     status: int, title: str, detail: str, errors: list[FieldProblem] | None = None, **more: Any

@@ -29,7 +29,7 @@ def parse_rfc3339(value: str) -> datetime:
             sign = -1 if part["sign"] == "-" else 1
             tz = timezone(sign * timedelta(hours=hours, minutes=minutes))
         fraction = (part["fraction"] or "")[:6].ljust(6, "0")
-        moment = datetime(
+        return datetime(
             int(part["year"]),
             int(part["month"]),
             int(part["day"]),
@@ -38,8 +38,7 @@ def parse_rfc3339(value: str) -> datetime:
             int(part["second"]),
             int(fraction),
             tzinfo=tz,
-        )
-        return moment.astimezone(UTC)
+        ).astimezone(UTC)
     except (ValueError, OverflowError):
         msg = "is not a valid date-time (a part is out of range)"
         raise ValueError(msg) from None

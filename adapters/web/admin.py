@@ -29,7 +29,7 @@ class AdminRoutes:
         self.session = session
 
     async def admin(self, request: Request) -> Response:
-        found = self.session.admin_of(request)
+        found = self.session.viewer_of(request, admin_only=True)
         if isinstance(found, Response):
             return found
         viewer, fresh = found
@@ -59,7 +59,7 @@ class AdminRoutes:
         return self.session.html(body, cookie=viewer if fresh else None)
 
     async def detail(self, request: Request) -> Response:
-        found = self.session.admin_of(request)
+        found = self.session.viewer_of(request, admin_only=True)
         if isinstance(found, Response):
             return found
         viewer, fresh = found
@@ -80,7 +80,7 @@ class AdminRoutes:
         return self.session.html(body, cookie=viewer if fresh else None)
 
     async def audit_export(self, request: Request) -> Response:
-        found = self.session.admin_of(request)
+        found = self.session.viewer_of(request, admin_only=True)
         if isinstance(found, Response):
             return found
         key = request.query_params.get("key", "")

@@ -1,8 +1,5 @@
 """One elicitation as the inbox shows it: a card's view model, built from a
-:class:`~bot.domain.ports.PromptView` (what Slack shows, plus the full text and the form).
-
-Links are made only from ``http(s)`` URLs; everything else is escaped by the templates.
-"""
+:class:`~bot.domain.ports.PromptView`. Links are made only from ``http(s)`` URLs."""
 
 from __future__ import annotations
 
@@ -25,7 +22,15 @@ from bot.domain.deadlines import (
     destination_name,
 )
 from bot.domain.disclosure import SHOWN_WHOLE
-from bot.domain.model import AnswerMode, Elicitation, Meaning, PreviewItem, Status
+from bot.domain.model import (
+    AnswerMode,
+    ApprovalSubject,
+    Elicitation,
+    FormQuestion,
+    Meaning,
+    PreviewItem,
+    Status,
+)
 from bot.domain.ports import PromptView
 from bot.domain.rules import MAX_FREE_TEXT, offered_options
 from bot.domain.views import writeback_note
@@ -54,8 +59,6 @@ class OptionView:
     offered: bool
     recommended: bool
     description: str | None
-    requires_text: bool
-    scope: str | None
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,6 @@ class TextBox:
 @dataclass(frozen=True)
 class PreviewView:
     kind: str
-    """text, field, link, block (code, command, json) or diff."""
     type: str
     label: str | None
     text: str
@@ -80,19 +82,8 @@ class PreviewView:
     """Only a plain http(s) URL: anything else is shown as text, never linked."""
     language: str | None = None
     lines: tuple[tuple[str, str], ...] = ()
-    """A diff's lines with their class: add, del, hunk or ctx."""
     html: Markup | None = None
     """A ``markdown`` item as sanitised HTML."""
-
-
-@dataclass(frozen=True)
-class SubjectView:
-    id: str
-    digest: str
-    schema: str
-    revision: int
-    expires_at: datetime | None
-    preview_complete: bool
 
 
 @dataclass(frozen=True)
@@ -105,8 +96,7 @@ class ResultView:
     line: str
     """The result line every copy shows (:func:`bot.domain.wording.result_sentence`)."""
     sending: str = ""
-    """Where it stands upstream until accepted: ``⏳ sending to handup…``, ``❌ not accepted by
-    handup`` (:func:`bot.domain.wording.short_sentence`)."""
+    """Where it stands upstream until accepted (:func:`bot.domain.wording.short_sentence`)."""
     state: str = ""
     """The :class:`~bot.domain.wording.ResultState` (the card's class)."""
 
@@ -121,31 +111,6 @@ class ScheduleItem:
 
 
 @dataclass(frozen=True)
-class FormChoice:
-    label: str
-    description: str | None
-    recommended: bool
-
-
-@dataclass(frozen=True)
-class FormField:
-    """One question of a form: radio buttons (one) or checkboxes (several) of its options,
-    and a text box where a typed answer works. Field names: ``q.<id>`` and ``q.<id>.text``."""
-
-    id: str
-    number: int
-    header: str | None
-    question: str
-    choices: tuple[FormChoice, ...]
-    multi: bool
-    takes_text: bool
-
-    @property
-    def name(self) -> str:
-        return f"q.{self.id}"
-
-
-@dataclass(frozen=True)
 class CardView:
     key: str
     status: str
@@ -157,15 +122,16 @@ class CardView:
     """The question's Markdown as sanitised HTML (:mod:`adapters.shared.markdown`)."""
     long_question: bool
     context: tuple[tuple[str, str], ...]
-    subject: SubjectView | None
+    subject: ApprovalSubject | None
     previews: tuple[PreviewView, ...]
     options: tuple[OptionView, ...]
     multi: bool
     text_box: TextBox | None
     acknowledge: bool
     withheld: str | None
-    form: tuple[FormField, ...]
-    """Several questions (handup ``input.questions``), each its own input."""
+    form: tuple[FormQuestion, ...]
+    """Several questions (handup ``input.questions``), each its own input: radio buttons or
+    checkboxes ``q.<id>`` and a text box ``q.<id>.text``; one question is its options instead."""
     refused: str | None
     """The upstream refused the last answer (:func:`bot.domain.views.writeback_note`)."""
     schedule: tuple[ScheduleItem, ...]
@@ -177,9 +143,9 @@ class CardView:
     workspace: str | None
     notice: Notice | None = None
     claimed: str | None = None
+    """Who said "I'm on it", while it holds."""
     waiting: str | None = None
     """A route's quorum being counted: who approved and how many more are needed."""
-    """Who said "I'm on it", while it holds."""
 
     @property
     def pending(self) -> bool:
@@ -204,7 +170,8 @@ def preview_view(item: PreviewItem) -> PreviewView:
     if item.type == "field":
         return PreviewView("field", item.type, item.label, body, url)
     if item.type == "diff":
-        return PreviewView("diff", item.type, item.label, body, url, lines=_diff_lines(body))
+        lines = tuple((_diff_kind(line), line) for line in body.splitlines())
+        return PreviewView("diff", item.type, item.label, body, url, lines=lines)
     if item.type in _BLOCK_TYPES:
         if item.type == "json":
             with contextlib.suppress(ValueError):
@@ -216,19 +183,12 @@ def preview_view(item: PreviewItem) -> PreviewView:
     return PreviewView("text", item.type, item.label, body, url, html=html)
 
 
-def _diff_lines(text: str) -> tuple[tuple[str, str], ...]:
-    lines = []
-    for line in text.splitlines():
-        if line.startswith(("+++", "---", "@@")):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        lines.append((kind, line))
-    return tuple(lines)
+def _diff_kind(line: str) -> str:
+    if line.startswith(("+++", "---", "@@")):
+        return "hunk"
+    if line.startswith("+"):
+        return "add"
+    return "del" if line.startswith("-") else "ctx"
 
 
 def _context(e: Elicitation) -> tuple[tuple[str, str], ...]:
@@ -247,31 +207,13 @@ def _context(e: Elicitation) -> tuple[tuple[str, str], ...]:
     return tuple((name, " ".join(value.split())) for name, value in parts if value)
 
 
-def _form(e: Elicitation) -> tuple[FormField, ...]:
-    if len(e.form) < 2:  # noqa: PLR2004 - one question is its options (or its text box)
-        return ()
-    return tuple(
-        FormField(
-            id=q.id,
-            number=n,
-            header=q.header,
-            question=q.question,
-            choices=tuple(FormChoice(o.label, o.description, o.recommended) for o in q.options),
-            multi=q.multi,
-            takes_text=q.takes_text,
-        )
-        for n, q in enumerate(e.form, start=1)
-    )
-
-
 def _text_box(e: Elicitation, draft: str) -> TextBox | None:
+    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     if len(e.form) > 1:  # each question has its own input; a text is a comment
-        limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
         return TextBox(
             "Comment (optional)", limit, required=False, secret=False, draft=draft, comment=True
         )
     mode = e.answer_mode
-    limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
     if mode is AnswerMode.SECRET:
         return TextBox("Secret answer", limit, required=True, secret=True)
     if mode is AnswerMode.FREE_TEXT:
@@ -346,15 +288,12 @@ def card_view(
             offered=o.offered,
             recommended=o.option.recommended,
             description=o.option.description,
-            requires_text=o.option.requires_text,
-            scope=o.option.scope.value if o.option.scope else None,
         )
         for o in offered
         if choosing
     )
     withheld = next((o.withheld_reason for o in offered if o.withheld_reason), None)
     s = e.subject
-    schedule = tuple(schedule_item(step) for step in view.schedule)
     claim = active_claim(view.claim, now)
     return CardView(
         claimed=claim_line(claim, now) if claim is not None else None,
@@ -368,18 +307,16 @@ def card_view(
         question_html=Markup(to_html(e.question.strip())),  # noqa: S704 - sanitised by nh3
         long_question=len(e.question) > LONG_TEXT,
         context=_context(e),
-        subject=None
-        if s is None
-        else SubjectView(s.id, s.digest, s.schema_, s.revision, s.expires_at, s.preview_complete),
+        subject=s,
         previews=tuple(preview_view(p) for p in s.preview) if s is not None else (),
         options=options,
         multi=mode is AnswerMode.MULTI_CHOICE,
         text_box=_text_box(e, draft) if pending else None,
         acknowledge=pending and mode is AnswerMode.ACKNOWLEDGE and not e.options,
         withheld=withheld if pending else None,
-        form=_form(e) if pending else (),
+        form=e.form if pending and len(e.form) > 1 else (),
         refused=writeback_note(view),
-        schedule=schedule,
+        schedule=tuple(schedule_item(step) for step in view.schedule),
         result=result_view(view),
         revision=s.revision if s is not None else None,
         created_at=e.created_at,

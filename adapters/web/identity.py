@@ -1,24 +1,8 @@
-"""Who is at the web inbox.
-
-Two policies, chosen by the config:
-
-- **The embedded default** (no ``[web] user_header``, server bound to a loopback address): the
-  person at the machine is the local admin ``web:local``. A request from any other address is
-  refused, so a server that is later exposed does not hand out admin rights.
-- **Behind a sign-in proxy** (``[web] user_header = "X-Forwarded-User"``): the user is the value of
-  that header, set by the reverse proxy; a request without it is refused. ``[web] admins`` names
-  the users (as the proxy sends them) who are workspace admins. The header is believed only from
-  the proxy: a request whose direct peer (the socket's address, never an ``X-Forwarded-For``) is
-  not in ``[server] trusted_proxies`` is refused (401) and logged, header value left out, so
-  whoever reaches the port directly cannot claim a name. (Grafana's auth proxy whitelist and
-  Gitea's trusted proxies do the same.)
-
-With ``[web] groups_header`` the proxy also names the user's groups, for ``web-group:<name>``
-approvers (:meth:`IdentityPolicy.groups`), believed on the same terms as the user header.
-
-Identities are ``web:<user>``; :meth:`IdentityPolicy.admin_keys` gives the keys that belong in
-:attr:`~bot.domain.model.People.admins`, which the answer rules (admin-only options) and the admin
-view both read.
+"""Who is at the web inbox: without ``[web] user_header``, on a loopback listener, the local admin
+``web:local`` (any other address is refused, so a server later exposed hands out no admin rights);
+behind a sign-in proxy, the user its header names, believed only when the direct peer (the
+socket's, never ``X-Forwarded-For``) is in ``[server] trusted_proxies``, so whoever reaches the port
+directly cannot claim a name.
 """
 
 from __future__ import annotations
@@ -76,16 +60,15 @@ def is_loopback(host: str | None) -> bool:
 
 @dataclass(frozen=True)
 class IdentityPolicy:
+    """``[web]`` (:class:`~adapters.web.config.WebConfig`) as the inbox applies it."""
+
     user_header: str | None = None
-    """The trusted proxy's header naming the user; None: the embedded default."""
     admins: frozenset[str] = frozenset()
-    """User names (as the proxy sends them) who are workspace admins."""
     local_allowed: bool = True
     """Without a header: the server listens on loopback only, so its user is the local admin."""
     trusts: Trusts = trusts_nobody
     """Which direct peers may set ``user_header``: ``[server] trusted_proxies``."""
     groups_header: str | None = None
-    """The trusted proxy's header naming the user's groups (``web-group:<name>`` approvers)."""
 
     @classmethod
     def from_config(
@@ -112,15 +95,14 @@ class IdentityPolicy:
         return self.user_header is None and self.local_allowed
 
     def admin_keys(self) -> frozenset[str]:
-        """Identity keys to add to ``People.admins``."""
+        """Identity keys to add to ``People.admins`` (read by the answer rules and admin view)."""
         if self.user_header is None:
             return frozenset({f"web:{LOCAL_USER}"}) if self.local_allowed else frozenset()
         return frozenset(f"web:{name}" for name in self.admins)
 
     def groups(self, headers: Mapping[str, str], client_host: str | None) -> frozenset[str]:
-        """The person's groups as approver keys (``web-group:<name>``), from ``groups_header``:
-        believed only from a trusted proxy that also names the user; empty otherwise. Names are
-        comma-separated; an empty, unprintable or over-long one is left out."""
+        """``web-group:<name>`` keys from ``groups_header`` (comma-separated), believed only from
+        a trusted proxy that also names the user; empty, unprintable or over-long names dropped."""
         if self.groups_header is None or self.user_header is None or not self.trusts(client_host):
             return frozenset()
         raw = headers.get(self.groups_header.lower(), headers.get(self.groups_header, ""))

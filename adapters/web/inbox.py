@@ -1,10 +1,5 @@
-"""The inbox page, its live updates, and what people do on it (answer, "I'm on it").
-
-An answer or a claim is a :class:`~bot.domain.actions.Submit` or
-:class:`~bot.domain.actions.ClaimIt` passed to :meth:`Elicitations.act`, with the same rules and
-the same atomic first answer as chat; the page shows the outcome. A refusal is shown in the card,
-the typed text kept (never a secret's).
-"""
+"""The inbox page, its live updates, and what people do on it (answer, "I'm on it"), passed to
+:meth:`Elicitations.act` with the same rules and the same atomic first answer as chat."""
 
 from __future__ import annotations
 
@@ -14,19 +9,12 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from adapters.shared.openapi import FORM
 from adapters.web import cards, pages
 from adapters.web.cards import Notice
-from adapters.web.identity import Denied
 from adapters.web.pages import InboxPage, Viewer
 from adapters.web.reads import PAGE_LIMIT, RECENT_SCAN, Reads
-from adapters.web.session import (
-    FORM,
-    SECURITY_HEADERS,
-    Session,
-    filters_of,
-    first,
-    parse_form,
-)
+from adapters.web.session import SECURITY_HEADERS, Session, filters_of, first, parse_form
 from bot.domain.actions import ClaimIt, OutcomeKind, Submit
 from bot.domain.bounds import lookup_problem
 from bot.domain.described import describe_answer
@@ -80,8 +68,7 @@ class InboxRoutes:
             stored = await reads.one(key)
             shown = []
             if stored is not None:
-                view = await reads.view(stored)
-                shown = [cards.card_view(view, draft=draft, notice=card_notice)]
+                shown = [cards.card_view(await reads.view(stored), draft=draft, notice=card_notice)]
             waiting = [c for c in shown if c.pending]
             closed = [c for c in shown if not c.pending]
             return InboxPage(viewer, filters, waiting, closed, version, key=key)
@@ -111,8 +98,8 @@ class InboxRoutes:
 
     async def inbox(self, request: Request) -> Response:
         found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message)
+        if isinstance(found, Response):
+            return found
         viewer, fresh = found
         page = await self.page(request, viewer, key=request.query_params.get("key", ""))
         done = await self.reads.one(request.query_params.get("done", ""))
@@ -124,8 +111,8 @@ class InboxRoutes:
 
     async def live(self, request: Request) -> Response:
         found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message)
+        if isinstance(found, Response):
+            return found
         viewer, fresh = found
         page = await self.page(request, viewer, key=request.query_params.get("key", ""))
         response = self.session.html(pages.render_live(page), cookie=viewer if fresh else None)
@@ -133,18 +120,18 @@ class InboxRoutes:
         return response
 
     async def version(self, request: Request) -> Response:
-        found = self.session.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.session.problem(found.status, found.message, as_json=True)
+        found = self.session.viewer_of(request, as_json=True)
+        if isinstance(found, Response):
+            return found
         version = await self.reads.fingerprint.get()
-        return JSONResponse({"version": version}, headers=SECURITY_HEADERS)
+        return _json({"version": version})
 
     async def answer(self, request: Request) -> Response:
         as_json = "application/json" in request.headers.get("accept", "")
         session = self.session
-        found = session.viewer_of(request)
-        if isinstance(found, Denied):
-            return session.problem(found.status, found.message, as_json=as_json)
+        found = session.viewer_of(request, as_json=as_json)
+        if isinstance(found, Response):
+            return found
         viewer = found[0]
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != FORM:
@@ -178,16 +165,13 @@ class InboxRoutes:
         done = outcome.key or key
         if outcome.kind is OutcomeKind.ANSWERED and outcome.answer is not None:
             if not as_json:
-                target = f"/?{urlencode({'done': done})}#{done}"
-                return RedirectResponse(target, status_code=303)
+                return _back_to(done)
             stored = await self.reads.store.get(done)
             message = recorded(stored, outcome.answer) if stored else "Your answer was recorded."
-            body = {"ok": True, "key": done, "message": message}
-            return JSONResponse(body, headers=SECURITY_HEADERS)
+            return _json({"ok": True, "key": done, "message": message})
         if outcome.kind is OutcomeKind.VOTED:  # counted toward the route's quorum
             if as_json:
-                body = {"ok": True, "key": done, "message": outcome.message}
-                return JSONResponse(body, headers=SECURITY_HEADERS)
+                return _json({"ok": True, "key": done, "message": outcome.message})
             page = await self.page(
                 request, viewer, key=done, card_notice=Notice("done", outcome.message)
             )
@@ -208,20 +192,12 @@ class InboxRoutes:
             return self.session.problem(404, NOT_FOUND, as_json=as_json)
         if outcome.kind is not OutcomeKind.CLAIMED or outcome.claim is None:
             message = outcome.refusal.message if outcome.refusal else "Nothing to claim."
-            if as_json:
-                body = {"ok": False, "code": "claim", "message": message}
-                return JSONResponse(body, status_code=409, headers=SECURITY_HEADERS)
-            page = await self.page(request, viewer, key=key, card_notice=Notice("refused", message))
-            return self.session.html(pages.render_inbox(page, self.session.links), status=409)
+            return await self.refused(request, viewer, key, 409, ("claim", message))
         message = (
             f"You're on it until {format_time(outcome.claim.until)}: "
             "escalation and follow-ups wait for you."
         )
-        if as_json:
-            return JSONResponse(
-                {"ok": True, "key": key, "message": message}, headers=SECURITY_HEADERS
-            )
-        return RedirectResponse(f"/?{urlencode({'done': key})}#{key}", status_code=303)
+        return _json({"ok": True, "key": key, "message": message}) if as_json else _back_to(key)
 
     async def refused(
         self,
@@ -230,22 +206,27 @@ class InboxRoutes:
         key: ElicitationKey,
         status: int,
         why: tuple[str, str],
-        submit: Submit,
+        submit: Submit | None = None,
     ) -> Response:
         """The refusal: JSON for the script, else the one card again with the message and the
         typed text (never a secret's)."""
         code, message = why
         if "application/json" in request.headers.get("accept", ""):
-            body = {"ok": False, "code": code, "message": message}
-            return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+            return _json({"ok": False, "code": code, "message": message}, status)
+        draft = "" if submit is None or submit.secret else (submit.text or "")
         page = await self.page(
-            request,
-            viewer,
-            key=key,
-            card_notice=Notice("refused", message),
-            draft="" if submit.secret else (submit.text or ""),
+            request, viewer, key=key, card_notice=Notice("refused", message), draft=draft
         )
         return self.session.html(pages.render_inbox(page, self.session.links), status)
+
+
+def _json(body: dict[str, object], status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def _back_to(key: str) -> RedirectResponse:
+    """After a browser's form post: the inbox, saying what was recorded."""
+    return RedirectResponse(f"/?{urlencode({'done': key})}#{key}", status_code=303)
 
 
 def submit_of(viewer: Viewer, key: ElicitationKey, form: Mapping[str, list[str]]) -> Submit:

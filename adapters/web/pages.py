@@ -1,9 +1,6 @@
-"""The inbox's pages: their view models and the Jinja2 rendering (autoescape on).
-
-Every string that comes from an agent or a source is escaped by the templates (autoescape is on for
-every template and no value is marked safe here). The pages carry no inline script or style, so the
-Content-Security-Policy can forbid both. A card (one elicitation) is built in :mod:`.cards`.
-"""
+"""The inbox's pages: their view models and the Jinja2 rendering. Autoescape is on for every
+template and no value is marked safe here; no page has inline script or style, so the
+Content-Security-Policy forbids both. A card (one elicitation) is built in :mod:`.cards`."""
 
 from __future__ import annotations
 
@@ -23,27 +20,16 @@ from bot.domain.policy import NO_STANDING, Standing
 from bot.domain.records import AuditEntry, DeadlineView, DeliveryView, EffectView
 from bot.domain.rules import format_time
 
-HERE = Path(__file__).parent
-
 _env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(HERE / "templates"),
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
 )
-
-
-def _time(when: datetime | None) -> str:
-    return "" if when is None else format_time(when)
-
-
-_env.filters["utc"] = _time
+_env.filters["utc"] = lambda when: "" if when is None else format_time(when)
 _env.filters["iso"] = lambda when: "" if when is None else when.isoformat()
 _env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)
-
-
-# --------------------------------------------------------------------------- view models
 
 
 @dataclass(frozen=True)
@@ -126,9 +112,6 @@ class AdminRow:
     while pending and never refused)."""
 
 
-# --------------------------------------------------------------------------- building
-
-
 def filter_choices(items: Iterable[Elicitation]) -> FilterChoices:
     workspaces: set[str] = set()
     boards: dict[str, str] = {}
@@ -147,9 +130,6 @@ def filter_choices(items: Iterable[Elicitation]) -> FilterChoices:
         tuple(sorted(boards.items(), key=lambda kv: kv[1].lower())),
         tuple(sorted(sources)),
     )
-
-
-# --------------------------------------------------------------------------- rendering
 
 
 def _render(name: str, **values: Any) -> str:

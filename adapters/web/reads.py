@@ -1,8 +1,5 @@
-"""What the inbox reads: elicitations from the store's reads, as the views every surface renders.
-
-The inbox reads the store (through its port) and never writes it: every answer and claim goes
-through :meth:`~bot.domain.ports.Elicitations.act`.
-"""
+"""What the inbox reads, as the views every surface renders. It never writes the store: every
+answer and claim goes through :meth:`~bot.domain.ports.Elicitations.act`."""
 
 from __future__ import annotations
 
@@ -30,16 +27,9 @@ VERSION_CACHE_SECONDS = 0.25
 VERSION_PENDING = 500
 
 
-def link_of(key: str) -> str:
-    """The inbox page that shows one elicitation."""
-    return f"/?{urlencode({'key': key})}"
-
-
 class Fingerprint:
-    """What is pending (keys and versions) plus how many elicitations exist, as one short hash.
-
-    Shared by every open page and recomputed at most every :data:`VERSION_CACHE_SECONDS`.
-    """
+    """What is pending (keys and versions) plus how many elicitations exist, as one short hash,
+    shared by every open page and recomputed at most every :data:`VERSION_CACHE_SECONDS`."""
 
     def __init__(self, store: ElicitationReads) -> None:
         self.store = store
@@ -89,7 +79,7 @@ class Reads:
             prompt_view(
                 s,
                 timelines.get(s.elicitation.key),
-                link=link_of(s.elicitation.key),
+                link=f"/?{urlencode({'key': s.elicitation.key})}",  # the page of this one
                 now=now,
                 policy=None if self.policy is None else await self.policy(s.elicitation),
             )

@@ -1,26 +1,16 @@
-"""The web inbox's routes: the page, answers, live updates, the admin view and the audit export.
+"""The web inbox's routes; the handlers are in :mod:`.inbox` and :mod:`.admin`.
 
-- ``GET /``: what is waiting (newest first) and the recent history; filters ``workspace``,
-  ``board``, ``source``, ``status``; ``key`` shows one elicitation (the messages' full-text link).
-- ``POST /inbox/answer``: a form post (or the page script's ``fetch`` with ``Accept:
-  application/json``) passed to :meth:`Elicitations.act` with the same rules and the same atomic
-  first answer as chat. A refusal is shown in the card, the typed text kept.
-- ``GET /inbox/version`` and ``GET /inbox/live``: the page polls the first (a fingerprint of what is
-  pending, computed at most every ``reads.VERSION_CACHE_SECONDS`` for all open pages together)
-  and, when it changes, fetches the second and swaps the cards that changed. Polling rather than
-  server-sent events: a request ends at once, so an open page never holds up a shutdown, and it
-  passes proxies that buffer streams.
-- ``GET /admin``, ``GET /admin/elicitation?key=``, ``GET /admin/audit.jsonl``: admins only.
-
-Every POST needs the per-session CSRF token (:mod:`.session`). The handlers live in
-:mod:`.inbox` and :mod:`.admin`; what they read, in :mod:`.reads`.
+The page polls ``/inbox/version`` and fetches ``/inbox/live`` when it changes, rather than using
+server-sent events: a request ends at once, so an open page never holds up a shutdown, and it
+passes proxies that buffer streams.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from adapters.shared.openapi import FORM, problems, request_body
@@ -83,7 +73,6 @@ _ANSWER_FORM = {
         "claim": {"type": "string", "enum": ["1"], "description": "'I'm on it' instead"},
     },
 }
-_JSONL = "application/jsonl"
 
 
 def _query(name: str, description: str, *, required: bool = False) -> dict[str, Any]:
@@ -132,31 +121,29 @@ def inbox_router(
     inbox = InboxRoutes(elicitations, reads, session)
     admin = AdminRoutes(elicitations, reads, session)
     router = APIRouter(tags=["web inbox"])
-    html = HTMLResponse
-    page = _refusals(401, 403)
-    router.add_api_route(
-        "/",
-        inbox.inbox,
-        methods=["GET"],
-        response_class=html,
-        summary="The inbox",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={
-            "parameters": [
-                *_LISTED,
-                _query("done", f"{_KEY} just answered here: the page says what was recorded"),
-            ]
-        },
-    )
-    router.add_api_route(
-        "/inbox/live",
-        inbox.live,
-        methods=["GET"],
-        response_class=html,
-        summary="Its live part",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={"parameters": _LISTED},
-    )
+    refusals = _refusals(401, 403)
+
+    def page(
+        path: str,
+        endpoint: Callable[[Request], Awaitable[Response]],
+        summary: str,
+        *parameters: dict[str, Any],
+        more: tuple[int, ...] = (400, 404),
+    ) -> None:
+        """A page for a browser: HTML, refused as a page too."""
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=["GET"],
+            response_class=HTMLResponse,
+            summary=summary,
+            responses={**refusals, **_refusals(*more)},
+            openapi_extra={"parameters": list(parameters)} if parameters else None,
+        )
+
+    done = _query("done", f"{_KEY} just answered here: the page says what was recorded")
+    page("/", inbox.inbox, "The inbox", *_LISTED, done)
+    page("/inbox/live", inbox.live, "Its live part", *_LISTED)
     router.add_api_route(
         "/inbox/version",
         inbox.version,
@@ -176,22 +163,13 @@ def inbox_router(
         },
         openapi_extra=request_body(_ANSWER_FORM, (FORM,)),
     )
-    router.add_api_route(
-        "/admin",
-        admin.admin,
-        methods=["GET"],
-        response_class=html,
-        summary="Routes, elicitations",
-        responses=page,
-    )
-    router.add_api_route(
+    page("/admin", admin.admin, "Routes, elicitations", more=())
+    key = _query("key", f"{_KEY} (none: a 404)", required=True)
+    page(
         "/admin/elicitation",
         admin.detail,
-        methods=["GET"],
-        response_class=html,
-        summary="One elicitation: deliveries, deadlines, outbox, audit",
-        responses={**page, **_refusals(400, 404)},
-        openapi_extra={"parameters": [_query("key", f"{_KEY} (none: a 404)", required=True)]},
+        "One elicitation: deliveries, deadlines, outbox, audit",
+        key,
     )
     router.add_api_route(
         "/admin/audit.jsonl",
@@ -203,9 +181,9 @@ def inbox_router(
         responses={
             200: {
                 "description": "One JSON object per line",
-                "content": {_JSONL: {"schema": {"type": "string"}}},
+                "content": {"application/jsonl": {"schema": {"type": "string"}}},
             },
-            **page,
+            **refusals,
         },
     )
     router.add_api_route("/static/{name}", session.static, methods=["GET"], include_in_schema=False)

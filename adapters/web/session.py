@@ -1,8 +1,7 @@
 """What every inbox route shares: who is asking, the CSRF token, and how a response goes out.
 
-Every POST needs the per-session CSRF token: a random value in a ``SameSite=Strict``, ``HttpOnly``
-cookie that the form repeats in a hidden field; a request a browser marks cross-site
-(``Sec-Fetch-Site``) is refused as well. The pages carry a strict Content-Security-Policy.
+A POST must repeat in a form field the token of its ``SameSite=Strict``, ``HttpOnly`` cookie, and
+is refused when a browser marks it cross-site (``Sec-Fetch-Site``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qs
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -28,7 +27,6 @@ from bot.domain.ports import Elicitations
 
 CSRF_COOKIE = "elicitbot_csrf"
 CSRF_FIELD = "csrf"
-FORM = "application/x-www-form-urlencoded"
 MAX_FORM_FIELDS = 200
 STATUSES = frozenset(s.value for s in Status)
 STATIC = Path(__file__).parent / "static"
@@ -76,27 +74,24 @@ class Session:
         }
         self.cookie_name = f"__Host-{CSRF_COOKIE}" if secure_cookies else CSRF_COOKIE
 
-    def viewer_of(self, request: Request) -> tuple[Viewer, bool] | Denied:
-        """The viewer and whether their CSRF cookie is new (to be set on the response)."""
+    def viewer_of(
+        self, request: Request, *, as_json: bool = False, admin_only: bool = False
+    ) -> tuple[Viewer, bool] | Response:
+        """The viewer and whether their CSRF cookie is new (to be set on the response), or the
+        refusal to send."""
         client = request.client.host if request.client else None
         who = self.identity.identify(request.headers, client)
         if isinstance(who, Denied):
-            return who
+            return self.problem(who.status, who.message, as_json=as_json)
         token = request.cookies.get(self.cookie_name, "")
         fresh = not _TOKEN.fullmatch(token)
         if fresh:
             token = secrets.token_urlsafe(32)
         admin = who.key in self._elicitations.people.admins  # read now: people change
+        if admin_only and not admin:
+            return self.problem(403, "Only a workspace admin can see the admin view.")
         standing = Standing(groups=self.identity.groups(request.headers, client))
         return Viewer(identity=who, admin=admin, csrf=token, standing=standing), fresh
-
-    def admin_of(self, request: Request) -> tuple[Viewer, bool] | Response:
-        found = self.viewer_of(request)
-        if isinstance(found, Denied):
-            return self.problem(found.status, found.message)
-        if not found[0].admin:
-            return self.problem(403, "Only a workspace admin can see the admin view.")
-        return found
 
     def html(self, body: str, status: int = 200, *, cookie: Viewer | None = None) -> HTMLResponse:
         response = HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
@@ -157,14 +152,5 @@ def first(form: Mapping[str, list[str]], name: str) -> str:
 
 def parse_form(body: bytes) -> dict[str, list[str]]:
     """``application/x-www-form-urlencoded`` into lists of values (ValueError when unreadable)."""
-    fields: dict[str, list[str]] = {}
-    pairs = parse_qsl(
-        body.decode("utf-8"),
-        keep_blank_values=True,
-        strict_parsing=False,
-        max_num_fields=MAX_FORM_FIELDS,
-        errors="strict",
-    )
-    for name, value in pairs:
-        fields.setdefault(name, []).append(value)
-    return fields
+    text = body.decode("utf-8")
+    return parse_qs(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS, errors="strict")
