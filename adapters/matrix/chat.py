@@ -107,8 +107,6 @@ class MatrixChat(RoomReads):
     def user_id(self) -> str:
         return str(self.client.user_id)
 
-    # ------------------------------------------------------------------ ChatAdapter
-
     async def post(
         self,
         destination: Destination,
@@ -118,8 +116,10 @@ class MatrixChat(RoomReads):
         uncertain: datetime | None,
     ) -> MatrixRef:
         room_id = await self.room_for(destination)
-        if self.crypto is None:
-            await self._refuse_encrypted(room_id)
+        if self.crypto is None and await self.is_encrypted(room_id):
+            raise PermanentDeliveryError(
+                f"matrix post: room {room_id} is end-to-end encrypted; elicitbot cannot work there"
+            )
         txn = post_txn(idempotency_key, view.elicitation.key)
         event_id = await self.send(room_id, "m.room.message", message_content(view), txn, "post")
         remember(self._posted, event_id, view.elicitation.key)
@@ -178,8 +178,6 @@ class MatrixChat(RoomReads):
         """The room a destination names: itself, or a person's direct room."""
         target = target_of(destination)
         return await self.direct.room_for(target) if is_person(target) else target
-
-    # ------------------------------------------------------------------ for the listener
 
     def posted_key(self, event_id: str) -> ElicitationKey | None:
         """The elicitation of a prompt this process posted (before its ref is stored)."""
@@ -241,14 +239,6 @@ class MatrixChat(RoomReads):
             max_inline_wait=self.max_inline_wait,
             accept=accept,
         )
-
-    # ------------------------------------------------------------------ helpers
-
-    async def _refuse_encrypted(self, room_id: str) -> None:
-        if await self.is_encrypted(room_id):
-            raise PermanentDeliveryError(
-                f"matrix post: room {room_id} is end-to-end encrypted; elicitbot cannot work there"
-            )
 
     async def _edit(
         self, room_id: str, event_id: str, view: PromptView, *, full_in_thread: bool = False

@@ -126,8 +126,6 @@ class MatrixListener:
         """Events acted on (an answer attempt, a claim, a command, an edit)."""
         return self.events.handled
 
-    # ------------------------------------------------------------------ lifecycle
-
     async def connect(self) -> None:
         """``whoami``: the token works and belongs to the configured user and device."""
         try:
@@ -262,8 +260,6 @@ class MatrixListener:
         self.since = response.next_batch
         self.ready = True
 
-    # ------------------------------------------------------------------ one batch
-
     async def _handle(self, response: SyncResponse, *, first: bool) -> None:
         for room_id, invite in response.rooms.invite.items():
             await self.events.on_invite(room_id, [_source(e) for e in invite.invite_state])
@@ -295,14 +291,8 @@ class MatrixListener:
             if isinstance(event, MegolmEvent):
                 self.undecryptable.saw(room_id, event)
                 return
-            if getattr(event, "decrypted", False) and not await self.crypto.sent_by_sender(event):
-                log.warning(
-                    "matrix.sender_key_unknown",
-                    room_id=room_id,
-                    event_id=getattr(event, "event_id", None),
-                    sender=getattr(event, "sender", None),
-                    problem="its key did not come from any device of its sender: ignored",
-                )
+            decrypted = getattr(event, "decrypted", False)
+            if decrypted and not await self.crypto.sent_by_sender(room_id, event):
                 return
         await self._on_event(room_id, _source(event))
 

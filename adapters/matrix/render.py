@@ -37,26 +37,11 @@ from adapters.matrix.wording import (
 from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE, not_shown
 from bot.domain.forms import is_form
-from bot.domain.model import ApprovalSubject, Disclosure, Elicitation, Kind, Status
+from bot.domain.model import ApprovalSubject, Disclosure, Kind, Status
 from bot.domain.ports import PromptView
 from bot.domain.rules import OfferedOption, approving_withheld, format_time, offered_options
 from bot.domain.views import writeback_note
 from bot.domain.wording import one_line, shorten_digest, title_of
-
-__all__ = [
-    "CONTENT_BUDGET",
-    "MARKER",
-    "MAX_EVENT_BYTES",
-    "Layout",
-    "Rendered",
-    "edit_content",
-    "layout",
-    "message_content",
-    "needs_thread",
-    "render",
-    "shorten_digest",
-    "shown",
-]
 
 MARKER = "org.elicitbot"
 """Our content key on every prompt: ``{"key": <elicitation key>, "version": n}``."""
@@ -144,9 +129,6 @@ class _Doc:
         return Rendered("\n".join(self.plain), sanitise("".join(self.html)))
 
 
-# --------------------------------------------------------------------------- parts
-
-
 def question_block(text: str, limit: int | None, cutter: Cutter) -> Block | None:
     """The question as Markdown (HTML) and as its own text (plain)."""
     text = text.strip()
@@ -158,11 +140,6 @@ def question_block(text: str, limit: int | None, cutter: Cutter) -> Block | None
     if note_html:
         markup += f"<p>{note_html.strip()}</p>"
     return Block(neutralise(shown_text) + note_plain, markup)
-
-
-def _metadata(e: Elicitation, fields: tuple[Block, ...], limit: int) -> Block | None:
-    pieces = [*fields, *(context_piece(n, v, limit) for n, v in e.context_parts())]
-    return field_line(pieces) if pieces else None
 
 
 def subject_line(s: ApprovalSubject) -> Block:
@@ -237,17 +214,17 @@ def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) ->
     withheld_now = approving_withheld(e, view.now)
     elsewhere = next((o.withheld_reason for o in choices if o.elsewhere), None)
     web = view.link if links_to_web(view.approve_on) else None
+    note = None
     if approving and withheld_now is not None:
-        note = f"⚠️ {withheld_now} Approving options are not offered now; the other options work."
-        doc.add(note, f"<p>{esc(note)}</p>")
+        plain = f"⚠️ {withheld_now} Approving options are not offered now; the other options work."
+        doc.add(plain, f"<p>{esc(plain)}</p>")
     elif elsewhere is not None:  # approving counts only on other surfaces (approve_on)
         note = f"⚠️ {elsewhere} The other options work here."
-        doc.add(note, f"<p><b>{esc(note)}</b></p>")
     elif approving and not shown_.whole:
         note = f"⚠️ {not_shown(shown_.review)} The other options work here."
-        doc.add(note, f"<p><b>{esc(note)}</b></p>")
     elif shown_.review == IN_THREAD:
         note = f"🧵 {IN_THREAD if approving else ALL_IN_THREAD}"
+    if note is not None:
         doc.add(note, f"<p><b>{esc(note)}</b></p>")
     here = withheld_now is None
     first = next((n for n, o in enumerate(choices, start=1) if o.elsewhere), None)
@@ -264,9 +241,6 @@ def _options(doc: _Doc, view: PromptView, limits: Limits, shown_: Disclosure) ->
     ]
     if lines:
         doc.add("\n".join(p for p, _ in lines), "<p>" + "<br>".join(h for _, h in lines) + "</p>")
-
-
-# --------------------------------------------------------------------------- the message
 
 
 def _render(view: PromptView, limits: Limits, shown_: Disclosure, cutter: Cutter) -> Rendered:
@@ -301,9 +275,12 @@ def _render(view: PromptView, limits: Limits, shown_: Disclosure, cutter: Cutter
         for block in previews.blocks:
             doc.block(block)
         trailing = previews.trailing_fields
-    metadata = _metadata(e, trailing, limits.context_part)
-    if metadata is not None:
-        doc.block(metadata)
+    metadata = [
+        *trailing,
+        *(context_piece(n, v, limits.context_part) for n, v in e.context_parts()),
+    ]
+    if metadata:
+        doc.block(field_line(metadata))
     if e.subject is not None:
         doc.block(subject_line(e.subject))
     if pending:
@@ -318,19 +295,17 @@ def _render(view: PromptView, limits: Limits, shown_: Disclosure, cutter: Cutter
     return doc.result()
 
 
-def _fits(rendered: Rendered, view: PromptView, budget: int) -> bool:
-    return content_bytes(_content(rendered, view)) <= budget
+def _fits(rendered: Rendered, view: PromptView) -> bool:
+    return content_bytes(_content(rendered, view)) <= CONTENT_BUDGET
 
 
-def layout(
-    view: PromptView, *, full_in_thread: bool = False, budget: int = CONTENT_BUDGET
-) -> Layout:
-    """The message for ``view`` and what it shows: the whole request when it fits ``budget``;
+def layout(view: PromptView, *, full_in_thread: bool = False) -> Layout:
+    """The message for ``view`` and what it shows: the whole request when it fits the budget;
     otherwise cut to fit, with approving offered only when ``full_in_thread`` (the copy's thread
     holds all of it)."""
     whole = Cutter()
     rendered = _render(view, Limits(), SHOWN_WHOLE, whole)
-    if not whole.cut and _fits(rendered, view, budget):
+    if not whole.cut and _fits(rendered, view):
         return Layout(rendered, SHOWN_WHOLE, cut=False)
     disclosure = (
         Disclosure(whole=True, review=IN_THREAD)
@@ -343,7 +318,7 @@ def layout(
     limits = CUT
     for _ in range(16):
         rendered = _render(view, limits, disclosure, Cutter(note_plain, note_html))
-        if _fits(rendered, view, budget):
+        if _fits(rendered, view):
             return Layout(rendered, disclosure, cut=True)
         limits = limits.halved()
     return Layout(_minimal(view), disclosure, cut=True)
@@ -360,11 +335,9 @@ def needs_thread(view: PromptView) -> bool:
     return view.status is Status.PENDING and layout(view).cut
 
 
-def render(
-    view: PromptView, *, full_in_thread: bool = False, budget: int = CONTENT_BUDGET
-) -> Rendered:
-    """The view as text and HTML whose content JSON takes at most ``budget`` bytes."""
-    return layout(view, full_in_thread=full_in_thread, budget=budget).rendered
+def render(view: PromptView, *, full_in_thread: bool = False) -> Rendered:
+    """The view as text and HTML whose content JSON takes at most ``CONTENT_BUDGET`` bytes."""
+    return layout(view, full_in_thread=full_in_thread).rendered
 
 
 def _minimal(view: PromptView) -> Rendered:
@@ -378,9 +351,6 @@ def _minimal(view: PromptView) -> Rendered:
     return Rendered(
         f"{neutralise(text)}\n{view.link}", f"<p>{esc(text)}</p><p>{anchor(view.link)}</p>"
     )
-
-
-# --------------------------------------------------------------------------- event contents
 
 
 def _content(rendered: Rendered, view: PromptView) -> dict[str, Any]:

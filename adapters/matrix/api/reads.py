@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from nio import (
@@ -23,11 +23,9 @@ from nio.api import Api, RelationshipType
 from nio.responses import RoomEventRelationsResponse
 
 from adapters.matrix.api.client import MAX_INLINE_WAIT, MAX_RETRIES, call
+from adapters.matrix.e2ee.crypto import MatrixCrypto, log_undecryptable
 from adapters.matrix.markup.html import remember, txn_digest
 from bot.domain.errors import DeliveryError
-
-if TYPE_CHECKING:
-    from adapters.matrix.e2ee.crypto import MatrixCrypto
 
 log = structlog.get_logger("elicitbot.matrix")
 
@@ -244,14 +242,7 @@ class RoomReads:
         if crypto is None or decrypted is None:
             await self._unreadable(room_id, event)
             return source
-        if not await crypto.sent_by_sender(decrypted):
-            log.warning(
-                "matrix.sender_key_unknown",
-                room_id=room_id,
-                event_id=event.event_id,
-                sender=event.sender,
-                problem="its key did not come from any device of its sender: ignored",
-            )
+        if not await crypto.sent_by_sender(room_id, decrypted):
             return None
         readable = getattr(decrypted, "source", None)
         return readable if isinstance(readable, dict) else None
@@ -261,18 +252,6 @@ class RoomReads:
         if event.event_id in self._asked:
             return
         remember(self._asked, event.event_id, None)
-        log.warning(
-            "matrix.undecryptable",
-            room_id=room_id,
-            event_id=event.event_id,
-            sender=event.sender,
-            device_id=event.device_id,
-            session_id=event.session_id,
-            read="relations",
-        )
-        if self.crypto is None or self.crypto.client.olm is None:
-            return
-        try:
-            await self.crypto.request_key(event)
-        except Exception as exc:  # asking is best effort: the reaction stays unknown anyway
-            log.warning("matrix.key_request_failed", event_id=event.event_id, error=str(exc))
+        log_undecryptable(room_id, event, read="relations")
+        if self.crypto is not None and self.crypto.client.olm is not None:
+            await self.crypto.request_key(event)  # the reaction stays unknown anyway

@@ -110,8 +110,6 @@ class MatrixCrypto:
     def owner(self) -> str:
         return crypto_state.owner_key(self.user_id, self.device_id)
 
-    # ------------------------------------------------------------------ lifecycle
-
     async def check(self) -> None:
         """At start, on every replica: the stored cross-signing keys open with this pickle key
         (a wrong key would otherwise show only when the lease is taken)."""
@@ -237,8 +235,6 @@ class MatrixCrypto:
             if isinstance(result, ErrorResponse):
                 log.warning("matrix.crypto_chore_failed", error=str(result))
 
-    # ------------------------------------------------------------------ sending
-
     async def send(self, room_id: str, event_type: str, content: dict[str, Any], txn: str) -> Any:
         """Send one event to an encrypted room, encrypted (nio's response or error value)."""
         if not self.active or self.client.olm is None:
@@ -300,8 +296,6 @@ class MatrixCrypto:
                     self.client.invalidate_outbound_session(room_id)
         return room
 
-    # ------------------------------------------------------------------ receiving
-
     def decrypt(self, room_id: str, event: MegolmEvent) -> Event | None:
         """The event decrypted with the room keys this device holds, or None while its key is
         missing (or it does not decrypt at all): the caller reports it, never drops it."""
@@ -316,19 +310,25 @@ class MatrixCrypto:
             return None
         return decrypted
 
-    async def sent_by_sender(self, event: Any) -> bool:
+    async def sent_by_sender(self, room_id: str, event: Any) -> bool:
         """A decrypted event's Megolm key came from one of its sender's devices (nio binds the
-        two only for devices marked verified, and elicitbot trusts on first use)."""
+        two only for devices marked verified, and elicitbot trusts on first use); logged if not."""
         olm = self.client.olm
-        if olm is None:
-            return False
-        if event.sender_key in self._curve_keys(event.sender):
+        if olm is not None and event.sender_key not in self._curve_keys(event.sender):
+            olm.users_for_key_query.add(event.sender)
+            with contextlib.suppress(Exception):  # unknown now: checked once more below
+                async with self.client.crypto_lock:  # see e2ee.housekeeping
+                    await self.client.keys_query()
+        if olm is not None and event.sender_key in self._curve_keys(event.sender):
             return True
-        olm.users_for_key_query.add(event.sender)
-        with contextlib.suppress(Exception):  # unknown now: checked once more below
-            async with self.client.crypto_lock:  # see e2ee.housekeeping
-                await self.client.keys_query()
-        return event.sender_key in self._curve_keys(event.sender)
+        log.warning(
+            "matrix.sender_key_unknown",
+            room_id=room_id,
+            event_id=event.event_id,
+            sender=event.sender,
+            problem="its key did not come from any device of its sender: ignored",
+        )
+        return False
 
     def _curve_keys(self, user_id: str) -> set[str]:
         return {d.curve25519 for d in self.client.device_store.active_user_devices(user_id)}
@@ -336,10 +336,11 @@ class MatrixCrypto:
     async def request_key(self, event: Any) -> None:
         """Ask the sender's device for the Megolm key of an event we could not decrypt (nio's
         own ``request_room_key`` asks only the bot's own other devices)."""
-        request = event.as_key_request(event.sender, self.device_id, None, event.device_id)
-        await self.client.to_device(request)
-
-    # ------------------------------------------------------------------ helpers
+        try:
+            request = event.as_key_request(event.sender, self.device_id, None, event.device_id)
+            await self.client.to_device(request)
+        except Exception as exc:  # asking is best effort: the event stays unread, and is reported
+            log.warning("matrix.key_request_failed", event_id=event.event_id, error=str(exc))
 
     async def _cross_sign(self) -> None:
         owner = signing_owner(self.user_id)
@@ -367,3 +368,15 @@ class MatrixCrypto:
                 outcome=str(self.cross_signing),
                 problem=NOT_CROSS_SIGNED,
             )
+
+
+def log_undecryptable(room_id: str, event: MegolmEvent, **where: Any) -> None:
+    log.warning(
+        "matrix.undecryptable",
+        room_id=room_id,
+        event_id=event.event_id,
+        sender=event.sender,
+        device_id=event.device_id,
+        session_id=event.session_id,
+        **where,
+    )

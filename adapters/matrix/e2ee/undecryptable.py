@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from nio import MegolmEvent
 
-from adapters.matrix.e2ee.crypto import MatrixCrypto
+from adapters.matrix.e2ee.crypto import MatrixCrypto, log_undecryptable
 from adapters.matrix.intake.handling import RoomEvents
 from adapters.matrix.intake.notices import UNREADABLE, Said
 from adapters.matrix.translate import reply_root
@@ -55,18 +55,10 @@ class Undecryptable:
         if event.event_id in self._waiting:
             return
         self.seen += 1
-        log.warning(
-            "matrix.undecryptable",
-            room_id=room_id,
-            event_id=event.event_id,
-            sender=event.sender,
-            device_id=event.device_id,
-            session_id=event.session_id,
-            relates_to=_relation(event),
-        )
+        log_undecryptable(room_id, event, relates_to=_relation(event))
         waiting = _Waiting(room_id, event)
         self._waiting[event.event_id] = waiting
-        self._spawn(self._ask(event))
+        self._spawn(self.crypto.request_key(event))
         waiting.timer = self._spawn(self._wait(event.event_id))
         while len(self._waiting) > REMEMBERED:
             oldest = next(iter(self._waiting))
@@ -102,14 +94,6 @@ class Undecryptable:
         for task in list(self.background):
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
-
-    # ------------------------------------------------------------------ helpers
-
-    async def _ask(self, event: MegolmEvent) -> None:
-        try:
-            await self.crypto.request_key(event)
-        except Exception as exc:  # asking is best effort; the wait and the report still come
-            log.warning("matrix.key_request_failed", event_id=event.event_id, error=str(exc))
 
     async def _wait(self, event_id: str) -> None:
         await asyncio.sleep(self.key_wait)

@@ -27,7 +27,6 @@ from adapters.matrix.render import (
     edit_content,
     message_content,
     render,
-    shorten_digest,
     shown,
 )
 from adapters.sources.superpipeline.parse import parse_body
@@ -41,6 +40,7 @@ from bot.domain.model import (
     Status,
 )
 from bot.domain.ports import PromptView
+from bot.domain.wording import shorten_digest
 from tests.unit.domain.builders import (
     NOW,
     SUBJECT_EXPIRES,
