@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from nio import ErrorResponse, LocalProtocolError
 
 from bot.domain.errors import DeliveryError, PermanentDeliveryError, TransientDeliveryError
@@ -52,23 +51,16 @@ def http_status(response: Any) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def _header_seconds(headers: Mapping[str, Any] | None) -> float | None:
-    value = (headers or {}).get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except (TypeError, ValueError):
-        return None  # an HTTP date: rare from a homeserver; the body's value is used instead
-
-
 def retry_after(response: Any) -> float | None:
     """Seconds to wait after a 429: ``Retry-After`` first, then ``retry_after_ms``, else None."""
     transport = getattr(response, "transport_response", None)
     headers = getattr(transport, "headers", None)
-    seconds = _header_seconds(headers if isinstance(headers, Mapping) else None)
-    if seconds is not None:
-        return seconds
+    value = headers.get("Retry-After") if isinstance(headers, Mapping) else None
+    if value is not None:
+        try:
+            return max(float(value), 0.0)
+        except (TypeError, ValueError):
+            pass  # an HTTP date: rare from a homeserver; the body's value is used instead
     ms = getattr(response, "retry_after_ms", None)
     if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
         return float(ms) / 1000
@@ -103,8 +95,6 @@ def from_exception(what: str, exc: BaseException) -> DeliveryError:
     """The delivery error for an exception raised by nio during call ``what``."""
     if isinstance(exc, DeliveryError):
         return exc
-    if isinstance(exc, aiohttp.ClientError | TimeoutError | OSError):
-        return TransientDeliveryError(f"matrix {what}: {type(exc).__name__}: {exc}")
     if isinstance(exc, LocalProtocolError):
         return PermanentDeliveryError(f"matrix {what}: {exc}")
     return TransientDeliveryError(f"matrix {what}: {type(exc).__name__}: {exc}")

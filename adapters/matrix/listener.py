@@ -65,9 +65,7 @@ class MatrixListener:
         *,
         device_id: str,
         bots: Iterable[str] = (),
-        poll_timeout_ms: int = POLL_TIMEOUT_MS,
         timeline_limit: int = TIMELINE_LIMIT,
-        backfill_limit: int = BACKFILL_LIMIT,
         max_backoff: float = MAX_BACKOFF,
         key_wait: float = KEY_WAIT,
     ) -> None:
@@ -79,8 +77,6 @@ class MatrixListener:
         self.user_id = chat.user_id
         self.device_id = device_id
         self.bots = frozenset(bots)
-        self.poll_timeout_ms = poll_timeout_ms
-        self.backfill_limit = backfill_limit
         self.max_backoff = max_backoff
         self.filter: dict[str, Any] = {
             "room": {
@@ -239,7 +235,7 @@ class MatrixListener:
         self.client.next_batch = self.since  # nio syncs from it when since is None
         response = await self.client.sync(
             # The first sync of a run returns at once, so readiness does not wait a long poll.
-            timeout=self.poll_timeout_ms if self.ready else 0,
+            timeout=POLL_TIMEOUT_MS if self.ready else 0,
             sync_filter=self.filter,
             since=self.since,
         )
@@ -299,8 +295,8 @@ class MatrixListener:
     async def _backfill(self, room_id: str, start: str) -> list[Any]:
         """The events a limited sync left out, back to the saved token, oldest first."""
         assert self.since is not None  # noqa: S101 - only incremental syncs are limited
-        found = await self.chat.messages_between(room_id, start, self.since, self.backfill_limit)
-        if len(found) >= self.backfill_limit:
+        found = await self.chat.messages_between(room_id, start, self.since, BACKFILL_LIMIT)
+        if len(found) >= BACKFILL_LIMIT:
             log.warning("matrix.backfill_capped", room_id=room_id, events=len(found))
         self.backfilled += len(found)
         log.info("matrix.backfilled", room_id=room_id, events=len(found))

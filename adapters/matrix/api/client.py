@@ -39,19 +39,17 @@ def make_client(
     device_id: str,
     access_token: str,
     *,
-    request_timeout: float = REQUEST_TIMEOUT,
     pickle_key: str | None = None,
-    store_dir: str | None = None,
 ) -> AsyncClient:
     """An ``AsyncClient`` on the configured access token and fixed device: never a login, so the
     device, its keys and the homeserver's transaction-id dedupe survive restarts. ``pickle_key``:
-    encryption on, the store in scratch ``store_dir``; nio writes no sync token (the listener
-    writes each *handled* batch's)."""
+    encryption on (the store's directory comes with its restore); nio writes no sync token (the
+    listener writes each *handled* batch's)."""
     encrypted = pickle_key is not None
     config = AsyncClientConfig(
         max_limit_exceeded=0,
         max_timeouts=0,
-        request_timeout=request_timeout,
+        request_timeout=REQUEST_TIMEOUT,
         encryption_enabled=encrypted,
         store_sync_tokens=False,
         **({"store": SqliteStore, "pickle_key": pickle_key} if encrypted else {}),
@@ -61,7 +59,7 @@ def make_client(
         homeserver.rstrip("/"),
         user_id,
         device_id=device_id,
-        store_path=store_dir or "",
+        store_path="",
         config=config,
     )
     client.user_id = user_id

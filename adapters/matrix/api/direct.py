@@ -113,8 +113,6 @@ class DirectRooms:
         if await self._list(user_id, room_id):
             log.info("matrix.direct_room_adopted", user_id=user_id, room_id=room_id)
 
-    # ------------------------------------------------------------------ helpers
-
     @property
     def _me(self) -> str:
         return str(self.client.user_id)

@@ -202,9 +202,6 @@ async def cross_sign_device(client: Any, keys: CrossSigningKeys) -> Outcome:
     return outcome
 
 
-# -- helpers ------------------------------------------------------------------------------------
-
-
 def _derive(pickle_key: str) -> bytes:
     key: bytes = HKDF(pickle_key.encode(), 32, b"", SHA256, context=_KDF_CONTEXT)
     return key

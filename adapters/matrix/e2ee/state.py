@@ -119,9 +119,6 @@ def changes(client: Any) -> int:
     return int(connection.total_changes)
 
 
-# -- helpers -------------------------------------------------------------------------------------
-
-
 def _backup(path: Path) -> bytes:
     """A consistent image of the database at ``path`` through SQLite's backup API."""
     with (

@@ -67,9 +67,6 @@ class Previews:
     """The field run that ends the previews, one piece per field, for the metadata line."""
 
 
-# --------------------------------------------------------------------------- code
-
-
 def language_of(item: PreviewItem) -> str | None:
     raw = item.language or _DEFAULT_LANGUAGE.get(item.type)
     name = _LANGUAGE_CHARS.sub("", raw or "")[:40]
@@ -102,9 +99,6 @@ def code_html(text: str, language: str | None) -> str:
     attribute = f' class="language-{language}"' if language else ""
     inner = diff_html(text) if language == "diff" else esc(text)
     return f"<pre><code{attribute}>{inner}</code></pre>"
-
-
-# --------------------------------------------------------------------------- one item
 
 
 def _email_html(text: str) -> str:
