@@ -94,15 +94,10 @@ class MatrixListener:
             "account_data": {"not_types": ["*"]},
         }
         self.events = RoomEvents(chat, elicitations, bots=self.bots)
-        self.undecryptable = (
-            Undecryptable(
-                self.crypto,
-                functools.partial(report, self.events),
-                key_wait=key_wait,
-            )
-            if self.crypto is not None
-            else None
-        )
+        self.undecryptable: Undecryptable | None = None
+        if self.crypto is not None:
+            notify = functools.partial(report, self.events)
+            self.undecryptable = Undecryptable(self.crypto, notify, key_wait=key_wait)
         self.since: str | None = None
         self.ready = False
         self.backfilled = 0

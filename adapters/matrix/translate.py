@@ -298,8 +298,7 @@ def read_invite(invite_state: list[dict[str, Any]], *, own_user_id: str) -> Invi
     inviter = None
     encrypted = direct = False
     for event in invite_state:
-        raw = event.get("content")
-        content: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        content = _mapping(event.get("content"))
         if (
             event.get("type") == "m.room.member"
             and event.get("state_key") == own_user_id

@@ -6,7 +6,8 @@ name not read by then shows as the entry, and its read finishes in the backgroun
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import structlog
 
@@ -19,7 +20,7 @@ log = structlog.get_logger("elicitbot.matrix")
 NAMES_WAIT = 1.0
 """Seconds an action waits for the approvers' names beside its power level."""
 
-DisplayName = Callable[[str, str], Awaitable[str | None]]
+DisplayName = Callable[[str, str], Coroutine[Any, Any, str | None]]
 """A member's name in a room (room id, MXID): :meth:`RoomReads.display_name`."""
 
 
@@ -45,22 +46,18 @@ class ApproverNames:
         if not people:
             return {}
         jobs: dict[str, asyncio.Task[str | None]] = {
-            a: asyncio.create_task(self._read(room_id, a[len("matrix:") :])) for a in people
+            a: asyncio.create_task(self.display_name(room_id, a[len("matrix:") :])) for a in people
         }
         done, pending = await asyncio.wait(jobs.values(), timeout=self.wait)
         for job in pending:
             self._reading.add(job)
             job.add_done_callback(self._finished)
-        found: dict[str, str] = {}
-        for entry, job in jobs.items():
-            if job in done and not job.cancelled() and job.exception() is None:
-                name = job.result()
-                if name:
-                    found[entry] = name
-        return found
-
-    async def _read(self, room_id: str, user_id: str) -> str | None:
-        return await self.display_name(room_id, user_id)
+        return {
+            entry: name
+            for entry, job in jobs.items()
+            if job in done and not job.cancelled() and job.exception() is None
+            if (name := job.result())
+        }
 
     def _finished(self, job: asyncio.Task[str | None]) -> None:
         self._reading.discard(job)

@@ -30,11 +30,9 @@ class EncryptingClient(AsyncClient):  # type: ignore[misc] # nio ships no type h
         self.crypto_lock = asyncio.Lock()
 
     async def receive_response(self, response: Any) -> None:
-        if isinstance(response, SyncResponse):
-            async with self.crypto_lock:
-                await super().receive_response(response)
-            return
-        await super().receive_response(response)
+        sync = isinstance(response, SyncResponse)
+        async with self.crypto_lock if sync else contextlib.nullcontext():
+            await super().receive_response(response)
 
 
 async def send_event(
@@ -95,7 +93,7 @@ async def upload_keys(client: AsyncClient, persist: Persist | None = None) -> An
     return await client._send(KeysUploadResponse, method, path, data)
 
 
-async def housekeeping(client: AsyncClient, persist: Persist | None = None) -> list[Any]:
+async def housekeeping(client: EncryptingClient, persist: Persist | None = None) -> list[Any]:
     """The crypto chores after a sync; returns every response (errors are values: check them).
     The key query and claim run under ``crypto_lock``: a changed user drops rooms' outbound
     sessions, and a send between sharing and encrypting would use a session nobody received."""
@@ -104,16 +102,10 @@ async def housekeeping(client: AsyncClient, persist: Persist | None = None) -> l
         return results
     if client.should_upload_keys:
         results.append(await upload_keys(client, persist))
-    async with crypto_lock(client):
+    async with client.crypto_lock:
         if client.should_query_keys:
             results.append(await client.keys_query())
         if client.should_claim_keys:
             results.append(await client.keys_claim(client.get_users_for_key_claiming()))
     results.extend(await client.send_to_device_messages())
     return results
-
-
-def crypto_lock(client: AsyncClient) -> contextlib.AbstractAsyncContextManager[Any]:
-    """The client's lock between handling a sync and sharing/encrypting (none: a plain client)."""
-    lock = getattr(client, "crypto_lock", None)
-    return lock if isinstance(lock, asyncio.Lock) else contextlib.nullcontext()

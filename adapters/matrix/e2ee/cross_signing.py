@@ -72,23 +72,20 @@ class CrossSigningKeys:
     def generate(cls) -> CrossSigningKeys:
         return cls(*(ECC.generate(curve="Ed25519").seed for _ in USAGES))
 
-    def _seed(self, usage: str) -> bytes:
-        seed: bytes = getattr(self, usage)
-        return seed
+    def _key(self, usage: str) -> Any:
+        return ECC.construct(curve="Ed25519", seed=getattr(self, usage))
 
     def public_key(self, usage: str) -> str:
         """The unpadded base64 public key (also its key id after ``ed25519:``)."""
-        key = ECC.construct(curve="Ed25519", seed=self._seed(usage))
-        return str(encode_base64(key.public_key().export_key(format="raw")))
+        return str(encode_base64(self._key(usage).public_key().export_key(format="raw")))
 
     def sign(self, usage: str, obj: Mapping[str, Any]) -> str:
-        key = ECC.construct(curve="Ed25519", seed=self._seed(usage))
-        return str(encode_base64(eddsa.new(key, "rfc8032").sign(signable(obj))))
+        return str(encode_base64(eddsa.new(self._key(usage), "rfc8032").sign(signable(obj))))
 
     def seal(self, pickle_key: str) -> bytes:
         nonce = get_random_bytes(_NONCE)
         cipher = AES.new(_derive(pickle_key), AES.MODE_GCM, nonce=nonce)
-        payload = json.dumps({u: encode_base64(self._seed(u)) for u in USAGES}).encode()
+        payload = json.dumps({u: encode_base64(getattr(self, u)) for u in USAGES}).encode()
         ciphertext, tag = cipher.encrypt_and_digest(payload)
         return SEALED_MAGIC + nonce + tag + ciphertext
 

@@ -113,10 +113,7 @@ def changes(client: Any) -> int:
     Call it on the event loop's thread: peewee keeps one connection per thread."""
     store = getattr(client, "store", None)
     database = getattr(store, "database", None)
-    if database is None:
-        return 0
-    connection = database.connection()
-    return int(connection.total_changes)
+    return 0 if database is None else int(database.connection().total_changes)
 
 
 def _backup(path: Path) -> bytes:

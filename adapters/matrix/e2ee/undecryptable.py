@@ -55,7 +55,8 @@ class Undecryptable:
         if event.event_id in self._waiting:
             return
         self.seen += 1
-        log_undecryptable(room_id, event, relates_to=_relation(event))
+        relates = {k: v for k, v in relation(event).items() if k in ("rel_type", "event_id")}
+        log_undecryptable(room_id, event, relates_to=relates)
         waiting = _Waiting(room_id, event)
         self._waiting[event.event_id] = waiting
         self._spawn(self.crypto.request_key(event))
@@ -82,11 +83,9 @@ class Undecryptable:
     async def flush(self) -> None:
         """Report every event still waiting, now (the listener stops: after a restart the sync
         resumes past them, so waiting longer would drop them silently)."""
-        waiting = list(self._waiting)
-        for event_id in waiting:
+        for event_id in list(self._waiting):
             self._give_up(event_id)
-        if self.background:
-            await asyncio.gather(*self.background, return_exceptions=True)
+        await asyncio.gather(*self.background, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Stop waiting (the listener stops): nothing is reported after this."""
@@ -147,11 +146,6 @@ async def report(events: RoomEvents, room_id: str, event: MegolmEvent) -> None:
     words = Said(UNREADABLE, mention=True, kind=NoticeKind.REFUSAL)
     trigger = str(event.event_id)
     events.tell(room_id, target, str(event.sender), words, trigger=trigger, reply_to=reply_to)
-
-
-def _relation(event: MegolmEvent) -> dict[str, Any]:
-    relates = relation(event)
-    return {k: v for k, v in relates.items() if k in ("rel_type", "event_id")}
 
 
 def relation(event: MegolmEvent) -> dict[str, Any]:
