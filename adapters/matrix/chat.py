@@ -27,10 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from nio import (
-    AsyncClient,
-    RoomSendResponse,
-)
+from nio import AsyncClient, RoomSendResponse
 
 from adapters.matrix.api.client import MAX_INLINE_WAIT, MAX_RETRIES, call, make_client
 from adapters.matrix.api.direct import DirectRooms, is_person

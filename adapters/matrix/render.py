@@ -27,13 +27,7 @@ from adapters.matrix.markup.previews import (
     field_line,
     preview_blocks,
 )
-from adapters.matrix.wording import (
-    escalated_to,
-    escalation_block,
-    how_to,
-    result_line,
-    timeline,
-)
+from adapters.matrix.wording import escalated_to, escalation_block, how_to, result_line, timeline
 from bot.domain.deciders import APPROVE_IN_WEB, links_to_web
 from bot.domain.disclosure import SHOWN_WHOLE, not_shown
 from bot.domain.forms import is_form

@@ -30,17 +30,19 @@ CLAIM_COMMANDS = frozenset({"!elicitbot claim", "!elicitbot i'm on it", "i'm on 
 
 
 @dataclass(frozen=True)
-class Reaction:
+class _Event:
     event_id: str
     sender: str
+
+
+@dataclass(frozen=True)
+class Reaction(_Event):
     target: str
     key: str
 
 
 @dataclass(frozen=True)
-class Reply:
-    event_id: str
-    sender: str
+class Reply(_Event):
     root: str
     """The thread root (``m.thread``), or the replied-to event of a rich reply."""
     body: str
@@ -48,31 +50,24 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class Edit:
-    event_id: str
-    sender: str
+class Edit(_Event):
     original: str
     body: str
     """The new body (``m.new_content.body``)."""
 
 
 @dataclass(frozen=True)
-class CommandMessage:
-    event_id: str
-    sender: str
+class CommandMessage(_Event):
     body: str
 
 
 @dataclass(frozen=True)
-class Encrypted:
-    event_id: str
-    sender: str
+class Encrypted(_Event):
+    """An ``m.room.encrypted`` event, or the ``m.room.encryption`` state turning it on."""
 
 
 @dataclass(frozen=True)
-class Redaction:
-    event_id: str
-    sender: str
+class Redaction(_Event):
     redacts: str
 
 

@@ -56,11 +56,7 @@ def make_client(
     )
     kind = EncryptingClient if encrypted else AsyncClient
     client = kind(
-        homeserver.rstrip("/"),
-        user_id,
-        device_id=device_id,
-        store_path="",
-        config=config,
+        homeserver.rstrip("/"), user_id, device_id=device_id, store_path="", config=config
     )
     client.user_id = user_id
     client.device_id = device_id

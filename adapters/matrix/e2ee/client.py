@@ -9,13 +9,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nio import (
-    AsyncClient,
-    ErrorResponse,
-    KeysUploadResponse,
-    RoomSendResponse,
-    SyncResponse,
-)
+from nio import AsyncClient, ErrorResponse, KeysUploadResponse, RoomSendResponse, SyncResponse
 from nio.api import Api
 
 Persist = Callable[[], Awaitable[None]]

@@ -173,8 +173,7 @@ def item_block(item: PreviewItem, limits: ItemLimits, cutter: Cutter) -> Block:
     head_plain = f"{neutralise(label)}: " if label else ""
     head_html = f"<b>{esc(label)}:</b> " if label else ""
     return Block(
-        "• " + head_plain + " ".join(parts_plain),
-        f"<p>{head_html}{' '.join(parts_html)}</p>",
+        "• " + head_plain + " ".join(parts_plain), f"<p>{head_html}{' '.join(parts_html)}</p>"
     )
 
 

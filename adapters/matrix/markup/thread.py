@@ -128,9 +128,7 @@ def blocks_of(e: Elicitation, budget: int) -> list[Block]:
     return blocks
 
 
-def _runs(
-    items: Sequence[PreviewItem],
-) -> list[tuple[PreviewItem | None, list[PreviewItem]]]:
+def _runs(items: Sequence[PreviewItem]) -> list[tuple[PreviewItem | None, list[PreviewItem]]]:
     """Items in order, consecutive fields grouped: ``(item, [])`` or ``(None, fields)``."""
     out: list[tuple[PreviewItem | None, list[PreviewItem]]] = []
     for item in items:
