@@ -263,12 +263,11 @@ def _render(view: PromptView, limits: Limits, shown_: Disclosure, cutter: Cutter
         doc.block(question)
     if pending and is_form(e):
         doc.block(form_block(e.form, label=limits.option, description=limits.description))
-    trailing: tuple[Block, ...] = ()
+    trailing: list[Block] = []
     if e.subject is not None:
-        previews = preview_blocks(e.subject.preview, limits.item, cutter)
-        for block in previews.blocks:
+        previews, trailing = preview_blocks(e.subject.preview, limits.item, cutter)
+        for block in previews:
             doc.block(block)
-        trailing = previews.trailing_fields
     metadata = [
         *trailing,
         *(context_piece(n, v, limits.context_part) for n, v in e.context_parts()),

@@ -29,9 +29,9 @@ def matrix_chat(
     """A :class:`MatrixChat`; with a ``pickle_key``, its crypto state kept in ``states``, each
     snapshot written only while ``lease`` (name, holder) is still ours, checked by the store in
     the same statement; ``fence()`` reads the lease for the hand-off."""
-    if pickle_key is None:
-        return MatrixChat(make_client(homeserver, user_id, device_id, access_token))
     client = make_client(homeserver, user_id, device_id, access_token, pickle_key=pickle_key)
+    if pickle_key is None:
+        return MatrixChat(client)
     assert isinstance(client, EncryptingClient)  # noqa: S101 - make_client's contract
     crypto = MatrixCrypto(
         client,

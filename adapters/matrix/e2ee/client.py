@@ -60,10 +60,8 @@ async def send_event(
             if isinstance(shared, ErrorResponse):
                 return shared
         message_type, encrypted = client.encrypt(room_id, event_type, content)
-    method, path, data = Api.room_send(client.access_token, room_id, message_type, encrypted, tx_id)
-    # nio's own room_send path (its public one would encrypt once more): the response handled
-    # as room_send's is.
-    return await client._send(RoomSendResponse, method, path, data, (room_id,))
+    # Sent as it is: nio's public room_send would encrypt it once more.
+    return await plain_send(client, room_id, message_type, encrypted, tx_id)
 
 
 async def plain_send(

@@ -60,13 +60,6 @@ class Cutter:
         return (self.note_plain, self.note_html) if was_cut else ("", "")
 
 
-@dataclass(frozen=True)
-class Previews:
-    blocks: tuple[Block, ...]
-    trailing_fields: tuple[Block, ...]
-    """The field run that ends the previews, one piece per field, for the metadata line."""
-
-
 def language_of(item: PreviewItem) -> str | None:
     raw = item.language or _DEFAULT_LANGUAGE.get(item.type)
     name = _LANGUAGE_CHARS.sub("", raw or "")[:40]
@@ -197,19 +190,34 @@ def field_line(pieces: Sequence[Block]) -> Block:
     )
 
 
-def preview_blocks(items: Sequence[PreviewItem], limits: ItemLimits, cutter: Cutter) -> Previews:
-    """Every item in order; consecutive fields as one line; the final run of fields apart."""
-    blocks: list[Block] = []
-    run: list[Block] = []
+def field_runs(items: Sequence[PreviewItem]) -> list[tuple[PreviewItem | None, list[PreviewItem]]]:
+    """Items in order, consecutive fields grouped: ``(item, [])`` or ``(None, fields)``."""
+    out: list[tuple[PreviewItem | None, list[PreviewItem]]] = []
     for item in items:
         if item.type == "field":
-            run.append(field_piece(item, limits, cutter))
-            continue
-        if run:
-            blocks.append(field_line(run))
-            run = []
-        blocks.append(item_block(item, limits, cutter))
-    return Previews(tuple(blocks), tuple(run))
+            if out and out[-1][0] is None:
+                out[-1][1].append(item)
+            else:
+                out.append((None, [item]))
+        else:
+            out.append((item, []))
+    return out
+
+
+def preview_blocks(
+    items: Sequence[PreviewItem], limits: ItemLimits, cutter: Cutter
+) -> tuple[list[Block], list[Block]]:
+    """Every item in order, consecutive fields as one line; apart, one piece per field, the run
+    of fields that ends the previews (for the metadata line)."""
+    groups = field_runs(items)
+    last = groups.pop()[1] if groups and groups[-1][0] is None else []
+    blocks = [
+        item_block(item, limits, cutter)
+        if item is not None
+        else field_line([field_piece(f, limits, cutter) for f in fields])
+        for item, fields in groups
+    ]
+    return blocks, [field_piece(f, limits, cutter) for f in last]
 
 
 def context_piece(name: str, value: str, limit: int) -> Block:

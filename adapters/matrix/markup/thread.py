@@ -22,6 +22,7 @@ from adapters.matrix.markup.previews import (
     Cutter,
     field_line,
     field_piece,
+    field_runs,
     item_block,
 )
 from adapters.matrix.render import question_block
@@ -115,7 +116,7 @@ def blocks_of(e: Elicitation, budget: int) -> list[Block]:
         blocks.extend(_split(e.question.strip(), question, budget))
     if e.subject is None:
         return blocks
-    for item, run in _runs(e.subject.preview):
+    for item, run in field_runs(e.subject.preview):
         if item is not None:
             blocks.extend(_item_blocks(item, budget))
             continue
@@ -126,20 +127,6 @@ def blocks_of(e: Elicitation, budget: int) -> list[Block]:
             for field in run:
                 blocks.extend(_item_blocks(field, budget))
     return blocks
-
-
-def _runs(items: Sequence[PreviewItem]) -> list[tuple[PreviewItem | None, list[PreviewItem]]]:
-    """Items in order, consecutive fields grouped: ``(item, [])`` or ``(None, fields)``."""
-    out: list[tuple[PreviewItem | None, list[PreviewItem]]] = []
-    for item in items:
-        if item.type == "field":
-            if out and out[-1][0] is None:
-                out[-1][1].append(item)
-            else:
-                out.append((None, [item]))
-        else:
-            out.append((item, []))
-    return out
 
 
 def _pack(blocks: Sequence[Block], budget: int) -> list[list[Block]]:
