@@ -122,13 +122,11 @@ class MatrixChat(RoomReads):
         remember(self._posted, event_id, view.elicitation.key)
         self._sent_subject(event_id, view)
         if needs_thread(view):
-            ref = await self._thread(room_id, event_id, view)
-        else:
-            ref = MatrixRef(room_id, event_id)
-            if uncertain:
-                # An earlier attempt may have made this event with an older version of the prompt.
-                await self._refresh(room_id, event_id, view)
-        return ref
+            return await self._thread(room_id, event_id, view)
+        if uncertain:
+            # An earlier attempt may have made this event with an older version of the prompt.
+            await self._refresh(room_id, event_id, view)
+        return MatrixRef(room_id, event_id)
 
     async def update(
         self, destination: Destination, ref: MessageRef, view: PromptView, *, idempotency_key: str
@@ -157,16 +155,12 @@ class MatrixChat(RoomReads):
         """A threaded ``m.notice`` naming (and, unless ``notice.mention`` is False, mentioning)
         the Matrix people of ``notice``; without a Matrix thread, unthreaded in the room."""
         thread = notice.thread if isinstance(notice.thread, MatrixRef) else None
-        room_id = (
-            thread.room_id
-            if thread is not None and thread.room_id
-            else await self.room_for(destination)
-        )
+        room_id = (thread and thread.room_id) or await self.room_for(destination)
         content = notice_content(
             notice.text,
             users=matrix_users([notice.user, *notice.mentions]),
             mention=notice.mention,
-            thread_root=thread.event_id if thread is not None and thread.event_id else None,
+            thread_root=(thread and thread.event_id) or None,
             reply_to=notice.reply_to or None,
         )
         await self.send(room_id, "m.room.message", content, idempotency_key, "notice")

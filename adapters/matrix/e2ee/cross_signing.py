@@ -134,21 +134,17 @@ def signatures_upload(
     user_id: str,
     device_keys: Mapping[str, Any],
     keys: CrossSigningKeys,
-    sign_as_device: Callable[[bytes], str] | None = None,
+    sign_as_device: Callable[[bytes], str],
 ) -> dict[str, Any]:
     """The body of ``POST /keys/signatures/upload``: the device (its keys as the server holds
-    them) signed by the self-signing key; with ``sign_as_device``, the master key signed by the
-    device as well."""
+    them) signed by the self-signing key, and the master key signed by the device."""
     device_id = str(device_keys["device_id"])
     device = {k: v for k, v in device_keys.items() if k not in ("signatures", "unsigned")}
     ssk_id = f"ed25519:{keys.public_key('self_signing')}"
     device["signatures"] = {user_id: {ssk_id: keys.sign("self_signing", device)}}
-    signed: dict[str, Any] = {device_id: device}
-    if sign_as_device is not None:
-        master = key_object(user_id, keys, "master")
-        master["signatures"] = {user_id: {f"ed25519:{device_id}": sign_as_device(signable(master))}}
-        signed[keys.public_key("master")] = master
-    return {user_id: signed}
+    master = key_object(user_id, keys, "master")
+    master["signatures"] = {user_id: {f"ed25519:{device_id}": sign_as_device(signable(master))}}
+    return {user_id: {device_id: device, keys.public_key("master"): master}}
 
 
 def device_signed_by(device_keys: Mapping[str, Any], user_id: str, keys: CrossSigningKeys) -> bool:

@@ -56,13 +56,11 @@ def pickle_key_from_env(environ: Mapping[str, str], env: str) -> str:
     return key
 
 
-def snapshot(
-    store_dir: Path | str, user_id: str, device_id: str, *, name: str | None = None
-) -> bytes:
+def snapshot(store_dir: Path | str, user_id: str, device_id: str) -> bytes:
     """nio's store for (user, device) in ``store_dir`` as one blob; :class:`CryptoStateError`
     when there is no store file."""
     directory = Path(store_dir)
-    db_name = name or database_name(user_id, device_id)
+    db_name = database_name(user_id, device_id)
     path = directory / db_name
     if not path.is_file():
         raise CryptoStateError(f"no crypto store for {user_id} {device_id} in {directory}")

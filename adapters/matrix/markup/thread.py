@@ -145,9 +145,10 @@ def _pack(blocks: Sequence[Block], budget: int) -> list[list[Block]]:
     return parts
 
 
-def part_contents(e: Elicitation, root: str, *, budget: int = PART_BUDGET) -> list[dict[str, Any]]:
+def part_contents(e: Elicitation, root: str) -> list[dict[str, Any]]:
     """The thread parts of a copy of ``e`` whose prompt is event ``root``, in order."""
-    parts = _pack(blocks_of(e, budget - _ENVELOPE), budget - _ENVELOPE)
+    budget = PART_BUDGET - _ENVELOPE
+    parts = _pack(blocks_of(e, budget), budget)
     title = clip(title_of(e), 200)
     contents = []
     for number, blocks in enumerate(parts, start=1):
