@@ -269,32 +269,29 @@ class MatrixCrypto:
             known = self.client.rooms.get(room_id)
             if known is not None and known.members_synced:
                 return known
-            return await self._read_room(room_id)
-
-    async def _read_room(self, room_id: str) -> MatrixRoom:
-        state = await call(
-            "room state", lambda: self.client.room_get_state(room_id), RoomGetStateResponse
-        )
-        assert state is not None  # noqa: S101 - no errcode is accepted
-        async with self.client.crypto_lock:  # the sync changes rooms under it too
-            room = self.client.rooms.get(room_id) or MatrixRoom(
-                room_id, self.user_id, room_id in self.client.encrypted_rooms
+            state = await call(
+                "room state", lambda: self.client.room_get_state(room_id), RoomGetStateResponse
             )
-            changed = False
-            for raw in state.events:
-                event = Event.parse_event(raw)
-                if isinstance(event, RoomMemberEvent):
-                    changed = room.handle_membership(event) or changed
-                else:
-                    room.handle_event(event)
-            room.members_synced = True
-            self.client.rooms[room_id] = room
-            if room.encrypted and self.client.olm is not None:
-                self.client.encrypted_rooms.add(room_id)
-                self.client.olm.update_tracked_users(room)
-                if changed:  # someone the room key may not have reached
-                    self.client.invalidate_outbound_session(room_id)
-        return room
+            assert state is not None  # noqa: S101 - no errcode is accepted
+            async with self.client.crypto_lock:  # the sync changes rooms under it too
+                room = self.client.rooms.get(room_id) or MatrixRoom(
+                    room_id, self.user_id, room_id in self.client.encrypted_rooms
+                )
+                changed = False
+                for raw in state.events:
+                    event = Event.parse_event(raw)
+                    if isinstance(event, RoomMemberEvent):
+                        changed = room.handle_membership(event) or changed
+                    else:
+                        room.handle_event(event)
+                room.members_synced = True
+                self.client.rooms[room_id] = room
+                if room.encrypted and self.client.olm is not None:
+                    self.client.encrypted_rooms.add(room_id)
+                    self.client.olm.update_tracked_users(room)
+                    if changed:  # someone the room key may not have reached
+                        self.client.invalidate_outbound_session(room_id)
+            return room
 
     def decrypt(self, room_id: str, event: MegolmEvent) -> Event | None:
         """The event decrypted with the room keys this device holds, or None while its key is
