@@ -186,6 +186,16 @@ class SqlBase:
             self._tell_watchers()
         return result
 
+    async def _read_rows(
+        self, query: Any, record: Callable[[Any], T], params: Mapping[str, Any] | None = None
+    ) -> list[T]:
+        """Each row ``query`` reads, as ``record`` makes it, in one read-only transaction."""
+
+        def work(conn: Connection) -> list[T]:
+            return [record(r) for r in conn.execute(query, params)]
+
+        return await self._run(work, write=False)
+
     def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
         self._watchers.append(watcher)
 

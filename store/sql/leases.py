@@ -65,11 +65,8 @@ class Leases(SqlBase):
         await self._run(work, write=True)
 
     async def leases(self) -> list[LeaseView]:
-        def work(conn: Connection) -> list[LeaseView]:
-            rows = conn.execute(select(LEASE).order_by(LEASE.c.name))
-            return [LeaseView(r.name, r.holder, r.until, r.since) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(LEASE).order_by(LEASE.c.name)
+        return await self._read_rows(query, lambda r: LeaseView(r.name, r.holder, r.until, r.since))
 
     async def question_claimed(self, lane: str, now: datetime) -> bool:
         query = (

@@ -106,11 +106,8 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]:
-        def work(conn: Connection) -> list[DeliveryView]:
-            rows = rows_of(conn, DELIVERY, DELIVERY.c.elicitation_key, key, DELIVERY.c.id)
-            return [delivery_of(r) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(DELIVERY).where(DELIVERY.c.elicitation_key == key).order_by(DELIVERY.c.id)
+        return await self._read_rows(query, delivery_of)
 
     async def delivery(self, delivery_id: int) -> DeliveryView | None:
         def work(conn: Connection) -> DeliveryView | None:
@@ -120,31 +117,22 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def deadlines(self, key: ElicitationKey) -> list[DeadlineView]:
-        def work(conn: Connection) -> list[DeadlineView]:
-            order = (DEADLINE.c.due_at, DEADLINE.c.id)
-            return [
-                deadline_of(r)
-                for r in rows_of(conn, DEADLINE, DEADLINE.c.elicitation_key, key, *order)
-            ]
-
-        return await self._run(work, write=False)
+        query = (
+            select(DEADLINE)
+            .where(DEADLINE.c.elicitation_key == key)
+            .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
+        )
+        return await self._read_rows(query, deadline_of)
 
     async def audit(self, key: ElicitationKey) -> list[AuditEntry]:
-        def work(conn: Connection) -> list[AuditEntry]:
-            rows = rows_of(conn, AUDIT, AUDIT.c.elicitation_key, key, AUDIT.c.id)
-            return [audit_of(r) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(AUDIT).where(AUDIT.c.elicitation_key == key).order_by(AUDIT.c.id)
+        return await self._read_rows(query, audit_of)
 
     async def outbox(self, key: ElicitationKey | None = None) -> list[EffectView]:
         query = select(OUTBOX).order_by(OUTBOX.c.id)
         if key is not None:
             query = query.where(OUTBOX.c.elicitation_key == key)
-
-        def work(conn: Connection) -> list[EffectView]:
-            return [effect_of(r) for r in conn.execute(query)]
-
-        return await self._run(work, write=False)
+        return await self._read_rows(query, effect_of)
 
     async def count(self, table: str) -> int:
         tables = {
