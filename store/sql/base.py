@@ -196,6 +196,15 @@ class SqlBase:
 
         return await self._run(work, write=False)
 
+    async def _read_value(self, query: Any, value: Callable[[Any], T]) -> T | None:
+        """The first column of the first row ``query`` reads, as ``value`` makes it (none: None)."""
+
+        def work(conn: Connection) -> T | None:
+            found = conn.execute(query).scalar()
+            return None if found is None else value(found)
+
+        return await self._run(work, write=False)
+
     def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
         self._watchers.append(watcher)
 

@@ -74,14 +74,8 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
-
-        def work(conn: Connection) -> ElicitationKey | None:
-            found = conn.execute(
-                select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
-            ).scalar()
-            return None if found is None else ElicitationKey(str(found))
-
-        return await self._run(work, write=False)
+        query = select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
+        return await self._read_value(query, lambda found: ElicitationKey(str(found)))
 
     async def list_elicitations(
         self, *, status: str | None = None, after: str | None = None, limit: int = 50
@@ -110,11 +104,10 @@ class Reads(SqlBase):
         return await self._read_rows(query, delivery_of)
 
     async def delivery(self, delivery_id: int) -> DeliveryView | None:
-        def work(conn: Connection) -> DeliveryView | None:
-            rows = rows_of(conn, DELIVERY, DELIVERY.c.id, delivery_id)
-            return delivery_of(rows[0]) if rows else None
-
-        return await self._run(work, write=False)
+        found = await self._read_rows(
+            select(DELIVERY).where(DELIVERY.c.id == delivery_id), delivery_of
+        )
+        return found[0] if found else None
 
     async def deadlines(self, key: ElicitationKey) -> list[DeadlineView]:
         query = (
@@ -177,11 +170,7 @@ class Reads(SqlBase):
     # -- small values ------------------------------------------------------------------------
 
     async def get_value(self, key: str) -> str | None:
-        def work(conn: Connection) -> str | None:
-            value = conn.execute(select(KV.c.value).where(KV.c.key == key)).scalar()
-            return None if value is None else str(value)
-
-        return await self._run(work, write=False)
+        return await self._read_value(select(KV.c.value).where(KV.c.key == key), str)
 
     async def set_value(self, key: str, value: str) -> None:
         def work(conn: Connection) -> None:
