@@ -160,10 +160,15 @@ class SqlBase:
         await asyncio.to_thread(self.engine.dispose)
 
     async def ping(self) -> None:
-        def work(conn: Connection) -> None:
-            conn.execute(select(1))
+        await self._execute(select(1), write=False)
 
-        await self._run(work, write=False)
+    async def _execute(self, statement: Any, *, write: bool = True) -> None:
+        """Run one statement in a transaction of its own."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(statement)
+
+        await self._run(work, write=write)
 
     async def _run(
         self, work: Callable[[Connection], T], *, write: bool, urgent: bool = False

@@ -284,11 +284,7 @@ class Claims(SqlBase):
             set_={"not_before": statement.excluded.not_before},
             where=PACE.c.not_before < statement.excluded.not_before,
         )
-
-        def work(conn: Connection) -> None:
-            conn.execute(statement)
-
-        await self._run(work, write=True)
+        await self._execute(statement)
 
     async def lanes(self) -> list[LaneView]:
         state = OUTBOX.c.state

@@ -58,11 +58,7 @@ class Leases(SqlBase):
 
     async def release_lease(self, name: str, holder: str) -> None:
         """Give ``name`` up at once (an orderly stop), if we still hold it."""
-
-        def work(conn: Connection) -> None:
-            conn.execute(delete(LEASE).where(LEASE.c.name == name, LEASE.c.holder == holder))
-
-        await self._run(work, write=True)
+        await self._execute(delete(LEASE).where(LEASE.c.name == name, LEASE.c.holder == holder))
 
     async def leases(self) -> list[LeaseView]:
         query = select(LEASE).order_by(LEASE.c.name)
