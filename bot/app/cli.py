@@ -8,11 +8,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from bot.app import logs
-from bot.app.config import AppConfig, load_config, preflight
-from bot.app.shapes import deadline_json, delivery_json, summary_json
+from bot.app.config import AppConfig, check_startable, load_config
+from bot.app.shapes import detail_json
 from bot.domain.bounds import lookup_problem
 from bot.domain.errors import ConfigError
 
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         config, origin = load_config(args.config)
         logs.configure(level, config.server.log_format)
         if args.command == "check-config":
-            _check(config)
+            check_startable(config, os.environ)
             print(f"{origin or 'embedded default'}: ok")
             return 0
         if args.command == "serve":
@@ -84,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mcp-proxy":
             return _mcp_proxy(args, config)
         if args.command == "db":
-            from bot.app.wiring import upgrade_store  # noqa: PLC0415
+            from store.db import upgrade  # noqa: PLC0415 - the migrations' imports only for db
 
-            upgrade_store(config.store.url)
+            upgrade(config.store.url)
             print("database is at the latest revision")
             return 0
         return asyncio.run(_inspect(args, config))
@@ -119,20 +118,13 @@ def _mcp_proxy(args: argparse.Namespace, config: AppConfig) -> int:
     return 0
 
 
-def _check(config: AppConfig) -> None:
-    """Every check ``serve`` runs before it listens (the same function)."""
-    problems = preflight(config, os.environ)
-    if problems:
-        raise ConfigError("\n".join(problems))
-
-
 async def _inspect(args: argparse.Namespace, config: AppConfig) -> int:
     if args.command == "show" and (found := lookup_problem(args.id)) is not None:
         print(f"elicitbot show: id: {found}", file=sys.stderr)  # asked of no store
         return EXIT_USAGE
-    from bot.app.wiring import open_store  # noqa: PLC0415 - the store's imports only for list/show
+    from store.sql import SqlStore  # noqa: PLC0415 - the store's imports only for list/show
 
-    store = open_store(config.store.url)
+    store = SqlStore.from_url(config.store.url)
     try:
         if args.command == "list":
             rows = await store.list_elicitations(status=args.status, limit=args.limit)
@@ -146,9 +138,7 @@ async def _inspect(args: argparse.Namespace, config: AppConfig) -> int:
         if key is None or stored is None:
             print(f"no elicitation {args.id!r}", file=sys.stderr)
             return 1
-        body: dict[str, Any] = summary_json(stored)
-        body["deliveries"] = [delivery_json(d) for d in await store.deliveries(key)]
-        body["deadlines"] = [deadline_json(d) for d in await store.deadlines(key)]
+        body = await detail_json(store, key, stored)
         body["audit"] = [
             {
                 "at": a.at.isoformat(),

@@ -307,6 +307,13 @@ def preflight(config: AppConfig, environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def check_startable(config: AppConfig, environ: Mapping[str, str]) -> None:
+    """The :func:`preflight` problems as one ConfigError: ``serve`` and ``check-config`` alike."""
+    problems = preflight(config, environ)
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
 def _slack_group_problems(config: AppConfig) -> list[str]:
     """A ``slack:S…`` approver needs Slack, and an app that may read user groups: the manifest's
     bot scopes must have ``usergroups:read`` (the installed token's are logged at start)."""

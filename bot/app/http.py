@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapters.shared.openapi import PROBLEM_SCHEMA, SECURED, id_schema, problems, with_components
 from bot.app.metrics import StoreMetrics
 from bot.app.outage import StoreOutage, unreachable
-from bot.app.shapes import deadline_json, delivery_json, summary_json
+from bot.app.shapes import detail_json, summary_json
 from bot.domain.bounds import KEY_MAX, lookup_problem
 from bot.domain.errors import PROBLEM, FieldProblem, IntakeError, PayloadRejected, problem_body
 from bot.domain.ports import Elicitations
@@ -255,9 +255,7 @@ def _add_read_routes(app: FastAPI, rt: Runtime) -> None:
         stored = await rt.store.get(key) if key else None
         if key is None or stored is None:
             return problem(404, "Not Found", f"No elicitation {ident!r}.")
-        body = summary_json(stored)
-        body["deliveries"] = [delivery_json(d) for d in await rt.store.deliveries(key)]
-        body["deadlines"] = [deadline_json(d) for d in await rt.store.deadlines(key)]
+        body = await detail_json(rt.store, key, stored)
         body["elicitation"] = stored.elicitation.model_dump(
             mode="json", by_alias=True, exclude={"extra"}
         )

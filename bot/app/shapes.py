@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.domain.model import ElicitationKey
 from bot.domain.records import DeadlineView, DeliveryView, StoredElicitation
 from bot.domain.refs import ref_json
+from bot.domain.store import Store
 
 
 def answer_json(stored: StoredElicitation) -> dict[str, Any] | None:
@@ -62,3 +64,13 @@ def deadline_json(d: DeadlineView) -> dict[str, Any]:
         "state": str(d.state),
         "firedAt": d.fired_at.isoformat() if d.fired_at else None,
     }
+
+
+async def detail_json(
+    store: Store, key: ElicitationKey, stored: StoredElicitation
+) -> dict[str, Any]:
+    """:func:`summary_json` with the elicitation's deliveries and deadlines."""
+    body = summary_json(stored)
+    body["deliveries"] = [delivery_json(d) for d in await store.deliveries(key)]
+    body["deadlines"] = [deadline_json(d) for d in await store.deadlines(key)]
+    return body

@@ -12,20 +12,16 @@ from fastapi import APIRouter
 from adapters.sources.engine import EngineSink, engine_router
 from adapters.sources.handup import HandupSink, handup_router
 from adapters.sources.mcp import mcp_part
-from adapters.sources.pinework import (
-    PineworkPoller,
-    PineworkSecretSink,
-    PineworkSink,
-    account_key,
-)
+from adapters.sources.mcp.config import McpConfig
+from adapters.sources.pinework import PineworkPoller, PineworkSecretSink, PineworkSink, account_key
 from adapters.sources.pinework.config import PineworkConfig
 from adapters.sources.superpipeline import superpipeline_router
+from adapters.sources.superpipeline.config import NatsConfig
 from adapters.sources.superpipeline.nats import CompositeSink, NatsAnswerPublisher, NatsIntake
 from adapters.sources.superpipeline.sink import SuperPipelineSink
 from adapters.sources.toolshed import toolshed_router
 from bot.app.config import AppConfig
 from bot.app.parts import Context, Part, lease_keeper
-from bot.domain.errors import ConfigError
 from bot.domain.ports import AnswerSink, SecretSink
 
 
@@ -52,7 +48,7 @@ def parts(ctx: Context) -> list[Part]:
     )
     nats: list[Part] = []
     if config.nats is not None:
-        nats.append(_nats(ctx))
+        nats.append(_nats(ctx, config.nats))
         # The answer goes to the webhook (when set) and on NATS; both dedupe by the same key.
         publisher = NatsAnswerPublisher(
             config.nats.url, config.sources.superpipeline.answer_subject
@@ -88,17 +84,13 @@ def parts(ctx: Context) -> list[Part]:
             ),
         ],
     )
-    mcp = [_mcp(ctx)] if config.mcp is not None else []
-    return [sources, *nats, *mcp, *(_pinework(ctx, p, tokens) for p in config.sources.pinework)]
+    mcp = [_mcp(ctx, config.mcp)] if config.mcp is not None else []
+    return [sources, *nats, *mcp, *(_pinework(ctx, p) for p in config.sources.pinework)]
 
 
-def _mcp(ctx: Context) -> Part:
+def _mcp(ctx: Context, mcp: McpConfig) -> Part:
     """The MCP server at ``/mcp``: its session manager runs from start to close (the HTTP app's
     lifespan, one task); at stop its waiting calls answer "pending" at once."""
-    mcp = ctx.config.mcp
-    if mcp is None:
-        msg = "the MCP part needs [mcp]"
-        raise ConfigError(msg)
     part = mcp_part(mcp, ctx.environ, ctx.elicitations, ctx.clock)
     router = APIRouter()
     router.routes.append(part.route)
@@ -120,11 +112,7 @@ def _mcp(ctx: Context) -> Part:
     )
 
 
-def _nats(ctx: Context) -> Part:
-    nats = ctx.config.nats
-    if nats is None:
-        msg = "the NATS part needs [nats]"
-        raise ConfigError(msg)
+def _nats(ctx: Context, nats: NatsConfig) -> Part:
     intake = NatsIntake(nats.url, nats.subjects, nats.durable, ctx.elicitations.intake)
     ctx.views.nats_intake = intake
     return Part(
@@ -135,14 +123,14 @@ def _nats(ctx: Context) -> Part:
     )
 
 
-def _pinework(ctx: Context, p: PineworkConfig, tokens: Mapping[str, str]) -> Part:
+def _pinework(ctx: Context, p: PineworkConfig) -> Part:
     poller = PineworkPoller(
         base_url=str(p.base_url),
         workspace=p.workspace,
         poll_seconds=p.poll_seconds,
         client=ctx.http_client,
         elicitations=ctx.elicitations,
-        token=tokens[account_key(str(p.base_url), p.workspace)],
+        token=ctx.pinework_tokens[account_key(str(p.base_url), p.workspace)],
         state=ctx.store,
         clock=ctx.clock,
     )

@@ -23,11 +23,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from adapters.web.identity import IdentityPolicy
 from bot.app import logs, sources, surfaces
-from bot.app.config import AppConfig, preflight, secret
+from bot.app.config import AppConfig, check_startable, secret
 from bot.app.http import Runtime, authorised, create_app, problem
 from bot.app.parts import Context, Part, Views
 from bot.clock import SystemClock
-from bot.domain.errors import ConfigError
 from bot.domain.model import People
 from bot.domain.ports import AnswerSink, ChatAdapter, Clock, Elicitations
 from bot.domain.store import Store
@@ -43,16 +42,6 @@ log = structlog.get_logger("elicitbot")
 SHUTDOWN_GRACE_SECONDS = 10.0
 
 
-def open_store(url: str) -> Store:
-    """The store a URL names (SQLite file or PostgreSQL), for commands that only read or migrate."""
-    return SqlStore.from_url(url)
-
-
-def upgrade_store(url: str) -> None:
-    """Apply the database migrations (``elicitbot db upgrade``; ``serve`` does it at start)."""
-    upgrade(url)
-
-
 class Elicitbot(Views):
     """Everything ``serve`` runs, started and stopped by the HTTP server's lifespan."""
 
@@ -64,10 +53,10 @@ class Elicitbot(Views):
     ) -> None:
         self.config = config
         self.environ = dict(os.environ if environ is None else environ)
-        _check_startable(config, self.environ)
+        check_startable(config, self.environ)
         logs.register_secrets(self.environ.get(env) for env in config.secret_envs().values())
         self.clock: Clock = clock or SystemClock()
-        self.store: Store = open_store(config.store.url)
+        self.store: Store = SqlStore.from_url(config.store.url)
         self.http_client = httpx.AsyncClient()
         base = config.server.base_url
         link_for: Callable[[str], str] = lambda key: f"{base}/#{key}"  # noqa: E731
@@ -258,13 +247,6 @@ class Elicitbot(Views):
 
         app.router.lifespan_context = lifespan
         return app
-
-
-def _check_startable(config: AppConfig, environ: Mapping[str, str]) -> None:
-    """What ``check-config`` checks, the same function: the two can never disagree."""
-    problems = preflight(config, environ)
-    if problems:
-        raise ConfigError("\n".join(problems))
 
 
 async def serve(config: AppConfig, environ: Mapping[str, str] | None = None) -> None:

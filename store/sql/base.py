@@ -160,10 +160,15 @@ class SqlBase:
         await asyncio.to_thread(self.engine.dispose)
 
     async def ping(self) -> None:
-        def work(conn: Connection) -> None:
-            conn.execute(select(1))
+        await self._execute(select(1), write=False)
 
-        await self._run(work, write=False)
+    async def _execute(self, statement: Any, *, write: bool = True) -> None:
+        """Run one statement in a transaction of its own."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(statement)
+
+        await self._run(work, write=write)
 
     async def _run(
         self, work: Callable[[Connection], T], *, write: bool, urgent: bool = False
@@ -185,6 +190,25 @@ class SqlBase:
         if self._planned:
             self._tell_watchers()
         return result
+
+    async def _read_rows(
+        self, query: Any, record: Callable[[Any], T], params: Mapping[str, Any] | None = None
+    ) -> list[T]:
+        """Each row ``query`` reads, as ``record`` makes it, in one read-only transaction."""
+
+        def work(conn: Connection) -> list[T]:
+            return [record(r) for r in conn.execute(query, params)]
+
+        return await self._run(work, write=False)
+
+    async def _read_value(self, query: Any, value: Callable[[Any], T]) -> T | None:
+        """The first column of the first row ``query`` reads, as ``value`` makes it (none: None)."""
+
+        def work(conn: Connection) -> T | None:
+            found = conn.execute(query).scalar()
+            return None if found is None else value(found)
+
+        return await self._run(work, write=False)
 
     def watch_deadlines(self, watcher: Callable[[datetime], None]) -> Callable[[], None]:
         self._watchers.append(watcher)

@@ -96,10 +96,7 @@ class ChatRoutes(Applier):
         return done
 
     async def chat_routes(self) -> list[ChatRoute]:
-        def work(conn: Connection) -> list[ChatRoute]:
-            return [chat_route_of(r) for r in conn.execute(select(ROUTE).order_by(ROUTE.c.id))]
-
-        return await self._run(work, write=False)
+        return await self._read_rows(select(ROUTE).order_by(ROUTE.c.id), chat_route_of)
 
 
 def _same(workspace: str, board: str | None, destination: str) -> tuple[ColumnElement[bool], ...]:

@@ -284,11 +284,7 @@ class Claims(SqlBase):
             set_={"not_before": statement.excluded.not_before},
             where=PACE.c.not_before < statement.excluded.not_before,
         )
-
-        def work(conn: Connection) -> None:
-            conn.execute(statement)
-
-        await self._run(work, write=True)
+        await self._execute(statement)
 
     async def lanes(self) -> list[LaneView]:
         state = OUTBOX.c.state
@@ -303,14 +299,9 @@ class Claims(SqlBase):
             .group_by(OUTBOX.c.lane)
             .order_by(OUTBOX.c.lane)
         )
-
-        def work(conn: Connection) -> list[LaneView]:
-            return [
-                LaneView(r.lane, int(r.pending), int(r.claimed), r.oldest)
-                for r in conn.execute(query)
-            ]
-
-        return await self._run(work, write=False)
+        return await self._read_rows(
+            query, lambda r: LaneView(r.lane, int(r.pending), int(r.claimed), r.oldest)
+        )
 
     async def release_claims(self, claimer: str | None = None) -> int:
         """Give claimed rows back (at start with SQLite: the one process that held them is gone)."""

@@ -67,8 +67,4 @@ class Crypto(SqlBase):
         return await self._run(work, write=True)
 
     async def load_crypto(self, owner: str) -> bytes | None:
-        def work(conn: Connection) -> bytes | None:
-            found = conn.execute(select(CRYPTO.c.blob).where(CRYPTO.c.owner == owner)).scalar()
-            return None if found is None else bytes(found)
-
-        return await self._run(work, write=False)
+        return await self._read_value(select(CRYPTO.c.blob).where(CRYPTO.c.owner == owner), bytes)

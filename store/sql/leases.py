@@ -58,18 +58,11 @@ class Leases(SqlBase):
 
     async def release_lease(self, name: str, holder: str) -> None:
         """Give ``name`` up at once (an orderly stop), if we still hold it."""
-
-        def work(conn: Connection) -> None:
-            conn.execute(delete(LEASE).where(LEASE.c.name == name, LEASE.c.holder == holder))
-
-        await self._run(work, write=True)
+        await self._execute(delete(LEASE).where(LEASE.c.name == name, LEASE.c.holder == holder))
 
     async def leases(self) -> list[LeaseView]:
-        def work(conn: Connection) -> list[LeaseView]:
-            rows = conn.execute(select(LEASE).order_by(LEASE.c.name))
-            return [LeaseView(r.name, r.holder, r.until, r.since) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(LEASE).order_by(LEASE.c.name)
+        return await self._read_rows(query, lambda r: LeaseView(r.name, r.holder, r.until, r.since))
 
     async def question_claimed(self, lane: str, now: datetime) -> bool:
         query = (

@@ -15,7 +15,7 @@ from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.engine import Connection
 
 from bot.domain.records import RawEvent
-from store.sql.base import SqlBase
+from store.sql.base import SqlBase, record_of
 from store.tables import RawEventRow
 
 RAW: Table = RawEventRow.__table__  # type: ignore[attr-defined]
@@ -123,21 +123,8 @@ class Raw(SqlBase):
         return await self._run(work, write=True)
 
     async def open_raw(self, channel: str, *, limit: int = 100) -> list[RawEvent]:
-
-        def work(conn: Connection) -> list[RawEvent]:
-            rows = conn.execute(_OPEN, {"channel": channel, "limit": limit})
-            return [
-                RawEvent(
-                    id=r.id,
-                    channel=r.channel,
-                    dedupe_key=r.dedupe_key,
-                    body=r.body,
-                    received_at=r.received_at,
-                )
-                for r in rows
-            ]
-
-        return await self._run(work, write=False)
+        params = {"channel": channel, "limit": limit}
+        return await self._read_rows(_OPEN, lambda r: record_of(RawEvent, r), params)
 
 
 _PURGE = delete(RAW).where(RAW.c.handled_at < bindparam("before")).returning(RAW.c.id)

@@ -74,14 +74,8 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def key_for_message(self, ref_key: str) -> ElicitationKey | None:
-
-        def work(conn: Connection) -> ElicitationKey | None:
-            found = conn.execute(
-                select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
-            ).scalar()
-            return None if found is None else ElicitationKey(str(found))
-
-        return await self._run(work, write=False)
+        query = select(DELIVERY.c.elicitation_key).where(DELIVERY.c.ref_key == ref_key).limit(1)
+        return await self._read_value(query, lambda found: ElicitationKey(str(found)))
 
     async def list_elicitations(
         self, *, status: str | None = None, after: str | None = None, limit: int = 50
@@ -106,45 +100,32 @@ class Reads(SqlBase):
         return await self._run(work, write=False)
 
     async def deliveries(self, key: ElicitationKey) -> list[DeliveryView]:
-        def work(conn: Connection) -> list[DeliveryView]:
-            rows = rows_of(conn, DELIVERY, DELIVERY.c.elicitation_key, key, DELIVERY.c.id)
-            return [delivery_of(r) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(DELIVERY).where(DELIVERY.c.elicitation_key == key).order_by(DELIVERY.c.id)
+        return await self._read_rows(query, delivery_of)
 
     async def delivery(self, delivery_id: int) -> DeliveryView | None:
-        def work(conn: Connection) -> DeliveryView | None:
-            rows = rows_of(conn, DELIVERY, DELIVERY.c.id, delivery_id)
-            return delivery_of(rows[0]) if rows else None
-
-        return await self._run(work, write=False)
+        found = await self._read_rows(
+            select(DELIVERY).where(DELIVERY.c.id == delivery_id), delivery_of
+        )
+        return found[0] if found else None
 
     async def deadlines(self, key: ElicitationKey) -> list[DeadlineView]:
-        def work(conn: Connection) -> list[DeadlineView]:
-            order = (DEADLINE.c.due_at, DEADLINE.c.id)
-            return [
-                deadline_of(r)
-                for r in rows_of(conn, DEADLINE, DEADLINE.c.elicitation_key, key, *order)
-            ]
-
-        return await self._run(work, write=False)
+        query = (
+            select(DEADLINE)
+            .where(DEADLINE.c.elicitation_key == key)
+            .order_by(DEADLINE.c.due_at, DEADLINE.c.id)
+        )
+        return await self._read_rows(query, deadline_of)
 
     async def audit(self, key: ElicitationKey) -> list[AuditEntry]:
-        def work(conn: Connection) -> list[AuditEntry]:
-            rows = rows_of(conn, AUDIT, AUDIT.c.elicitation_key, key, AUDIT.c.id)
-            return [audit_of(r) for r in rows]
-
-        return await self._run(work, write=False)
+        query = select(AUDIT).where(AUDIT.c.elicitation_key == key).order_by(AUDIT.c.id)
+        return await self._read_rows(query, audit_of)
 
     async def outbox(self, key: ElicitationKey | None = None) -> list[EffectView]:
         query = select(OUTBOX).order_by(OUTBOX.c.id)
         if key is not None:
             query = query.where(OUTBOX.c.elicitation_key == key)
-
-        def work(conn: Connection) -> list[EffectView]:
-            return [effect_of(r) for r in conn.execute(query)]
-
-        return await self._run(work, write=False)
+        return await self._read_rows(query, effect_of)
 
     async def count(self, table: str) -> int:
         tables = {
@@ -189,11 +170,7 @@ class Reads(SqlBase):
     # -- small values ------------------------------------------------------------------------
 
     async def get_value(self, key: str) -> str | None:
-        def work(conn: Connection) -> str | None:
-            value = conn.execute(select(KV.c.value).where(KV.c.key == key)).scalar()
-            return None if value is None else str(value)
-
-        return await self._run(work, write=False)
+        return await self._read_value(select(KV.c.value).where(KV.c.key == key), str)
 
     async def set_value(self, key: str, value: str) -> None:
         def work(conn: Connection) -> None:
