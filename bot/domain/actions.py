@@ -20,8 +20,6 @@ from bot.domain.policy import NO_STANDING, RoutePolicy, Standing
 if TYPE_CHECKING:  # ports imports this module
     from bot.domain.ports import PromptView
 
-# --------------------------------------------------------------------------- actions
-
 
 @dataclass(frozen=True)
 class Choose:
@@ -136,9 +134,6 @@ Translated = Choose | Open | ClaimIt | None
 Action = Choose | Reply | Submit | ClaimIt | Open | OnView | Command
 
 
-# --------------------------------------------------------------------------- outcomes
-
-
 class OutcomeKind(StrEnum):
     ANSWERED = "answered"
     """The answer was recorded: it won."""
@@ -211,8 +206,6 @@ class Outcome:
     write (without the schedule, whose timeline is not read), for what the surface shows next
     (a form, the thread note)."""
 
-
-# --------------------------------------------------------------------------- chat commands
 
 MODERATOR_LEVEL = 50
 """A Matrix power level at which room members may run commands (not a workspace admin)."""

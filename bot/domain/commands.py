@@ -205,11 +205,5 @@ def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ..
 
 def _covers(earlier: RouteMatch, later: RouteMatch) -> bool:
     """Every question ``later`` matches, ``earlier`` matches too."""
-    return all(
-        mine is None or mine == theirs
-        for mine, theirs in (
-            (earlier.source, later.source),
-            (earlier.workspace, later.workspace),
-            (earlier.board, later.board),
-        )
-    )
+    fields = ("source", "workspace", "board")
+    return all(getattr(earlier, f) in (None, getattr(later, f)) for f in fields)

@@ -51,9 +51,6 @@ NOTHING_TO_CLAIM = "This request is no longer waiting for an answer: nothing to 
 CANNOT_ANSWER = "This question can no longer be answered."
 
 
-# --------------------------------------------------------------------------- the write-set
-
-
 @dataclass(frozen=True)
 class RecordAnswer:
     """Record the answer: conditional on the elicitation still pending, not expired (nor, for
@@ -98,9 +95,6 @@ class Judgement:
     """What the surface shows the person."""
     write: Write | None = None
     """What makes it true (None: nothing to write)."""
-
-
-# --------------------------------------------------------------------------- judging
 
 
 def judge(

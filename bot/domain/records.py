@@ -170,8 +170,6 @@ class Writeback:
         )
 
 
-# --------------------------------------------------------------------------- deadline values
-
 WEB = "web"
 """The web inbox's destination: it has no thread to remind in."""
 _ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})

@@ -46,9 +46,6 @@ def format_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-# --------------------------------------------------------------------------- options shown
-
-
 @dataclass(frozen=True)
 class OfferedOption:
     option: Option
@@ -112,9 +109,6 @@ def offered_options(
         )
         for o in e.options
     )
-
-
-# --------------------------------------------------------------------------- judging
 
 
 @dataclass(frozen=True)
@@ -217,42 +211,32 @@ def _lower(sentence: str) -> str:
     return sentence[:1].lower() + sentence[1:]
 
 
-def _count(n: int) -> str:
-    return f"{n:,}"
-
-
-def _check_text(text: str | None, limit: int, *, required: bool = False) -> Refusal | None:
-    """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points."""
+def _check_text(
+    text: str | None, limit: int, *, required: bool = False, byte_limit: int | None = None
+) -> Refusal | None:
+    """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points,
+    and at most ``byte_limit`` UTF-8 bytes where the source bounds it so (``TEXT_BYTE_LIMITS``),
+    told in bytes."""
     if text is None or not text.strip():
         return _refuse(RefusalCode.EMPTY, _WRITE_AN_ANSWER) if required else None
-    length = len(text)
-    if length > limit:
+    if byte_limit is not None and (size := len(text.encode("utf-8", "surrogatepass"))) > byte_limit:
+        kib = f" ({byte_limit // 1024} KiB)" if byte_limit % 1024 == 0 else ""
         return _refuse(
             RefusalCode.TOO_LONG,
-            f"Your answer is {_count(length)} characters; the limit is {_count(limit)}.",
+            f"Your answer is {size:,} bytes of UTF-8; the limit is {byte_limit:,} bytes{kib}.",
+        )
+    if len(text) > limit:
+        return _refuse(
+            RefusalCode.TOO_LONG,
+            f"Your answer is {len(text):,} characters; the limit is {limit:,}.",
         )
     return None
 
 
 TEXT_BYTE_LIMITS = {"engine": 32 * 1024}
 """Sources whose upstream bounds an answer's text in UTF-8 bytes, not code points: the engine
-(spec 001, "bounded to 32 KiB of UTF-8 bytes"). Checked instead of the code-point bound, so the
+(spec 001, "bounded to 32 KiB of UTF-8 bytes"). Checked before the code-point bound, so the
 person is told the limit in bytes."""
-
-
-def _check_text_bytes(text: str | None, limit: int) -> Refusal | None:
-    """Rule 4's bound in UTF-8 bytes (``TEXT_BYTE_LIMITS``); a blank text is left to the rest."""
-    if text is None or not text.strip():
-        return None
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        kib = f" ({limit // 1024} KiB)" if limit % 1024 == 0 else ""
-        return _refuse(
-            RefusalCode.TOO_LONG,
-            f"Your answer is {_count(size)} bytes of UTF-8; "
-            f"the limit is {_count(limit)} bytes{kib}.",
-        )
-    return None
 
 
 def _chosen_options(e: Elicitation, attempt: Attempt) -> tuple[Option, ...] | Refusal:
@@ -370,11 +354,9 @@ def judge(
         if refusal is not None:
             return refusal
 
-    byte_limit = TEXT_BYTE_LIMITS.get(e.source)
     limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
-    refusal = (
-        _check_text_bytes(text, byte_limit) if byte_limit is not None else None
-    ) or _check_text(text, limit, required=e.answer_mode in _TEXT_ONLY_MODES)
+    required = e.answer_mode in _TEXT_ONLY_MODES
+    refusal = _check_text(text, limit, required=required, byte_limit=TEXT_BYTE_LIMITS.get(e.source))
     if refusal is not None:
         return refusal
 
@@ -427,9 +409,6 @@ def _judge_form(
         return refusal
     text = attempt.text if attempt.text is not None and attempt.text.strip() else None
     return _answer(attempt, people, now, text=text, fields={**attempt.fields, "answers": checked})
-
-
-# --------------------------------------------------------------------------- first answer wins
 
 
 def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> Refusal:

@@ -58,10 +58,7 @@ def by_quorum(
     before = tally(e, votes, route.quorum)
     me = person_of(answer.respondent, people)
     if before.has_voted(me):
-        return Refusal(
-            code=RefusalCode.ALREADY_VOTED,
-            message=already_voted(before),
-        )
+        return Refusal(code=RefusalCode.ALREADY_VOTED, message=already_voted(before))
     vote = Vote(
         person=me,
         respondent=answer.respondent,
