@@ -37,7 +37,6 @@ _WORDS = {w: w for w in (BOARD, *POLICY_WORDS)} | {
     "anyone-may-reject": ANYONE_MAY_REJECT,
 }
 _ONE_VALUE = frozenset({BOARD, QUORUM})
-_LISTS = frozenset({APPROVERS, APPROVE_ON})
 _NUMBER = re.compile(r"^\d{1,9}$")
 _FOLLOWS = "board <id>, approvers <a,b>, quorum <n>, approve_on <surfaces> or anyone_may_reject"
 

@@ -389,13 +389,9 @@ class DueDeadline:
 
 
 @dataclass(frozen=True)
-class FiredDeadline:
+class FiredDeadline(DueDeadline):
     """What firing one claimed deadline did."""
 
-    id: int
-    elicitation_key: ElicitationKey
-    kind: DeadlineKind
-    due_at: datetime
     outcome: FireOutcome
 
 
