@@ -278,32 +278,6 @@ def _check_count(e: Elicitation, chosen: tuple[Option, ...], has_text: bool) -> 
     return None
 
 
-def _check_option(
-    e: Elicitation,
-    option: Option,
-    *,
-    attempt: Attempt,
-    people: People,
-    now: datetime,
-    has_text: bool,
-    route: Route | None,
-) -> Refusal | None:
-    """Rules 2-4 and 9 for one chosen option: who may pick it here (:func:`who_may_decide`),
-    then whether it needs a comment."""
-    pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
-    refusal = who_may_decide(
-        e, attempt.respondent, people, pick, route=route, standing=attempt.standing
-    )
-    if refusal is not None:
-        return refusal
-    if option.requires_text and not has_text:
-        return _refuse(
-            RefusalCode.NEEDS_TEXT,
-            f"“{option.label}” needs a comment: add a reason with your choice.",
-        )
-    return None
-
-
 def judge(
     e: Elicitation,
     attempt: Attempt,
@@ -347,10 +321,14 @@ def judge(
 
     if route is not None and (refusal := deciders.may_choose(route, who, standing, people, chosen)):
         return refusal
-    for option in chosen:
-        refusal = _check_option(
-            e, option, attempt=attempt, people=people, now=now, has_text=has_text, route=route
-        )
+    for option in chosen:  # rules 2-4 and 9 for each: who may pick it here, then its comment
+        pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
+        refusal = who_may_decide(e, who, people, pick, route=route, standing=standing)
+        if refusal is None and option.requires_text and not has_text:
+            refusal = _refuse(
+                RefusalCode.NEEDS_TEXT,
+                f"“{option.label}” needs a comment: add a reason with your choice.",
+            )
         if refusal is not None:
             return refusal
 
@@ -411,19 +389,30 @@ def _judge_form(
     return _answer(attempt, people, now, text=text, fields={**attempt.fields, "answers": checked})
 
 
-def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> Refusal:
-    answer = state.answer
-    if answer is None:
-        return _refuse(RefusalCode.ALREADY_ANSWERED, "This question was already answered.")
-    if answer.respondent == attempt.respondent.key:
-        who = "you"
-    else:
-        who = answer.display_name or answer.respondent
-    return _refuse(
-        RefusalCode.ALREADY_ANSWERED,
-        f"Already answered by {who} ({describe_answer(e, answer)}) at {format_time(answer.at)} "
-        f"via {platform_name(answer.via)}.",
-    )
+def _closed(e: Elicitation, state: AnswerState, attempt: Attempt, now: datetime) -> Refusal | None:
+    """Rule 5: answered, cancelled, or past ``expires_at`` (the scheduler records the expiry)."""
+    if state.status is Status.ANSWERED:
+        answer = state.answer
+        if answer is None:
+            return _refuse(RefusalCode.ALREADY_ANSWERED, "This question was already answered.")
+        mine = answer.respondent == attempt.respondent.key
+        who = "you" if mine else answer.display_name or answer.respondent
+        return _refuse(
+            RefusalCode.ALREADY_ANSWERED,
+            f"Already answered by {who} ({describe_answer(e, answer)}) at "
+            f"{format_time(answer.at)} via {platform_name(answer.via)}.",
+        )
+    if state.status is Status.CANCELLED:
+        return _refuse(
+            RefusalCode.CLOSED, "This request was cancelled; it can no longer be answered."
+        )
+    expires_at = e.deadlines.expires_at
+    if state.status is Status.EXPIRED or (expires_at is not None and expires_at <= now):
+        when = "" if expires_at is None else f" at {format_time(expires_at)}"
+        return _refuse(
+            RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
+        )
+    return None
 
 
 def decide(
@@ -435,28 +424,9 @@ def decide(
     *,
     route: Route | None = None,
 ) -> Decision:
-    """The pure model of the store's first-answer-wins update (rule 5): not pending, or past
-    ``expires_at`` (the scheduler records the expiry), refused with the state unchanged; else
-    :func:`judge`, an answer moving the state to ANSWERED."""
-    if state.status is Status.ANSWERED:
-        return Decision(state, _already_answered(e, state, attempt))
-    if state.status is Status.CANCELLED:
-        return Decision(
-            state,
-            _refuse(
-                RefusalCode.CLOSED, "This request was cancelled; it can no longer be answered."
-            ),
-        )
-    expires_at = e.deadlines.expires_at
-    if state.status is Status.EXPIRED or (expires_at is not None and expires_at <= now):
-        when = "" if expires_at is None else f" at {format_time(expires_at)}"
-        return Decision(
-            state,
-            _refuse(
-                RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
-            ),
-        )
-    result = judge(e, attempt, people, now, route=route)
+    """The pure model of the store's first-answer-wins update (rule 5): closed (:func:`_closed`),
+    refused with the state unchanged; else :func:`judge`, an answer moving the state to ANSWERED."""
+    result = _closed(e, state, attempt, now) or judge(e, attempt, people, now, route=route)
     if isinstance(result, Refusal):
         return Decision(state, result)
     return Decision(AnswerState(Status.ANSWERED, result), result)
