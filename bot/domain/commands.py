@@ -24,13 +24,11 @@ WEB_GROUP = "web-group:"
 NAME = re.compile(r"^[\w.:@/-]{1,128}$")
 """A workspace or board id as a command may name it."""
 
-BOARD, APPROVERS, QUORUM, APPROVE_ON, ANYONE_MAY_REJECT = (
-    "board",
-    "approvers",
-    "quorum",
-    "approve_on",
-    "anyone_may_reject",
-)
+BOARD = "board"
+APPROVERS = "approvers"
+QUORUM = "quorum"
+APPROVE_ON = "approve_on"
+ANYONE_MAY_REJECT = "anyone_may_reject"
 POLICY_WORDS = (APPROVERS, QUORUM, APPROVE_ON, ANYONE_MAY_REJECT)
 _WORDS = {w: w for w in (BOARD, *POLICY_WORDS)} | {
     "approve-on": APPROVE_ON,
