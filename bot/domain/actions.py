@@ -20,17 +20,21 @@ from bot.domain.policy import NO_STANDING, RoutePolicy, Standing
 if TYPE_CHECKING:  # ports imports this module
     from bot.domain.ports import PromptView
 
-# --------------------------------------------------------------------------- actions
-
 
 @dataclass(frozen=True)
-class Choose:
-    """Options chosen on a message: a button, a select, a keycap reaction, a multi-select."""
+class _OnElicitation:
+    """What every action on one elicitation carries: its key, who acts, and the destination it
+    came through (``slack:C…``, ``matrix:!room``, ``web``)."""
 
     key: ElicitationKey
     who: Identity
     via: str
-    """The destination it came through (``slack:C…``, ``matrix:!room``, ``web``)."""
+
+
+@dataclass(frozen=True)
+class Choose(_OnElicitation):
+    """Options chosen on a message: a button, a select, a keycap reaction, a multi-select."""
+
     option_ids: tuple[str, ...]
     revision: int | None = None
     """The approval subject revision the person saw, when the surface knows it."""
@@ -48,24 +52,18 @@ class Choose:
 
 
 @dataclass(frozen=True)
-class Open:
+class Open(_OnElicitation):
     """Reply… or Review…: the person asks for a form to answer in. While the question waits the
     outcome is :attr:`OutcomeKind.FORM`; once it closed, the refusal that says how."""
 
-    key: ElicitationKey
-    who: Identity
-    via: str
     standing: Standing = NO_STANDING
 
 
 @dataclass(frozen=True)
-class Reply:
+class Reply(_OnElicitation):
     """A thread reply (or its edit) under a posted copy: the core reads it (a number, an id or a
     label names an option; on a free-text question the reply is the answer)."""
 
-    key: ElicitationKey
-    who: Identity
-    via: str
     text: str
     shown: Disclosure | None = None
     """What the copy replied under showed (rule 2), as for :class:`Choose`."""
@@ -76,12 +74,9 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class Submit:
+class Submit(_OnElicitation):
     """A form: a modal, the web inbox's form. ``secret``: ``text`` goes upstream, never stored."""
 
-    key: ElicitationKey
-    who: Identity
-    via: str
     option_ids: tuple[str, ...] = ()
     text: str | None = None
     secret: bool = False
@@ -95,12 +90,9 @@ class Submit:
 
 
 @dataclass(frozen=True)
-class ClaimIt:
+class ClaimIt(_OnElicitation):
     """ "I'm on it"."""
 
-    key: ElicitationKey
-    who: Identity
-    via: str
     standing: Standing = NO_STANDING
 
 
@@ -117,15 +109,12 @@ class Command:
 
 
 @dataclass(frozen=True)
-class OnView:
+class OnView(_OnElicitation):
     """An action its surface can name only against the elicitation as it stands (a Slack button's
     option index, what the message shows now). The core reads the elicitation once, hands
-    ``translate`` that view and judges what it returns (None: :attr:`OutcomeKind.IGNORED`)."""
+    ``translate`` that view and judges what it returns (None: :attr:`OutcomeKind.IGNORED`): the
+    action of ``who``."""
 
-    key: ElicitationKey
-    who: Identity
-    """Who acts (``translate`` returns their action)."""
-    via: str
     translate: Callable[[PromptView], Translated | Awaitable[Translated]]
     """Sync (a Slack click), or async where the surface must ask its platform first (a Matrix
     reaction: the person's name, their dedupe claim, a multiple choice's keycaps)."""
@@ -134,9 +123,6 @@ class OnView:
 Translated = Choose | Open | ClaimIt | None
 """What an :class:`OnView` becomes against the view (None: nothing to judge)."""
 Action = Choose | Reply | Submit | ClaimIt | Open | OnView | Command
-
-
-# --------------------------------------------------------------------------- outcomes
 
 
 class OutcomeKind(StrEnum):
@@ -211,8 +197,6 @@ class Outcome:
     write (without the schedule, whose timeline is not read), for what the surface shows next
     (a form, the thread note)."""
 
-
-# --------------------------------------------------------------------------- chat commands
 
 MODERATOR_LEVEL = 50
 """A Matrix power level at which room members may run commands (not a workspace admin)."""

@@ -24,20 +24,17 @@ WEB_GROUP = "web-group:"
 NAME = re.compile(r"^[\w.:@/-]{1,128}$")
 """A workspace or board id as a command may name it."""
 
-BOARD, APPROVERS, QUORUM, APPROVE_ON, ANYONE_MAY_REJECT = (
-    "board",
-    "approvers",
-    "quorum",
-    "approve_on",
-    "anyone_may_reject",
-)
+BOARD = "board"
+APPROVERS = "approvers"
+QUORUM = "quorum"
+APPROVE_ON = "approve_on"
+ANYONE_MAY_REJECT = "anyone_may_reject"
 POLICY_WORDS = (APPROVERS, QUORUM, APPROVE_ON, ANYONE_MAY_REJECT)
 _WORDS = {w: w for w in (BOARD, *POLICY_WORDS)} | {
     "approve-on": APPROVE_ON,
     "anyone-may-reject": ANYONE_MAY_REJECT,
 }
 _ONE_VALUE = frozenset({BOARD, QUORUM})
-_LISTS = frozenset({APPROVERS, APPROVE_ON})
 _NUMBER = re.compile(r"^\d{1,9}$")
 _FOLLOWS = "board <id>, approvers <a,b>, quorum <n>, approve_on <surfaces> or anyone_may_reject"
 
@@ -205,11 +202,5 @@ def channel_policies(routes: Sequence[Route], destination: str) -> tuple[str, ..
 
 def _covers(earlier: RouteMatch, later: RouteMatch) -> bool:
     """Every question ``later`` matches, ``earlier`` matches too."""
-    return all(
-        mine is None or mine == theirs
-        for mine, theirs in (
-            (earlier.source, later.source),
-            (earlier.workspace, later.workspace),
-            (earlier.board, later.board),
-        )
-    )
+    fields = ("source", "workspace", "board")
+    return all(getattr(earlier, f) in (None, getattr(later, f)) for f in fields)

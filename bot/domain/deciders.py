@@ -13,11 +13,6 @@ from bot.domain.policy import NO_STANDING, ApproverKind, Standing, parse_approve
 from bot.domain.quorum import approvers_of, eligible
 
 
-def surface_of(via: str) -> str:
-    """The surface a destination or ``via`` belongs to: ``slack``, ``matrix`` or ``web``."""
-    return via.split(":", 1)[0]
-
-
 def _readable(entry: str, names: Mapping[str, str]) -> str:
     """One entry by name: the surface's name for it, a web user's name, a power level or the
     admins in words; else as written."""
@@ -138,7 +133,7 @@ def approve_here(route: Route, option: Option, via: str | None) -> Refusal | Non
     surfaces = route.approve_on
     if surfaces is None or not option.approving:
         return None
-    if via is not None and surface_of(via) in surfaces:
+    if via is not None and via.split(":", 1)[0] in surfaces:
         return None
     return Refusal(
         code=RefusalCode.APPROVE_ELSEWHERE,

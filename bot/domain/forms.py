@@ -231,8 +231,5 @@ def form_help(form: Sequence[FormQuestion]) -> str:
 
 
 def _example(form: Sequence[FormQuestion]) -> str:
-    parts = []
-    for number, q in enumerate(form[:3], start=1):
-        said = q.options[0].label if q.options else "…"
-        parts.append(f"{said}" if number == 1 else f"{number}: {said}")
-    return "; ".join(parts)
+    said = [q.options[0].label if q.options else "…" for q in form[:3]]
+    return "; ".join(s if n == 1 else f"{n}: {s}" for n, s in enumerate(said, start=1))

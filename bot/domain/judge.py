@@ -42,16 +42,14 @@ from bot.domain.model import (
 )
 from bot.domain.records import RecordResult, StoredElicitation
 from bot.domain.replies import HelpReply, reply_attempt
-from bot.domain.votes import RecordVote, Voted, by_quorum, voted_message
+from bot.domain.votes import RecordVote, Voted, by_quorum
+from bot.domain.wording import voted_message
 
 Judged = Choose | Reply | Submit | ClaimIt | Open
 """The actions judged on an elicitation (a chat command is judged on no elicitation)."""
 
 NOTHING_TO_CLAIM = "This request is no longer waiting for an answer: nothing to claim."
 CANNOT_ANSWER = "This question can no longer be answered."
-
-
-# --------------------------------------------------------------------------- the write-set
 
 
 @dataclass(frozen=True)
@@ -98,9 +96,6 @@ class Judgement:
     """What the surface shows the person."""
     write: Write | None = None
     """What makes it true (None: nothing to write)."""
-
-
-# --------------------------------------------------------------------------- judging
 
 
 def judge(
@@ -205,17 +200,31 @@ def refused(
     stored: StoredElicitation, attempt: Attempt, refusal: Refusal, people: People
 ) -> Judgement:
     """A refused attempt: the refusal told privately, one audit row."""
-    e = stored.elicitation
+    e, who = stored.elicitation, attempt.respondent
+    identity = rules.who_may_decide(e, who, people) is not None
+    audit = attempt_audit(attempt)
+    return _refusal(e.key, who.key, refusal, audit, once=refusal.once, identity_refused=identity)
+
+
+def _refusal(
+    key: ElicitationKey | None,
+    actor: str,
+    refusal: Refusal,
+    detail: Mapping[str, Any],
+    *,
+    once: bool,
+    identity_refused: bool = False,
+) -> Judgement:
+    """``refusal`` told privately, and its audit row: ``detail`` with the message."""
     outcome = Outcome(
         OutcomeKind.REFUSED,
-        e.key,
+        key,
         refusal.message,
         refusal=refusal,
-        identity_refused=rules.who_may_decide(e, attempt.respondent, people) is not None,
+        identity_refused=identity_refused,
     )
-    detail = {**attempt_audit(attempt), "message": refusal.message}
-    write = RecordRefusal(attempt.respondent.key, refusal.code, detail, refusal.once)
-    return Judgement(outcome, write)
+    detail = {**detail, "message": refusal.message}
+    return Judgement(outcome, RecordRefusal(actor, refusal.code, detail, once))
 
 
 def told_before(judgement: Judgement) -> Judgement:
@@ -239,19 +248,12 @@ def refuse_write(judgement: Judgement, refusal: Refusal) -> Judgement:
     """A judgement whose answer or claim cannot be written after all, refused instead: a secret
     with nowhere upstream to go, or a write that kept losing while the state read said it would
     win (the store's clock and ours disagree on an expiry)."""
-    write = judgement.write
-    key = judgement.outcome.key
-    outcome = Outcome(OutcomeKind.REFUSED, key, refusal.message, refusal=refusal)
-    detail: dict[str, Any] = {"message": refusal.message}
+    write, key = judgement.write, judgement.outcome.key
     if isinstance(write, RecordAnswer):
-        actor = write.answer.respondent
-        detail = {**write.audit, **detail}
-    elif isinstance(write, RecordClaim):
-        actor = write.by
-        detail = {"claim": True, **detail}
-    else:
-        return judgement
-    return Judgement(outcome, RecordRefusal(actor, refusal.code, detail))
+        return _refusal(key, write.answer.respondent, refusal, write.audit, once=False)
+    if isinstance(write, RecordClaim):
+        return _refusal(key, write.by, refusal, {"claim": True}, once=False)
+    return judgement
 
 
 def lost_for_good(judgement: Judgement) -> Judgement:
@@ -336,9 +338,7 @@ def _claim(
         if refusal is None and route is not None and not is_approver(route, who, standing, people):
             refusal = not_approver(route, standing)
     if refusal is not None:
-        outcome = Outcome(OutcomeKind.REFUSED, action.key, refusal.message, refusal=refusal)
-        detail = {"claim": True, "message": refusal.message}
-        return Judgement(outcome, RecordRefusal(who.key, refusal.code, detail, refusal.once))
+        return _refusal(action.key, who.key, refusal, {"claim": True}, once=refusal.once)
     until = deadlines.claim_until(now, minutes)
     claim = deadlines.Claim(who.key, until, who.display_name)
     return Judgement(

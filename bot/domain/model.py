@@ -420,6 +420,17 @@ class People(Frozen):
         return self.principals.get(identity_key)
 
 
+def check_followup_seconds(value: int) -> int:
+    if value != 0 and not 5 <= value <= 900:  # noqa: PLR2004 - the contract's bounds
+        msg = "followup_seconds must be 0 (off) or between 5 and 900"
+        raise ValueError(msg)
+    return value
+
+
+def check_destinations(values: Iterable[str]) -> tuple[Destination, ...]:
+    return tuple(Destination.parse(value) for value in values)
+
+
 class RouteMatch(Frozen):
     source: str | None = None
     workspace: str | None = None
@@ -448,24 +459,5 @@ class Route(Frozen):
     _approvers = field_validator("approvers")(check_approvers)
     _quorum = field_validator("quorum")(check_quorum)
     _approve_on = field_validator("approve_on")(check_surfaces)
-
-    @field_validator("followup_seconds")
-    @classmethod
-    def _followup_range(cls, value: int) -> int:
-        return check_followup_seconds(value)
-
-    @field_validator("destinations", "escalate_to", "mention")
-    @classmethod
-    def _destination_form(cls, values: tuple[Destination, ...]) -> tuple[Destination, ...]:
-        return check_destinations(values)
-
-
-def check_followup_seconds(value: int) -> int:
-    if value != 0 and not 5 <= value <= 900:  # noqa: PLR2004 - the contract's bounds
-        msg = "followup_seconds must be 0 (off) or between 5 and 900"
-        raise ValueError(msg)
-    return value
-
-
-def check_destinations(values: Iterable[str]) -> tuple[Destination, ...]:
-    return tuple(Destination.parse(value) for value in values)
+    _followup = field_validator("followup_seconds")(check_followup_seconds)
+    _destinations = field_validator("destinations", "escalate_to", "mention")(check_destinations)

@@ -10,20 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.domain.model import Elicitation, Frozen, Identity, Option, People, Scope
-from bot.domain.policy import NO_STANDING, Approver, ApproverKind, Standing, parse_approver
-
-__all__ = [
-    "NO_STANDING",
-    "Standing",
-    "Tally",
-    "Vote",
-    "approvers_of",
-    "current",
-    "decided_option",
-    "eligible",
-    "person_of",
-    "tally",
-]
+from bot.domain.policy import Approver, ApproverKind, Standing, parse_approver
 
 
 def person_of(identity_key: str, people: People) -> str:

@@ -170,8 +170,6 @@ class Writeback:
         )
 
 
-# --------------------------------------------------------------------------- deadline values
-
 WEB = "web"
 """The web inbox's destination: it has no thread to remind in."""
 _ON_ITS_WAY = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
@@ -391,13 +389,9 @@ class DueDeadline:
 
 
 @dataclass(frozen=True)
-class FiredDeadline:
+class FiredDeadline(DueDeadline):
     """What firing one claimed deadline did."""
 
-    id: int
-    elicitation_key: ElicitationKey
-    kind: DeadlineKind
-    due_at: datetime
     outcome: FireOutcome
 
 

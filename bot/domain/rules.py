@@ -46,9 +46,6 @@ def format_time(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-# --------------------------------------------------------------------------- options shown
-
-
 @dataclass(frozen=True)
 class OfferedOption:
     option: Option
@@ -112,9 +109,6 @@ def offered_options(
         )
         for o in e.options
     )
-
-
-# --------------------------------------------------------------------------- judging
 
 
 @dataclass(frozen=True)
@@ -217,42 +211,32 @@ def _lower(sentence: str) -> str:
     return sentence[:1].lower() + sentence[1:]
 
 
-def _count(n: int) -> str:
-    return f"{n:,}"
-
-
-def _check_text(text: str | None, limit: int, *, required: bool = False) -> Refusal | None:
-    """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points."""
+def _check_text(
+    text: str | None, limit: int, *, required: bool = False, byte_limit: int | None = None
+) -> Refusal | None:
+    """Rule 4 for a text or a comment: non-blank when required, at most ``limit`` code points,
+    and at most ``byte_limit`` UTF-8 bytes where the source bounds it so (``TEXT_BYTE_LIMITS``),
+    told in bytes."""
     if text is None or not text.strip():
         return _refuse(RefusalCode.EMPTY, _WRITE_AN_ANSWER) if required else None
-    length = len(text)
-    if length > limit:
+    if byte_limit is not None and (size := len(text.encode("utf-8", "surrogatepass"))) > byte_limit:
+        kib = f" ({byte_limit // 1024} KiB)" if byte_limit % 1024 == 0 else ""
         return _refuse(
             RefusalCode.TOO_LONG,
-            f"Your answer is {_count(length)} characters; the limit is {_count(limit)}.",
+            f"Your answer is {size:,} bytes of UTF-8; the limit is {byte_limit:,} bytes{kib}.",
+        )
+    if len(text) > limit:
+        return _refuse(
+            RefusalCode.TOO_LONG,
+            f"Your answer is {len(text):,} characters; the limit is {limit:,}.",
         )
     return None
 
 
 TEXT_BYTE_LIMITS = {"engine": 32 * 1024}
 """Sources whose upstream bounds an answer's text in UTF-8 bytes, not code points: the engine
-(spec 001, "bounded to 32 KiB of UTF-8 bytes"). Checked instead of the code-point bound, so the
+(spec 001, "bounded to 32 KiB of UTF-8 bytes"). Checked before the code-point bound, so the
 person is told the limit in bytes."""
-
-
-def _check_text_bytes(text: str | None, limit: int) -> Refusal | None:
-    """Rule 4's bound in UTF-8 bytes (``TEXT_BYTE_LIMITS``); a blank text is left to the rest."""
-    if text is None or not text.strip():
-        return None
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        kib = f" ({limit // 1024} KiB)" if limit % 1024 == 0 else ""
-        return _refuse(
-            RefusalCode.TOO_LONG,
-            f"Your answer is {_count(size)} bytes of UTF-8; "
-            f"the limit is {_count(limit)} bytes{kib}.",
-        )
-    return None
 
 
 def _chosen_options(e: Elicitation, attempt: Attempt) -> tuple[Option, ...] | Refusal:
@@ -291,32 +275,6 @@ def _check_count(e: Elicitation, chosen: tuple[Option, ...], has_text: bool) -> 
         if not e.options:
             return _refuse(RefusalCode.EMPTY, _WRITE_AN_ANSWER)
         return _refuse(RefusalCode.EMPTY, "Choose one of the options or write an answer.")
-    return None
-
-
-def _check_option(
-    e: Elicitation,
-    option: Option,
-    *,
-    attempt: Attempt,
-    people: People,
-    now: datetime,
-    has_text: bool,
-    route: Route | None,
-) -> Refusal | None:
-    """Rules 2-4 and 9 for one chosen option: who may pick it here (:func:`who_may_decide`),
-    then whether it needs a comment."""
-    pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
-    refusal = who_may_decide(
-        e, attempt.respondent, people, pick, route=route, standing=attempt.standing
-    )
-    if refusal is not None:
-        return refusal
-    if option.requires_text and not has_text:
-        return _refuse(
-            RefusalCode.NEEDS_TEXT,
-            f"“{option.label}” needs a comment: add a reason with your choice.",
-        )
     return None
 
 
@@ -363,18 +321,20 @@ def judge(
 
     if route is not None and (refusal := deciders.may_choose(route, who, standing, people, chosen)):
         return refusal
-    for option in chosen:
-        refusal = _check_option(
-            e, option, attempt=attempt, people=people, now=now, has_text=has_text, route=route
-        )
+    for option in chosen:  # rules 2-4 and 9 for each: who may pick it here, then its comment
+        pick = Pick(option, now, attempt.shown, attempt.revision, attempt.via, attempt.digest)
+        refusal = who_may_decide(e, who, people, pick, route=route, standing=standing)
+        if refusal is None and option.requires_text and not has_text:
+            refusal = _refuse(
+                RefusalCode.NEEDS_TEXT,
+                f"“{option.label}” needs a comment: add a reason with your choice.",
+            )
         if refusal is not None:
             return refusal
 
-    byte_limit = TEXT_BYTE_LIMITS.get(e.source)
     limit = e.max_length if e.max_length is not None else MAX_FREE_TEXT
-    refusal = (
-        _check_text_bytes(text, byte_limit) if byte_limit is not None else None
-    ) or _check_text(text, limit, required=e.answer_mode in _TEXT_ONLY_MODES)
+    required = e.answer_mode in _TEXT_ONLY_MODES
+    refusal = _check_text(text, limit, required=required, byte_limit=TEXT_BYTE_LIMITS.get(e.source))
     if refusal is not None:
         return refusal
 
@@ -429,22 +389,30 @@ def _judge_form(
     return _answer(attempt, people, now, text=text, fields={**attempt.fields, "answers": checked})
 
 
-# --------------------------------------------------------------------------- first answer wins
-
-
-def _already_answered(e: Elicitation, state: AnswerState, attempt: Attempt) -> Refusal:
-    answer = state.answer
-    if answer is None:
-        return _refuse(RefusalCode.ALREADY_ANSWERED, "This question was already answered.")
-    if answer.respondent == attempt.respondent.key:
-        who = "you"
-    else:
-        who = answer.display_name or answer.respondent
-    return _refuse(
-        RefusalCode.ALREADY_ANSWERED,
-        f"Already answered by {who} ({describe_answer(e, answer)}) at {format_time(answer.at)} "
-        f"via {platform_name(answer.via)}.",
-    )
+def _closed(e: Elicitation, state: AnswerState, attempt: Attempt, now: datetime) -> Refusal | None:
+    """Rule 5: answered, cancelled, or past ``expires_at`` (the scheduler records the expiry)."""
+    if state.status is Status.ANSWERED:
+        answer = state.answer
+        if answer is None:
+            return _refuse(RefusalCode.ALREADY_ANSWERED, "This question was already answered.")
+        mine = answer.respondent == attempt.respondent.key
+        who = "you" if mine else answer.display_name or answer.respondent
+        return _refuse(
+            RefusalCode.ALREADY_ANSWERED,
+            f"Already answered by {who} ({describe_answer(e, answer)}) at "
+            f"{format_time(answer.at)} via {platform_name(answer.via)}.",
+        )
+    if state.status is Status.CANCELLED:
+        return _refuse(
+            RefusalCode.CLOSED, "This request was cancelled; it can no longer be answered."
+        )
+    expires_at = e.deadlines.expires_at
+    if state.status is Status.EXPIRED or (expires_at is not None and expires_at <= now):
+        when = "" if expires_at is None else f" at {format_time(expires_at)}"
+        return _refuse(
+            RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
+        )
+    return None
 
 
 def decide(
@@ -456,28 +424,9 @@ def decide(
     *,
     route: Route | None = None,
 ) -> Decision:
-    """The pure model of the store's first-answer-wins update (rule 5): not pending, or past
-    ``expires_at`` (the scheduler records the expiry), refused with the state unchanged; else
-    :func:`judge`, an answer moving the state to ANSWERED."""
-    if state.status is Status.ANSWERED:
-        return Decision(state, _already_answered(e, state, attempt))
-    if state.status is Status.CANCELLED:
-        return Decision(
-            state,
-            _refuse(
-                RefusalCode.CLOSED, "This request was cancelled; it can no longer be answered."
-            ),
-        )
-    expires_at = e.deadlines.expires_at
-    if state.status is Status.EXPIRED or (expires_at is not None and expires_at <= now):
-        when = "" if expires_at is None else f" at {format_time(expires_at)}"
-        return Decision(
-            state,
-            _refuse(
-                RefusalCode.EXPIRED, f"This request expired{when}; it can no longer be answered."
-            ),
-        )
-    result = judge(e, attempt, people, now, route=route)
+    """The pure model of the store's first-answer-wins update (rule 5): closed (:func:`_closed`),
+    refused with the state unchanged; else :func:`judge`, an answer moving the state to ANSWERED."""
+    result = _closed(e, state, attempt, now) or judge(e, attempt, people, now, route=route)
     if isinstance(result, Refusal):
         return Decision(state, result)
     return Decision(AnswerState(Status.ANSWERED, result), result)

@@ -11,10 +11,8 @@ from typing import Any
 from bot.domain.model import Answer, Approval, People, Refusal, RefusalCode, Route
 from bot.domain.quorum import Tally, Vote, decided_option, person_of, tally
 from bot.domain.records import StoredElicitation
-from bot.domain.wording import already_voted, voted_message
+from bot.domain.wording import already_voted
 from bot.domain.writes import AuditWrite, WriteSet
-
-__all__ = ["RecordVote", "Voted", "by_quorum", "live_votes", "vote_writes", "voted_message"]
 
 
 @dataclass(frozen=True)
@@ -58,10 +56,7 @@ def by_quorum(
     before = tally(e, votes, route.quorum)
     me = person_of(answer.respondent, people)
     if before.has_voted(me):
-        return Refusal(
-            code=RefusalCode.ALREADY_VOTED,
-            message=already_voted(before),
-        )
+        return Refusal(code=RefusalCode.ALREADY_VOTED, message=already_voted(before))
     vote = Vote(
         person=me,
         respondent=answer.respondent,

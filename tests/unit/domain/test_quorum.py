@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 
 from bot.domain.model import Identity, People
 from bot.domain.policy import (
+    NO_STANDING,
     ApproverKind,
+    Standing,
     check_approvers,
     check_quorum,
     check_surfaces,
     parse_approver,
 )
 from bot.domain.quorum import (
-    NO_STANDING,
-    Standing,
     Vote,
     approvers_of,
     current,
