@@ -208,8 +208,7 @@ def _ask_fields(ask: _Checker, now: datetime) -> _Ask:
     size = len(body.encode("utf-8", "surrogatepass"))
     if size > MAX_BODY_BYTES:
         ask.fail(
-            "body",
-            f"is {size:,} bytes of UTF-8; the limit is {MAX_BODY_BYTES:,} bytes (32 KiB)",
+            "body", f"is {size:,} bytes of UTF-8; the limit is {MAX_BODY_BYTES:,} bytes (32 KiB)"
         )
     action = ask.obj("action")
     kind = _kind(ask, action)

@@ -10,11 +10,6 @@ if TYPE_CHECKING:
     from adapters.sources.handup.elicitation import SOURCE, to_elicitation
     from adapters.sources.handup.routes import handup_router
     from adapters.sources.handup.sink import HandupSink
-    from adapters.sources.handup.validation import (
-        CheckedRequest,
-        callback_allowed,
-        check,
-        schema,
-    )
+    from adapters.sources.handup.validation import CheckedRequest, callback_allowed, check, schema
 
 __all__, __getattr__ = lazy_exports(__name__, __file__)

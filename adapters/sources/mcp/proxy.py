@@ -123,8 +123,7 @@ class Elicitbot:
 
     def client(self) -> Client:
         http = httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=httpx2.Timeout(30, read=900),
+            headers={"Authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(30, read=900)
         )
         return Client(streamable_http_client(self.url, http_client=http), mode=MODERN)
 

@@ -331,7 +331,7 @@ def mcp_part(
     # Built for the session manager it makes. A browser page cannot add a bearer token, so the
     # DNS rebinding check (a Host allowlist) would only refuse a reverse proxy's Host.
     server.streamable_http_app(
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
     )
     manager = server.session_manager
 

@@ -17,15 +17,7 @@ from adapters.shared.timestamps import parse_rfc3339
 from adapters.sources.common import loc_path
 from adapters.sources.pinework import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
-from bot.domain.model import (
-    Answer,
-    AnswerMode,
-    Context,
-    Elicitation,
-    Kind,
-    Option,
-    Status,
-)
+from bot.domain.model import Answer, AnswerMode, Context, Elicitation, Kind, Option, Status
 from bot.domain.ports import PromptView
 
 SOURCE = "pinework"

@@ -13,13 +13,7 @@ from adapters.sources.common import loc_path
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
-from bot.domain.model import (
-    AnswerMode,
-    Elicitation,
-    Kind,
-    Meaning,
-    Scope,
-)
+from bot.domain.model import AnswerMode, Elicitation, Kind, Meaning, Scope
 
 SOURCE = "superpipeline"
 CE_TYPE = "com.superjackfruit.superpipeline.elicitation.pending.v1"
