@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 
@@ -24,3 +25,16 @@ def loc_path(parts: Iterable[int | str]) -> str:
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
+
+
+def utc_text(when: datetime) -> str:
+    """An aware UTC datetime as RFC 3339 with ``Z``: ``2026-12-01T16:00:00Z``."""
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def repeats(values: Iterable[Hashable | None]) -> Iterator[tuple[int, int]]:
+    """``(index, index of its first)`` for each value seen before; None is never compared."""
+    first: dict[Hashable, int] = {}
+    for index, value in enumerate(values):
+        if value is not None and first.setdefault(value, index) != index:
+            yield index, first[value]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.common import digest
+from adapters.sources.common import digest, repeats, utc_text
 from adapters.sources.engine.route import (
     DESTINATION_MAX,
     delivery_route,
@@ -257,16 +257,11 @@ def _kind(ask: _Checker, action: dict[str, Any] | None) -> Kind:
 
 def _choices(ask: _Checker) -> tuple[str, ...]:
     choices = ask.strings("choices", non_empty=True) or []
-    seen: dict[str, int] = {}
-    for index, choice in enumerate(ask.data.get("choices") or []):
-        if not isinstance(choice, str) or not choice:
-            continue
-        if choice in seen:
-            ask.fail(
-                f"choices[{index}]",
-                f"repeats choices[{seen[choice]}]: each answer string is offered once",
-            )
-        seen.setdefault(choice, index)
+    given = [c if isinstance(c, str) and c else None for c in ask.data.get("choices") or []]
+    for index, first in repeats(given):
+        ask.fail(
+            f"choices[{index}]", f"repeats choices[{first}]: each answer string is offered once"
+        )
     return tuple(dict.fromkeys(choices))
 
 
@@ -338,11 +333,7 @@ def _elicitation(
             expires_at=ask.expires_at,
             preview=(PreviewItem(type="json", label="Action", text=shown),),
         )
-    expires_text = (
-        NO_DEADLINE_TEXT
-        if ask.expires_at is None
-        else ask.expires_at.isoformat().replace("+00:00", "Z")
-    )
+    expires_text = NO_DEADLINE_TEXT if ask.expires_at is None else utc_text(ask.expires_at)
     extra: dict[str, Any] = {
         "id": delivery_id,
         "kind": ask.kind.value,

@@ -113,10 +113,6 @@ def to_millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def from_millis(millis: int) -> datetime:
-    return datetime.fromtimestamp(millis / 1000, UTC)
-
-
 def _expiry(
     checked: CheckedRequest, now: datetime, default_timeout: timedelta | None
 ) -> datetime | None:
@@ -126,7 +122,7 @@ def _expiry(
         duration = parse_timeout(timeout) if timeout is not None else None
         return now + duration if duration is not None else None
     if given := document["expires_at"]:
-        return from_millis(given)
+        return datetime.fromtimestamp(given / 1000, UTC)
     return now + default_timeout if default_timeout is not None else None
 
 

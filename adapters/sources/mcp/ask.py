@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.sources.common import digest
+from adapters.sources.common import digest, repeats, utc_text
 from adapters.sources.mcp import form as forms
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem
@@ -138,9 +138,7 @@ def _shape_problems(
     if url is None and form is None and not options and free_text is None:
         problems.append(FieldProblem("options", "give options, free_text or a form to answer"))
     ids = [o.id for o in options]
-    for index, option_id in enumerate(ids):
-        if option_id in ids[:index]:
-            problems.append(FieldProblem(f"options[{index}].id", "must be distinct"))
+    problems += [FieldProblem(f"options[{i}].id", "must be distinct") for i, _ in repeats(ids)]
     if timeout_seconds is not None and not 1 <= timeout_seconds <= TIMEOUT_MAX:
         problems.append(FieldProblem("timeout_seconds", f"must be between 1 and {TIMEOUT_MAX}"))
     if on_timeout is not None:
@@ -227,13 +225,6 @@ def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[st
     return Route(match=RouteMatch(source=SOURCE), destinations=(people[0],), origin="request")
 
 
-def url_question(message: str, url: str) -> str:
-    return (
-        f"{message}\n\nThe tool asks you to open this address yourself (elicitbot has not "
-        f"opened it and shows no preview of it):\n\n{url}"
-    )
-
-
 def to_elicitation(
     *,
     question_id: str,
@@ -272,7 +263,10 @@ def to_elicitation(
     option_values = _options(options, on_timeout)
     approving = any(o.approving for o in option_values)
     if url is not None:
-        question = url_question(question, url)
+        question = (
+            f"{question}\n\nThe tool asks you to open this address yourself (elicitbot has not "
+            f"opened it and shows no preview of it):\n\n{url}"
+        )
         mode = AnswerMode.ACKNOWLEDGE
     elif parsed_form is not None:
         option_values, mode = _form_answers(parsed_form)
@@ -351,7 +345,7 @@ def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]
         "text": None if answer.secret else answer.text,
         "fields": {} if isinstance(content, list) else content,
         "by": answer.respondent,
-        "at": answer.at.isoformat().replace("+00:00", "Z"),
+        "at": utc_text(answer.at),
     }
     if problems:
         body["answer"]["problems"] = [{"field": p.loc, "message": p.message} for p in problems]

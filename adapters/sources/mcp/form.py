@@ -21,7 +21,6 @@ LEAVE_EMPTY = "(leave empty)"  # the extra option of a property the schema does 
 YES = "Yes"
 NO = "No"
 FORMATS = ("email", "uri", "date", "date-time")
-_PRIMITIVES = ("string", "number", "integer", "boolean")
 _STRING_KEYS = {"minLength", "maxLength", "pattern", "format"}
 _NUMBER_KEYS = {"minimum", "maximum"}
 _ARRAY_KEYS = {"minItems", "maxItems"}

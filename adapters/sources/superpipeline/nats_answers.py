@@ -84,19 +84,13 @@ class NatsAnswerPublisher:
                 return self._nc
             try:
                 self._nc = await connect(
-                    self.url,
-                    name="elicitbot-answers",
-                    give_up_after=self.timeout,
-                    error_cb=self._on_error,
+                    self.url, name="elicitbot-answers", give_up_after=self.timeout
                 )
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 raise TransientDeliveryError(
                     f"NATS unreachable at {self.url}: {type(exc).__name__}"
                 ) from exc
             return self._nc
-
-    async def _on_error(self, exc: Exception) -> None:
-        self._log.warning("nats.error", error=f"{type(exc).__name__}: {exc}")
 
 
 class CompositeSink:

@@ -136,7 +136,6 @@ class NatsIntake:
                 self.url,
                 name="elicitbot-intake",
                 give_up_after=self.connect_timeout,
-                error_cb=self._on_error,
                 disconnected_cb=self._on_disconnected,
                 reconnected_cb=self._on_reconnected,
             )
@@ -416,9 +415,6 @@ class NatsIntake:
             deliveries=advisory.get("deliveries"),
             hint="JetStream stopped redelivering it; the message stays in the stream",
         )
-
-    async def _on_error(self, exc: Exception) -> None:
-        self._log.warning("nats.error", error=f"{type(exc).__name__}: {exc}")
 
     async def _on_disconnected(self) -> None:
         self._log.warning("nats.disconnected", url=self.url)
