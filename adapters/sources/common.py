@@ -8,6 +8,8 @@ from collections.abc import Hashable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
+from bot.domain.errors import FieldProblem, PayloadRejected
+
 
 def canonical(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, non-ASCII kept."""
@@ -38,3 +40,10 @@ def repeats(values: Iterable[Hashable | None]) -> Iterator[tuple[int, int]]:
     for index, value in enumerate(values):
         if value is not None and first.setdefault(value, index) != index:
             yield index, first[value]
+
+
+def json_object(data: Any) -> dict[str, Any]:
+    """``data`` if a JSON object, else the 400 saying the body must be one."""
+    if not isinstance(data, dict):
+        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
+    return data

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.common import digest, repeats, utc_text
+from adapters.sources.common import digest, json_object, repeats, utc_text
 from adapters.sources.engine.route import (
     DESTINATION_MAX,
     delivery_route,
@@ -126,9 +126,7 @@ class _Checker:
 
 
 def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
-    if not isinstance(data, dict):
-        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
-    top = _Checker(data, "")
+    top = _Checker(json_object(data), "")
     delivery_id = top.text("id", required=True)
     ask_data = top.obj("ask")
     if not top.present("ask"):

@@ -30,15 +30,8 @@ from bot.domain.model import (
 SOURCE = "handup"
 SUBJECT_SCHEMA = "handup.request"
 CONTENT_FIELDS = (
-    "kind",
-    "title",
-    "summary",
-    "tool",
-    "risk",
-    "source",
-    "previews",
-    "options",
-    "input",
+    *("kind", "title", "summary", "tool", "risk"),
+    *("source", "previews", "options", "input"),
 )
 """What a person decides on: ``content_hash`` is the SHA-256 of these, canonical JSON."""
 

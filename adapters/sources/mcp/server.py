@@ -27,7 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, ValidationError
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.sources.mcp import ask as asks
 from adapters.sources.mcp.config import McpConfig, agent_tokens
@@ -78,21 +78,15 @@ def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
     return found if token else None
 
 
-class _AgentGate:
+def _agent_gate(tokens: Mapping[str, str], inner: ASGIApp) -> ASGIApp:
     """401 without an agent's bearer token, else the MCP transport with the agent as the user
     (a 2025-11-25 session stays bound to its token)."""
 
-    def __init__(
-        self, tokens: Mapping[str, str], inner: Callable[[Scope, Receive, Send], Awaitable[None]]
-    ) -> None:
-        self.tokens = tokens
-        self.inner = inner
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def gate(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if (agent := agent_for(_bearer(headers), self.tokens)) is None:
+        if (agent := agent_for(_bearer(headers), tokens)) is None:
             response = JSONResponse(
                 {"error": "unauthorized", "detail": "a valid agent bearer token is required"},
                 status_code=401,
@@ -101,7 +95,9 @@ class _AgentGate:
             await response(scope, receive, send)
             return
         user = AuthenticatedUser(AccessToken(token="", client_id=f"mcp:{agent}", scopes=[]))
-        await self.inner({**scope, "user": user}, receive, send)
+        await inner({**scope, "user": user}, receive, send)
+
+    return gate
 
 
 def _not_found(question_id: str) -> ToolError:
@@ -348,7 +344,7 @@ def mcp_part(
     def ready() -> str | None:
         return None if tools.running else "mcp: the session manager is not running"
 
-    app = _AgentGate(tokens, manager.handle_request)
+    app = _agent_gate(tokens, manager.handle_request)
     return McpPart(
         route=Route("/mcp", app, methods=["GET", "POST", "DELETE"]),
         lifespan=lifespan,

@@ -12,7 +12,7 @@ import nats.errors
 import nats.js.errors
 import structlog
 
-from adapters.sources.superpipeline.nats_client import connect, stream_of
+from adapters.sources.superpipeline.nats_client import connect, described, stream_of
 from adapters.sources.superpipeline.sink import answered_document
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.ports import AnswerSink, PromptView
@@ -60,9 +60,7 @@ class NatsAnswerPublisher:
                 f"JetStream refused the answer: {exc.description}"
             ) from exc
         except (nats.errors.Error, OSError, TimeoutError) as exc:
-            raise TransientDeliveryError(
-                f"NATS publish failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise TransientDeliveryError(f"NATS publish failed: {described(exc)}") from exc
         self._log.info(
             "nats.answer.published",
             subject=subject,

@@ -38,8 +38,12 @@ async def connect(url: str, *, name: str, give_up_after: float, **callbacks: Any
     return nc
 
 
+def described(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def _log_error(exc: Exception) -> None:
-    _log.warning("nats.error", error=f"{type(exc).__name__}: {exc}")
+    _log.warning("nats.error", error=described(exc))
 
 
 async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:

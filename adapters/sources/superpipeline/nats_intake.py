@@ -26,7 +26,7 @@ from nats.js.api import (
 )
 
 from adapters.shared import cloudevents
-from adapters.sources.superpipeline.nats_client import connect, sleep_unless
+from adapters.sources.superpipeline.nats_client import connect, described, sleep_unless
 from adapters.sources.superpipeline.parse import SUBJECT_RE, to_elicitation
 from bot.domain.errors import IntakeError, PayloadRejected
 from bot.domain.ports import Inbound, IntakeOutcome
@@ -172,7 +172,7 @@ class NatsIntake:
                 self._log.warning(
                     "nats.intake.start_failed",
                     url=self.url,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=described(exc),
                     retry_in=wait,
                 )
                 await sleep_unless(stop, wait)
@@ -299,7 +299,7 @@ class NatsIntake:
                 self._log.warning(
                     "nats.fetch_failed",
                     stream=binding.stream,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=described(exc),
                     retry_in=wait,
                 )
                 await sleep_unless(stop, wait)
@@ -322,9 +322,7 @@ class NatsIntake:
             if len(valid) == 1:
                 await self._nak(valid[0][0], exc)
                 return
-            self._log.warning(
-                "nats.batch_failed", size=len(valid), error=f"{type(exc).__name__}: {exc}"
-            )
+            self._log.warning("nats.batch_failed", size=len(valid), error=described(exc))
             for item in valid:  # one at a time: a poison message must not sink its batch
                 await self._hand_over([item])
             return
@@ -380,7 +378,7 @@ class NatsIntake:
             stream_seq=seq,
             delivered=delivered,
             retry_in=delay,
-            error=f"{type(exc).__name__}: {exc}",
+            error=described(exc),
         )
         await self._settle(msg, "nak", delay)
 
@@ -398,7 +396,7 @@ class NatsIntake:
                 "nats.settle_failed",
                 how=how,
                 stream_seq=_position(msg)[0],
-                error=f"{type(exc).__name__}: {exc}",
+                error=described(exc),
             )
 
     async def _on_max_deliveries(self, msg: Any) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters.sources.common import canonical, digest
+from adapters.sources.common import canonical, digest, json_object
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -104,14 +104,8 @@ def _optional_object(
     return value
 
 
-def _body_object(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
-    return data
-
-
 def parse_request(data: Any) -> ElicitationRequest:
-    body = _body_object(data)
+    body = json_object(data)
     problems: list[FieldProblem] = []
     execution_id = _required_text(body, "executionId", problems, non_empty=True)
     if execution_id.endswith(RESOLVE_SUFFIX):
@@ -128,7 +122,7 @@ def parse_request(data: Any) -> ElicitationRequest:
 
 
 def parse_resolution(data: Any) -> Resolution:
-    body = _body_object(data)
+    body = json_object(data)
     problems: list[FieldProblem] = []
     approved = body.get("approved")
     if "approved" not in body:
