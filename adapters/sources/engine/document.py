@@ -39,10 +39,7 @@ def _action(e: Elicitation) -> Any:
         return None
     for item in e.subject.preview:
         if item.label == "Action" and item.text:
-            try:
-                return json.loads(item.text)
-            except ValueError:  # pragma: no cover - intake wrote it from json.dumps
-                return None
+            return json.loads(item.text)  # intake wrote it from json.dumps
     return None
 
 
