@@ -6,8 +6,12 @@ from adapters.shared.exports import lazy_exports
 
 if TYPE_CHECKING:
     from adapters.sources.engine.document import ask_document
-    from adapters.sources.engine.parse import MAX_BODY_BYTES, NO_DEADLINE_TEXT, parse_delivery
-    from adapters.sources.engine.route import delivery_route
+    from adapters.sources.engine.parse import (
+        MAX_BODY_BYTES,
+        NO_DEADLINE_TEXT,
+        delivery_route,
+        parse_delivery,
+    )
     from adapters.sources.engine.routes import acceptance, engine_router
     from adapters.sources.engine.sink import EngineSink
 

@@ -5,18 +5,13 @@ vouch for."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
 from adapters.sources.common import digest, json_object, repeats, utc_text
-from adapters.sources.engine.route import (
-    DESTINATION_MAX,
-    delivery_route,
-    destination_problem,
-    mention_identity,
-)
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
@@ -32,6 +27,8 @@ from bot.domain.model import (
     Option,
     PreviewItem,
     Route,
+    RouteMatch,
+    check_destinations,
 )
 
 SOURCE = "engine"
@@ -47,6 +44,11 @@ KINDS = ("question", "approval", "task")
 ACTION_SCHEMA = "engine.action"
 APPROVE = "approve"
 DENY = "deny"
+WEB = "web"
+CHAT_PREFIXES = ("slack:", "matrix:")
+DESTINATION_MAX = 300
+"""A destination is stored as one delivery's ``destination`` (300 characters on both databases);
+``matrix:`` and a Matrix room id (at most 255 bytes) fit."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,39 @@ class DeliveryRequest:
 
 def key_of(delivery_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{delivery_id}")
+
+
+def destination_problem(destination: str) -> str | None:
+    """Why ``destination`` is no ``web``, ``slack:<id>`` or ``matrix:<id>`` in bounds, or None."""
+    if (bad := id_problem(destination, max_length=DESTINATION_MAX, required=True)) is not None:
+        return bad
+    try:
+        check_destinations((destination,))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def mention_identity(mention: Any) -> str | None:
+    """The chat identity a mention names (``"slack:U…"``, or an object's ``id``), else None."""
+    value = mention.get("id") if isinstance(mention, dict) else mention
+    if isinstance(value, str) and value.startswith(CHAT_PREFIXES) and value.split(":", 1)[1]:
+        return value
+    return None
+
+
+def delivery_route(
+    destinations: Sequence[str], followup_seconds: int, mentions: Sequence[str] = ()
+) -> Route:
+    """The ask's route: the request's own destinations (as ``Inbound.route``), not the config's
+    routes; raises ValueError for a destination or delay the contract refuses."""
+    return Route(
+        match=RouteMatch(source="engine"),
+        destinations=tuple(destinations) or (WEB,),
+        followup_seconds=followup_seconds,
+        mention=tuple(dict.fromkeys(mentions)),
+        origin="request",
+    )
 
 
 class _Checker:

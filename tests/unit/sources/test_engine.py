@@ -18,8 +18,7 @@ from adapters.sources.engine import (
     delivery_route,
     parse_delivery,
 )
-from adapters.sources.engine.parse import action_digest
-from adapters.sources.engine.route import mention_identity
+from adapters.sources.engine.parse import action_digest, mention_identity
 from adapters.sources.engine.routes import delivery_body
 from bot.domain import rules
 from bot.domain.disclosure import SHOWN_WHOLE
