@@ -78,15 +78,20 @@ def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
     return found if token else None
 
 
-def _agent_gate(tokens: Mapping[str, str], inner: ASGIApp) -> ASGIApp:
+class _AgentGate:
     """401 without an agent's bearer token, else the MCP transport with the agent as the user
-    (a 2025-11-25 session stays bound to its token)."""
+    (a 2025-11-25 session stays bound to its token). A class: Starlette's ``Route`` would take a
+    plain function for a request handler, not an ASGI app."""
 
-    async def gate(scope: Scope, receive: Receive, send: Send) -> None:
+    def __init__(self, tokens: Mapping[str, str], inner: ASGIApp) -> None:
+        self.tokens = tokens
+        self.inner = inner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if (agent := agent_for(_bearer(headers), tokens)) is None:
+        if (agent := agent_for(_bearer(headers), self.tokens)) is None:
             response = JSONResponse(
                 {"error": "unauthorized", "detail": "a valid agent bearer token is required"},
                 status_code=401,
@@ -95,9 +100,7 @@ def _agent_gate(tokens: Mapping[str, str], inner: ASGIApp) -> ASGIApp:
             await response(scope, receive, send)
             return
         user = AuthenticatedUser(AccessToken(token="", client_id=f"mcp:{agent}", scopes=[]))
-        await inner({**scope, "user": user}, receive, send)
-
-    return gate
+        await self.inner({**scope, "user": user}, receive, send)
 
 
 def _not_found(question_id: str) -> ToolError:
@@ -344,7 +347,7 @@ def mcp_part(
     def ready() -> str | None:
         return None if tools.running else "mcp: the session manager is not running"
 
-    app = _agent_gate(tokens, manager.handle_request)
+    app = _AgentGate(tokens, manager.handle_request)
     return McpPart(
         route=Route("/mcp", app, methods=["GET", "POST", "DELETE"]),
         lifespan=lifespan,
