@@ -9,6 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.errors import FieldProblem, PayloadRejected
+from bot.domain.model import Meaning, Option
+
+APPROVE = "approve"
+DENY = "deny"
 
 
 def canonical(value: Any) -> str:
@@ -47,3 +51,11 @@ def json_object(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
     return data
+
+
+def approve_deny(approve: str = "Approve", deny: str = "Deny") -> tuple[Option, Option]:
+    """The two buttons of an approval: ``approve`` (primary) and ``deny`` (danger)."""
+    return (
+        Option(id=APPROVE, label=approve, meaning=Meaning.APPROVE, style="primary"),
+        Option(id=DENY, label=deny, meaning=Meaning.REJECT, style="danger"),
+    )

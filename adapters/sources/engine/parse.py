@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.common import digest, json_object, repeats, utc_text
+from adapters.sources.common import approve_deny, digest, json_object, repeats, utc_text
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
@@ -23,7 +23,6 @@ from bot.domain.model import (
     Elicitation,
     ElicitationKey,
     Kind,
-    Meaning,
     Option,
     PreviewItem,
     Route,
@@ -42,8 +41,6 @@ MAX_EXPIRY = timedelta(days=90)
 MAX_ATTACHMENTS = 5
 KINDS = ("question", "approval", "task")
 ACTION_SCHEMA = "engine.action"
-APPROVE = "approve"
-DENY = "deny"
 WEB = "web"
 CHAT_PREFIXES = ("slack:", "matrix:")
 DESTINATION_MAX = 300
@@ -57,7 +54,6 @@ class DeliveryRequest:
     elicitation: Elicitation
     route: Route
     destinations: tuple[Destination, ...]  # as given (before ``[]`` became the web inbox)
-    followup_seconds: int
 
 
 def key_of(delivery_id: str) -> ElicitationKey:
@@ -191,7 +187,6 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
         elicitation=e,
         route=route,
         destinations=tuple(map(Destination, destinations)),
-        followup_seconds=route.followup_seconds,
     )
 
 
@@ -339,10 +334,7 @@ def _options(ask: _Ask) -> tuple[Option, ...]:
     if ask.choices:
         return tuple(Option(id=choice, label=choice) for choice in ask.choices)
     if ask.kind is Kind.APPROVAL:
-        return (
-            Option(id=APPROVE, label="Approve", meaning=Meaning.APPROVE, style="primary"),
-            Option(id=DENY, label="Deny", meaning=Meaning.REJECT, style="danger"),
-        )
+        return approve_deny()
     return ()
 
 

@@ -282,7 +282,7 @@ def engine_router(
         # A duplicate id is answered from what was stored first, whatever this request says.
         extra = view.elicitation.extra
         destinations = list(extra.get("destinations", req.destinations))
-        followup = int(extra.get("followup_seconds", req.followup_seconds))
+        followup = int(extra.get("followup_seconds", req.route.followup_seconds))
         if not destinations:  # the config's route decides: chained when a post waits its turn
             rows = await elicitations.deliveries(outcome.key)
             followup = int(any(r.state == DeliveryState.WAITING for r in rows))

@@ -80,10 +80,8 @@ class AskPreview(_Args):
     language: str | None = None
 
 
-class AskError(ValueError):
-    def __init__(self, problems: Sequence[FieldProblem]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(str(p) for p in self.problems))
+class AskError(forms.SchemaError):
+    """The ``ask`` arguments' problems, each naming its argument."""
 
 
 def asker_of(agent: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,9 +44,9 @@ class Form:
 
 
 class SchemaError(ValueError):
-    def __init__(self, problems: list[FieldProblem]) -> None:
-        super().__init__("; ".join(str(p) for p in problems))
-        self.problems = problems
+    def __init__(self, problems: Sequence[FieldProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
 
 
 def _choices_of(loc: str, prop: Mapping[str, Any], problems: list[FieldProblem]) -> list[Any]:

@@ -94,7 +94,7 @@ def test_valid_deliveries_parse(name: str) -> None:
     assert request.id == body["id"] == e.source_id
     assert e.key == f"engine:{body['id']}"
     assert request.destinations == tuple(body["destinations"])
-    assert request.followup_seconds == body["followup_seconds"]
+    assert request.route.followup_seconds == body["followup_seconds"]
     assert request.route.destinations == (tuple(body["destinations"]) or ("web",))
     assert e.created_at == NOW
     assert e.extra["id"] == body["id"]
