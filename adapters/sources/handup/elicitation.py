@@ -59,12 +59,9 @@ def to_elicitation(
 ) -> Elicitation:
     """Expiry: ``timeout`` when present (``none``/null: never); else ``expires_at`` as given; else
     ``default_timeout`` (the config's, "absent uses config"), if any."""
-    document = dict(checked.document)
-    source = dict(document["source"] or {})
-    source["integration"] = None  # server-verified in handup; elicitbot verifies none
-    document["source"] = source
-    document["id"] = request_id
-    document["status"] = "pending"
+    # ``integration`` is server-verified in handup; elicitbot verifies none.
+    source = {**(checked.document["source"] or {}), "integration": None}
+    document = {**checked.document, "source": source, "id": request_id, "status": "pending"}
     document["created_at"] = to_millis(now)
     expires = _expiry(checked, now, default_timeout)
     document["expires_at"] = to_millis(expires) if expires is not None else None
