@@ -33,6 +33,13 @@ def loc_path(parts: Iterable[int | str]) -> str:
     return text
 
 
+def join_loc(prefix: str, loc: str) -> str:
+    """``data`` and ``options[2]`` -> ``data.options[2]``; ``data`` and ``[0]`` -> ``data[0]``."""
+    if not prefix or not loc:
+        return prefix or loc
+    return f"{prefix}{loc}" if loc.startswith("[") else f"{prefix}.{loc}"
+
+
 def utc_text(when: datetime) -> str:
     """An aware UTC datetime as RFC 3339 with ``Z``: ``2026-12-01T16:00:00Z``."""
     return when.isoformat().replace("+00:00", "Z")

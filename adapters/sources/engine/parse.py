@@ -142,14 +142,14 @@ class _Checker:
     def array(self, name: str) -> list[Any] | None:
         return self._typed(name, list, "an array")
 
-    def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
+    def strings(self, name: str) -> list[str] | None:
         if (items := self.array(name)) is None:
             return None
         good: list[str] = []
         for index, item in enumerate(items):
             if not isinstance(item, str):
                 self.fail(f"{name}[{index}]", "must be a string")
-            elif non_empty and not item:
+            elif not item:
                 self.fail(f"{name}[{index}]", "must not be empty")
             else:
                 good.append(item)
@@ -194,7 +194,7 @@ def _destinations(top: _Checker) -> list[str] | None:
     if "destinations" not in top.data or top.data["destinations"] is None:
         top.fail("destinations", "is required (an empty list keeps the ask in the web inbox)")
         return None
-    if (items := top.strings("destinations", non_empty=True)) is None:
+    if (items := top.strings("destinations")) is None:
         return None
     before = len(top.problems)
     for index, item in enumerate(items):
@@ -245,7 +245,7 @@ def _ask_fields(ask: _Checker, now: datetime) -> _Ask:
     if not title and not body and action is None and not malformed:
         ask.fail("body", "is required when the ask has no title and no action (nothing to show)")
     expires_at = _expiry(ask, now, bound=kind is Kind.APPROVAL and action is not None)
-    attachments = ask.strings("attachment_ids", non_empty=True)
+    attachments = ask.strings("attachment_ids")
     if attachments is not None and len(attachments) > MAX_ATTACHMENTS:
         ask.fail("attachment_ids", f"holds {len(attachments)} ids; at most {MAX_ATTACHMENTS}")
     mentions = _mentions(ask)
@@ -284,7 +284,7 @@ def _kind(ask: _Checker, action: dict[str, Any] | None) -> Kind:
 
 
 def _choices(ask: _Checker) -> tuple[str, ...]:
-    choices = ask.strings("choices", non_empty=True) or []
+    choices = ask.strings("choices") or []
     given = [c if isinstance(c, str) and c else None for c in ask.data.get("choices") or []]
     for index, first in repeats(given):
         ask.fail(

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from adapters.sources.common import loc_path, repeats
+from adapters.sources.common import join_loc, loc_path, repeats
 from adapters.sources.handup.duration import parse_timeout
 from bot.domain.errors import FieldProblem, PayloadRejected
 
@@ -70,10 +70,6 @@ def schema_problems(data: Any) -> list[FieldProblem]:
     return list(dict.fromkeys(p for error in errors for p in _problems(error)))  # each once
 
 
-def _join(base: str, name: str) -> str:
-    return f"{base}.{name}" if base else name
-
-
 def _problems(error: ValidationError) -> list[FieldProblem]:
     loc = loc_path(error.absolute_path)
     instance = error.instance
@@ -81,12 +77,14 @@ def _problems(error: ValidationError) -> list[FieldProblem]:
     rule_schema: Any = error.schema
     if error.validator == "required" and isinstance(instance, dict):
         return [
-            FieldProblem(_join(loc, name), "is required") for name in value if name not in instance
+            FieldProblem(join_loc(loc, name), "is required")
+            for name in value
+            if name not in instance
         ]
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         known = set((rule_schema.get("properties") or {}).keys())
         return [
-            FieldProblem(_join(loc, name), "is not a field of a handup Request")
+            FieldProblem(join_loc(loc, name), "is not a field of a handup Request")
             for name in instance
             if name not in known
         ]

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from adapters.shared.cloudevents import CloudEvent
-from adapters.sources.common import loc_path, repeats
+from adapters.sources.common import join_loc, loc_path, repeats
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
@@ -99,7 +99,7 @@ def _validate(
     except ValidationError as exc:
         problems = [_problem(error) for error in exc.errors()] + problems
         body = None
-    return body, [FieldProblem(_join(prefix, p.loc), p.message) for p in problems]
+    return body, [FieldProblem(join_loc(prefix, p.loc), p.message) for p in problems]
 
 
 def _consistency_problems(data: Any) -> list[FieldProblem]:
@@ -157,14 +157,6 @@ def _is_preview_tag(loc: tuple[int | str, ...], position: int) -> bool:
         and isinstance(loc[position - 1], int)
         and loc[position] in upstream.PREVIEW_TYPES
     )
-
-
-def _join(prefix: str, loc: str) -> str:
-    if not prefix:
-        return loc
-    if not loc:
-        return prefix
-    return f"{prefix}{loc}" if loc.startswith("[") else f"{prefix}.{loc}"
 
 
 def _elicitation(body: upstream.ElicitationPending, workspace: str | None) -> Elicitation:
