@@ -99,27 +99,25 @@ def keyed_id(agent: str, idempotency_key: str) -> str:
     return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
 
 
+_MEANINGS = {"approve": Meaning.APPROVE, "reject": Meaning.REJECT}
+
+
 def _options(options: Sequence[AskOption], on_timeout: str | None) -> tuple[Option, ...]:
-    out = []
-    for o in options:
-        meaning = {"approve": Meaning.APPROVE, "reject": Meaning.REJECT}.get(
-            o.meaning or "", Meaning.CHOOSE
+    """Only the ``on_timeout`` option has an outcome: deadlines.timeout_option matches it."""
+    return tuple(
+        Option(
+            id=o.id,
+            label=o.label,
+            description=o.description,
+            meaning=_MEANINGS.get(o.meaning or "", Meaning.CHOOSE),
+            recommended=o.recommended,
+            style={"approve": "primary", "reject": "danger"}.get(o.meaning or ""),
+            outcome=("approve" if o.meaning == "approve" else "deny")
+            if o.id == on_timeout
+            else None,
         )
-        outcome = None
-        if o.id == on_timeout:  # deadlines.timeout_option matches the option's own outcome
-            outcome = "approve" if meaning is Meaning.APPROVE else "deny"
-        out.append(
-            Option(
-                id=o.id,
-                label=o.label,
-                description=o.description,
-                meaning=meaning,
-                recommended=o.recommended,
-                style={"approve": "primary", "reject": "danger"}.get(o.meaning or ""),
-                outcome=outcome,
-            )
-        )
-    return tuple(out)
+        for o in options
+    )
 
 
 def _shape_problems(
