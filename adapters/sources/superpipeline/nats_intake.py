@@ -168,14 +168,7 @@ class NatsIntake:
                 await self.start()
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 attempt += 1
-                wait = min(2.0**attempt, _RETRY_CAP_SECONDS)
-                self._log.warning(
-                    "nats.intake.start_failed",
-                    url=self.url,
-                    error=described(exc),
-                    retry_in=wait,
-                )
-                await sleep_unless(stop, wait)
+                await self._back_off(stop, attempt, "nats.intake.start_failed", exc, url=self.url)
         await asyncio.gather(*(self._consume(binding, sub, stop) for binding, sub in self._subs))
 
     async def close(self) -> None:
@@ -295,20 +288,23 @@ class NatsIntake:
                 return
             except (nats.errors.Error, OSError) as exc:
                 failures += 1
-                wait = min(2.0 ** min(failures, 5), _RETRY_CAP_SECONDS)
-                self._log.warning(
-                    "nats.fetch_failed",
-                    stream=binding.stream,
-                    error=described(exc),
-                    retry_in=wait,
+                await self._back_off(
+                    stop, failures, "nats.fetch_failed", exc, stream=binding.stream
                 )
-                await sleep_unless(stop, wait)
                 continue
             failures = 0
             try:
                 await self._process(msgs)
             except Exception:  # a bug: what was not acked is redelivered after ack_wait
                 self._log.exception("nats.process_crashed", stream=binding.stream)
+
+    async def _back_off(
+        self, stop: asyncio.Event, failures: int, event: str, exc: Exception, **where: Any
+    ) -> None:
+        """Log the failure, then wait 2, 4, 8, 16, 30, 30… seconds (unless ``stop`` is set)."""
+        wait = min(2.0 ** min(failures, 5), _RETRY_CAP_SECONDS)
+        self._log.warning(event, **where, error=described(exc), retry_in=wait)
+        await sleep_unless(stop, wait)
 
     async def _process(self, msgs: list[Any]) -> None:
         valid = [(msg, d) for msg in msgs if (d := await self._parse(msg)) is not None]
