@@ -326,10 +326,6 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
     return tuple(items)
 
 
-def action_digest(action: dict[str, Any]) -> str:
-    return digest(action)
-
-
 def _options(ask: _Ask) -> tuple[Option, ...]:
     if ask.choices:
         return tuple(Option(id=choice, label=choice) for choice in ask.choices)
@@ -352,7 +348,7 @@ def _elicitation(
         shown = json.dumps(ask.action, indent=2, ensure_ascii=False)
         subject = ApprovalSubject(
             id=delivery_id,
-            digest=action_digest(ask.action),
+            digest=digest(ask.action),
             schema_=ACTION_SCHEMA,
             revision=0,
             expires_at=ask.expires_at,

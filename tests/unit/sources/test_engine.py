@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.shared.jsonbody import load_json
+from adapters.sources.common import digest as action_digest
 from adapters.sources.engine import (
     MAX_BODY_BYTES,
     NO_DEADLINE_TEXT,
@@ -18,7 +19,7 @@ from adapters.sources.engine import (
     delivery_route,
     parse_delivery,
 )
-from adapters.sources.engine.parse import action_digest, mention_identity
+from adapters.sources.engine.parse import mention_identity
 from adapters.sources.engine.routes import delivery_body
 from bot.domain import rules
 from bot.domain.disclosure import SHOWN_WHOLE
