@@ -9,11 +9,9 @@ if TYPE_CHECKING:
     from adapters.sources.engine.parse import (
         MAX_BODY_BYTES,
         NO_DEADLINE_TEXT,
-        SOURCE,
-        DeliveryRequest,
+        delivery_route,
         parse_delivery,
     )
-    from adapters.sources.engine.route import delivery_route
     from adapters.sources.engine.routes import acceptance, engine_router
     from adapters.sources.engine.sink import EngineSink
 

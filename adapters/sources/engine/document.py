@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.sources.common import utc_text
 from adapters.sources.engine.parse import NO_DEADLINE_TEXT
 from bot.domain.model import Answer, Elicitation, Meaning
 from bot.domain.ports import PromptView
@@ -20,7 +21,7 @@ ASK_FIELDS = (  # kept in ``extra`` at intake, read back when they were given
 
 def rfc3339(when: datetime) -> str:
     """``2026-12-01T16:00:00Z``: UTC, ``Z``, fractions only when there are any."""
-    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return utc_text(when.astimezone(UTC))
 
 
 def expires_text(e: Elicitation) -> str:
@@ -38,10 +39,7 @@ def _action(e: Elicitation) -> Any:
         return None
     for item in e.subject.preview:
         if item.label == "Action" and item.text:
-            try:
-                return json.loads(item.text)
-            except ValueError:  # pragma: no cover - intake wrote it from json.dumps
-                return None
+            return json.loads(item.text)  # intake wrote it from json.dumps
     return None
 
 

@@ -5,18 +5,13 @@ vouch for."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.common import digest
-from adapters.sources.engine.route import (
-    DESTINATION_MAX,
-    delivery_route,
-    destination_problem,
-    mention_identity,
-)
+from adapters.sources.common import approve_deny, digest, json_object, repeats, utc_text
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
@@ -28,10 +23,11 @@ from bot.domain.model import (
     Elicitation,
     ElicitationKey,
     Kind,
-    Meaning,
     Option,
     PreviewItem,
     Route,
+    RouteMatch,
+    check_destinations,
 )
 
 SOURCE = "engine"
@@ -45,8 +41,11 @@ MAX_EXPIRY = timedelta(days=90)
 MAX_ATTACHMENTS = 5
 KINDS = ("question", "approval", "task")
 ACTION_SCHEMA = "engine.action"
-APPROVE = "approve"
-DENY = "deny"
+WEB = "web"
+CHAT_PREFIXES = ("slack:", "matrix:")
+DESTINATION_MAX = 300
+"""A destination is stored as one delivery's ``destination`` (300 characters on both databases);
+``matrix:`` and a Matrix room id (at most 255 bytes) fit."""
 
 
 @dataclass(frozen=True)
@@ -55,11 +54,43 @@ class DeliveryRequest:
     elicitation: Elicitation
     route: Route
     destinations: tuple[Destination, ...]  # as given (before ``[]`` became the web inbox)
-    followup_seconds: int
 
 
 def key_of(delivery_id: str) -> ElicitationKey:
     return ElicitationKey(f"{SOURCE}:{delivery_id}")
+
+
+def destination_problem(destination: str) -> str | None:
+    """Why ``destination`` is no ``web``, ``slack:<id>`` or ``matrix:<id>`` in bounds, or None."""
+    if (bad := id_problem(destination, max_length=DESTINATION_MAX, required=True)) is not None:
+        return bad
+    try:
+        check_destinations((destination,))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def mention_identity(mention: Any) -> str | None:
+    """The chat identity a mention names (``"slack:U…"``, or an object's ``id``), else None."""
+    value = mention.get("id") if isinstance(mention, dict) else mention
+    if isinstance(value, str) and value.startswith(CHAT_PREFIXES) and value.split(":", 1)[1]:
+        return value
+    return None
+
+
+def delivery_route(
+    destinations: Sequence[str], followup_seconds: int, mentions: Sequence[str] = ()
+) -> Route:
+    """The ask's route: the request's own destinations (as ``Inbound.route``), not the config's
+    routes; raises ValueError for a destination or delay the contract refuses."""
+    return Route(
+        match=RouteMatch(source="engine"),
+        destinations=tuple(destinations) or (WEB,),
+        followup_seconds=followup_seconds,
+        mention=tuple(dict.fromkeys(mentions)),
+        origin="request",
+    )
 
 
 class _Checker:
@@ -111,14 +142,14 @@ class _Checker:
     def array(self, name: str) -> list[Any] | None:
         return self._typed(name, list, "an array")
 
-    def strings(self, name: str, *, non_empty: bool) -> list[str] | None:
+    def strings(self, name: str) -> list[str] | None:
         if (items := self.array(name)) is None:
             return None
         good: list[str] = []
         for index, item in enumerate(items):
             if not isinstance(item, str):
                 self.fail(f"{name}[{index}]", "must be a string")
-            elif non_empty and not item:
+            elif not item:
                 self.fail(f"{name}[{index}]", "must not be empty")
             else:
                 good.append(item)
@@ -126,9 +157,7 @@ class _Checker:
 
 
 def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
-    if not isinstance(data, dict):
-        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
-    top = _Checker(data, "")
+    top = _Checker(json_object(data), "")
     delivery_id = top.text("id", required=True)
     ask_data = top.obj("ask")
     if not top.present("ask"):
@@ -158,7 +187,6 @@ def parse_delivery(data: Any, *, now: datetime) -> DeliveryRequest:
         elicitation=e,
         route=route,
         destinations=tuple(map(Destination, destinations)),
-        followup_seconds=route.followup_seconds,
     )
 
 
@@ -166,7 +194,7 @@ def _destinations(top: _Checker) -> list[str] | None:
     if "destinations" not in top.data or top.data["destinations"] is None:
         top.fail("destinations", "is required (an empty list keeps the ask in the web inbox)")
         return None
-    if (items := top.strings("destinations", non_empty=True)) is None:
+    if (items := top.strings("destinations")) is None:
         return None
     before = len(top.problems)
     for index, item in enumerate(items):
@@ -208,8 +236,7 @@ def _ask_fields(ask: _Checker, now: datetime) -> _Ask:
     size = len(body.encode("utf-8", "surrogatepass"))
     if size > MAX_BODY_BYTES:
         ask.fail(
-            "body",
-            f"is {size:,} bytes of UTF-8; the limit is {MAX_BODY_BYTES:,} bytes (32 KiB)",
+            "body", f"is {size:,} bytes of UTF-8; the limit is {MAX_BODY_BYTES:,} bytes (32 KiB)"
         )
     action = ask.obj("action")
     kind = _kind(ask, action)
@@ -218,7 +245,7 @@ def _ask_fields(ask: _Checker, now: datetime) -> _Ask:
     if not title and not body and action is None and not malformed:
         ask.fail("body", "is required when the ask has no title and no action (nothing to show)")
     expires_at = _expiry(ask, now, bound=kind is Kind.APPROVAL and action is not None)
-    attachments = ask.strings("attachment_ids", non_empty=True)
+    attachments = ask.strings("attachment_ids")
     if attachments is not None and len(attachments) > MAX_ATTACHMENTS:
         ask.fail("attachment_ids", f"holds {len(attachments)} ids; at most {MAX_ATTACHMENTS}")
     mentions = _mentions(ask)
@@ -257,17 +284,12 @@ def _kind(ask: _Checker, action: dict[str, Any] | None) -> Kind:
 
 
 def _choices(ask: _Checker) -> tuple[str, ...]:
-    choices = ask.strings("choices", non_empty=True) or []
-    seen: dict[str, int] = {}
-    for index, choice in enumerate(ask.data.get("choices") or []):
-        if not isinstance(choice, str) or not choice:
-            continue
-        if choice in seen:
-            ask.fail(
-                f"choices[{index}]",
-                f"repeats choices[{seen[choice]}]: each answer string is offered once",
-            )
-        seen.setdefault(choice, index)
+    choices = ask.strings("choices") or []
+    given = [c if isinstance(c, str) and c else None for c in ask.data.get("choices") or []]
+    for index, first in repeats(given):
+        ask.fail(
+            f"choices[{index}]", f"repeats choices[{first}]: each answer string is offered once"
+        )
     return tuple(dict.fromkeys(choices))
 
 
@@ -304,18 +326,11 @@ def _mentions(ask: _Checker) -> tuple[Any, ...]:
     return tuple(items)
 
 
-def action_digest(action: dict[str, Any]) -> str:
-    return digest(action)
-
-
 def _options(ask: _Ask) -> tuple[Option, ...]:
     if ask.choices:
         return tuple(Option(id=choice, label=choice) for choice in ask.choices)
     if ask.kind is Kind.APPROVAL:
-        return (
-            Option(id=APPROVE, label="Approve", meaning=Meaning.APPROVE, style="primary"),
-            Option(id=DENY, label="Deny", meaning=Meaning.REJECT, style="danger"),
-        )
+        return approve_deny()
     return ()
 
 
@@ -333,17 +348,13 @@ def _elicitation(
         shown = json.dumps(ask.action, indent=2, ensure_ascii=False)
         subject = ApprovalSubject(
             id=delivery_id,
-            digest=action_digest(ask.action),
+            digest=digest(ask.action),
             schema_=ACTION_SCHEMA,
             revision=0,
             expires_at=ask.expires_at,
             preview=(PreviewItem(type="json", label="Action", text=shown),),
         )
-    expires_text = (
-        NO_DEADLINE_TEXT
-        if ask.expires_at is None
-        else ask.expires_at.isoformat().replace("+00:00", "Z")
-    )
+    expires_text = NO_DEADLINE_TEXT if ask.expires_at is None else utc_text(ask.expires_at)
     extra: dict[str, Any] = {
         "id": delivery_id,
         "kind": ask.kind.value,

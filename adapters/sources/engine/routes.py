@@ -29,7 +29,6 @@ from adapters.shared.openapi import (
 from adapters.shared.problem import problem
 from adapters.sources.engine import parse
 from adapters.sources.engine.document import ask_document
-from adapters.sources.engine.route import DESTINATION_MAX
 from bot.clock import SystemClock
 from bot.domain.bounds import id_problem
 from bot.domain.errors import FieldProblem
@@ -37,7 +36,6 @@ from bot.domain.model import Destination, ElicitationKey
 from bot.domain.ports import Clock, Elicitations, Inbound
 from bot.domain.records import DeliveryState, DeliveryView, Purpose
 
-WEB = "web"
 IN_FLIGHT = frozenset({DeliveryState.PLANNED, DeliveryState.POSTING})
 PASSED_OVER = frozenset({DeliveryState.FAILED, DeliveryState.SKIPPED})
 NOT_CONFIGURED = "is not configured"  # the outbox's words for a platform not run here
@@ -52,7 +50,7 @@ def _destination(platforms: Collection[str]) -> dict[str, Any]:
     pattern = rf"^(?:web|(?:{'|'.join(chats)}):{ID_TAIL})$" if chats else "^web$"
     named = {"slack": "`slack:<channel or user>`", "matrix": "`matrix:<room or @user>`"}
     return {
-        **id_schema(DESTINATION_MAX, pattern=pattern),
+        **id_schema(parse.DESTINATION_MAX, pattern=pattern),
         "description": ", ".join(["`web`", *(named[p] for p in chats)])
         + " (the platforms this deployment runs; another is a 422)",
     }
@@ -61,7 +59,7 @@ def _destination(platforms: Collection[str]) -> dict[str, Any]:
 _OBJECT_WITHOUT_NUL = {"type": "object", "allOf": [JSON_WITHOUT_NUL]}
 _MENTION_ID = {
     **text_schema(),
-    "anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(DESTINATION_MAX)],
+    "anyOf": [{"not": {"pattern": "^(slack|matrix):"}}, id_schema(parse.DESTINATION_MAX)],
 }
 _ANY_MENTION_ID = {
     "anyOf": [
@@ -211,7 +209,7 @@ def delivery_body(row: DeliveryView, link: str) -> dict[str, Any]:
     """The platform's message id, without the store's lookup key."""
     stored = row.ref.to_json() if row.ref is not None else {}
     ref = {k: v for k, v in stored.items() if k != "key"}
-    if row.destination == WEB:
+    if row.destination == parse.WEB:
         ref.setdefault("url", link)
     return {"destination": row.destination, "ref": ref}
 
@@ -284,7 +282,7 @@ def engine_router(
         # A duplicate id is answered from what was stored first, whatever this request says.
         extra = view.elicitation.extra
         destinations = list(extra.get("destinations", req.destinations))
-        followup = int(extra.get("followup_seconds", req.followup_seconds))
+        followup = int(extra.get("followup_seconds", req.route.followup_seconds))
         if not destinations:  # the config's route decides: chained when a post waits its turn
             rows = await elicitations.deliveries(outcome.key)
             followup = int(any(r.state == DeliveryState.WAITING for r in rows))
@@ -330,7 +328,7 @@ def unconfigured(
     return [
         FieldProblem(f"destinations[{i}]", f"{platform} {NOT_CONFIGURED}")
         for i, destination in enumerate(destinations)
-        if (platform := destination.platform) != WEB and platform not in platforms
+        if (platform := destination.platform) != parse.WEB and platform not in platforms
     ]
 
 

@@ -16,9 +16,7 @@ _DECISION |= dict.fromkeys(("option", "outcome", "rule_id", "scope"))  # a decis
 
 def request_document(view: PromptView) -> dict[str, Any]:
     document = dict(view.elicitation.extra["request"])
-    status, decision = _decision(view, document)
-    document["status"] = status
-    document["decision"] = decision
+    document["status"], document["decision"] = _decision(view, document)
     return document
 
 

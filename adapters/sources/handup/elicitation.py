@@ -30,15 +30,8 @@ from bot.domain.model import (
 SOURCE = "handup"
 SUBJECT_SCHEMA = "handup.request"
 CONTENT_FIELDS = (
-    "kind",
-    "title",
-    "summary",
-    "tool",
-    "risk",
-    "source",
-    "previews",
-    "options",
-    "input",
+    *("kind", "title", "summary", "tool", "risk"),
+    *("source", "previews", "options", "input"),
 )
 """What a person decides on: ``content_hash`` is the SHA-256 of these, canonical JSON."""
 
@@ -66,12 +59,9 @@ def to_elicitation(
 ) -> Elicitation:
     """Expiry: ``timeout`` when present (``none``/null: never); else ``expires_at`` as given; else
     ``default_timeout`` (the config's, "absent uses config"), if any."""
-    document = dict(checked.document)
-    source = dict(document["source"] or {})
-    source["integration"] = None  # server-verified in handup; elicitbot verifies none
-    document["source"] = source
-    document["id"] = request_id
-    document["status"] = "pending"
+    # ``integration`` is server-verified in handup; elicitbot verifies none.
+    source = {**(checked.document["source"] or {}), "integration": None}
+    document = {**checked.document, "source": source, "id": request_id, "status": "pending"}
     document["created_at"] = to_millis(now)
     expires = _expiry(checked, now, default_timeout)
     document["expires_at"] = to_millis(expires) if expires is not None else None
@@ -113,10 +103,6 @@ def to_millis(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def from_millis(millis: int) -> datetime:
-    return datetime.fromtimestamp(millis / 1000, UTC)
-
-
 def _expiry(
     checked: CheckedRequest, now: datetime, default_timeout: timedelta | None
 ) -> datetime | None:
@@ -126,7 +112,7 @@ def _expiry(
         duration = parse_timeout(timeout) if timeout is not None else None
         return now + duration if duration is not None else None
     if given := document["expires_at"]:
-        return from_millis(given)
+        return datetime.fromtimestamp(given / 1000, UTC)
     return now + default_timeout if default_timeout is not None else None
 
 

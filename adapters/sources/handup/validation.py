@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from adapters.sources.common import loc_path
+from adapters.sources.common import join_loc, loc_path, repeats
 from adapters.sources.handup.duration import parse_timeout
 from bot.domain.errors import FieldProblem, PayloadRejected
 
@@ -70,10 +70,6 @@ def schema_problems(data: Any) -> list[FieldProblem]:
     return list(dict.fromkeys(p for error in errors for p in _problems(error)))  # each once
 
 
-def _join(base: str, name: str) -> str:
-    return f"{base}.{name}" if base else name
-
-
 def _problems(error: ValidationError) -> list[FieldProblem]:
     loc = loc_path(error.absolute_path)
     instance = error.instance
@@ -81,12 +77,14 @@ def _problems(error: ValidationError) -> list[FieldProblem]:
     rule_schema: Any = error.schema
     if error.validator == "required" and isinstance(instance, dict):
         return [
-            FieldProblem(_join(loc, name), "is required") for name in value if name not in instance
+            FieldProblem(join_loc(loc, name), "is required")
+            for name in value
+            if name not in instance
         ]
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         known = set((rule_schema.get("properties") or {}).keys())
         return [
-            FieldProblem(_join(loc, name), "is not a field of a handup Request")
+            FieldProblem(join_loc(loc, name), "is not a field of a handup Request")
             for name in instance
             if name not in known
         ]
@@ -162,13 +160,10 @@ def _option_problems(document: dict[str, Any]) -> list[FieldProblem]:
     options = document["options"]
     if document["kind"] != "question" and not options:
         return [FieldProblem("options", "a request needs at least one option to choose")]
-    problems = []
-    seen: set[str] = set()
-    for index, option in enumerate(options):
-        if option["id"] in seen:
-            problems.append(FieldProblem(f"options[{index}].id", "duplicates another option id"))
-        seen.add(option["id"])
-    return problems
+    return [
+        FieldProblem(f"options[{index}].id", "duplicates another option id")
+        for index, _ in repeats(option["id"] for option in options)
+    ]
 
 
 def _question_problems(questions: Any) -> list[FieldProblem]:
@@ -176,20 +171,16 @@ def _question_problems(questions: Any) -> list[FieldProblem]:
         needs = f"a question request needs 1 to {MAX_QUESTIONS} questions"
         return [FieldProblem("input.questions", needs)]
     problems = []
-    ids: set[str] = set()
+    repeated = {index for index, _ in repeats(question["id"] for question in questions)}
     for index, question in enumerate(questions):
         where = f"input.questions[{index}]"
-        if question["id"] in ids:
+        if index in repeated:
             problems.append(FieldProblem(f"{where}.id", "duplicates another question id"))
-        ids.add(question["id"])
-        labels: set[str] = set()
         options = question.get("options") or []
-        for position, option in enumerate(options):
-            if option["label"] in labels:
-                problems.append(
-                    FieldProblem(f"{where}.options[{position}].label", "duplicates another label")
-                )
-            labels.add(option["label"])
+        problems += [
+            FieldProblem(f"{where}.options[{position}].label", "duplicates another label")
+            for position, _ in repeats(option["label"] for option in options)
+        ]
         recommended = question.get("recommended")
         if recommended is not None and recommended >= len(options):
             problems.append(FieldProblem(f"{where}.recommended", "must index one of its options"))

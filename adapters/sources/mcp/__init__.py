@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 from adapters.shared.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from adapters.sources.mcp.config import McpAgentConfig, McpConfig
+    from adapters.sources.mcp.config import McpConfig
     from adapters.sources.mcp.server import McpPart, mcp_part
 
 __all__, __getattr__ = lazy_exports(__name__, __file__)

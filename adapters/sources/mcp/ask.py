@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.sources.common import digest
+from adapters.sources.common import digest, repeats, utc_text
 from adapters.sources.mcp import form as forms
 from bot.domain.bounds import check_elicitation, id_problem
 from bot.domain.errors import FieldProblem
@@ -80,10 +80,8 @@ class AskPreview(_Args):
     language: str | None = None
 
 
-class AskError(ValueError):
-    def __init__(self, problems: Sequence[FieldProblem]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(str(p) for p in self.problems))
+class AskError(forms.SchemaError):
+    """The ``ask`` arguments' problems, each naming its argument."""
 
 
 def asker_of(agent: str) -> str:
@@ -101,27 +99,25 @@ def keyed_id(agent: str, idempotency_key: str) -> str:
     return "k" + hashlib.sha256(f"{agent}\0{idempotency_key}".encode()).hexdigest()[:40]
 
 
+_MEANINGS = {"approve": Meaning.APPROVE, "reject": Meaning.REJECT}
+
+
 def _options(options: Sequence[AskOption], on_timeout: str | None) -> tuple[Option, ...]:
-    out = []
-    for o in options:
-        meaning = {"approve": Meaning.APPROVE, "reject": Meaning.REJECT}.get(
-            o.meaning or "", Meaning.CHOOSE
+    """Only the ``on_timeout`` option has an outcome: deadlines.timeout_option matches it."""
+    return tuple(
+        Option(
+            id=o.id,
+            label=o.label,
+            description=o.description,
+            meaning=_MEANINGS.get(o.meaning or "", Meaning.CHOOSE),
+            recommended=o.recommended,
+            style={"approve": "primary", "reject": "danger"}.get(o.meaning or ""),
+            outcome=("approve" if o.meaning == "approve" else "deny")
+            if o.id == on_timeout
+            else None,
         )
-        outcome = None
-        if o.id == on_timeout:  # deadlines.timeout_option matches the option's own outcome
-            outcome = "approve" if meaning is Meaning.APPROVE else "deny"
-        out.append(
-            Option(
-                id=o.id,
-                label=o.label,
-                description=o.description,
-                meaning=meaning,
-                recommended=o.recommended,
-                style={"approve": "primary", "reject": "danger"}.get(o.meaning or ""),
-                outcome=outcome,
-            )
-        )
-    return tuple(out)
+        for o in options
+    )
 
 
 def _shape_problems(
@@ -138,9 +134,7 @@ def _shape_problems(
     if url is None and form is None and not options and free_text is None:
         problems.append(FieldProblem("options", "give options, free_text or a form to answer"))
     ids = [o.id for o in options]
-    for index, option_id in enumerate(ids):
-        if option_id in ids[:index]:
-            problems.append(FieldProblem(f"options[{index}].id", "must be distinct"))
+    problems += [FieldProblem(f"options[{i}].id", "must be distinct") for i, _ in repeats(ids)]
     if timeout_seconds is not None and not 1 <= timeout_seconds <= TIMEOUT_MAX:
         problems.append(FieldProblem("timeout_seconds", f"must be between 1 and {TIMEOUT_MAX}"))
     if on_timeout is not None:
@@ -227,13 +221,6 @@ def url_route(url: str, destinations: Sequence[str] | None, allowed: Sequence[st
     return Route(match=RouteMatch(source=SOURCE), destinations=(people[0],), origin="request")
 
 
-def url_question(message: str, url: str) -> str:
-    return (
-        f"{message}\n\nThe tool asks you to open this address yourself (elicitbot has not "
-        f"opened it and shows no preview of it):\n\n{url}"
-    )
-
-
 def to_elicitation(
     *,
     question_id: str,
@@ -272,7 +259,10 @@ def to_elicitation(
     option_values = _options(options, on_timeout)
     approving = any(o.approving for o in option_values)
     if url is not None:
-        question = url_question(question, url)
+        question = (
+            f"{question}\n\nThe tool asks you to open this address yourself (elicitbot has not "
+            f"opened it and shows no preview of it):\n\n{url}"
+        )
         mode = AnswerMode.ACKNOWLEDGE
     elif parsed_form is not None:
         option_values, mode = _form_answers(parsed_form)
@@ -351,7 +341,7 @@ def result_of(view: PromptView, delivered: bool | None = None) -> dict[str, Any]
         "text": None if answer.secret else answer.text,
         "fields": {} if isinstance(content, list) else content,
         "by": answer.respondent,
-        "at": answer.at.isoformat().replace("+00:00", "Z"),
+        "at": utc_text(answer.at),
     }
     if problems:
         body["answer"]["problems"] = [{"field": p.loc, "message": p.message} for p in problems]

@@ -37,12 +37,18 @@ def agent_tokens(config: McpConfig, environ: Mapping[str, str]) -> dict[str, str
     """Agent by token; ConfigError for a missing or shared token (agents would see each other's)."""
     tokens: dict[str, str] = {}
     for name, agent in config.agents.items():
-        token = environ.get(agent.token_env, "")
-        if not token.strip():
-            msg = f"mcp.agents.{name}.token_env: the variable {agent.token_env} is not set"
-            raise ConfigError(msg)
+        token = agent_token(name, agent, environ)
         if token in tokens:
             msg = f"mcp.agents.{name}.token_env: the same token as mcp.agents.{tokens[token]}"
             raise ConfigError(msg)
         tokens[token] = name
     return tokens
+
+
+def agent_token(name: str, agent: McpAgentConfig, environ: Mapping[str, str]) -> str:
+    """The agent's token from ``token_env``; ConfigError when it is unset or blank."""
+    token = environ.get(agent.token_env, "")
+    if not token.strip():
+        msg = f"mcp.agents.{name}.token_env: the variable {agent.token_env} is not set"
+        raise ConfigError(msg)
+    return token

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,6 @@ LEAVE_EMPTY = "(leave empty)"  # the extra option of a property the schema does 
 YES = "Yes"
 NO = "No"
 FORMATS = ("email", "uri", "date", "date-time")
-_PRIMITIVES = ("string", "number", "integer", "boolean")
 _STRING_KEYS = {"minLength", "maxLength", "pattern", "format"}
 _NUMBER_KEYS = {"minimum", "maximum"}
 _ARRAY_KEYS = {"minItems", "maxItems"}
@@ -45,9 +44,9 @@ class Form:
 
 
 class SchemaError(ValueError):
-    def __init__(self, problems: list[FieldProblem]) -> None:
-        super().__init__("; ".join(str(p) for p in problems))
-        self.problems = problems
+    def __init__(self, problems: Sequence[FieldProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
 
 
 def _choices_of(loc: str, prop: Mapping[str, Any], problems: list[FieldProblem]) -> list[Any]:

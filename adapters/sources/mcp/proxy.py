@@ -24,7 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import ProgressFnT
 
-from adapters.sources.mcp.config import McpConfig
+from adapters.sources.mcp.config import McpConfig, agent_token
 from bot.domain.errors import ConfigError
 
 ACCEPT = "accept"
@@ -51,11 +51,7 @@ def proxy_agent(
     if (found := config.agents.get(agent)) is None:
         msg = f"mcp.agents.{agent}: no such agent in the config"
         raise ConfigError(msg)
-    token = environ.get(found.token_env, "")
-    if not token.strip():
-        msg = f"mcp.agents.{agent}.token_env: the variable {found.token_env} is not set"
-        raise ConfigError(msg)
-    return agent, token
+    return agent, agent_token(agent, found, environ)
 
 
 def ask_arguments(params: types.ElicitRequestParams) -> dict[str, Any]:
@@ -123,8 +119,7 @@ class Elicitbot:
 
     def client(self) -> Client:
         http = httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=httpx2.Timeout(30, read=900),
+            headers={"Authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(30, read=900)
         )
         return Client(streamable_http_client(self.url, http_client=http), mode=MODERN)
 

@@ -27,7 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, ValidationError
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.sources.mcp import ask as asks
 from adapters.sources.mcp.config import McpConfig, agent_tokens
@@ -80,11 +80,10 @@ def agent_for(token: str, tokens: Mapping[str, str]) -> str | None:
 
 class _AgentGate:
     """401 without an agent's bearer token, else the MCP transport with the agent as the user
-    (a 2025-11-25 session stays bound to its token)."""
+    (a 2025-11-25 session stays bound to its token). A class: Starlette's ``Route`` would take a
+    plain function for a request handler, not an ASGI app."""
 
-    def __init__(
-        self, tokens: Mapping[str, str], inner: Callable[[Scope, Receive, Send], Awaitable[None]]
-    ) -> None:
+    def __init__(self, tokens: Mapping[str, str], inner: ASGIApp) -> None:
         self.tokens = tokens
         self.inner = inner
 
@@ -331,7 +330,7 @@ def mcp_part(
     # Built for the session manager it makes. A browser page cannot add a bearer token, so the
     # DNS rebinding check (a Host allowlist) would only refuse a reverse proxy's Host.
     server.streamable_http_app(
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False)
     )
     manager = server.session_manager
 

@@ -5,17 +5,7 @@ from typing import TYPE_CHECKING
 from adapters.shared.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from adapters.sources.pinework.parse import (
-        SOURCE,
-        account_key,
-        answer_body,
-        channel_of,
-        inbound_id,
-        parse_question,
-        read_page,
-        to_elicitation,
-        upstream_close,
-    )
+    from adapters.sources.pinework.parse import account_key
     from adapters.sources.pinework.poller import PineworkPoller, PollError
     from adapters.sources.pinework.sink import PineworkSecretSink, PineworkSink
 

@@ -14,18 +14,10 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from adapters.shared.timestamps import parse_rfc3339
-from adapters.sources.common import loc_path
+from adapters.sources.common import loc_path, repeats
 from adapters.sources.pinework import models as upstream
 from bot.domain.errors import FieldProblem, PayloadRejected
-from bot.domain.model import (
-    Answer,
-    AnswerMode,
-    Context,
-    Elicitation,
-    Kind,
-    Option,
-    Status,
-)
+from bot.domain.model import Answer, AnswerMode, Context, Elicitation, Kind, Option, Status
 from bot.domain.ports import PromptView
 
 SOURCE = "pinework"
@@ -97,13 +89,10 @@ def unwrap_question(body: Any) -> Any:
 def _option_problems(options: list[upstream.QuestionOption]) -> list[FieldProblem]:
     if not options:
         return [FieldProblem("options", "a select question needs at least one option")]
-    seen: set[str] = set()
-    problems = []
-    for index, option in enumerate(options):
-        if option.key in seen:
-            problems.append(FieldProblem(f"options[{index}].key", "duplicates another key"))
-        seen.add(option.key)
-    return problems
+    return [
+        FieldProblem(f"options[{index}].key", "duplicates another key")
+        for index, _ in repeats(option.key for option in options)
+    ]
 
 
 def parse_time(value: str | None) -> datetime | None:

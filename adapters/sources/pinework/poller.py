@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters.shared.webhook import retry_after
+from adapters.shared.webhook import HTTP_REDIRECT, TIMEOUT_SECONDS, retry_after
 from adapters.sources.pinework import models as upstream
 from adapters.sources.pinework.parse import (
     PAGE_LIMIT,
@@ -39,11 +39,10 @@ from bot.domain.store import Values
 
 log = structlog.get_logger("elicitbot.pinework")
 
-TIMEOUT_SECONDS = 10.0
 MAX_PAGES = 1_000
 MAX_BACKOFF_SECONDS = 60.0
-HTTP_OK_BELOW = 300
 HTTP_NOT_FOUND = 404
+NOT_FOUND_CODES = (None, "question_not_found")  # a 404 saying the question is gone
 NOT_FOUND_TEXT = "[system:question_not_found] The question is gone from Pinework."
 
 
@@ -194,7 +193,7 @@ class PineworkPoller:
             )
         except httpx.HTTPError as exc:
             raise PollError(f"Pinework unreachable: {type(exc).__name__}") from None
-        if response.status_code >= HTTP_OK_BELOW:
+        if response.status_code >= HTTP_REDIRECT:
             code = reply_code(response)
             named = f" ({code})" if code else ""
             raise PollError(
@@ -243,16 +242,13 @@ class PineworkPoller:
         except httpx.HTTPError:
             return None
         now = self.clock.now()
-        if response.status_code == HTTP_NOT_FOUND and reply_code(response) in (
-            None,
-            "question_not_found",
-        ):
+        if response.status_code == HTTP_NOT_FOUND and reply_code(response) in NOT_FOUND_CODES:
             gone = Answer(text=NOT_FOUND_TEXT, respondent="system", via=SOURCE, at=now)
             done = await self.elicitations.close(
                 key, Status.CANCELLED, answer=gone, reason="question_not_found"
             )
             return int(done)
-        if response.status_code >= HTTP_OK_BELOW:
+        if response.status_code >= HTTP_REDIRECT:
             return None
         try:
             question = parse_question(unwrap_question(response.json()))

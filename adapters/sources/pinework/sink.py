@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import structlog
 
-from adapters.shared.webhook import Receiver, post_json
+from adapters.shared.webhook import HTTP_REDIRECT, TIMEOUT_SECONDS, Receiver, post_json
 from adapters.sources.pinework import models as upstream
 from adapters.sources.pinework.parse import (
     SECRET_MAX,
@@ -25,8 +25,6 @@ from bot.domain.ports import PromptView
 
 log = structlog.get_logger("elicitbot.pinework")
 
-TIMEOUT_SECONDS = 10.0
-HTTP_REDIRECT = 300
 ANSWER_ROUTE = Receiver(
     "Pinework unreachable for the answer: {error}", "Pinework answered HTTP {status} to the answer"
 )

@@ -8,7 +8,6 @@ if TYPE_CHECKING:
     from adapters.sources.superpipeline.parse import (
         CE_TYPE,
         SOURCE,
-        SUBJECT_RE,
         parse_body,
         to_elicitation,
         workspace_from_subject,

@@ -12,7 +12,7 @@ import nats.errors
 import nats.js.errors
 import structlog
 
-from adapters.sources.superpipeline.nats_client import connect, stream_of
+from adapters.sources.superpipeline.nats_client import connect, described, stream_of
 from adapters.sources.superpipeline.sink import answered_document
 from bot.domain.errors import PermanentDeliveryError, TransientDeliveryError
 from bot.domain.ports import AnswerSink, PromptView
@@ -60,9 +60,7 @@ class NatsAnswerPublisher:
                 f"JetStream refused the answer: {exc.description}"
             ) from exc
         except (nats.errors.Error, OSError, TimeoutError) as exc:
-            raise TransientDeliveryError(
-                f"NATS publish failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise TransientDeliveryError(f"NATS publish failed: {described(exc)}") from exc
         self._log.info(
             "nats.answer.published",
             subject=subject,
@@ -84,19 +82,13 @@ class NatsAnswerPublisher:
                 return self._nc
             try:
                 self._nc = await connect(
-                    self.url,
-                    name="elicitbot-answers",
-                    give_up_after=self.timeout,
-                    error_cb=self._on_error,
+                    self.url, name="elicitbot-answers", give_up_after=self.timeout
                 )
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 raise TransientDeliveryError(
                     f"NATS unreachable at {self.url}: {type(exc).__name__}"
                 ) from exc
             return self._nc
-
-    async def _on_error(self, exc: Exception) -> None:
-        self._log.warning("nats.error", error=f"{type(exc).__name__}: {exc}")
 
 
 class CompositeSink:

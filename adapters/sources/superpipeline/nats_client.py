@@ -8,13 +8,17 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
+import structlog
 from nats.aio.client import Client as NatsClient
+
+_log = structlog.get_logger("elicitbot.nats")
 
 
 async def connect(url: str, *, name: str, give_up_after: float, **callbacks: Any) -> Any:
     """A NATS client that reconnects forever once connected, but gives up connecting at first
     after ``give_up_after`` seconds (nats-py alone would retry that forever too)."""
     nc = NatsClient()
+    callbacks.setdefault("error_cb", _log_error)
     try:
         await asyncio.wait_for(
             nc.connect(
@@ -32,6 +36,14 @@ async def connect(url: str, *, name: str, give_up_after: float, **callbacks: Any
             await nc.close()
         raise
     return nc
+
+
+def described(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _log_error(exc: Exception) -> None:
+    _log.warning("nats.error", error=described(exc))
 
 
 async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -26,7 +26,7 @@ from nats.js.api import (
 )
 
 from adapters.shared import cloudevents
-from adapters.sources.superpipeline.nats_client import connect, sleep_unless
+from adapters.sources.superpipeline.nats_client import connect, described, sleep_unless
 from adapters.sources.superpipeline.parse import SUBJECT_RE, to_elicitation
 from bot.domain.errors import IntakeError, PayloadRejected
 from bot.domain.ports import Inbound, IntakeOutcome
@@ -136,7 +136,6 @@ class NatsIntake:
                 self.url,
                 name="elicitbot-intake",
                 give_up_after=self.connect_timeout,
-                error_cb=self._on_error,
                 disconnected_cb=self._on_disconnected,
                 reconnected_cb=self._on_reconnected,
             )
@@ -169,14 +168,7 @@ class NatsIntake:
                 await self.start()
             except (nats.errors.Error, OSError, TimeoutError) as exc:
                 attempt += 1
-                wait = min(2.0**attempt, _RETRY_CAP_SECONDS)
-                self._log.warning(
-                    "nats.intake.start_failed",
-                    url=self.url,
-                    error=f"{type(exc).__name__}: {exc}",
-                    retry_in=wait,
-                )
-                await sleep_unless(stop, wait)
+                await self._back_off(stop, attempt, "nats.intake.start_failed", exc, url=self.url)
         await asyncio.gather(*(self._consume(binding, sub, stop) for binding, sub in self._subs))
 
     async def close(self) -> None:
@@ -296,20 +288,23 @@ class NatsIntake:
                 return
             except (nats.errors.Error, OSError) as exc:
                 failures += 1
-                wait = min(2.0 ** min(failures, 5), _RETRY_CAP_SECONDS)
-                self._log.warning(
-                    "nats.fetch_failed",
-                    stream=binding.stream,
-                    error=f"{type(exc).__name__}: {exc}",
-                    retry_in=wait,
+                await self._back_off(
+                    stop, failures, "nats.fetch_failed", exc, stream=binding.stream
                 )
-                await sleep_unless(stop, wait)
                 continue
             failures = 0
             try:
                 await self._process(msgs)
             except Exception:  # a bug: what was not acked is redelivered after ack_wait
                 self._log.exception("nats.process_crashed", stream=binding.stream)
+
+    async def _back_off(
+        self, stop: asyncio.Event, failures: int, event: str, exc: Exception, **where: Any
+    ) -> None:
+        """Log the failure, then wait 2, 4, 8, 16, 30, 30… seconds (unless ``stop`` is set)."""
+        wait = min(2.0 ** min(failures, 5), _RETRY_CAP_SECONDS)
+        self._log.warning(event, **where, error=described(exc), retry_in=wait)
+        await sleep_unless(stop, wait)
 
     async def _process(self, msgs: list[Any]) -> None:
         valid = [(msg, d) for msg in msgs if (d := await self._parse(msg)) is not None]
@@ -323,9 +318,7 @@ class NatsIntake:
             if len(valid) == 1:
                 await self._nak(valid[0][0], exc)
                 return
-            self._log.warning(
-                "nats.batch_failed", size=len(valid), error=f"{type(exc).__name__}: {exc}"
-            )
+            self._log.warning("nats.batch_failed", size=len(valid), error=described(exc))
             for item in valid:  # one at a time: a poison message must not sink its batch
                 await self._hand_over([item])
             return
@@ -381,7 +374,7 @@ class NatsIntake:
             stream_seq=seq,
             delivered=delivered,
             retry_in=delay,
-            error=f"{type(exc).__name__}: {exc}",
+            error=described(exc),
         )
         await self._settle(msg, "nak", delay)
 
@@ -399,7 +392,7 @@ class NatsIntake:
                 "nats.settle_failed",
                 how=how,
                 stream_seq=_position(msg)[0],
-                error=f"{type(exc).__name__}: {exc}",
+                error=described(exc),
             )
 
     async def _on_max_deliveries(self, msg: Any) -> None:
@@ -416,9 +409,6 @@ class NatsIntake:
             deliveries=advisory.get("deliveries"),
             hint="JetStream stopped redelivering it; the message stays in the stream",
         )
-
-    async def _on_error(self, exc: Exception) -> None:
-        self._log.warning("nats.error", error=f"{type(exc).__name__}: {exc}")
 
     async def _on_disconnected(self) -> None:
         self._log.warning("nats.disconnected", url=self.url)

@@ -9,17 +9,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from adapters.shared.cloudevents import CloudEvent
-from adapters.sources.common import loc_path
+from adapters.sources.common import join_loc, loc_path, repeats
 from adapters.sources.superpipeline import models as upstream
 from bot.domain.bounds import FIELD_NAMES, check_cloudevent, check_elicitation
 from bot.domain.errors import FieldProblem, PayloadRejected
-from bot.domain.model import (
-    AnswerMode,
-    Elicitation,
-    Kind,
-    Meaning,
-    Scope,
-)
+from bot.domain.model import AnswerMode, Elicitation, Kind, Meaning, Scope
 
 SOURCE = "superpipeline"
 CE_TYPE = "com.superjackfruit.superpipeline.elicitation.pending.v1"
@@ -105,28 +99,22 @@ def _validate(
     except ValidationError as exc:
         problems = [_problem(error) for error in exc.errors()] + problems
         body = None
-    return body, [FieldProblem(_join(prefix, p.loc), p.message) for p in problems]
+    return body, [FieldProblem(join_loc(prefix, p.loc), p.message) for p in problems]
 
 
 def _consistency_problems(data: Any) -> list[FieldProblem]:
     """Rules across fields, checked on the raw body so they are reported with the others."""
     if not isinstance(data, dict):
         return []
-    problems: list[FieldProblem] = []
     options = data.get("options")
-    seen: dict[str, int] = {}
-    for index, option in enumerate(options if isinstance(options, list) else []):
-        option_id = option.get("id") if isinstance(option, dict) else None
-        if not isinstance(option_id, str):
-            continue
-        if option_id in seen:
-            problems.append(
-                FieldProblem(
-                    f"options[{index}].id",
-                    f"duplicates options[{seen[option_id]}].id: option ids must be distinct",
-                )
-            )
-        seen.setdefault(option_id, index)
+    listed = options if isinstance(options, list) else []
+    ids = [o.get("id") if isinstance(o, dict) else None for o in listed]
+    problems = [
+        FieldProblem(
+            f"options[{index}].id", f"duplicates options[{first}].id: option ids must be distinct"
+        )
+        for index, first in repeats(i if isinstance(i, str) else None for i in ids)
+    ]
     if isinstance(request_id := data.get("approvalRequestId"), str):
         elicitation_id = data.get("elicitationId")
         if isinstance(elicitation_id, str) and elicitation_id != request_id:
@@ -169,14 +157,6 @@ def _is_preview_tag(loc: tuple[int | str, ...], position: int) -> bool:
         and isinstance(loc[position - 1], int)
         and loc[position] in upstream.PREVIEW_TYPES
     )
-
-
-def _join(prefix: str, loc: str) -> str:
-    if not prefix:
-        return loc
-    if not loc:
-        return prefix
-    return f"{prefix}{loc}" if loc.startswith("[") else f"{prefix}.{loc}"
 
 
 def _elicitation(body: upstream.ElicitationPending, workspace: str | None) -> Elicitation:

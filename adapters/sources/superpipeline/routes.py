@@ -13,14 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from adapters.shared import cloudevents
-from adapters.shared.openapi import (
-    SECURED,
-    bounded,
-    id_schema,
-    inline,
-    json_response,
-    problems,
-)
+from adapters.shared.openapi import SECURED, bounded, id_schema, inline, json_response, problems
 from adapters.sources.superpipeline.models import ElicitationPending
 from adapters.sources.superpipeline.parse import APPROVAL_EMPTY, CE_TYPE, to_elicitation
 from bot.domain.bounds import CE_SOURCE_MAX, CE_SUBJECT_MAX, ID_MAX
@@ -161,19 +154,13 @@ _OPENAPI: dict[str, Any] = {
 
 
 def superpipeline_router(
-    elicitations: Elicitations,
-    authorise: Authorise,
-    *,
-    registry: CollectorRegistry | None = None,
+    elicitations: Elicitations, authorise: Authorise, *, registry: CollectorRegistry | None = None
 ) -> APIRouter:
     """Its intake counter and latency histogram go on ``registry`` (the one ``/metrics`` serves)."""
     router = APIRouter(tags=["superpipeline"])
     metrics = registry if registry is not None else CollectorRegistry()
     intake_counter = Counter(
-        "elicitbot_intake_total",
-        "Inbound events by result",
-        ["source", "result"],
-        registry=metrics,
+        "elicitbot_intake_total", "Inbound events by result", ["source", "result"], registry=metrics
     )
     intake_latency = Histogram(
         "elicitbot_intake_seconds", "Time to accept an intake request", registry=metrics

@@ -4,22 +4,18 @@ SuperPipeline has it (done); the ``Idempotency-Key`` header is stable per answer
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import httpx
 
 from adapters.shared.webhook import Receiver, post_json
+from adapters.sources.common import utc_text
 from bot.domain.model import Answer
 from bot.domain.ports import PromptView
 
 DOCUMENT_TYPE = "elicitation.answered"
 DOCUMENT_VERSION = 1
 RECEIVER = Receiver("answer webhook unreachable: {error}", "answer webhook answered {status}")
-
-
-def _utc(when: datetime) -> str:
-    return when.isoformat().replace("+00:00", "Z")
 
 
 def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
@@ -65,9 +61,9 @@ def answered_document(view: PromptView, idempotency_key: str) -> dict[str, Any]:
             "displayName": answer.display_name,
         },
         "answeredVia": answer.via if answer else None,
-        "answeredAt": _utc(answer.at) if answer else None,
+        "answeredAt": utc_text(answer.at) if answer else None,
         "approvals": [
-            {"by": a.by, "at": _utc(a.at), "via": a.via, "option": a.option}
+            {"by": a.by, "at": utc_text(a.at), "via": a.via, "option": a.option}
             for a in (answer.approvals if answer else ())
         ],
         "approvalSubject": None

@@ -7,10 +7,7 @@ from adapters.shared.exports import lazy_exports
 if TYPE_CHECKING:
     from adapters.sources.toolshed.parse import (
         ASKER,
-        RESOLVER,
         SOURCE,
-        ElicitationRequest,
-        Resolution,
         parse_request,
         parse_resolution,
         poll_body,

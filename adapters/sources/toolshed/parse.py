@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from adapters.sources.common import canonical, digest
+from adapters.sources.common import APPROVE, approve_deny, canonical, digest, json_object
 from bot.domain.errors import FieldProblem, PayloadRejected
 from bot.domain.model import (
     Answer,
@@ -20,8 +20,6 @@ from bot.domain.model import (
     ElicitationKey,
     Identity,
     Kind,
-    Meaning,
-    Option,
     PreviewItem,
     Status,
 )
@@ -33,22 +31,11 @@ RESOLVER = Identity(platform="toolshed", user="api", display_name="Toolshed API"
 """Who answers through the resolve route (the intake token's holder); ``toolshed:api`` in
 ``people.agents`` turns that route's answers off (refused, 403)."""
 VIA = "toolshed"
-APPROVE = "approve"
-DENY = "deny"
 TYPES = ("approval", "form")
 SUBJECT_SCHEMA = "toolshed.tool-call"
 TEXT_KEY = "text"  # a form answered in writing carries it as ``data.text``
 
-_OPTIONS = {
-    "approval": (
-        Option(id=APPROVE, label="Approve", meaning=Meaning.APPROVE, style="primary"),
-        Option(id=DENY, label="Deny", meaning=Meaning.REJECT, style="danger"),
-    ),
-    "form": (
-        Option(id=APPROVE, label="Submit", meaning=Meaning.APPROVE, style="primary"),
-        Option(id=DENY, label="Decline", meaning=Meaning.REJECT, style="danger"),
-    ),
-}
+_OPTIONS = {"approval": approve_deny(), "form": approve_deny("Submit", "Decline")}
 
 
 @dataclass(frozen=True)
@@ -104,14 +91,8 @@ def _optional_object(
     return value
 
 
-def _body_object(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise PayloadRejected([FieldProblem("body", "must be a JSON object")])
-    return data
-
-
 def parse_request(data: Any) -> ElicitationRequest:
-    body = _body_object(data)
+    body = json_object(data)
     problems: list[FieldProblem] = []
     execution_id = _required_text(body, "executionId", problems, non_empty=True)
     if execution_id.endswith(RESOLVE_SUFFIX):
@@ -128,7 +109,7 @@ def parse_request(data: Any) -> ElicitationRequest:
 
 
 def parse_resolution(data: Any) -> Resolution:
-    body = _body_object(data)
+    body = json_object(data)
     problems: list[FieldProblem] = []
     approved = body.get("approved")
     if "approved" not in body:

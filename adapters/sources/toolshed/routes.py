@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from adapters.shared.jsonbody import read_json, rejected
 from adapters.shared.openapi import SECURED, id_schema, problems, request_body, text_schema
 from adapters.shared.problem import problem
+from adapters.sources.common import APPROVE, DENY
 from adapters.sources.toolshed import parse
 from bot.clock import SystemClock
 from bot.domain.bounds import check_elicitation, id_problem
@@ -109,7 +110,7 @@ def toolshed_router(
             return _not_found(execution_id)
         attempt = Attempt(
             respondent=parse.RESOLVER,
-            option_ids=(parse.APPROVE if resolution.approved else parse.DENY,),
+            option_ids=(APPROVE if resolution.approved else DENY,),
             fields=resolution.data or {},
             via=parse.VIA,
             shown=UPSTREAM_DECIDED,

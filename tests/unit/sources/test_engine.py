@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from adapters.shared.jsonbody import load_json
+from adapters.sources.common import digest as action_digest
 from adapters.sources.engine import (
     MAX_BODY_BYTES,
     NO_DEADLINE_TEXT,
@@ -18,8 +19,7 @@ from adapters.sources.engine import (
     delivery_route,
     parse_delivery,
 )
-from adapters.sources.engine.parse import action_digest
-from adapters.sources.engine.route import mention_identity
+from adapters.sources.engine.parse import mention_identity
 from adapters.sources.engine.routes import delivery_body
 from bot.domain import rules
 from bot.domain.disclosure import SHOWN_WHOLE
@@ -95,7 +95,7 @@ def test_valid_deliveries_parse(name: str) -> None:
     assert request.id == body["id"] == e.source_id
     assert e.key == f"engine:{body['id']}"
     assert request.destinations == tuple(body["destinations"])
-    assert request.followup_seconds == body["followup_seconds"]
+    assert request.route.followup_seconds == body["followup_seconds"]
     assert request.route.destinations == (tuple(body["destinations"]) or ("web",))
     assert e.created_at == NOW
     assert e.extra["id"] == body["id"]
